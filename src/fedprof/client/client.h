@@ -1,0 +1,77 @@
+#ifndef FEDPROF_CLIENT_CLIENT_H_
+#define FEDPROF_CLIENT_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fedprof/core/params.h"
+#include "fedprof/data/dataset.h"
+#include "fedprof/data/quality.h"
+
+namespace fedprof {
+
+class Model;
+
+struct TrainOptions {
+  int epochs = 5;
+  int64_t batch_size = 32;
+  double lr = 0.01;  // this round's learning rate (decay already applied)
+  double momentum = 0.5;
+  double weight_decay = 0;
+};
+
+// What the server sends a selected client for one round.
+struct FitInstructions {
+  int64_t round = 0;
+  std::shared_ptr<const FlatParams> global;  // the global model θ
+  TrainOptions train;
+  uint64_t seed = 0;  // run seed; the client derives its batch order from it
+};
+
+// What a client returns. `ok` false means the client failed and its
+// contribution must be skipped; `error` says why.
+struct FitResult {
+  int client_id = -1;
+  bool ok = false;
+  std::string error;
+  FlatParams params;        // the locally trained model
+  int64_t num_samples = 0;  // |D_k|
+  double train_loss = 0;    // mean loss over the last local epoch
+};
+
+struct EvalResult {
+  double loss = 0;      // mean cross-entropy, or mean squared error
+  double accuracy = 0;  // classification accuracy, or R^2 for regression
+  double rmse = 0;      // regression only
+};
+
+// A federated client holding its private data. Thread-compatible: distinct
+// clients may train concurrently, each on its own model instance.
+class Client {
+ public:
+  Client(int id, Dataset data, DataKind kind);
+
+  int id() const { return id_; }
+  const Dataset& data() const { return data_; }
+  DataKind kind() const { return kind_; }
+  int64_t num_samples() const { return data_.size(); }
+
+  // Loads the global model into `model` (scratch owned by the caller) and
+  // runs E epochs of mini-batch SGD with momentum; batch order comes from
+  // (seed, round, client, epoch) alone.
+  FitResult Fit(const FitInstructions& instructions, Model& model) const;
+
+ private:
+  int id_;
+  Dataset data_;
+  DataKind kind_;
+};
+
+// Loss and accuracy (or R^2 and RMSE) of `model` on `data`, in eval mode
+// without gradients.
+EvalResult Evaluate(Model& model, const Dataset& data, int64_t batch_size);
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_CLIENT_CLIENT_H_

@@ -1,0 +1,168 @@
+#include "fedprof/config/config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "fedprof/config/options.h"
+#include "fedprof/core/error.h"
+
+namespace fedprof {
+namespace {
+
+std::string Canonical(const OptionSpec& spec, const std::string& key, const std::string& value,
+                      const std::string& origin) {
+  const std::string where = "config key '" + key + "' (" + origin + ")";
+  switch (spec.type) {
+    case OptionType::kInt:
+    case OptionType::kDouble: {
+      errno = 0;
+      char* end = nullptr;
+      const double v = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
+        throw Error(where + ": '" + value + "' is not a number; expected " + ValidValues(spec));
+      }
+      if (spec.type == OptionType::kInt && v != std::floor(v)) {
+        throw Error(where + ": '" + value + "' is not a whole number; expected " +
+                    ValidValues(spec));
+      }
+      if (v < spec.min || v > spec.max) {
+        throw Error(where + ": " + value + " is out of range; expected " + ValidValues(spec));
+      }
+      if (spec.type == OptionType::kInt) return std::to_string(static_cast<int64_t>(v));
+      std::ostringstream ss;
+      ss.precision(17);
+      ss << v;
+      return ss.str();
+    }
+    case OptionType::kBool:
+      if (value == "true" || value == "1") return "true";
+      if (value == "false" || value == "0") return "false";
+      throw Error(where + ": '" + value + "' is not a boolean; expected true|false");
+    case OptionType::kString: {
+      if (!*spec.choices) return value;
+      std::string choices = spec.choices;
+      std::stringstream ss(choices);
+      std::string c;
+      while (std::getline(ss, c, '|')) {
+        if (c == value) return value;
+      }
+      throw Error(where + ": '" + value + "' is not one of " + choices);
+    }
+  }
+  return value;
+}
+
+void Flatten(const toml::table& table, const std::string& prefix, const std::string& origin,
+             Config& config) {
+  for (const auto& [k, node] : table) {
+    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    const auto& src = node.source();
+    const std::string where = origin + ":" + std::to_string(src.begin.line);
+    if (const toml::table* sub = node.as_table()) {
+      Flatten(*sub, key, origin, config);
+    } else if (auto s = node.value<std::string>(); s && node.is_string()) {
+      config.Set(key, *s, where);
+    } else if (node.is_integer()) {
+      config.Set(key, std::to_string(*node.value<int64_t>()), where);
+    } else if (node.is_floating_point()) {
+      std::ostringstream ss;
+      ss.precision(17);
+      ss << *node.value<double>();
+      config.Set(key, ss.str(), where);
+    } else if (node.is_boolean()) {
+      config.Set(key, *node.value<bool>() ? "true" : "false", where);
+    } else {
+      throw Error("config key '" + key + "' (" + where +
+                  "): unsupported value type; expected a number, string or boolean");
+    }
+  }
+}
+
+}  // namespace
+
+Config::Config() {
+  for (const auto& o : AllOptions()) {
+    values_[o.name] = Canonical(o, o.name, o.default_value, "default");
+  }
+}
+
+void Config::Set(const std::string& key, const std::string& value, const std::string& origin) {
+  const OptionSpec* spec = FindOption(key);
+  if (spec == nullptr) {
+    throw Error("config key '" + key + "' (" + origin + ") is unknown; did you mean '" +
+                NearestOption(key) + "'?");
+  }
+  values_[key] = Canonical(*spec, key, value, origin);
+}
+
+void Config::SetAssignment(const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw Error("--set '" + assignment + "': expected key=value");
+  }
+  Set(assignment.substr(0, eq), assignment.substr(eq + 1));
+}
+
+void Config::MergeTomlString(const std::string& text, const std::string& origin) {
+  toml::table table;
+  try {
+    table = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    throw Error(origin + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) + ": " +
+                std::string(e.description()));
+  }
+  Flatten(table, "", origin, *this);
+}
+
+void Config::MergeTomlFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  MergeTomlString(ss.str(), path);
+}
+
+const std::string& Config::Raw(const std::string& key) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) throw Error("config key '" + key + "' is not an option");
+  return it->second;
+}
+
+int64_t Config::GetInt(const std::string& key) const { return std::stoll(Raw(key)); }
+double Config::GetDouble(const std::string& key) const { return std::stod(Raw(key)); }
+bool Config::GetBool(const std::string& key) const { return Raw(key) == "true"; }
+const std::string& Config::GetString(const std::string& key) const { return Raw(key); }
+
+std::string Config::ToToml() const {
+  // Top-level keys first, then one table per section, in table order.
+  std::ostringstream out;
+  std::string section;
+  auto quote = [](const std::string& s) {
+    std::string q = "\"";
+    for (char c : s) {
+      if (c == '"' || c == '\\') q += '\\';
+      q += c;
+    }
+    return q + "\"";
+  };
+  for (const auto& o : AllOptions()) {
+    const std::string name = o.name;
+    const auto dot = name.find('.');
+    const std::string sec = dot == std::string::npos ? "" : name.substr(0, dot);
+    const std::string key = dot == std::string::npos ? name : name.substr(dot + 1);
+    if (sec != section) {
+      out << "\n[" << sec << "]\n";
+      section = sec;
+    }
+    const std::string& v = values_.at(name);
+    out << key << " = " << (o.type == OptionType::kString ? quote(v) : v) << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace fedprof

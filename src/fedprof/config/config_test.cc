@@ -1,0 +1,84 @@
+#include "fedprof/config/config.h"
+
+#include <gtest/gtest.h>
+
+#include "fedprof/config/options.h"
+#include "fedprof/core/error.h"
+
+namespace fedprof {
+namespace {
+
+std::string ErrorOf(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ConfigTest, DefaultsComeFromTheTable) {
+  Config c;
+  for (const auto& o : AllOptions()) {
+    EXPECT_NO_THROW(c.Set(o.name, o.default_value)) << o.name;
+  }
+  EXPECT_EQ(c.GetInt("clients.count"), 100);
+  EXPECT_DOUBLE_EQ(c.GetDouble("strategy.fraction"), 0.1);
+  EXPECT_EQ(c.GetString("strategy.aggregation"), "full");
+}
+
+TEST(ConfigTest, TomlSectionsBecomeDottedKeys) {
+  Config c;
+  c.MergeTomlString("seed = 9\n[train]\nlr = 0.05\nepochs = 3\n[report]\nprogress = false\n", "t");
+  EXPECT_EQ(c.GetInt("seed"), 9);
+  EXPECT_DOUBLE_EQ(c.GetDouble("train.lr"), 0.05);
+  EXPECT_EQ(c.GetInt("train.epochs"), 3);
+  EXPECT_FALSE(c.GetBool("report.progress"));
+}
+
+TEST(ConfigTest, UnknownKeyNamesTheNearestOne) {
+  Config c;
+  const std::string e = ErrorOf([&] { c.MergeTomlString("[train]\nlrr = 0.1\n", "exp.toml"); });
+  EXPECT_NE(e.find("'train.lrr'"), std::string::npos) << e;
+  EXPECT_NE(e.find("exp.toml:2"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'train.lr'"), std::string::npos) << e;
+}
+
+TEST(ConfigTest, OutOfRangeAndBadTypesAreRefused) {
+  Config c;
+  std::string e = ErrorOf([&] { c.SetAssignment("strategy.fraction=1.5"); });
+  EXPECT_NE(e.find("strategy.fraction"), std::string::npos) << e;
+  EXPECT_NE(e.find("out of range"), std::string::npos) << e;
+  e = ErrorOf([&] { c.SetAssignment("rounds=2.5"); });
+  EXPECT_NE(e.find("whole number"), std::string::npos) << e;
+  e = ErrorOf([&] { c.SetAssignment("train.lr=fast"); });
+  EXPECT_NE(e.find("not a number"), std::string::npos) << e;
+  e = ErrorOf([&] { c.SetAssignment("model.name=resnet"); });
+  EXPECT_NE(e.find("lenet5|cnn|mlp"), std::string::npos) << e;
+  e = ErrorOf([&] { c.SetAssignment("noequals"); });
+  EXPECT_NE(e.find("key=value"), std::string::npos) << e;
+  e = ErrorOf([&] { c.MergeTomlString("[train\n", "broken.toml"); });
+  EXPECT_NE(e.find("broken.toml:1"), std::string::npos) << e;
+  // A refused value leaves the old one in place.
+  EXPECT_DOUBLE_EQ(c.GetDouble("strategy.fraction"), 0.1);
+}
+
+TEST(ConfigTest, ResolvedTomlRoundTrips) {
+  Config c;
+  c.SetAssignment("train.lr=0.0123456789");
+  c.SetAssignment("data.dir=/tmp/some \"quoted\" dir");
+  c.SetAssignment("report.progress=false");
+  Config back;
+  back.MergeTomlString(c.ToToml(), "resolved");
+  EXPECT_TRUE(back == c);
+}
+
+TEST(OptionsTest, MarkdownListsEveryOption) {
+  const std::string md = OptionsMarkdown();
+  for (const auto& o : AllOptions()) {
+    EXPECT_NE(md.find(std::string("`") + o.name + "`"), std::string::npos) << o.name;
+  }
+}
+
+}  // namespace
+}  // namespace fedprof

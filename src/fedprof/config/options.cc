@@ -1,0 +1,189 @@
+#include "fedprof/config/options.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace fedprof {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kMaxInt = 9.007199254740992e15;  // exact in a double
+
+std::vector<OptionSpec> MakeTable() {
+  using T = OptionType;
+  return {
+      // Run.
+      {"seed", T::kInt, "1", 0, kMaxInt, "",
+       "Fixes partition, noise, client specs, model init, sampling and training."},
+      {"rounds", T::kInt, "50", 1, 1e7, "", "Communication rounds T_max."},
+      {"threads", T::kInt, "0", 0, 1024, "",
+       "Clients trained concurrently; 0 = all cores. Never changes the numbers."},
+      // Data.
+      {"data.name", T::kString, "fashion-mnist", 0, 0, "fashion-mnist|mnist|emnist|cifar10|csv",
+       "Data set. IDX (fashion-mnist, mnist, emnist), CIFAR-10 binary, or CSV."},
+      {"data.dir", T::kString, "", 0, 0, "",
+       "Directory of the data files; empty = the data set's default location "
+       "(fashion-mnist: /usr/share/datasets/fashion-mnist, mnist: data/mnist)."},
+      {"data.emnist_split", T::kString, "digits", 0, 0, "",
+       "EMNIST split; files are emnist-<split>-{train,test}-{images-idx3,labels-idx1}-ubyte[.gz]."},
+      {"data.train_file", T::kString, "", 0, 0, "", "CSV: training file."},
+      {"data.test_file", T::kString, "", 0, 0, "", "CSV: test file."},
+      {"data.targets", T::kString, "", 0, 0, "", "CSV: target column name(s), comma-separated."},
+      {"data.task", T::kString, "classification", 0, 0, "classification|regression",
+       "CSV: classification (one integer target) or regression (R^2 and RMSE reported)."},
+      {"data.train_limit", T::kInt, "0", 0, kMaxInt, "",
+       "Use only the first n training samples; 0 = all."},
+      {"data.test_limit", T::kInt, "0", 0, kMaxInt, "", "Use only the first n test samples; 0 = all."},
+      // Clients and partition.
+      {"clients.count", T::kInt, "100", 1, 1e7, "", "Client population N."},
+      {"partition.kind", T::kString, "dominant", 0, 0, "iid|dominant",
+       "iid, or non-IID where each client has a dominant class."},
+      {"partition.dominant_share", T::kDouble, "0.6", 0, 1, "",
+       "Share of a client's samples from its dominant class (client k: class k mod classes)."},
+      {"partition.size_mean", T::kDouble, "0", 0, kInf, "",
+       "Client sizes ~ Normal(mean, sd^2); 0 = equal split of the training set."},
+      {"partition.size_sd", T::kDouble, "0", 0, kInf, "", "Standard deviation of client sizes."},
+      // Data quality.
+      {"quality.irrelevant", T::kDouble, "0", 0, 1, "",
+       "Fraction of clients whose data is irrelevant (other images, random labels)."},
+      {"quality.blurred", T::kDouble, "0", 0, 1, "", "Fraction of clients with Gaussian-blurred images."},
+      {"quality.salt_pepper", T::kDouble, "0", 0, 1, "",
+       "Fraction of clients with salt-and-pepper noise."},
+      {"quality.gaussian_noise", T::kDouble, "0", 0, 1, "",
+       "Fraction of clients with additive Gaussian noise (images or features)."},
+      {"quality.polluted", T::kDouble, "0", 0, 1, "",
+       "Fraction of clients with polluted tabular features (invalid values)."},
+      {"quality.irrelevant_source", T::kString, "synthetic", 0, 0, "synthetic|mnist|fashion-mnist",
+       "Where irrelevant images come from: uniform-noise images or another IDX data set."},
+      {"quality.blur_sigma", T::kDouble, "1.5", 0.1, 20, "", "Gaussian blur sigma, in pixels."},
+      {"quality.sp_density", T::kDouble, "0.3", 0, 1, "",
+       "Share of pixels set to 0 or 1 by salt-and-pepper noise."},
+      {"quality.noise_sigma", T::kDouble, "0.3", 0, 100, "",
+       "Additive Gaussian noise sigma (pixel scale [0, 1], or feature units)."},
+      {"quality.pollute_share", T::kDouble, "0.5", 0, 1, "",
+       "Share of a polluted client's feature cells replaced by invalid values."},
+      // Model.
+      {"model.name", T::kString, "lenet5", 0, 0, "lenet5|cnn|mlp",
+       "LeNet-5, a small CNN with batch norm, or an MLP for tabular data."},
+      {"model.hidden", T::kString, "64", 0, 0, "", "MLP hidden layer widths, comma-separated."},
+      {"model.profile_layer", T::kString, "", 0, 0, "",
+       "Layer whose representations are profiled; empty = the model's default."},
+      // Local training.
+      {"train.epochs", T::kInt, "5", 1, 10000, "", "Local epochs E per round."},
+      {"train.batch_size", T::kInt, "32", 1, 1e6, "", "Local mini-batch size."},
+      {"train.lr", T::kDouble, "0.01", 0, 100, "", "Local learning rate in round 1."},
+      {"train.lr_decay", T::kDouble, "0.99", 0, 1, "", "Learning rate factor per round."},
+      {"train.momentum", T::kDouble, "0.5", 0, 0.999, "", "SGD momentum."},
+      {"train.weight_decay", T::kDouble, "0", 0, 1, "", "SGD weight decay."},
+      // Strategy.
+      {"strategy.name", T::kString, "fedavg", 0, 0, "fedavg", "Federated strategy."},
+      {"strategy.fraction", T::kDouble, "0.1", 1e-9, 1, "",
+       "Client fraction C: K = max(1, round(N C)) clients per round."},
+      {"strategy.aggregation", T::kString, "full", 0, 0, "full|partial",
+       "full: all N clients weighted by |D_k|/|D|, unselected ones contributing the global model; "
+       "partial: selected clients weighted by |D_k|/|D_S|."},
+      // Cost model (Eqs. 27-34).
+      {"cost.speed_mean", T::kDouble, "1.0", 1e-3, 1e3, "", "Client speed s_k mean, GHz."},
+      {"cost.speed_sd", T::kDouble, "0.2", 0, 1e3, "", "Client speed s_k standard deviation, GHz."},
+      {"cost.bandwidth_mean", T::kDouble, "1.0", 1e-3, 1e6, "", "Downlink bandwidth bw_k mean, MHz."},
+      {"cost.bandwidth_sd", T::kDouble, "0.3", 0, 1e6, "", "Bandwidth standard deviation, MHz."},
+      {"cost.snr_db", T::kDouble, "10", -30, 100, "", "Signal-to-noise ratio, dB."},
+      {"cost.bits_per_sample", T::kDouble, "0", 0, 1e12, "",
+       "BPS; 0 = from the data (8 bits per pixel value, 32 per tabular feature)."},
+      {"cost.cycles_per_bit", T::kDouble, "400", 0, 1e9, "", "CPB, processor cycles per bit."},
+      {"cost.p_trans", T::kDouble, "0.75", 0, 1e3, "", "Transmitter power P_trans, W."},
+      {"cost.p_f", T::kDouble, "0.7", 0, 1e3, "", "Baseline processor power P_f, W (at 1 GHz)."},
+      // Evaluation and reporting.
+      {"eval.every", T::kInt, "1", 1, 1e7, "", "Evaluate the global model every n rounds (and the last)."},
+      {"eval.batch_size", T::kInt, "1000", 1, 1e7, "", "Evaluation batch size."},
+      {"report.target", T::kDouble, "0", 0, 1, "",
+       "Accuracy (R^2 for regression) target for rounds/time/energy-to-target; 0 = none."},
+      {"report.progress", T::kBool, "true", 0, 0, "", "Print a progress line per round."},
+  };
+}
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+const char* TypeName(OptionType t) {
+  switch (t) {
+    case OptionType::kInt: return "int";
+    case OptionType::kDouble: return "float";
+    case OptionType::kBool: return "bool";
+    case OptionType::kString: return "string";
+  }
+  return "";
+}
+
+std::string FormatBound(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::ostringstream ss;
+  ss << v;
+  return ss.str();
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& AllOptions() {
+  static const std::vector<OptionSpec> table = MakeTable();
+  return table;
+}
+
+const OptionSpec* FindOption(const std::string& name) {
+  for (const auto& o : AllOptions()) {
+    if (name == o.name) return &o;
+  }
+  return nullptr;
+}
+
+std::string NearestOption(const std::string& name) {
+  std::string best;
+  size_t best_d = std::string::npos;
+  for (const auto& o : AllOptions()) {
+    const size_t d = EditDistance(name, o.name);
+    if (d < best_d) {
+      best_d = d;
+      best = o.name;
+    }
+  }
+  return best;
+}
+
+std::string ValidValues(const OptionSpec& o) {
+  switch (o.type) {
+    case OptionType::kInt:
+    case OptionType::kDouble:
+      return "[" + FormatBound(o.min) + ", " + FormatBound(o.max) + "]";
+    case OptionType::kBool: return "true|false";
+    case OptionType::kString: return *o.choices ? o.choices : "text";
+  }
+  return "";
+}
+
+std::string OptionsMarkdown() {
+  std::ostringstream md;
+  md << "| option | type | default | valid | description |\n|---|---|---|---|---|\n";
+  for (const auto& o : AllOptions()) {
+    std::string valid = ValidValues(o);
+    std::replace(valid.begin(), valid.end(), '|', ',');
+    md << "| `" << o.name << "` | " << TypeName(o.type) << " | `" << o.default_value << "` | "
+       << valid << " | " << o.description << " |\n";
+  }
+  return md.str();
+}
+
+}  // namespace fedprof

@@ -1,0 +1,51 @@
+#include "fedprof/core/rng.h"
+
+#include <cmath>
+#include <numeric>
+#include <utility>
+
+namespace fedprof {
+
+uint64_t Mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+Rng MakeRng(uint64_t seed, Stream stream, std::initializer_list<uint64_t> tags) {
+  uint64_t h = Mix64(seed ^ Mix64(static_cast<uint64_t>(stream)));
+  for (uint64_t t : tags) h = Mix64(h ^ Mix64(t + 0x632be59bd9b4e019ULL));
+  std::seed_seq seq{static_cast<uint32_t>(h), static_cast<uint32_t>(h >> 32)};
+  return Rng(seq);
+}
+
+double Uniform01(Rng& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+double StandardNormal(Rng& rng) {
+  double u1 = Uniform01(rng);
+  double u2 = Uniform01(rng);
+  if (u1 < 1e-300) u1 = 1e-300;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+uint64_t UniformIndex(Rng& rng, uint64_t n) {
+  // Rejection sampling keeps the draw unbiased and portable.
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+  uint64_t r;
+  do {
+    r = rng();
+  } while (r >= limit);
+  return r % n;
+}
+
+std::vector<int64_t> Permutation(Rng& rng, int64_t n) {
+  std::vector<int64_t> p(n);
+  std::iota(p.begin(), p.end(), 0);
+  for (int64_t i = n - 1; i > 0; --i) {
+    std::swap(p[i], p[UniformIndex(rng, static_cast<uint64_t>(i) + 1)]);
+  }
+  return p;
+}
+
+}  // namespace fedprof

@@ -1,0 +1,75 @@
+#include "fedprof/core/rng.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "fedprof/core/thread_pool.h"
+
+namespace fedprof {
+namespace {
+
+TEST(RngTest, StreamsDependOnlyOnSeedAndTags) {
+  Rng a = MakeRng(7, Stream::kSelection, {3});
+  Rng b = MakeRng(7, Stream::kSelection, {3});
+  Rng c = MakeRng(7, Stream::kSelection, {4});
+  Rng d = MakeRng(8, Stream::kSelection, {3});
+  const uint64_t first = a();
+  EXPECT_EQ(first, b());
+  EXPECT_NE(first, c());
+  EXPECT_NE(first, d());
+}
+
+TEST(RngTest, UniformAndNormalMoments) {
+  Rng rng = MakeRng(1, Stream::kNoise);
+  const int n = 200000;
+  double su = 0, sn = 0, sn2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const double u = Uniform01(rng);
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    su += u;
+    const double z = StandardNormal(rng);
+    sn += z;
+    sn2 += z * z;
+  }
+  EXPECT_NEAR(su / n, 0.5, 0.005);
+  EXPECT_NEAR(sn / n, 0.0, 0.01);
+  EXPECT_NEAR(sn2 / n, 1.0, 0.02);
+}
+
+TEST(RngTest, PermutationIsAPermutation) {
+  Rng rng = MakeRng(3, Stream::kPartition);
+  std::vector<int64_t> p = Permutation(rng, 1000);
+  std::vector<int64_t> sorted = p;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < 1000; ++i) EXPECT_EQ(sorted[i], i);
+  EXPECT_NE(p, sorted);
+}
+
+TEST(ThreadPoolTest, RunsEveryIndexOnceAndRethrows) {
+  ThreadPool pool(2);
+  std::vector<int> hits(1000, 0);
+  pool.ParallelFor(1000, [&](int64_t i, int worker) {
+    ASSERT_GE(worker, 0);
+    ASSERT_LT(worker, pool.size());
+    hits[i] += 1;
+  });
+  EXPECT_EQ(std::count(hits.begin(), hits.end(), 1), 1000);
+  EXPECT_THROW(pool.ParallelFor(10, [](int64_t i, int) {
+                 if (i == 5) throw std::runtime_error("boom");
+               }),
+               std::runtime_error);
+  // The pool still works after an exception.
+  int64_t sum = 0;
+  std::mutex m;
+  pool.ParallelFor(100, [&](int64_t i, int) {
+    std::lock_guard<std::mutex> lock(m);
+    sum += i;
+  });
+  EXPECT_EQ(sum, 4950);
+}
+
+}  // namespace
+}  // namespace fedprof

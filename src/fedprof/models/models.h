@@ -1,0 +1,52 @@
+#ifndef FEDPROF_MODELS_MODELS_H_
+#define FEDPROF_MODELS_MODELS_H_
+
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fedprof {
+
+// A model the simulator trains. Besides the output it can hand back the
+// representation of one named layer, the one FedProf profiles: for a dense
+// layer its pre-activation output [n, units]; for a conv layer or block the
+// channel-wise fused representation (sum over spatial positions) [n, channels].
+class Model : public torch::nn::Module {
+ public:
+  // Logits for classification, predictions [n, targets] for regression. When
+  // `representation` is non-null it receives the profiled layer's
+  // representation for this batch.
+  virtual at::Tensor Forward(const at::Tensor& x, at::Tensor* representation = nullptr) = 0;
+
+  // Layers that can be profiled, in forward order.
+  virtual std::vector<std::string> ProfileableLayers() const = 0;
+  const std::string& profiled_layer() const { return profiled_layer_; }
+  // Throws fedprof::Error naming the valid layers if `layer` is not one.
+  void SetProfiledLayer(const std::string& layer);
+
+ protected:
+  std::string profiled_layer_;
+};
+
+struct ModelSpec {
+  std::string name = "lenet5";       // lenet5 | cnn | mlp
+  std::vector<int64_t> input_shape;  // per sample: {c, h, w} or {features}
+  int64_t outputs = 10;              // classes, or regression targets
+  std::vector<int64_t> hidden = {64};
+  std::string profile_layer;         // empty = the model's default
+};
+
+// Builds a model with parameters initialised from the current torch seed.
+// Throws fedprof::Error on an unknown name, an input shape the model cannot
+// take, or an unknown profile layer.
+std::shared_ptr<Model> MakeModel(const ModelSpec& spec);
+
+// Number of trainable parameters.
+int64_t CountParameters(const torch::nn::Module& module);
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_MODELS_MODELS_H_

@@ -1,0 +1,45 @@
+#include "fedprof/report/metrics.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace fedprof {
+namespace {
+
+std::string Num(double v, const char* fmt = "%.9g") {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+}  // namespace
+
+std::string MetricsCsv(const std::vector<RoundMetrics>& rows, bool regression) {
+  std::ostringstream out;
+  out << "round,lr,selected,skipped,train_loss,accuracy,loss" << (regression ? ",rmse" : "")
+      << ",round_time_s,virtual_time_s,round_energy_wh,energy_wh,wall_s\n";
+  for (const auto& r : rows) {
+    out << r.round << ',' << Num(r.lr) << ',' << r.selected << ',' << r.skipped << ','
+        << Num(r.train_loss) << ',';
+    if (r.evaluated) {
+      out << Num(r.accuracy) << ',' << Num(r.loss);
+      if (regression) out << ',' << Num(r.rmse);
+    } else {
+      out << ',' << (regression ? "," : "");
+    }
+    out << ',' << Num(r.round_time_s) << ',' << Num(r.virtual_time_s) << ','
+        << Num(r.round_energy_wh) << ',' << Num(r.energy_wh) << ',' << Num(r.wall_s, "%.3f")
+        << '\n';
+  }
+  return out.str();
+}
+
+int64_t FirstRoundReaching(const std::vector<RoundMetrics>& rows, double target) {
+  if (target <= 0) return -1;
+  for (const auto& r : rows) {
+    if (r.evaluated && r.accuracy >= target) return r.round;
+  }
+  return -1;
+}
+
+}  // namespace fedprof

@@ -1,0 +1,37 @@
+#ifndef FEDPROF_REPORT_METRICS_H_
+#define FEDPROF_REPORT_METRICS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fedprof {
+
+// One row of metrics.csv.
+struct RoundMetrics {
+  int64_t round = 0;
+  double lr = 0;
+  int selected = 0;         // clients asked to train
+  int skipped = 0;          // of those, results refused (failed, NaN, wrong size)
+  double train_loss = 0;    // mean local loss of the valid results
+  bool evaluated = false;   // false: accuracy/loss columns are empty this round
+  double accuracy = 0;      // R^2 for regression
+  double loss = 0;
+  double rmse = 0;          // regression only
+  double round_time_s = 0;  // virtual, Eq. 27
+  double virtual_time_s = 0;
+  double round_energy_wh = 0;
+  double energy_wh = 0;
+  double wall_s = 0;        // real elapsed time since the run started
+};
+
+// metrics.csv as text: a header and one row per round. Every column but
+// wall_s is reproducible from the seed.
+std::string MetricsCsv(const std::vector<RoundMetrics>& rows, bool regression);
+
+// The first round whose accuracy reaches `target` (> 0), or -1.
+int64_t FirstRoundReaching(const std::vector<RoundMetrics>& rows, double target);
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_REPORT_METRICS_H_

@@ -1,0 +1,54 @@
+#include "fedprof/sim/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "fedprof/core/rng.h"
+
+namespace fedprof {
+
+std::vector<ClientSpec> DrawClientSpecs(int num_clients, const CostOptions& options,
+                                        uint64_t seed) {
+  Rng rng = MakeRng(seed, Stream::kClientSpecs);
+  std::vector<ClientSpec> specs(num_clients);
+  for (auto& s : specs) {
+    const double speed = options.speed_mean_ghz + options.speed_sd_ghz * StandardNormal(rng);
+    const double bw = options.bandwidth_mean_mhz + options.bandwidth_sd_mhz * StandardNormal(rng);
+    s.speed_ghz = std::max(speed, 0.1 * options.speed_mean_ghz);
+    s.bandwidth_mhz = std::max(bw, 0.1 * options.bandwidth_mean_mhz);
+  }
+  return specs;
+}
+
+CostModel::CostModel(const CostOptions& options, double model_bits)
+    : options_(options),
+      model_bits_(model_bits),
+      spectral_efficiency_(std::log2(1.0 + std::pow(10.0, options.snr_db / 10.0))) {}
+
+double CostModel::DownlinkBitsPerSecond(const ClientSpec& spec) const {
+  return spec.bandwidth_mhz * 1e6 * spectral_efficiency_;
+}
+
+ClientCost CostModel::Cost(const ClientSpec& spec, int64_t num_samples, int epochs,
+                           double profile_bits) const {
+  ClientCost c;
+  const double down_bps = DownlinkBitsPerSecond(spec);
+  const double hz = spec.speed_ghz * 1e9;
+  // Eq. 29: upload takes twice the download (uplink = half the bandwidth).
+  c.comm_s = 3.0 * model_bits_ / down_bps;
+  // Eq. 30: cycles for E epochs over the local data.
+  c.train_s = epochs * static_cast<double>(num_samples) * options_.bits_per_sample *
+              options_.cycles_per_bit / hz;
+  if (profile_bits > 0) {
+    // Eq. 31: a forward pass costs as much as one epoch; the profile goes up
+    // the half-bandwidth uplink.
+    c.rp_gen_s = c.train_s / epochs;
+    c.rp_up_s = profile_bits / (0.5 * down_bps);
+  }
+  // Eqs. 32-34: P_f s^3 with s in GHz, so P_f is the power at 1 GHz.
+  const double compute_w = options_.p_f_w * spec.speed_ghz * spec.speed_ghz * spec.speed_ghz;
+  c.energy_j = options_.p_trans_w * (c.comm_s + c.rp_up_s) + compute_w * (c.train_s + c.rp_gen_s);
+  return c;
+}
+
+}  // namespace fedprof

@@ -1,0 +1,67 @@
+#ifndef FEDPROF_SIM_COST_MODEL_H_
+#define FEDPROF_SIM_COST_MODEL_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace fedprof {
+
+// The time/energy cost model of the FedProf papers (Eqs. 27-34).
+// Units: speed in GHz, bandwidth in MHz, SNR in dB (converted to linear),
+// sizes in bits, times in seconds, energy in joules. Shannon capacity uses
+// log base 2: a link of bw MHz carries bw * 1e6 * log2(1 + SNR) bits/s.
+struct CostOptions {
+  double speed_mean_ghz = 1.0;
+  double speed_sd_ghz = 0.2;
+  double bandwidth_mean_mhz = 1.0;
+  double bandwidth_sd_mhz = 0.3;
+  double snr_db = 10;
+  double bits_per_sample = 28 * 28 * 8;  // BPS
+  double cycles_per_bit = 400;           // CPB
+  double p_trans_w = 0.75;               // transmitter power
+  double p_f_w = 0.7;                    // processor power at 1 GHz
+};
+
+struct ClientSpec {
+  double speed_ghz = 1;      // s_k
+  double bandwidth_mhz = 1;  // bw_k (downlink; uplink is half of it)
+};
+
+// s_k ~ Normal(speed_mean, speed_sd^2), bw_k ~ Normal(bandwidth_mean,
+// bandwidth_sd^2), seeded. A draw below 10% of its mean is raised to 10% of
+// the mean: the normal model allows non-positive speeds, devices do not.
+std::vector<ClientSpec> DrawClientSpecs(int num_clients, const CostOptions& options,
+                                        uint64_t seed);
+
+// One client's costs for one round.
+struct ClientCost {
+  double comm_s = 0;    // T_comm, Eq. 29: model download + upload
+  double train_s = 0;   // T_train, Eq. 30
+  double rp_gen_s = 0;  // T_RPgen, Eq. 31: one epoch's worth of compute
+  double rp_up_s = 0;   // T_RPup, Eq. 31: profile upload
+  double energy_j = 0;  // E_k, Eqs. 28, 32-34
+  double total_s() const { return comm_s + train_s + rp_gen_s + rp_up_s; }
+};
+
+class CostModel {
+ public:
+  // model_bits: msize, the model's size on the wire.
+  CostModel(const CostOptions& options, double model_bits);
+
+  // profile_bits > 0 adds the profiling costs (T_RP, E_RP; RPsize = 8q bytes
+  // = 64q bits).
+  ClientCost Cost(const ClientSpec& spec, int64_t num_samples, int epochs,
+                  double profile_bits = 0) const;
+
+  // Bits per second of the downlink of a client with this bandwidth.
+  double DownlinkBitsPerSecond(const ClientSpec& spec) const;
+
+ private:
+  CostOptions options_;
+  double model_bits_;
+  double spectral_efficiency_;  // log2(1 + SNR_linear)
+};
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_SIM_COST_MODEL_H_

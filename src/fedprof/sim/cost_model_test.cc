@@ -1,0 +1,76 @@
+#include "fedprof/sim/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace fedprof {
+namespace {
+
+TEST(CostModelTest, MatchesEquations29To34) {
+  CostOptions o;
+  o.snr_db = 10;  // linear 10, log2(11) bits/s/Hz
+  o.bits_per_sample = 28 * 28 * 8;
+  o.cycles_per_bit = 400;
+  const double model_bits = 61706 * 32.0;
+  const CostModel model(o, model_bits);
+  const ClientSpec spec{2.0, 0.5};
+  const ClientCost c = model.Cost(spec, 600, 5, /*profile_bits=*/64 * 120);
+  const double rate = 0.5e6 * std::log2(11.0);
+  EXPECT_DOUBLE_EQ(c.comm_s, 3 * model_bits / rate);
+  EXPECT_DOUBLE_EQ(c.train_s, 5 * 600 * 6272.0 * 400 / 2e9);
+  EXPECT_DOUBLE_EQ(c.rp_gen_s, c.train_s / 5);
+  EXPECT_DOUBLE_EQ(c.rp_up_s, 64 * 120 / (0.5 * rate));
+  const double expected_j =
+      0.75 * (c.comm_s + c.rp_up_s) + 0.7 * 8.0 * (c.train_s + c.rp_gen_s);
+  EXPECT_DOUBLE_EQ(c.energy_j, expected_j);
+  const ClientCost no_profile = model.Cost(spec, 600, 5);
+  EXPECT_EQ(no_profile.rp_gen_s, 0);
+  EXPECT_LT(no_profile.energy_j, c.energy_j);
+}
+
+TEST(CostModelTest, ProfilingCostIsInTheOrderOfThePapersTable4) {
+  // EMNIST setup (Table 5): 500 clients of ~560 samples, K = 25, LeNet-5,
+  // s ~ N(1, 0.2^2) GHz, bw ~ N(1, 0.3^2) MHz. The papers report 1.340 s and
+  // 6.74e-3 Wh of profiling per round (Table 4).
+  CostOptions o;
+  const CostModel model(o, 61706 * 32.0);
+  const auto specs = DrawClientSpecs(25, o, 1);
+  double max_rp = 0, energy_rp = 0;
+  for (const auto& s : specs) {
+    const ClientCost with = model.Cost(s, 560, 5, 64 * 120);
+    const ClientCost without = model.Cost(s, 560, 5);
+    max_rp = std::max(max_rp, with.rp_gen_s + with.rp_up_s);
+    energy_rp += with.energy_j - without.energy_j;
+  }
+  EXPECT_GT(max_rp, 1.340 / 3);
+  EXPECT_LT(max_rp, 1.340 * 3);
+  EXPECT_GT(energy_rp / 3600, 6.74e-3 / 3);
+  EXPECT_LT(energy_rp / 3600, 6.74e-3 * 3);
+}
+
+TEST(CostModelTest, ClientSpecsFollowTheConfiguredNormals) {
+  CostOptions o;
+  o.speed_mean_ghz = 3.0;
+  o.speed_sd_ghz = 0.4;
+  o.bandwidth_mean_mhz = 2.0;
+  o.bandwidth_sd_mhz = 0.2;
+  const auto specs = DrawClientSpecs(20000, o, 5);
+  double s = 0, s2 = 0, b = 0;
+  for (const auto& c : specs) {
+    s += c.speed_ghz;
+    s2 += c.speed_ghz * c.speed_ghz;
+    b += c.bandwidth_mhz;
+  }
+  const double n = specs.size();
+  EXPECT_NEAR(s / n, 3.0, 0.02);
+  EXPECT_NEAR(std::sqrt(s2 / n - (s / n) * (s / n)), 0.4, 0.01);
+  EXPECT_NEAR(b / n, 2.0, 0.01);
+  EXPECT_EQ(DrawClientSpecs(10, o, 5)[3].speed_ghz, specs[3].speed_ghz);
+  // Draws never fall to zero or below.
+  o.speed_sd_ghz = 5;
+  for (const auto& c : DrawClientSpecs(1000, o, 6)) EXPECT_GE(c.speed_ghz, 0.3);
+}
+
+}  // namespace
+}  // namespace fedprof

@@ -1,0 +1,39 @@
+#include "fedprof/sim/in_process_transport.h"
+
+#include <torch/torch.h>
+
+#include "fedprof/models/models.h"
+
+namespace fedprof {
+
+InProcessTransport::InProcessTransport(std::vector<Client> clients, ModelFactory make_model,
+                                       int num_threads)
+    : clients_(std::move(clients)), pool_(num_threads) {
+  for (int w = 0; w < pool_.size(); ++w) worker_models_.push_back(make_model());
+}
+
+ClientInfo InProcessTransport::Info(int client_id) const {
+  const Client& c = clients_.at(client_id);
+  return {c.id(), c.num_samples(), DataKindName(c.kind())};
+}
+
+std::vector<FitResult> InProcessTransport::Fit(const std::vector<int>& client_ids,
+                                               const FitInstructions& instructions) {
+  std::vector<FitResult> results(client_ids.size());
+  pool_.ParallelFor(static_cast<int64_t>(client_ids.size()), [&](int64_t i, int worker) {
+    // One intra-op thread per client: parallelism is across clients, and
+    // per-op results then never depend on how work is split.
+    at::set_num_threads(1);
+    const int id = client_ids[i];
+    try {
+      results[i] = clients_.at(id).Fit(instructions, *worker_models_[worker]);
+    } catch (const std::exception& e) {
+      results[i].client_id = id;
+      results[i].ok = false;
+      results[i].error = e.what();
+    }
+  });
+  return results;
+}
+
+}  // namespace fedprof

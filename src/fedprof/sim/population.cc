@@ -1,0 +1,204 @@
+#include "fedprof/sim/population.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <climits>
+#include <sstream>
+
+#include "fedprof/config/config.h"
+#include "fedprof/core/error.h"
+#include "fedprof/core/files.h"
+#include "fedprof/data/loaders.h"
+#include "fedprof/data/partition.h"
+#include "fedprof/data/quality.h"
+
+namespace fedprof {
+namespace {
+
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::string ExecutableDir() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+// `dir`/`stem` or `dir`/`stem`.gz, whichever exists.
+std::string FindFile(const std::string& dir, const std::string& stem) {
+  for (const std::string& candidate : {dir + "/" + stem, dir + "/" + stem + ".gz"}) {
+    if (FileExists(candidate)) return candidate;
+  }
+  throw Error(dir + "/" + stem + "[.gz]: no such file (set data.dir to the data set's directory)");
+}
+
+Dataset LoadIdxSet(const std::string& name, const std::string& dir_option,
+                   const std::string& emnist_split, bool train) {
+  const std::string dir = dir_option.empty() ? DefaultDataDir(name) : dir_option;
+  std::string images, labels;
+  if (name == "emnist") {
+    const std::string prefix = "emnist-" + emnist_split + (train ? "-train-" : "-test-");
+    images = FindFile(dir, prefix + "images-idx3-ubyte");
+    labels = FindFile(dir, prefix + "labels-idx1-ubyte");
+  } else {
+    const std::string prefix = train ? "train-" : "t10k-";
+    images = FindFile(dir, prefix + "images-idx3-ubyte");
+    labels = FindFile(dir, prefix + "labels-idx1-ubyte");
+  }
+  Dataset d = LoadIdx(images, labels, name == "emnist" ? 0 : 10);
+  d.name = name;
+  return d;
+}
+
+Dataset Head(const Dataset& d, int64_t limit) {
+  if (limit <= 0 || limit >= d.size()) return d;
+  Dataset out = d;
+  out.x = d.x.narrow(0, 0, limit).clone();
+  out.y = d.y.narrow(0, 0, limit).clone();
+  return out;
+}
+
+}  // namespace
+
+std::string DefaultDataDir(const std::string& name) {
+  if (const char* root = std::getenv("FEDPROF_DATA")) {
+    if (FileExists(std::string(root) + "/" + name)) return std::string(root) + "/" + name;
+  }
+  if (name == "fashion-mnist" && FileExists("/usr/share/datasets/fashion-mnist")) {
+    return "/usr/share/datasets/fashion-mnist";
+  }
+  if (FileExists("data/" + name)) return "data/" + name;
+  return ExecutableDir() + "/../data/" + name;
+}
+
+TrainTest LoadData(const Config& config) {
+  const std::string& name = config.GetString("data.name");
+  const std::string& dir = config.GetString("data.dir");
+  TrainTest tt;
+  if (name == "fashion-mnist" || name == "mnist" || name == "emnist") {
+    const std::string& split = config.GetString("data.emnist_split");
+    tt.train = LoadIdxSet(name, dir, split, /*train=*/true);
+    tt.test = LoadIdxSet(name, dir, split, /*train=*/false);
+    // EMNIST label ranges come from the data; keep train and test agreeing.
+    const int64_t classes = std::max(tt.train.num_classes, tt.test.num_classes);
+    tt.train.num_classes = tt.test.num_classes = classes;
+  } else if (name == "cifar10") {
+    const std::string d = dir.empty() ? DefaultDataDir(name) : dir;
+    std::vector<std::string> train_files;
+    for (int i = 1; i <= 5; ++i) train_files.push_back(FindFile(d, "data_batch_" + std::to_string(i) + ".bin"));
+    tt.train = LoadCifar10(train_files);
+    tt.test = LoadCifar10({FindFile(d, "test_batch.bin")});
+  } else if (name == "csv") {
+    CsvOptions csv;
+    csv.targets = SplitList(config.GetString("data.targets"));
+    csv.classification = config.GetString("data.task") == "classification";
+    if (csv.targets.empty()) throw Error("data.targets: CSV data needs at least one target column");
+    const std::string& train_file = config.GetString("data.train_file");
+    const std::string& test_file = config.GetString("data.test_file");
+    if (train_file.empty() || test_file.empty()) {
+      throw Error("data.train_file / data.test_file: CSV data needs both files");
+    }
+    tt.train = LoadCsv(train_file, csv);
+    tt.test = LoadCsv(test_file, csv);
+    if (tt.train.x.size(1) != tt.test.x.size(1)) {
+      throw Error(test_file + ": has " + std::to_string(tt.test.x.size(1)) +
+                  " feature columns, the training file " + std::to_string(tt.train.x.size(1)));
+    }
+    if (csv.classification) {
+      const int64_t classes = std::max(tt.train.num_classes, tt.test.num_classes);
+      tt.train.num_classes = tt.test.num_classes = classes;
+    }
+    // Standardise features with training statistics (features of very
+    // different scales otherwise stall SGD).
+    const torch::Tensor mean = tt.train.x.mean(0, true);
+    const torch::Tensor sd = tt.train.x.std(0, /*unbiased=*/false, true).clamp_min(1e-12);
+    tt.train.x = (tt.train.x - mean) / sd;
+    tt.test.x = (tt.test.x - mean) / sd;
+  } else {
+    throw Error("data.name: unknown data set '" + name + "'");
+  }
+  tt.train = Head(tt.train, config.GetInt("data.train_limit"));
+  tt.test = Head(tt.test, config.GetInt("data.test_limit"));
+  return tt;
+}
+
+std::vector<Client> BuildClients(const Dataset& train, const Config& config) {
+  const uint64_t seed = static_cast<uint64_t>(config.GetInt("seed"));
+  const int n = static_cast<int>(config.GetInt("clients.count"));
+
+  PartitionOptions p;
+  const std::string& kind = config.GetString("partition.kind");
+  p.kind = kind == "iid" ? PartitionKind::kIid : PartitionKind::kDominant;
+  p.dominant_share = config.GetDouble("partition.dominant_share");
+  p.size_mean = config.GetDouble("partition.size_mean");
+  p.size_sd = config.GetDouble("partition.size_sd");
+  if (p.kind == PartitionKind::kDominant && train.is_regression()) {
+    throw Error("partition.kind: 'dominant' needs class labels; regression data takes 'iid'");
+  }
+  std::vector<int64_t> labels;
+  if (!train.is_regression()) {
+    const torch::Tensor y = train.y.contiguous();
+    labels.assign(y.data_ptr<int64_t>(), y.data_ptr<int64_t>() + y.numel());
+  }
+  const auto parts = Partition(labels, train.size(), train.num_classes, n, p, seed);
+
+  QualityOptions q;
+  q.irrelevant = config.GetDouble("quality.irrelevant");
+  q.blurred = config.GetDouble("quality.blurred");
+  q.salt_pepper = config.GetDouble("quality.salt_pepper");
+  q.gaussian_noise = config.GetDouble("quality.gaussian_noise");
+  q.polluted = config.GetDouble("quality.polluted");
+  q.blur_sigma = config.GetDouble("quality.blur_sigma");
+  q.sp_density = config.GetDouble("quality.sp_density");
+  q.noise_sigma = config.GetDouble("quality.noise_sigma");
+  q.pollute_share = config.GetDouble("quality.pollute_share");
+  const bool images = train.is_image();
+  if (!images && (q.irrelevant > 0 || q.blurred > 0 || q.salt_pepper > 0)) {
+    throw Error("quality.irrelevant/blurred/salt_pepper: these scenarios need image data");
+  }
+  if (images && q.polluted > 0) {
+    throw Error("quality.polluted: feature pollution needs tabular data");
+  }
+  const std::vector<DataKind> kinds = AssignDataKinds(n, q, seed);
+
+  Dataset irrelevant_source;
+  const std::string& source = config.GetString("quality.irrelevant_source");
+  if (q.irrelevant > 0 && source != "synthetic") {
+    irrelevant_source = LoadIdxSet(source, "", "", /*train=*/true);
+    if (irrelevant_source.x.sizes().slice(1) != train.x.sizes().slice(1)) {
+      throw Error("quality.irrelevant_source: '" + source + "' images do not have the shape of " +
+                  train.name + "'s");
+    }
+  }
+
+  std::vector<Client> clients;
+  clients.reserve(n);
+  for (int k = 0; k < n; ++k) {
+    Dataset d = Subset(train, parts[k]);
+    Rng rng = MakeRng(seed, Stream::kNoise, {static_cast<uint64_t>(k)});
+    switch (kinds[k]) {
+      case DataKind::kClean: break;
+      case DataKind::kIrrelevant:
+        d = MakeIrrelevant(d, irrelevant_source.size() > 0 ? &irrelevant_source : nullptr, rng);
+        break;
+      case DataKind::kBlurred: ApplyGaussianBlur(d.x, q.blur_sigma); break;
+      case DataKind::kSaltPepper: ApplySaltPepper(d.x, q.sp_density, rng); break;
+      case DataKind::kGaussianNoise: ApplyGaussianNoise(d.x, q.noise_sigma, rng); break;
+      case DataKind::kPolluted: ApplyPollution(d.x, q.pollute_share, rng); break;
+    }
+    clients.emplace_back(k, std::move(d), kinds[k]);
+  }
+  return clients;
+}
+
+}  // namespace fedprof

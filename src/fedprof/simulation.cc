@@ -1,0 +1,237 @@
+#include "fedprof/simulation.h"
+
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "fedprof/core/error.h"
+#include "fedprof/core/files.h"
+#include "fedprof/core/rng.h"
+#include "fedprof/models/models.h"
+#include "fedprof/server/checkpoint.h"
+#include "fedprof/server/server.h"
+#include "fedprof/sim/cost_model.h"
+#include "fedprof/sim/in_process_transport.h"
+#include "fedprof/sim/population.h"
+#include "fedprof/strategy/strategy.h"
+
+namespace fedprof {
+namespace {
+
+std::vector<int64_t> ParseWidths(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v <= 0) {
+      throw Error("model.hidden: '" + s + "' is not a comma-separated list of positive widths");
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+CostOptions CostOptionsFrom(const Config& c, const Dataset& train) {
+  CostOptions o;
+  o.speed_mean_ghz = c.GetDouble("cost.speed_mean");
+  o.speed_sd_ghz = c.GetDouble("cost.speed_sd");
+  o.bandwidth_mean_mhz = c.GetDouble("cost.bandwidth_mean");
+  o.bandwidth_sd_mhz = c.GetDouble("cost.bandwidth_sd");
+  o.snr_db = c.GetDouble("cost.snr_db");
+  o.cycles_per_bit = c.GetDouble("cost.cycles_per_bit");
+  o.p_trans_w = c.GetDouble("cost.p_trans");
+  o.p_f_w = c.GetDouble("cost.p_f");
+  o.bits_per_sample = c.GetDouble("cost.bits_per_sample");
+  if (o.bits_per_sample == 0) {
+    // The papers' BPS: 8 bits per pixel value (28*28*1*8, 32*32*3*8) and
+    // 32 per tabular feature (11*8*4).
+    const double values = static_cast<double>(train.x[0].numel());
+    o.bits_per_sample = values * (train.is_image() ? 8 : 32);
+  }
+  return o;
+}
+
+std::string ClientsCsv(const std::vector<Client>& clients, const std::vector<ClientSpec>& specs,
+                       const std::vector<int64_t>& times_selected) {
+  std::ostringstream out;
+  out << "id,size,data_kind,speed_ghz,bandwidth_mhz,times_selected\n";
+  char buf[64];
+  for (size_t k = 0; k < clients.size(); ++k) {
+    out << k << ',' << clients[k].num_samples() << ',' << DataKindName(clients[k].kind());
+    std::snprintf(buf, sizeof(buf), ",%.6g,%.6g,", specs[k].speed_ghz, specs[k].bandwidth_mhz);
+    out << buf << times_selected[k] << '\n';
+  }
+  return out.str();
+}
+
+nlohmann::json Summary(const Config& config, const ServerState& state,
+                       const std::vector<Client>& clients, int64_t num_params) {
+  nlohmann::json s;
+  s["strategy"] = config.GetString("strategy.name");
+  s["aggregation"] = config.GetString("strategy.aggregation");
+  s["seed"] = config.GetInt("seed");
+  s["rounds"] = state.round;
+  s["clients"] = clients.size();
+  s["model"] = config.GetString("model.name");
+  s["model_parameters"] = num_params;
+  double best = -1e300;
+  int64_t best_round = 0;
+  const RoundMetrics* last = nullptr;
+  for (const auto& m : state.history) {
+    if (!m.evaluated) continue;
+    last = &m;
+    if (m.accuracy > best) {
+      best = m.accuracy;
+      best_round = m.round;
+    }
+  }
+  s["best_accuracy"] = last ? best : 0.0;
+  s["best_round"] = best_round;
+  s["final_accuracy"] = last ? last->accuracy : 0.0;
+  s["final_loss"] = last ? last->loss : 0.0;
+  s["virtual_time_s"] = state.virtual_time_s;
+  s["energy_wh"] = state.energy_j / 3600.0;
+  s["wall_s"] = state.history.empty() ? 0.0 : state.history.back().wall_s;
+  const double target = config.GetDouble("report.target");
+  s["target"] = target;
+  const int64_t hit = FirstRoundReaching(state.history, target);
+  if (hit > 0) {
+    const RoundMetrics& m = state.history[hit - 1];
+    s["rounds_to_target"] = hit;
+    s["virtual_time_to_target_s"] = m.virtual_time_s;
+    s["energy_to_target_wh"] = m.energy_wh;
+  } else {
+    s["rounds_to_target"] = nullptr;
+    s["virtual_time_to_target_s"] = nullptr;
+    s["energy_to_target_wh"] = nullptr;
+  }
+  // How often clients of each data kind were selected (the papers' Fig. 7).
+  std::map<std::string, std::pair<int64_t, int64_t>> by_kind;  // clients, selections
+  for (size_t k = 0; k < clients.size(); ++k) {
+    auto& e = by_kind[DataKindName(clients[k].kind())];
+    e.first += 1;
+    e.second += state.times_selected[k];
+  }
+  nlohmann::json kinds = nlohmann::json::object();
+  for (const auto& [kind, e] : by_kind) {
+    kinds[kind] = {{"clients", e.first},
+                   {"selections", e.second},
+                   {"selections_per_client", static_cast<double>(e.second) / e.first}};
+  }
+  s["selection_by_kind"] = kinds;
+  return s;
+}
+
+// Builds the population and runs rounds state.round + 1 .. rounds.
+void Run(const Config& config, const std::string& out_dir, ServerState state, bool resume) {
+  const std::string checkpoint_path = out_dir + "/checkpoint.bin";
+  const uint64_t seed = static_cast<uint64_t>(config.GetInt("seed"));
+  const TrainTest data = LoadData(config);
+  std::vector<Client> clients = BuildClients(data.train, config);
+
+  ModelSpec spec;
+  spec.name = config.GetString("model.name");
+  spec.input_shape = data.train.x.sizes().slice(1).vec();
+  spec.outputs = data.train.is_regression() ? data.train.y.size(1) : data.train.num_classes;
+  spec.hidden = ParseWidths(config.GetString("model.hidden"));
+  spec.profile_layer = config.GetString("model.profile_layer");
+  torch::manual_seed(Mix64(seed ^ static_cast<uint64_t>(Stream::kModelInit)));
+  std::shared_ptr<Model> global_model = MakeModel(spec);
+  const int64_t num_params = CountParameters(*global_model);
+  if (!resume) state.global = Flatten(*global_model);
+  if (state.global.size() != Flatten(*global_model).size()) {
+    throw Error(checkpoint_path + ": model has " + std::to_string(state.global.size()) +
+                " values, the configured model " + std::to_string(Flatten(*global_model).size()));
+  }
+  if (!state.times_selected.empty() && state.times_selected.size() != clients.size()) {
+    throw Error(checkpoint_path + ": holds " + std::to_string(state.times_selected.size()) +
+                " clients, the config " + std::to_string(clients.size()));
+  }
+
+  const CostOptions cost_options = CostOptionsFrom(config, data.train);
+  const std::vector<ClientSpec> specs =
+      DrawClientSpecs(static_cast<int>(clients.size()), cost_options, seed);
+  const CostModel cost_model(cost_options, 32.0 * static_cast<double>(state.global.size()));
+  const int epochs = static_cast<int>(config.GetInt("train.epochs"));
+  std::vector<int64_t> sizes;
+  for (const auto& c : clients) sizes.push_back(c.num_samples());
+  RoundCostFn round_cost = [&](const std::vector<int>& selected) {
+    RoundCost rc;
+    for (int id : selected) {
+      const ClientCost c = cost_model.Cost(specs[id], sizes[id], epochs);
+      rc.time_s = std::max(rc.time_s, c.total_s());  // Eq. 27: the slowest client
+      rc.energy_j += c.energy_j;
+    }
+    return rc;
+  };
+
+  std::vector<Client> clients_for_transport = clients;  // shares tensor storage
+  InProcessTransport transport(
+      std::move(clients_for_transport), [spec] { return MakeModel(spec); },
+      static_cast<int>(config.GetInt("threads")));
+  std::unique_ptr<Strategy> strategy = MakeStrategy(config);
+
+  ServerOptions so;
+  so.rounds = config.GetInt("rounds");
+  so.fraction = config.GetDouble("strategy.fraction");
+  so.train.epochs = epochs;
+  so.train.batch_size = config.GetInt("train.batch_size");
+  so.train.lr = config.GetDouble("train.lr");
+  so.train.momentum = config.GetDouble("train.momentum");
+  so.train.weight_decay = config.GetDouble("train.weight_decay");
+  so.lr_decay = config.GetDouble("train.lr_decay");
+  so.seed = seed;
+  so.eval_every = config.GetInt("eval.every");
+  so.eval_batch_size = config.GetInt("eval.batch_size");
+  so.progress = config.GetBool("report.progress");
+  Server server(so, transport, *strategy, global_model, data.test, round_cost);
+
+  const bool regression = data.train.is_regression();
+  const std::string metrics_path = out_dir + "/metrics.csv";
+  // A resumed run rewrites metrics.csv from the checkpoint, dropping any row
+  // written after the last checkpoint.
+  WriteFileAtomic(metrics_path, MetricsCsv(state.history, regression));
+  const double wall_offset = state.history.empty() ? 0.0 : state.history.back().wall_s;
+  server.Run(
+      state,
+      [&](const ServerState& s) {
+        WriteFileAtomic(metrics_path, MetricsCsv(s.history, regression));
+        SaveCheckpoint(checkpoint_path, s);
+      },
+      wall_offset);
+
+  if (state.times_selected.empty()) state.times_selected.assign(clients.size(), 0);
+  WriteFileAtomic(out_dir + "/clients.csv", ClientsCsv(clients, specs, state.times_selected));
+  WriteFileAtomic(out_dir + "/summary.json",
+                  Summary(config, state, clients, num_params).dump(2) + "\n");
+}
+}  // namespace
+
+void RunSimulation(const Config& config, const std::string& out_dir) {
+  MakeDirs(out_dir);
+  WriteFileAtomic(out_dir + "/config.toml", config.ToToml());
+  Run(config, out_dir, ServerState(), /*resume=*/false);
+}
+
+void ResumeSimulation(const std::string& out_dir, const std::vector<std::string>& overrides) {
+  Config config;
+  config.MergeTomlFile(out_dir + "/config.toml");
+  for (const std::string& assignment : overrides) {
+    const std::string key = assignment.substr(0, assignment.find('='));
+    if (key != "rounds" && key != "threads" && key != "report.progress") {
+      throw Error("--set " + key + ": cannot change on --resume (only rounds, threads, "
+                  "report.progress); start a new run instead");
+    }
+    config.SetAssignment(assignment);
+  }
+  ServerState state = LoadCheckpoint(out_dir + "/checkpoint.bin");
+  WriteFileAtomic(out_dir + "/config.toml", config.ToToml());
+  Run(config, out_dir, std::move(state), /*resume=*/true);
+}
+
+}  // namespace fedprof

@@ -1,0 +1,37 @@
+#include "fedprof/strategy/strategy.h"
+
+#include "fedprof/config/config.h"
+#include "fedprof/core/error.h"
+
+namespace fedprof {
+
+Strategy::Strategy(std::string name, std::unique_ptr<Selector> selector,
+                   std::unique_ptr<Aggregator> aggregator)
+    : name_(std::move(name)), selector_(std::move(selector)), aggregator_(std::move(aggregator)) {}
+
+std::vector<int> Strategy::ConfigureFit(const SelectionContext& context, Rng& rng) {
+  return selector_->Select(context, rng);
+}
+
+void Strategy::AggregateFit(const FlatParams& global, const std::vector<const FitResult*>& results,
+                            int64_t total_samples, FlatParams* next) {
+  aggregator_->Aggregate(global, results, total_samples, next);
+}
+
+AggregationMode ParseAggregationMode(const std::string& name) {
+  if (name == "full") return AggregationMode::kFull;
+  if (name == "partial") return AggregationMode::kPartial;
+  throw Error("strategy.aggregation: '" + name + "' is not one of full|partial");
+}
+
+std::unique_ptr<Strategy> MakeStrategy(const Config& config) {
+  const std::string& name = config.GetString("strategy.name");
+  const AggregationMode mode = ParseAggregationMode(config.GetString("strategy.aggregation"));
+  if (name == "fedavg") {
+    // McMahan et al. 2017: uniform selection, data-size weighted averaging.
+    return std::make_unique<Strategy>(name, MakeUniformSelector(), MakeWeightedAverage(mode));
+  }
+  throw Error("strategy.name: unknown strategy '" + name + "'");
+}
+
+}  // namespace fedprof

@@ -1,0 +1,39 @@
+// fedprof: the command-line tool. One file per subcommand; this one parses
+// the command line and turns expected failures into one-line errors.
+#include <cstdio>
+#include <vector>
+
+#include "fedprof/core/error.h"
+#include "fedprof/core/single_threaded_ops.h"
+#include "tools/fedprof/commands.h"
+
+int main(int argc, char** argv) {
+  fedprof::EnsureSingleThreadedOps(argv);
+  CLI::App app{"FedProf: federated learning simulator with representation-profiling client selection"};
+  app.require_subcommand(1);
+  std::vector<std::pair<CLI::App*, fedprof::cli::Runner>> commands;
+  auto add = [&](fedprof::cli::Runner (*adder)(CLI::App&)) {
+    const size_t before = app.get_subcommands({}).size();
+    fedprof::cli::Runner run = adder(app);
+    commands.emplace_back(app.get_subcommands({})[before], std::move(run));
+  };
+  add(fedprof::cli::AddSimulate);
+  add(fedprof::cli::AddOptions);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, run] : commands) {
+      if (sub->parsed()) run();
+    }
+  } catch (const fedprof::Error& e) {
+    std::fprintf(stderr, "fedprof: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fedprof: internal error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
