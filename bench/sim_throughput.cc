@@ -44,7 +44,7 @@ double BareLoop(const fedprof::Dataset& data, int64_t samples, int threads) {
       torch::manual_seed(t);
       auto model = fedprof::MakeModel(kSpec);
       model->train();
-      torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
+      torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
       const int64_t per = samples / threads;
       const torch::Tensor x = data.x.narrow(0, t * per, per);
       const torch::Tensor y = data.y.narrow(0, t * per, per);

@@ -69,6 +69,13 @@ TEST(CliTest, HelpListsTheSubcommands) {
   EXPECT_NE(sim.output.find("--resume"), std::string::npos) << sim.output;
 }
 
+TEST(CliTest, OptionsDocIsGeneratedFromTheTable) {
+  const Result r = RunCli("options");
+  ASSERT_EQ(r.code, 0);
+  EXPECT_EQ(r.output, ReadFile(std::string(FEDPROF_SOURCE_DIR) + "/docs/options.md"))
+      << "regenerate with: build/fedprof options > docs/options.md";
+}
+
 TEST(CliTest, UnknownKeyIsOneLineNamingTheNearestKey) {
   const Result r = RunCli("simulate --set train.lrr=0.1");
   EXPECT_EQ(r.code, 1);
@@ -95,7 +102,8 @@ TEST(CliTest, CorruptDataFileEndsTheRunWithOneLine) {
 TEST(CliTest, WritesTheDocumentedOutputs) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::string out = FreshDir("outputs");
-  const Result r = RunCli(std::string("simulate ") + kSmallRun + " --set rounds=2 --out " + out);
+  const Result r = RunCli(std::string("simulate ") + kSmallRun +
+                          " --set rounds=2 --set model.name=cnn --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("outputs in " + out), std::string::npos);
   const std::string metrics = ReadFile(out + "/metrics.csv");
@@ -107,7 +115,7 @@ TEST(CliTest, WritesTheDocumentedOutputs) {
   EXPECT_NE(clients.find(",irrelevant,"), std::string::npos);
   const auto summary = nlohmann::json::parse(ReadFile(out + "/summary.json"));
   EXPECT_EQ(summary.at("rounds"), 2);
-  EXPECT_GT(summary.at("best_accuracy").get<double>(), 0.3);
+  EXPECT_GT(summary.at("best_accuracy").get<double>(), 0.15);  // chance is 0.1
   EXPECT_EQ(summary.at("selection_by_kind").at("blurred").at("clients"), 2);
   EXPECT_NE(ReadFile(out + "/config.toml").find("train_limit = 3000"), std::string::npos);
 }

@@ -17,7 +17,7 @@ struct TrainOptions {
   int epochs = 5;
   int64_t batch_size = 32;
   double lr = 0.01;  // this round's learning rate (decay already applied)
-  double momentum = 0.5;
+  double momentum = 0.9;
   double weight_decay = 0;
 };
 

@@ -75,7 +75,7 @@ std::vector<OptionSpec> MakeTable() {
       {"train.batch_size", T::kInt, "32", 1, 1e6, "", "Local mini-batch size."},
       {"train.lr", T::kDouble, "0.01", 0, 100, "", "Local learning rate in round 1."},
       {"train.lr_decay", T::kDouble, "0.99", 0, 1, "", "Learning rate factor per round."},
-      {"train.momentum", T::kDouble, "0.5", 0, 0.999, "", "SGD momentum."},
+      {"train.momentum", T::kDouble, "0.9", 0, 0.999, "", "SGD momentum."},
       {"train.weight_decay", T::kDouble, "0", 0, 1, "", "SGD weight decay."},
       // Strategy.
       {"strategy.name", T::kString, "fedavg", 0, 0, "fedavg", "Federated strategy."},
@@ -131,6 +131,9 @@ const char* TypeName(OptionType t) {
 
 std::string FormatBound(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == std::floor(v) && std::fabs(v) <= kMaxInt) {
+    return std::to_string(static_cast<long long>(v));
+  }
   std::ostringstream ss;
   ss << v;
   return ss.str();
