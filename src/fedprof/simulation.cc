@@ -11,6 +11,7 @@
 #include "fedprof/core/files.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/models/models.h"
+#include "fedprof/profiling/profile.h"
 #include "fedprof/server/checkpoint.h"
 #include "fedprof/server/server.h"
 #include "fedprof/sim/cost_model.h"
@@ -67,6 +68,34 @@ std::string ClientsCsv(const std::vector<Client>& clients, const std::vector<Cli
     out << buf << times_selected[k] << '\n';
   }
   return out.str();
+}
+
+std::string ScoresHeader(size_t num_clients) {
+  std::string header = "round";
+  for (size_t k = 0; k < num_clients; ++k) header += ",c" + std::to_string(k);
+  return header + "\n";
+}
+
+std::string ScoresRow(int64_t round, const std::vector<double>& scores) {
+  std::string row = std::to_string(round);
+  char buf[32];
+  for (double v : scores) {
+    std::snprintf(buf, sizeof(buf), ",%.6g", v);
+    row += buf;
+  }
+  return row + "\n";
+}
+
+// The header and the rows of rounds <= `round` of an existing scores.csv.
+std::string ScoresUpTo(const std::string& path, int64_t round, const std::string& header) {
+  if (!FileExists(path)) return header;
+  std::istringstream in(ReadFile(path));
+  std::string line, out = header;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    if (std::stoll(line.substr(0, line.find(','))) <= round) out += line + "\n";
+  }
+  return out;
 }
 
 nlohmann::json Summary(const Config& config, const ServerState& state,
@@ -153,17 +182,51 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
                 " clients, the config " + std::to_string(clients.size()));
   }
 
+  // FedProf's reference set D_V (Alg. 2 line 6).
+  const std::string& reference = config.GetString("fedprof.reference");
+  const Dataset* reference_set = &data.holdout;
+  if (reference == "test") {
+    reference_set = &data.test;
+  } else if (reference == "client") {
+    const int64_t id = config.GetInt("fedprof.reference_client");
+    if (id >= static_cast<int64_t>(clients.size())) {
+      throw Error("fedprof.reference_client: " + std::to_string(id) + " is not a client; expected < " +
+                  std::to_string(clients.size()));
+    }
+    reference_set = &clients[id].data();
+  }
+  const bool profiling = config.GetString("strategy.name") == "fedprof";
+  if (profiling && reference_set->size() == 0) {
+    throw Error("fedprof.reference: 'holdout' needs data.holdout_share > 0 (or use test|client)");
+  }
+  std::shared_ptr<Model> reference_model = MakeModel(spec);
+  StrategyContext strategy_context;
+  strategy_context.num_clients = static_cast<int>(clients.size());
+  strategy_context.reference_profile = [&](const FlatParams& global, int64_t version) {
+    Unflatten(global, *reference_model);
+    return ComputeProfile(*reference_model, *reference_set, version);
+  };
+  std::unique_ptr<Strategy> strategy = MakeStrategy(config, strategy_context);
+
   const CostOptions cost_options = CostOptionsFrom(config, data.train);
   const std::vector<ClientSpec> specs =
       DrawClientSpecs(static_cast<int>(clients.size()), cost_options, seed);
   const CostModel cost_model(cost_options, 32.0 * static_cast<double>(state.global.size()));
   const int epochs = static_cast<int>(config.GetInt("train.epochs"));
+  // RPsize = 8q bytes (Eq. 31), q = units of the profiled layer.
+  double profile_bits = 0;
+  if (strategy->WantsProfiles()) {
+    torch::NoGradGuard no_grad;
+    torch::Tensor rep;
+    global_model->Forward(data.train.x.narrow(0, 0, 1), &rep);
+    profile_bits = 64.0 * static_cast<double>(rep.size(1));
+  }
   std::vector<int64_t> sizes;
   for (const auto& c : clients) sizes.push_back(c.num_samples());
   RoundCostFn round_cost = [&](const std::vector<int>& selected) {
     RoundCost rc;
     for (int id : selected) {
-      const ClientCost c = cost_model.Cost(specs[id], sizes[id], epochs);
+      const ClientCost c = cost_model.Cost(specs[id], sizes[id], epochs, profile_bits);
       rc.time_s = std::max(rc.time_s, c.total_s());  // Eq. 27: the slowest client
       rc.energy_j += c.energy_j;
     }
@@ -174,7 +237,6 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
   InProcessTransport transport(
       std::move(clients_for_transport), [spec] { return MakeModel(spec); },
       static_cast<int>(config.GetInt("threads")));
-  std::unique_ptr<Strategy> strategy = MakeStrategy(config);
 
   ServerOptions so;
   so.rounds = config.GetInt("rounds");
@@ -196,11 +258,21 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
   // A resumed run rewrites metrics.csv from the checkpoint, dropping any row
   // written after the last checkpoint.
   WriteFileAtomic(metrics_path, MetricsCsv(state.history, regression));
+  // scores.csv: the scores behind each round's selection, one column per
+  // client; a resumed run keeps the rows up to its checkpoint.
+  const std::string scores_path = out_dir + "/scores.csv";
+  std::string scores = ScoresHeader(clients.size());
+  if (resume && strategy->WantsProfiles()) scores = ScoresUpTo(scores_path, state.round, scores);
   const double wall_offset = state.history.empty() ? 0.0 : state.history.back().wall_s;
   server.Run(
       state,
       [&](const ServerState& s) {
         WriteFileAtomic(metrics_path, MetricsCsv(s.history, regression));
+        const std::vector<double> round_scores = strategy->LastScores();
+        if (!round_scores.empty()) {
+          scores += ScoresRow(s.round, round_scores);
+          WriteFileAtomic(scores_path, scores);
+        }
         SaveCheckpoint(checkpoint_path, s);
       },
       wall_offset);

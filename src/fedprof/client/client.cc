@@ -26,6 +26,7 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model) const {
   result.client_id = id_;
   result.num_samples = data_.size();
   Unflatten(*ins.global, model);
+  if (ins.profile) result.profile = ComputeProfile(model, data_, ins.model_version);
   model.train();
   torch::optim::SGD optimizer(model.parameters(),
                               torch::optim::SGDOptions(ins.train.lr)

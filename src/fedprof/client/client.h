@@ -3,11 +3,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "fedprof/core/params.h"
 #include "fedprof/data/dataset.h"
 #include "fedprof/data/quality.h"
+#include "fedprof/profiling/profile.h"
 
 namespace fedprof {
 
@@ -25,6 +27,10 @@ struct TrainOptions {
 struct FitInstructions {
   int64_t round = 0;
   std::shared_ptr<const FlatParams> global;  // the global model θ
+  int64_t model_version = 0;                 // v: the round that produced θ
+  // Profile the local data with θ before training (FedProf, Alg. 2 line 15).
+  // With train.epochs == 0 the client only profiles.
+  bool profile = false;
   TrainOptions train;
   uint64_t seed = 0;  // run seed; the client derives its batch order from it
 };
@@ -38,6 +44,7 @@ struct FitResult {
   FlatParams params;        // the locally trained model
   int64_t num_samples = 0;  // |D_k|
   double train_loss = 0;    // mean loss over the last local epoch
+  std::optional<Profile> profile;  // when asked for
 };
 
 struct EvalResult {
@@ -57,9 +64,9 @@ class Client {
   DataKind kind() const { return kind_; }
   int64_t num_samples() const { return data_.size(); }
 
-  // Loads the global model into `model` (scratch owned by the caller) and
-  // runs E epochs of mini-batch SGD with momentum; batch order comes from
-  // (seed, round, client, epoch) alone.
+  // Loads the global model into `model` (scratch owned by the caller),
+  // profiles the local data if asked, and runs E epochs of mini-batch SGD
+  // with momentum; batch order comes from (seed, round, client, epoch) alone.
   FitResult Fit(const FitInstructions& instructions, Model& model) const;
 
  private:

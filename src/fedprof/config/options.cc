@@ -36,6 +36,9 @@ std::vector<OptionSpec> MakeTable() {
       {"data.train_limit", T::kInt, "0", 0, kMaxInt, "",
        "Use only the first n training samples; 0 = all."},
       {"data.test_limit", T::kInt, "0", 0, kMaxInt, "", "Use only the first n test samples; 0 = all."},
+      {"data.holdout_share", T::kDouble, "0", 0, 0.9, "",
+       "Share of the training set held out on the server (seeded) before partitioning; "
+       "FedProf's reference set D_V when fedprof.reference = holdout."},
       // Clients and partition.
       {"clients.count", T::kInt, "100", 1, 1e7, "", "Client population N."},
       {"partition.kind", T::kString, "dominant", 0, 0, "iid|dominant",
@@ -78,12 +81,26 @@ std::vector<OptionSpec> MakeTable() {
       {"train.momentum", T::kDouble, "0.9", 0, 0.999, "", "SGD momentum."},
       {"train.weight_decay", T::kDouble, "0", 0, 1, "", "SGD weight decay."},
       // Strategy.
-      {"strategy.name", T::kString, "fedavg", 0, 0, "fedavg", "Federated strategy."},
+      {"strategy.name", T::kString, "fedavg", 0, 0, "fedavg|fedprof",
+       "Federated strategy: fedavg (uniform selection) or fedprof (score-weighted selection)."},
       {"strategy.fraction", T::kDouble, "0.1", 1e-9, 1, "",
        "Client fraction C: K = max(1, round(N C)) clients per round."},
       {"strategy.aggregation", T::kString, "full", 0, 0, "full|partial",
        "full: all N clients weighted by |D_k|/|D|, unselected ones contributing the global model; "
        "partial: selected clients weighted by |D_k|/|D_S|."},
+      // FedProf (Eqs. 8-13, Alg. 2).
+      {"fedprof.alpha", T::kDouble, "10", 0, 1e6, "",
+       "alpha of the score exp(-alpha div); 0 = uniform sampling. Papers: 10 (GasTurbine, "
+       "EMNIST), 25 (CIFAR-10)."},
+      {"fedprof.sampling", T::kString, "without_replacement", 0, 0,
+       "without_replacement|with_replacement",
+       "K distinct clients by successive weighted draws, or K independent draws as the papers' "
+       "random.choices (a client drawn twice trains once)."},
+      {"fedprof.reference", T::kString, "holdout", 0, 0, "holdout|test|client",
+       "Reference set D_V: the held-out share of the training data (data.holdout_share), the "
+       "test set, or one client's data (fedprof.reference_client)."},
+      {"fedprof.reference_client", T::kInt, "0", 0, 1e7, "",
+       "The client whose data is D_V when fedprof.reference = client."},
       // Cost model (Eqs. 27-34).
       {"cost.speed_mean", T::kDouble, "1.0", 1e-3, 1e3, "", "Client speed s_k mean, GHz."},
       {"cost.speed_sd", T::kDouble, "0.2", 0, 1e3, "", "Client speed s_k standard deviation, GHz."},
@@ -183,8 +200,10 @@ std::string OptionsMarkdown() {
   for (const auto& o : AllOptions()) {
     std::string valid = ValidValues(o);
     std::replace(valid.begin(), valid.end(), '|', ',');
+    std::string description;
+    for (const char* c = o.description; *c; ++c) description += *c == '|' ? "\\|" : std::string(1, *c);
     md << "| `" << o.name << "` | " << TypeName(o.type) << " | `" << o.default_value << "` | "
-       << valid << " | " << o.description << " |\n";
+       << valid << " | " << description << " |\n";
   }
   return md.str();
 }

@@ -27,6 +27,15 @@ class Selector {
 // K distinct clients uniformly at random (FedAvg, FedAvg-RP).
 std::unique_ptr<Selector> MakeUniformSelector();
 
+// Client ids drawn with probability proportional to `weights` (>= 0), in
+// increasing order. Without replacement: k successive weighted draws, each
+// removing the drawn client, so k distinct clients (fewer only when fewer
+// have positive weight). With replacement: k independent draws, as Python's
+// random.choices does; a client drawn twice appears once. If every weight is
+// 0 the draw is uniform.
+std::vector<int> SampleByWeight(const std::vector<double>& weights, int k, bool with_replacement,
+                                Rng& rng);
+
 }  // namespace fedprof
 
 #endif  // FEDPROF_SELECTION_SELECTOR_H_

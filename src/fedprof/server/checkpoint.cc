@@ -55,6 +55,7 @@ void SaveCheckpoint(const std::string& path, const ServerState& state) {
                            {"times_selected", state.times_selected},
                            {"virtual_time_s", state.virtual_time_s},
                            {"energy_j", state.energy_j},
+                           {"strategy_state", state.strategy_state},
                            {"history", nlohmann::json::array()}};
   for (const auto& m : state.history) header["history"].push_back(ToJson(m));
   // dump() of doubles round-trips exactly (shortest representation).
@@ -83,6 +84,7 @@ ServerState LoadCheckpoint(const std::string& path) {
     state.times_selected = h.at("times_selected").get<std::vector<int64_t>>();
     state.virtual_time_s = h.at("virtual_time_s");
     state.energy_j = h.at("energy_j");
+    state.strategy_state = h.at("strategy_state");
     for (const auto& m : h.at("history")) state.history.push_back(FromJson(m));
     const size_t num_params = h.at("num_params");
     const size_t bytes = num_params * sizeof(float);

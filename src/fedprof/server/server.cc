@@ -42,6 +42,23 @@ std::string Server::Validate(const FitResult& r, size_t num_params) {
   return "";
 }
 
+std::vector<const FitResult*> Server::Usable(int64_t round, const std::vector<FitResult>& results,
+                                            size_t num_params, int* skipped) const {
+  std::vector<const FitResult*> usable;
+  for (const FitResult& r : results) {
+    std::string why = Validate(r, num_params);
+    if (why.empty()) why = strategy_.CheckResult(r);
+    if (!why.empty()) {
+      std::fprintf(stderr, "round %lld: client %d skipped: %s\n", static_cast<long long>(round),
+                   r.client_id, why.c_str());
+      ++*skipped;
+      continue;
+    }
+    usable.push_back(&r);
+  }
+  return usable;
+}
+
 void Server::Run(ServerState& state, const std::function<void(const ServerState&)>& on_round,
                  double wall_offset_s) {
   const auto start = std::chrono::steady_clock::now();
@@ -53,6 +70,24 @@ void Server::Run(ServerState& state, const std::function<void(const ServerState&
     total_samples += infos.back().num_samples;
   }
   if (state.times_selected.empty()) state.times_selected.assign(n, 0);
+  if (state.round == 0) {
+    strategy_.OnGlobalModel(state.global, 0);
+    if (strategy_.WantsProfiles()) {
+      // Initial profiles of every client under the initial model (v = 0).
+      FitInstructions ins;
+      ins.global = std::make_shared<const FlatParams>(state.global);
+      ins.profile = true;
+      ins.train.epochs = 0;
+      ins.seed = options_.seed;
+      std::vector<int> everyone(n);
+      for (int i = 0; i < n; ++i) everyone[i] = i;
+      const std::vector<FitResult> initial = transport_.Fit(everyone, ins);
+      int skipped = 0;
+      strategy_.ObserveResults(Usable(0, initial, state.global.size(), &skipped));
+    }
+  } else {
+    strategy_.LoadState(state.strategy_state);
+  }
 
   for (int64_t round = state.round + 1; round <= options_.rounds; ++round) {
     RoundMetrics m;
@@ -67,30 +102,26 @@ void Server::Run(ServerState& state, const std::function<void(const ServerState&
     FitInstructions ins;
     ins.round = round;
     ins.global = std::make_shared<const FlatParams>(state.global);
+    ins.model_version = round - 1;
+    ins.profile = strategy_.WantsProfiles();
     ins.train = options_.train;
     ins.train.lr = m.lr;
     ins.seed = options_.seed;
     const std::vector<FitResult> results = transport_.Fit(selected, ins);
 
-    std::vector<const FitResult*> valid;
+    const std::vector<const FitResult*> valid =
+        Usable(round, results, state.global.size(), &m.skipped);
     double loss_sum = 0;
-    for (const FitResult& r : results) {
-      const std::string why = Validate(r, state.global.size());
-      if (!why.empty()) {
-        std::fprintf(stderr, "round %lld: client %d skipped: %s\n", static_cast<long long>(round),
-                     r.client_id, why.c_str());
-        ++m.skipped;
-        continue;
-      }
-      valid.push_back(&r);
-      loss_sum += r.train_loss;
-    }
+    for (const FitResult* r : valid) loss_sum += r->train_loss;
     for (int id : selected) ++state.times_selected[id];
     m.train_loss = valid.empty() ? 0 : loss_sum / static_cast<double>(valid.size());
 
+    strategy_.ObserveResults(valid);
     FlatParams next;
     strategy_.AggregateFit(state.global, valid, total_samples, &next);
     state.global = std::move(next);
+    strategy_.OnGlobalModel(state.global, round);
+    state.strategy_state = strategy_.SaveState();
 
     if (cost_) {
       const RoundCost c = cost_(selected);

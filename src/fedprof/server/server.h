@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "fedprof/client/client.h"
@@ -35,6 +36,7 @@ struct ServerState {
   std::vector<RoundMetrics> history;
   double virtual_time_s = 0;
   double energy_j = 0;
+  std::string strategy_state;  // Strategy::SaveState() after the last round
 };
 
 // Virtual time and device energy of one round for the selected clients
@@ -53,7 +55,10 @@ class Server {
          std::shared_ptr<Model> eval_model, const Dataset& test, RoundCostFn cost);
 
   // Runs rounds state.round + 1 .. options.rounds, calling `on_round` after
-  // each (to write outputs and checkpoints). `wall_offset_s` is the wall time
+  // each (to write outputs and checkpoints). A fresh state (round 0) first
+  // shows the strategy the initial model and, if it wants profiles, collects
+  // one from every client (Alg. 2 lines 4-6); a resumed one restores the
+  // strategy from state.strategy_state. `wall_offset_s` is the wall time
   // already spent before a resume.
   void Run(ServerState& state, const std::function<void(const ServerState&)>& on_round,
            double wall_offset_s = 0);
@@ -65,6 +70,11 @@ class Server {
   static std::string Validate(const FitResult& result, size_t num_params);
 
  private:
+  // The results that pass Validate and the strategy's CheckResult; the rest
+  // are logged with their reason and counted in *skipped.
+  std::vector<const FitResult*> Usable(int64_t round, const std::vector<FitResult>& results,
+                                       size_t num_params, int* skipped) const;
+
   ServerOptions options_;
   Transport& transport_;
   Strategy& strategy_;

@@ -3,7 +3,9 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
+#include <cmath>
 #include <sstream>
 
 #include "fedprof/config/config.h"
@@ -129,6 +131,19 @@ TrainTest LoadData(const Config& config) {
   }
   tt.train = Head(tt.train, config.GetInt("data.train_limit"));
   tt.test = Head(tt.test, config.GetInt("data.test_limit"));
+  const double share = config.GetDouble("data.holdout_share");
+  if (share > 0) {
+    const int64_t n = tt.train.size();
+    Rng rng = MakeRng(static_cast<uint64_t>(config.GetInt("seed")), Stream::kReferenceSplit);
+    std::vector<int64_t> order = Permutation(rng, n);
+    const auto held = static_cast<int64_t>(std::llround(share * static_cast<double>(n)));
+    std::vector<int64_t> holdout(order.begin(), order.begin() + held);
+    std::vector<int64_t> rest(order.begin() + held, order.end());
+    std::sort(holdout.begin(), holdout.end());
+    std::sort(rest.begin(), rest.end());
+    tt.holdout = Subset(tt.train, holdout);
+    tt.train = Subset(tt.train, rest);
+  }
   return tt;
 }
 

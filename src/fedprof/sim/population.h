@@ -12,13 +12,15 @@ namespace fedprof {
 class Config;
 
 struct TrainTest {
-  Dataset train;
+  Dataset train;    // what the clients share out
   Dataset test;
+  Dataset holdout;  // data.holdout_share of the training set, kept on the server
 };
 
 // Loads the training and test sets named by the data.* options (applying
-// data.train_limit / data.test_limit). Tabular features are standardised
-// with the training set's column means and standard deviations.
+// data.train_limit / data.test_limit, then setting aside a seeded
+// data.holdout_share of the training set). Tabular features are
+// standardised with the training set's column means and standard deviations.
 TrainTest LoadData(const Config& config);
 
 // Where a named data set lives when data.dir is empty: $FEDPROF_DATA/<name>,

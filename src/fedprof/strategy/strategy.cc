@@ -2,6 +2,7 @@
 
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
+#include "fedprof/strategy/fedprof_strategy.h"
 
 namespace fedprof {
 
@@ -24,12 +25,19 @@ AggregationMode ParseAggregationMode(const std::string& name) {
   throw Error("strategy.aggregation: '" + name + "' is not one of full|partial");
 }
 
-std::unique_ptr<Strategy> MakeStrategy(const Config& config) {
+std::unique_ptr<Strategy> MakeStrategy(const Config& config, const StrategyContext& context) {
   const std::string& name = config.GetString("strategy.name");
   const AggregationMode mode = ParseAggregationMode(config.GetString("strategy.aggregation"));
   if (name == "fedavg") {
     // McMahan et al. 2017: uniform selection, data-size weighted averaging.
     return std::make_unique<Strategy>(name, MakeUniformSelector(), MakeWeightedAverage(mode));
+  }
+  if (name == "fedprof") {
+    FedProfOptions o;
+    o.alpha = config.GetDouble("fedprof.alpha");
+    o.with_replacement = config.GetString("fedprof.sampling") == "with_replacement";
+    return std::make_unique<FedProfStrategy>(o, MakeWeightedAverage(mode), context.num_clients,
+                                             context.reference_profile);
   }
   throw Error("strategy.name: unknown strategy '" + name + "'");
 }

@@ -1,11 +1,13 @@
 #ifndef FEDPROF_STRATEGY_STRATEGY_H_
 #define FEDPROF_STRATEGY_STRATEGY_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "fedprof/aggregation/aggregator.h"
+#include "fedprof/profiling/profile.h"
 #include "fedprof/selection/selector.h"
 
 namespace fedprof {
@@ -31,6 +33,37 @@ class Strategy {
   virtual void AggregateFit(const FlatParams& global, const std::vector<const FitResult*>& results,
                             int64_t total_samples, FlatParams* next);
 
+  // Whether selected clients must send a profile of their data under the
+  // received model. If so the server also collects an initial profile from
+  // every client before round 1 and hands them to ObserveResults.
+  virtual bool WantsProfiles() const { return false; }
+
+  // The global model of version `version` (0 = the initial model, then the
+  // round that produced it), before each round and after each aggregation.
+  virtual void OnGlobalModel(const FlatParams& global, int64_t version) {
+    (void)global;
+    (void)version;
+  }
+
+  // Why a result that passed the server's checks is still unusable (e.g. a
+  // malformed profile), or "". A refused result is skipped for the round.
+  virtual std::string CheckResult(const FitResult& result) const {
+    (void)result;
+    return "";
+  }
+
+  // Sees the valid results of a round (or the initial profiles) before
+  // aggregation.
+  virtual void ObserveResults(const std::vector<const FitResult*>& results) { (void)results; }
+
+  // Per-client scores behind the last selection, or empty if the strategy
+  // does not score clients.
+  virtual std::vector<double> LastScores() const { return {}; }
+
+  // Opaque state for checkpoints; LoadState(SaveState()) restores it.
+  virtual std::string SaveState() const { return ""; }
+  virtual void LoadState(const std::string& state) { (void)state; }
+
  private:
   std::string name_;
   std::unique_ptr<Selector> selector_;
@@ -39,8 +72,15 @@ class Strategy {
 
 AggregationMode ParseAggregationMode(const std::string& name);
 
+// What some strategies need beyond the config.
+struct StrategyContext {
+  int num_clients = 0;
+  // RP_V on the reference set for a global model of a version (FedProf).
+  std::function<Profile(const FlatParams& global, int64_t version)> reference_profile;
+};
+
 // The strategy named by `strategy.name`, with its options from `config`.
-std::unique_ptr<Strategy> MakeStrategy(const Config& config);
+std::unique_ptr<Strategy> MakeStrategy(const Config& config, const StrategyContext& context);
 
 }  // namespace fedprof
 

@@ -1,0 +1,110 @@
+#include "fedprof/profiling/profile.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "fedprof/core/error.h"
+#include "fedprof/models/models.h"
+
+namespace fedprof {
+
+Profile ComputeProfile(Model& model, const Dataset& data, int64_t version, int64_t batch_size) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  Profile p;
+  p.version = version;
+  p.layer = model.profiled_layer();
+  const int64_t n = data.size();
+  torch::Tensor sum, sum_sq;
+  for (int64_t start = 0; start < n; start += batch_size) {
+    const int64_t len = std::min(batch_size, n - start);
+    torch::Tensor rep;
+    model.Forward(data.x.narrow(0, start, len), &rep);
+    const torch::Tensor r = rep.to(torch::kDouble);
+    if (!sum.defined()) {
+      sum = r.sum(0);
+      sum_sq = r.pow(2).sum(0);
+    } else {
+      sum += r.sum(0);
+      sum_sq += r.pow(2).sum(0);
+    }
+  }
+  if (n == 0) return p;
+  const torch::Tensor mean = sum / static_cast<double>(n);
+  const torch::Tensor var =
+      (sum_sq / static_cast<double>(n) - mean.pow(2)).clamp_min(kVarianceFloor);
+  p.mean.assign(mean.data_ptr<double>(), mean.data_ptr<double>() + mean.numel());
+  p.var.assign(var.data_ptr<double>(), var.data_ptr<double>() + var.numel());
+  return p;
+}
+
+double GaussianKl(double mean_k, double var_k, double mean_v, double var_v) {
+  const double d = mean_k - mean_v;
+  return 0.5 * std::log(var_v / var_k) + (var_k - var_v) / (2 * var_v) + d * d / (2 * var_v);
+}
+
+std::vector<double> UnitKl(const Profile& client, const Profile& reference) {
+  std::vector<double> kl(client.units());
+  for (size_t i = 0; i < kl.size(); ++i) {
+    kl[i] = GaussianKl(client.mean[i], client.var[i], reference.mean[i], reference.var[i]);
+  }
+  return kl;
+}
+
+double Divergence(const Profile& client, const Profile& reference) {
+  const std::vector<double> kl = UnitKl(client, reference);
+  double sum = 0;
+  for (double v : kl) sum += v;
+  return kl.empty() ? 0.0 : sum / static_cast<double>(kl.size());
+}
+
+double Score(double divergence, double alpha) { return std::exp(-alpha * divergence); }
+
+std::string CheckProfile(const Profile& p, const Profile& reference) {
+  if (p.mean.size() != p.var.size()) {
+    return "mean has " + std::to_string(p.mean.size()) + " units, var " +
+           std::to_string(p.var.size());
+  }
+  if (p.units() != reference.units()) {
+    return "profile has " + std::to_string(p.units()) + " units, the reference " +
+           std::to_string(reference.units());
+  }
+  if (p.units() == 0) return "profile is empty";
+  if (p.layer != reference.layer) {
+    return "profile is of layer '" + p.layer + "', the reference of '" + reference.layer + "'";
+  }
+  if (p.version != reference.version) {
+    return "profile is of model version " + std::to_string(p.version) + ", the reference of " +
+           std::to_string(reference.version);
+  }
+  for (size_t i = 0; i < p.units(); ++i) {
+    if (!std::isfinite(p.mean[i])) return "non-finite mean at unit " + std::to_string(i);
+    if (!std::isfinite(p.var[i])) return "non-finite variance at unit " + std::to_string(i);
+    if (p.var[i] <= 0) return "variance <= 0 at unit " + std::to_string(i);
+  }
+  return "";
+}
+
+std::string ProfileToJson(const Profile& p) {
+  const nlohmann::json j = {{"version", p.version}, {"layer", p.layer}, {"mean", p.mean},
+                            {"var", p.var}};
+  return j.dump();
+}
+
+Profile ProfileFromJson(const std::string& text, const std::string& origin) {
+  Profile p;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    p.version = j.at("version").get<int64_t>();
+    p.layer = j.at("layer").get<std::string>();
+    p.mean = j.at("mean").get<std::vector<double>>();
+    p.var = j.at("var").get<std::vector<double>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(origin + ": not a profile: " + e.what());
+  }
+  return p;
+}
+
+}  // namespace fedprof

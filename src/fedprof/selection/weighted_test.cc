@@ -1,0 +1,72 @@
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "fedprof/selection/selector.h"
+
+namespace fedprof {
+namespace {
+
+TEST(SampleByWeightTest, SingleDrawsFollowTheWeights) {
+  const std::vector<double> w = {1, 2, 3, 4};
+  std::vector<int> hits(4, 0);
+  const int trials = 40000;
+  for (int t = 0; t < trials; ++t) {
+    Rng rng = MakeRng(1, Stream::kSelection, {static_cast<uint64_t>(t)});
+    const std::vector<int> ids = SampleByWeight(w, 1, false, rng);
+    ASSERT_EQ(ids.size(), 1u);
+    ++hits[ids[0]];
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(hits[i] / double(trials), w[i] / 10.0, 0.01) << i;
+}
+
+TEST(SampleByWeightTest, WithoutReplacementGivesDistinctClientsAndSkipsZeroWeights) {
+  std::vector<double> w(50, 1.0);
+  w[3] = w[7] = 0;
+  for (int t = 0; t < 200; ++t) {
+    Rng rng = MakeRng(2, Stream::kSelection, {static_cast<uint64_t>(t)});
+    const std::vector<int> ids = SampleByWeight(w, 10, false, rng);
+    ASSERT_EQ(ids.size(), 10u);
+    EXPECT_EQ(std::set<int>(ids.begin(), ids.end()).size(), 10u);
+    EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+    for (int id : ids) EXPECT_TRUE(id != 3 && id != 7);
+  }
+  // Fewer positive weights than asked: only those.
+  Rng rng = MakeRng(3, Stream::kSelection);
+  EXPECT_EQ(SampleByWeight({0, 5, 0, 1}, 3, false, rng), (std::vector<int>{1, 3}));
+}
+
+TEST(SampleByWeightTest, EqualWeightsAreUniform) {
+  // alpha = 0 gives every client score 1: each of 20 clients is then in a
+  // sample of 5 with probability 1/4.
+  const std::vector<double> w(20, 1.0);
+  std::vector<int> hits(20, 0);
+  const int trials = 20000;
+  for (int t = 0; t < trials; ++t) {
+    Rng rng = MakeRng(4, Stream::kSelection, {static_cast<uint64_t>(t)});
+    for (int id : SampleByWeight(w, 5, false, rng)) ++hits[id];
+  }
+  for (int i = 0; i < 20; ++i) EXPECT_NEAR(hits[i] / double(trials), 0.25, 0.015) << i;
+}
+
+TEST(SampleByWeightTest, WithReplacementCanRepeatAndCollapsesDuplicates) {
+  // Two clients, three draws: with replacement at least one repeats.
+  Rng rng = MakeRng(5, Stream::kSelection);
+  const std::vector<int> ids = SampleByWeight({1, 1}, 3, true, rng);
+  EXPECT_LE(ids.size(), 2u);
+  // Expected distinct count of 10 draws over 10 equal clients: 10(1 - 0.9^10).
+  double distinct = 0;
+  for (int t = 0; t < 5000; ++t) {
+    Rng r = MakeRng(6, Stream::kSelection, {static_cast<uint64_t>(t)});
+    distinct += SampleByWeight(std::vector<double>(10, 1.0), 10, true, r).size();
+  }
+  EXPECT_NEAR(distinct / 5000, 10 * (1 - std::pow(0.9, 10)), 0.05);
+}
+
+TEST(SampleByWeightTest, AllZeroWeightsFallBackToUniform) {
+  Rng rng = MakeRng(7, Stream::kSelection);
+  EXPECT_EQ(SampleByWeight({0, 0, 0, 0}, 4, false, rng).size(), 4u);
+}
+
+}  // namespace
+}  // namespace fedprof

@@ -1,0 +1,112 @@
+#include "fedprof/strategy/fedprof_strategy.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace fedprof {
+namespace {
+
+// Reference profiles that move with the model version: mean = version.
+Profile ReferenceOf(int64_t version) {
+  Profile p;
+  p.version = version;
+  p.layer = "fc1";
+  p.mean = {static_cast<double>(version), 0.0};
+  p.var = {1.0, 1.0};
+  return p;
+}
+
+FitResult WithProfile(int id, int64_t version, double mean0) {
+  FitResult r;
+  r.client_id = id;
+  r.ok = true;
+  Profile p = ReferenceOf(version);
+  p.mean[0] = mean0;
+  r.profile = p;
+  return r;
+}
+
+std::unique_ptr<FedProfStrategy> Make(double alpha, int n) {
+  FedProfOptions o;
+  o.alpha = alpha;
+  return std::make_unique<FedProfStrategy>(o, MakeWeightedAverage(AggregationMode::kPartial), n,
+                                           [](const FlatParams&, int64_t v) {
+                                             return ReferenceOf(v);
+                                           });
+}
+
+TEST(FedProfStrategyTest, ScoresAreVersionAligned) {
+  auto s = Make(2.0, 3);
+  s->OnGlobalModel({}, 0);
+  // Clients 0 and 1 profiled under version 0; client 0 matches RP_V(0).
+  const FitResult a = WithProfile(0, 0, 0.0), b = WithProfile(1, 0, 1.0);
+  s->ObserveResults({&a, &b});
+  s->OnGlobalModel({}, 1);
+  s->OnGlobalModel({}, 2);
+  // Client 2 profiled under version 2, one unit of mean away from RP_V(2).
+  const FitResult c = WithProfile(2, 2, 3.0);
+  EXPECT_EQ(s->CheckResult(c), "");
+  s->ObserveResults({&c});
+  const std::vector<double> scores = s->ComputeScores();
+  // Client 0 is compared with RP_V(0) (KL 0), not with RP_V(2) (KL 2).
+  EXPECT_DOUBLE_EQ(scores[0], 1.0);
+  // div = mean over 2 units of KL = (0.5 + 0) / 2.
+  EXPECT_DOUBLE_EQ(scores[1], std::exp(-2.0 * 0.25));
+  EXPECT_DOUBLE_EQ(scores[2], std::exp(-2.0 * 0.25));
+}
+
+TEST(FedProfStrategyTest, ClientsWithoutProfilesScoreZeroAndAlphaZeroIsUniform) {
+  auto s = Make(0.0, 3);
+  s->OnGlobalModel({}, 0);
+  const FitResult a = WithProfile(0, 0, 50.0);  // far off, but alpha = 0
+  s->ObserveResults({&a});
+  const std::vector<double> scores = s->ComputeScores();
+  EXPECT_EQ(scores, (std::vector<double>{1.0, 0.0, 0.0}));
+}
+
+TEST(FedProfStrategyTest, MalformedOrMisversionedProfilesAreRefused) {
+  auto s = Make(10, 2);
+  s->OnGlobalModel({}, 0);
+  s->OnGlobalModel({}, 1);
+  FitResult r = WithProfile(0, 1, 0.0);
+  r.profile->var[1] = 0;
+  EXPECT_NE(s->CheckResult(r).find("variance <= 0"), std::string::npos);
+  r = WithProfile(0, 7, 0.0);
+  EXPECT_NE(s->CheckResult(r).find("did not send"), std::string::npos);
+  r.profile.reset();
+  EXPECT_EQ(s->CheckResult(r), "no profile sent");
+}
+
+TEST(FedProfStrategyTest, SelectionFavoursHighScores) {
+  auto s = Make(10, 10);
+  s->OnGlobalModel({}, 0);
+  std::vector<FitResult> results;
+  for (int k = 0; k < 10; ++k) results.push_back(WithProfile(k, 0, k < 5 ? 0.0 : 2.0));
+  std::vector<const FitResult*> ptrs;
+  for (const auto& r : results) ptrs.push_back(&r);
+  s->ObserveResults(ptrs);
+  std::vector<ClientInfo> infos(10);
+  int good = 0, bad = 0;
+  for (int t = 0; t < 200; ++t) {
+    Rng rng = MakeRng(1, Stream::kSelection, {static_cast<uint64_t>(t)});
+    for (int id : s->ConfigureFit({t, 3, &infos}, rng)) (id < 5 ? good : bad)++;
+  }
+  EXPECT_EQ(good + bad, 600);
+  EXPECT_LT(bad, good / 50);  // exp(-10) odds per draw
+}
+
+TEST(FedProfStrategyTest, StateRoundTrips) {
+  auto s = Make(3, 3);
+  s->OnGlobalModel({}, 0);
+  const FitResult a = WithProfile(0, 0, 0.25), c = WithProfile(2, 0, -1.0 / 3);
+  s->ObserveResults({&a, &c});
+  s->OnGlobalModel({}, 1);
+  auto t = Make(3, 3);
+  t->LoadState(s->SaveState());
+  EXPECT_EQ(t->ComputeScores(), s->ComputeScores());
+  EXPECT_EQ(t->SaveState(), s->SaveState());
+}
+
+}  // namespace
+}  // namespace fedprof
