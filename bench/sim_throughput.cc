@@ -20,6 +20,7 @@
 #include "fedprof/core/single_threaded_ops.h"
 #include "fedprof/data/loaders.h"
 #include "fedprof/models/models.h"
+#include "fedprof/models/replicas.h"
 #include "fedprof/server/server.h"
 #include "fedprof/sim/in_process_transport.h"
 #include "fedprof/sim/population.h"
@@ -84,7 +85,8 @@ double SimulatorRound(const fedprof::Dataset& data, const fedprof::Dataset& test
   o.train.epochs = 1;
   o.train.batch_size = 32;
   o.progress = false;
-  fedprof::Server server(o, transport, strategy, eval_model, test, nullptr);
+  fedprof::ModelReplicas evaluator(*eval_model);
+  fedprof::Server server(o, transport, strategy, evaluator, test, nullptr);
   fedprof::ServerState state;
   state.global = fedprof::Flatten(*eval_model);
   const auto start = Clock::now();

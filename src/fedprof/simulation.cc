@@ -11,7 +11,10 @@
 #include "fedprof/core/files.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/models/models.h"
+#include "fedprof/models/replicas.h"
 #include "fedprof/profiling/profile.h"
+#include "fedprof/report/comparison.h"
+#include "fedprof/report/plots.h"
 #include "fedprof/server/checkpoint.h"
 #include "fedprof/server/server.h"
 #include "fedprof/sim/cost_model.h"
@@ -124,6 +127,15 @@ nlohmann::json Summary(const Config& config, const ServerState& state,
   s["final_accuracy"] = last ? last->accuracy : 0.0;
   s["final_loss"] = last ? last->loss : 0.0;
   s["virtual_time_s"] = state.virtual_time_s;
+  // Profiling overhead per round (the papers' Table 4).
+  double profiling_s = 0, profiling_wh = 0;
+  for (const auto& m : state.history) {
+    profiling_s += m.profiling_time_s;
+    profiling_wh += m.profiling_energy_wh;
+  }
+  const double rounds = std::max<double>(1.0, static_cast<double>(state.history.size()));
+  s["profiling_time_per_round_s"] = profiling_s / rounds;
+  s["profiling_energy_per_round_wh"] = profiling_wh / rounds;
   s["energy_wh"] = state.energy_j / 3600.0;
   s["wall_s"] = state.history.empty() ? 0.0 : state.history.back().wall_s;
   const double target = config.GetDouble("report.target");
@@ -156,6 +168,16 @@ nlohmann::json Summary(const Config& config, const ServerState& state,
   return s;
 }
 
+ModelSpec SpecFor(const Config& config, const Dataset& data) {
+  ModelSpec spec;
+  spec.name = config.GetString("model.name");
+  spec.input_shape = data.x.sizes().slice(1).vec();
+  spec.outputs = data.is_regression() ? data.y.size(1) : data.num_classes;
+  spec.hidden = ParseWidths(config.GetString("model.hidden"));
+  spec.profile_layer = config.GetString("model.profile_layer");
+  return spec;
+}
+
 // Builds the population and runs rounds state.round + 1 .. rounds.
 void Run(const Config& config, const std::string& out_dir, ServerState state, bool resume) {
   const std::string checkpoint_path = out_dir + "/checkpoint.bin";
@@ -163,12 +185,7 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
   const TrainTest data = LoadData(config);
   std::vector<Client> clients = BuildClients(data.train, config);
 
-  ModelSpec spec;
-  spec.name = config.GetString("model.name");
-  spec.input_shape = data.train.x.sizes().slice(1).vec();
-  spec.outputs = data.train.is_regression() ? data.train.y.size(1) : data.train.num_classes;
-  spec.hidden = ParseWidths(config.GetString("model.hidden"));
-  spec.profile_layer = config.GetString("model.profile_layer");
+  const ModelSpec spec = SpecFor(config, data.train);
   torch::manual_seed(Mix64(seed ^ static_cast<uint64_t>(Stream::kModelInit)));
   std::shared_ptr<Model> global_model = MakeModel(spec);
   const int64_t num_params = CountParameters(*global_model);
@@ -199,12 +216,14 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
   if (profiling && reference_set->size() == 0) {
     throw Error("fedprof.reference: 'holdout' needs data.holdout_share > 0 (or use test|client)");
   }
-  std::shared_ptr<Model> reference_model = MakeModel(spec);
+  // Server-side inference (evaluation, reference profiles) on all threads.
+  ModelReplicas server_models([spec] { return MakeModel(spec); },
+                              static_cast<int>(config.GetInt("threads")));
   StrategyContext strategy_context;
   strategy_context.num_clients = static_cast<int>(clients.size());
   strategy_context.reference_profile = [&](const FlatParams& global, int64_t version) {
-    Unflatten(global, *reference_model);
-    return ComputeProfile(*reference_model, *reference_set, version);
+    server_models.Load(global);
+    return ComputeProfile(server_models, *reference_set, version);
   };
   std::unique_ptr<Strategy> strategy = MakeStrategy(config, strategy_context);
 
@@ -225,11 +244,18 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
   for (const auto& c : clients) sizes.push_back(c.num_samples());
   RoundCostFn round_cost = [&](const std::vector<int>& selected) {
     RoundCost rc;
+    double time_without_profiling = 0;
     for (int id : selected) {
       const ClientCost c = cost_model.Cost(specs[id], sizes[id], epochs, profile_bits);
       rc.time_s = std::max(rc.time_s, c.total_s());  // Eq. 27: the slowest client
       rc.energy_j += c.energy_j;
+      if (profile_bits > 0) {
+        const ClientCost bare = cost_model.Cost(specs[id], sizes[id], epochs);
+        time_without_profiling = std::max(time_without_profiling, bare.total_s());
+        rc.profiling_energy_j += c.energy_j - bare.energy_j;
+      }
     }
+    if (profile_bits > 0) rc.profiling_time_s = rc.time_s - time_without_profiling;
     return rc;
   };
 
@@ -251,7 +277,7 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
   so.eval_every = config.GetInt("eval.every");
   so.eval_batch_size = config.GetInt("eval.batch_size");
   so.progress = config.GetBool("report.progress");
-  Server server(so, transport, *strategy, global_model, data.test, round_cost);
+  Server server(so, transport, *strategy, server_models, data.test, round_cost);
 
   const bool regression = data.train.is_regression();
   const std::string metrics_path = out_dir + "/metrics.csv";
@@ -281,6 +307,7 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
   WriteFileAtomic(out_dir + "/clients.csv", ClientsCsv(clients, specs, state.times_selected));
   WriteFileAtomic(out_dir + "/summary.json",
                   Summary(config, state, clients, num_params).dump(2) + "\n");
+  PlotRun(out_dir);
 }
 }  // namespace
 
@@ -288,6 +315,58 @@ void RunSimulation(const Config& config, const std::string& out_dir) {
   MakeDirs(out_dir);
   WriteFileAtomic(out_dir + "/config.toml", config.ToToml());
   Run(config, out_dir, ServerState(), /*resume=*/false);
+}
+
+std::string RunComparison(const Config& base, const std::vector<std::string>& strategies,
+                          int seeds, const std::string& out_dir) {
+  if (strategies.empty()) throw Error("--strategies: name at least one strategy");
+  if (seeds < 1) throw Error("--seeds: expected at least 1, got " + std::to_string(seeds));
+  // Validate every strategy before the first (long) run starts.
+  std::vector<Config> configs;
+  std::vector<std::string> labels;
+  for (const std::string& spec : strategies) {
+    Config c = base;
+    const auto colon = spec.find(':');
+    c.Set("strategy.name", spec.substr(0, colon), "--strategies");
+    if (colon != std::string::npos) c.Set("strategy.aggregation", spec.substr(colon + 1), "--strategies");
+    labels.push_back(c.GetString("strategy.name") + "-" + c.GetString("strategy.aggregation"));
+    configs.push_back(std::move(c));
+  }
+  MakeDirs(out_dir);
+  std::vector<RunRecord> runs;
+  const int64_t first_seed = base.GetInt("seed");
+  for (int i = 0; i < seeds; ++i) {
+    for (size_t j = 0; j < configs.size(); ++j) {
+      Config c = configs[j];
+      c.Set("seed", std::to_string(first_seed + i), "--seeds");
+      const std::string dir = out_dir + "/" + labels[j] + "/seed-" + std::to_string(first_seed + i);
+      std::printf("== %s, seed %lld -> %s\n", labels[j].c_str(),
+                  static_cast<long long>(first_seed + i), dir.c_str());
+      std::fflush(stdout);
+      RunSimulation(c, dir);
+      runs.push_back({labels[j], first_seed + i, dir});
+    }
+  }
+  return WriteComparison(runs, base.GetDouble("report.target"), out_dir);
+}
+
+std::shared_ptr<Model> LoadRunModel(const std::string& run, const Dataset& data,
+                                    int64_t* version) {
+  const bool is_file = run.size() >= 4 && run.compare(run.size() - 4, 4, ".bin") == 0;
+  const auto slash = run.rfind('/');
+  const std::string dir = !is_file ? run : slash == std::string::npos ? "." : run.substr(0, slash);
+  const std::string checkpoint = is_file ? run : run + "/checkpoint.bin";
+  Config config;
+  config.MergeTomlFile(dir + "/config.toml");
+  const ServerState state = LoadCheckpoint(checkpoint);
+  std::shared_ptr<Model> model = MakeModel(SpecFor(config, data));
+  try {
+    Unflatten(state.global, *model);
+  } catch (const Error& e) {
+    throw Error(checkpoint + ": does not fit this data's model: " + e.what());
+  }
+  *version = state.round;
+  return model;
 }
 
 void ResumeSimulation(const std::string& out_dir, const std::vector<std::string>& overrides) {

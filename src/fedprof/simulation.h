@@ -1,18 +1,36 @@
 #ifndef FEDPROF_SIMULATION_H_
 #define FEDPROF_SIMULATION_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "fedprof/config/config.h"
+#include "fedprof/data/dataset.h"
 
 namespace fedprof {
+
+class Model;
 
 // Runs one simulated federated training from `config`, writing into
 // `out_dir`: config.toml (the resolved config), metrics.csv (a row per
 // round), clients.csv, summary.json and checkpoint.bin (updated every round).
 // Every file is replaced atomically.
 void RunSimulation(const Config& config, const std::string& out_dir);
+
+// Runs `strategies` ("name" or "name:full|partial", e.g. "fedavg:partial")
+// for seeds seed, seed+1, ..., seed+seeds-1 on otherwise identical configs
+// (same partitions, noise and client specs per seed) into
+// out_dir/<name>-<aggregation>/seed-<s>/, then writes the comparison
+// (report/comparison.h). Returns its Markdown table.
+std::string RunComparison(const Config& base, const std::vector<std::string>& strategies,
+                          int seeds, const std::string& out_dir);
+
+// The global model of the run in `run` (a run directory or its
+// checkpoint.bin), shaped for samples like those of `data`; *version gets the
+// model version (the rounds the run completed).
+std::shared_ptr<Model> LoadRunModel(const std::string& run, const Dataset& data,
+                                    int64_t* version);
 
 // Continues the run in `out_dir` (its config.toml and checkpoint.bin) from
 // the last completed round. `overrides` are --set assignments; only rounds,

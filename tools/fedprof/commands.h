@@ -2,6 +2,8 @@
 #define FEDPROF_TOOLS_COMMANDS_H_
 
 #include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
 
 namespace fedprof::cli {
 
@@ -10,7 +12,13 @@ namespace fedprof::cli {
 using Runner = std::function<void()>;
 
 Runner AddSimulate(CLI::App& app);
+Runner AddCompare(CLI::App& app);
+Runner AddProfile(CLI::App& app);
+Runner AddDivergence(CLI::App& app);
 Runner AddOptions(CLI::App& app);
+
+// runs/<config stem>[-<kind>]-<local time>: where outputs go without --out.
+std::string DefaultOutDir(const std::string& config_path, const std::string& kind = "");
 
 }  // namespace fedprof::cli
 

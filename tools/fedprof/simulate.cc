@@ -22,17 +22,17 @@ struct SimulateArgs {
   std::string resume;
 };
 
-std::string DefaultOutDir(const std::string& config_path) {
+}  // namespace
+
+std::string DefaultOutDir(const std::string& config_path, const std::string& kind) {
   std::string stem = config_path.empty() ? "default" : config_path;
   stem = stem.substr(stem.rfind('/') == std::string::npos ? 0 : stem.rfind('/') + 1);
   stem = stem.substr(0, stem.rfind(".toml"));
   const std::time_t now = std::time(nullptr);
   char stamp[32];
   std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
-  return "runs/" + stem + "-" + stamp;
+  return "runs/" + stem + (kind.empty() ? "" : "-" + kind) + "-" + stamp;
 }
-
-}  // namespace
 
 Runner AddSimulate(CLI::App& app) {
   auto args = std::make_shared<SimulateArgs>();

@@ -6,6 +6,7 @@
 
 #include "fedprof/core/rng.h"
 #include "fedprof/models/models.h"
+#include "fedprof/models/replicas.h"
 
 namespace fedprof {
 
@@ -63,27 +64,38 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model) const {
   return result;
 }
 
-EvalResult Evaluate(Model& model, const Dataset& data, int64_t batch_size) {
+EvalResult Evaluate(ModelReplicas& replicas, const Dataset& data, int64_t batch_size) {
   torch::NoGradGuard no_grad;
-  model.eval();
   EvalResult r;
   const int64_t n = data.size();
   if (n == 0) return r;
   const bool regression = data.is_regression();
-  double loss_sum = 0, correct = 0, sq_err = 0;
-  for (int64_t start = 0; start < n; start += batch_size) {
-    const int64_t len = std::min(batch_size, n - start);
+  // Per-batch sums, added up in batch order: independent of the threads.
+  struct Sums {
+    double loss = 0, correct = 0, sq_err = 0;
+  };
+  std::vector<Sums> sums((n + batch_size - 1) / batch_size);
+  replicas.ForEachBatch(n, batch_size, [&](int64_t b, int64_t start, int64_t len, Model& model) {
+    torch::NoGradGuard guard;  // per thread
+    model.eval();
     const torch::Tensor x = data.x.narrow(0, start, len);
     const torch::Tensor y = data.y.narrow(0, start, len);
     const torch::Tensor out = model.Forward(x);
+    Sums& s = sums[b];
     if (regression) {
-      const double se = (out - y).pow(2).sum().item<double>();
-      sq_err += se;
-      loss_sum += se / static_cast<double>(y.size(1));
+      s.sq_err = (out - y).pow(2).sum().item<double>();
+      s.loss = s.sq_err / static_cast<double>(y.size(1));
     } else {
-      loss_sum += F::cross_entropy(out, y, F::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
-      correct += out.argmax(1).eq(y).sum().item<double>();
+      s.loss = F::cross_entropy(out, y, F::CrossEntropyFuncOptions().reduction(torch::kSum))
+                   .item<double>();
+      s.correct = out.argmax(1).eq(y).sum().item<double>();
     }
+  });
+  double loss_sum = 0, correct = 0, sq_err = 0;
+  for (const Sums& s : sums) {
+    loss_sum += s.loss;
+    correct += s.correct;
+    sq_err += s.sq_err;
   }
   r.loss = loss_sum / static_cast<double>(n);
   if (regression) {

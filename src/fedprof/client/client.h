@@ -75,9 +75,11 @@ class Client {
   DataKind kind_;
 };
 
-// Loss and accuracy (or R^2 and RMSE) of `model` on `data`, in eval mode
-// without gradients.
-EvalResult Evaluate(Model& model, const Dataset& data, int64_t batch_size);
+class ModelReplicas;
+
+// Loss and accuracy (or R^2 and RMSE) of the model in `replicas` on `data`,
+// in eval mode without gradients, batches spread over the replicas' threads.
+EvalResult Evaluate(ModelReplicas& replicas, const Dataset& data, int64_t batch_size = 128);
 
 }  // namespace fedprof
 

@@ -114,7 +114,7 @@ std::vector<OptionSpec> MakeTable() {
       {"cost.p_f", T::kDouble, "0.7", 0, 1e3, "", "Baseline processor power P_f, W (at 1 GHz)."},
       // Evaluation and reporting.
       {"eval.every", T::kInt, "1", 1, 1e7, "", "Evaluate the global model every n rounds (and the last)."},
-      {"eval.batch_size", T::kInt, "1000", 1, 1e7, "", "Evaluation batch size."},
+      {"eval.batch_size", T::kInt, "128", 1, 1e7, "", "Evaluation batch size."},
       {"report.target", T::kDouble, "0", 0, 1, "",
        "Accuracy (R^2 for regression) target for rounds/time/energy-to-target; 0 = none."},
       {"report.progress", T::kBool, "true", 0, 0, "", "Print a progress line per round."},

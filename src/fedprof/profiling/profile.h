@@ -10,6 +10,7 @@
 namespace fedprof {
 
 class Model;
+class ModelReplicas;
 
 // A representation profile RP(θ, D) (Eq. 8): for each of the q units of one
 // layer of model version `version`, the mean and variance of that unit's
@@ -34,10 +35,13 @@ constexpr double kVarianceFloor = 1e-8;
 // batches of `batch_size`: the model's profiled layer's representation
 // (pre-activation for dense layers, channel sums for conv layers), with the
 // population variance (divide by n), floored at kVarianceFloor. Sums are
-// accumulated in double so the result does not depend on the batch size
-// beyond rounding.
+// accumulated in double, per batch and then in batch order.
 Profile ComputeProfile(Model& model, const Dataset& data, int64_t version,
-                       int64_t batch_size = 1000);
+                       int64_t batch_size = 128);
+// The same with batches spread over the threads of `replicas` (identical
+// result for any number of threads).
+Profile ComputeProfile(ModelReplicas& replicas, const Dataset& data, int64_t version,
+                       int64_t batch_size = 128);
 
 // KL(N(mean_k, var_k) || N(mean_v, var_v)) for one unit (Eq. 10):
 // ½ log(var_v / var_k) + (var_k − var_v) / (2 var_v) + (mean_k − mean_v)² / (2 var_v).

@@ -17,7 +17,8 @@ std::string Num(double v, const char* fmt = "%.9g") {
 std::string MetricsCsv(const std::vector<RoundMetrics>& rows, bool regression) {
   std::ostringstream out;
   out << "round,lr,selected,skipped,train_loss,accuracy,loss" << (regression ? ",rmse" : "")
-      << ",round_time_s,virtual_time_s,round_energy_wh,energy_wh,wall_s\n";
+      << ",round_time_s,virtual_time_s,round_energy_wh,energy_wh,profiling_time_s,"
+         "profiling_energy_wh,wall_s\n";
   for (const auto& r : rows) {
     out << r.round << ',' << Num(r.lr) << ',' << r.selected << ',' << r.skipped << ','
         << Num(r.train_loss) << ',';
@@ -28,7 +29,8 @@ std::string MetricsCsv(const std::vector<RoundMetrics>& rows, bool regression) {
       out << ',' << (regression ? "," : "");
     }
     out << ',' << Num(r.round_time_s) << ',' << Num(r.virtual_time_s) << ','
-        << Num(r.round_energy_wh) << ',' << Num(r.energy_wh) << ',' << Num(r.wall_s, "%.3f")
+        << Num(r.round_energy_wh) << ',' << Num(r.energy_wh) << ',' << Num(r.profiling_time_s)
+        << ',' << Num(r.profiling_energy_wh) << ',' << Num(r.wall_s, "%.3f")
         << '\n';
   }
   return out.str();

@@ -21,6 +21,8 @@ struct RoundMetrics {
   double round_time_s = 0;  // virtual, Eq. 27
   double virtual_time_s = 0;
   double round_energy_wh = 0;
+  double profiling_time_s = 0;     // of round_time_s, what profiling added (Eq. 31)
+  double profiling_energy_wh = 0;  // of round_energy_wh, E_RP (Eq. 34)
   double energy_wh = 0;
   double wall_s = 0;        // real elapsed time since the run started
 };

@@ -24,6 +24,8 @@ nlohmann::json ToJson(const RoundMetrics& m) {
           {"round_time_s", m.round_time_s},
           {"virtual_time_s", m.virtual_time_s},
           {"round_energy_wh", m.round_energy_wh},
+          {"profiling_time_s", m.profiling_time_s},
+          {"profiling_energy_wh", m.profiling_energy_wh},
           {"energy_wh", m.energy_wh},
           {"wall_s", m.wall_s}};
 }
@@ -42,6 +44,8 @@ RoundMetrics FromJson(const nlohmann::json& j) {
   m.round_time_s = j.at("round_time_s");
   m.virtual_time_s = j.at("virtual_time_s");
   m.round_energy_wh = j.at("round_energy_wh");
+  m.profiling_time_s = j.at("profiling_time_s");
+  m.profiling_energy_wh = j.at("profiling_energy_wh");
   m.energy_wh = j.at("energy_wh");
   m.wall_s = j.at("wall_s");
   return m;

@@ -8,17 +8,18 @@
 
 #include "fedprof/core/rng.h"
 #include "fedprof/models/models.h"
+#include "fedprof/models/replicas.h"
 #include "fedprof/sim/transport.h"
 #include "fedprof/strategy/strategy.h"
 
 namespace fedprof {
 
 Server::Server(const ServerOptions& options, Transport& transport, Strategy& strategy,
-               std::shared_ptr<Model> eval_model, const Dataset& test, RoundCostFn cost)
+               ModelReplicas& evaluator, const Dataset& test, RoundCostFn cost)
     : options_(options),
       transport_(transport),
       strategy_(strategy),
-      eval_model_(std::move(eval_model)),
+      evaluator_(evaluator),
       test_(test),
       cost_(std::move(cost)) {}
 
@@ -127,6 +128,8 @@ void Server::Run(ServerState& state, const std::function<void(const ServerState&
       const RoundCost c = cost_(selected);
       m.round_time_s = c.time_s;
       m.round_energy_wh = c.energy_j / 3600.0;
+      m.profiling_time_s = c.profiling_time_s;
+      m.profiling_energy_wh = c.profiling_energy_j / 3600.0;
       state.virtual_time_s += c.time_s;
       state.energy_j += c.energy_j;
     }
@@ -134,8 +137,8 @@ void Server::Run(ServerState& state, const std::function<void(const ServerState&
     m.energy_wh = state.energy_j / 3600.0;
 
     if (round % options_.eval_every == 0 || round == options_.rounds) {
-      Unflatten(state.global, *eval_model_);
-      const EvalResult e = Evaluate(*eval_model_, test_, options_.eval_batch_size);
+      evaluator_.Load(state.global);
+      const EvalResult e = Evaluate(evaluator_, test_, options_.eval_batch_size);
       m.evaluated = true;
       m.accuracy = e.accuracy;
       m.loss = e.loss;

@@ -13,7 +13,7 @@
 
 namespace fedprof {
 
-class Model;
+class ModelReplicas;
 class Strategy;
 class Transport;
 
@@ -24,7 +24,7 @@ struct ServerOptions {
   double lr_decay = 1.0;  // per round
   uint64_t seed = 1;
   int64_t eval_every = 1;
-  int64_t eval_batch_size = 1000;
+  int64_t eval_batch_size = 128;
   bool progress = true;
 };
 
@@ -44,15 +44,18 @@ struct ServerState {
 struct RoundCost {
   double time_s = 0;
   double energy_j = 0;
+  double profiling_time_s = 0;  // included in time_s
+  double profiling_energy_j = 0;  // included in energy_j
 };
 using RoundCostFn = std::function<RoundCost(const std::vector<int>& selected)>;
 
 // The round loop: select, send θ, collect, validate, aggregate, evaluate.
 class Server {
  public:
-  // `eval_model` and `test` are used for the per-round evaluation.
+  // `evaluator` (copies of the model) and `test` serve the per-round
+  // evaluation.
   Server(const ServerOptions& options, Transport& transport, Strategy& strategy,
-         std::shared_ptr<Model> eval_model, const Dataset& test, RoundCostFn cost);
+         ModelReplicas& evaluator, const Dataset& test, RoundCostFn cost);
 
   // Runs rounds state.round + 1 .. options.rounds, calling `on_round` after
   // each (to write outputs and checkpoints). A fresh state (round 0) first
@@ -78,7 +81,7 @@ class Server {
   ServerOptions options_;
   Transport& transport_;
   Strategy& strategy_;
-  std::shared_ptr<Model> eval_model_;
+  ModelReplicas& evaluator_;
   const Dataset& test_;
   RoundCostFn cost_;
 };

@@ -10,6 +10,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/models/models.h"
+#include "fedprof/models/replicas.h"
 #include "fedprof/server/checkpoint.h"
 #include "fedprof/sim/in_process_transport.h"
 #include "fedprof/strategy/strategy.h"
@@ -48,7 +49,8 @@ ServerState RunBlobs(int threads, AggregationMode mode, std::vector<Client> clie
   o.train.lr = 0.05;
   o.lr_decay = 0.99;
   o.progress = false;
-  Server server(o, transport, strategy, eval_model, test, [](const std::vector<int>& s) {
+  ModelReplicas evaluator([&] { return MakeModel(spec); }, threads);
+  Server server(o, transport, strategy, evaluator, test, [](const std::vector<int>& s) {
     return RoundCost{1.0 + s.size(), 2.0};
   });
   server.Run(state, nullptr);

@@ -1,0 +1,154 @@
+#include "fedprof/report/plots.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "fedprof/core/files.h"
+
+namespace fedprof {
+namespace {
+
+// Data kinds in the order plots list them, with their colours.
+const std::vector<std::pair<std::string, std::string>> kKinds = {
+    {"clean", "#2b8a3e"},       {"blurred", "#1c7ed6"},     {"salt_pepper", "#f08c00"},
+    {"gaussian_noise", "#ae3ec9"}, {"polluted", "#868e96"}, {"irrelevant", "#e03131"},
+};
+
+std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(ReadFile(path));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    std::string cell;
+    while (std::getline(ss, cell, ',')) cells.push_back(cell);
+    rows.push_back(std::move(cells));
+  }
+  return rows;
+}
+
+std::string Quote(const std::string& s) {
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') q += '\\';
+    q += c;
+  }
+  return q + "\"";
+}
+
+}  // namespace
+
+bool RunGnuplot(const std::string& script, const std::string& png_path) {
+  const std::string tmp = png_path + ".tmp.png";
+  const std::string full = "set terminal pngcairo size 960,540 font \"sans,10\" noenhanced\nset output " +
+                           Quote(tmp) + "\n" + script + "\nunset output\n";
+  FILE* p = ::popen("gnuplot 2>/dev/null", "w");
+  if (p == nullptr) {
+    std::fprintf(stderr, "warning: cannot start gnuplot; %s not drawn\n", png_path.c_str());
+    return false;
+  }
+  std::fwrite(full.data(), 1, full.size(), p);
+  const int status = ::pclose(p);
+  if (status != 0 || !FileExists(tmp) || std::rename(tmp.c_str(), png_path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    std::fprintf(stderr, "warning: gnuplot failed; %s not drawn\n", png_path.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool PlotLines(const std::vector<Series>& series, const std::string& title,
+               const std::string& x_label, const std::string& y_label,
+               const std::string& png_path) {
+  std::ostringstream s;
+  s << "set title " << Quote(title) << "\nset xlabel " << Quote(x_label) << "\nset ylabel "
+    << Quote(y_label) << "\nset key bottom right\nset grid\n";
+  for (size_t i = 0; i < series.size(); ++i) {
+    s << "$d" << i << " << EOD\n";
+    for (size_t j = 0; j < series[i].x.size(); ++j) {
+      s << series[i].x[j] << ' ' << series[i].y[j] << '\n';
+    }
+    s << "EOD\n";
+  }
+  s << "plot ";
+  for (size_t i = 0; i < series.size(); ++i) {
+    s << (i ? ", " : "") << "$d" << i << " using 1:2 with lines lw 2 title "
+      << Quote(series[i].label);
+  }
+  s << "\n";
+  return RunGnuplot(s.str(), png_path);
+}
+
+bool PlotRun(const std::string& run_dir) {
+  const auto clients = ReadCsv(run_dir + "/clients.csv");  // id,size,data_kind,...,times_selected
+  if (clients.size() < 2) return false;
+  // Clients grouped by kind, in kKinds order, so bars and heat-map rows band.
+  std::vector<size_t> order;
+  std::vector<std::string> kinds_present;
+  for (const auto& [kind, colour] : kKinds) {
+    bool any = false;
+    for (size_t r = 1; r < clients.size(); ++r) {
+      if (clients[r][2] == kind) {
+        order.push_back(r - 1);
+        any = true;
+      }
+    }
+    if (any) kinds_present.push_back(kind);
+  }
+  std::map<std::string, std::string> colour(kKinds.begin(), kKinds.end());
+
+  std::ostringstream sel;
+  sel << "set title \"Times each client was selected\"\nset xlabel \"client (grouped by data "
+         "kind)\"\nset ylabel \"times selected\"\nset style fill solid 1.0 noborder\n"
+         "set boxwidth 0.8\nset key top right\nset xrange [-1:"
+      << order.size() << "]\n";
+  for (const std::string& kind : kinds_present) {
+    sel << "$" << kind << " << EOD\n";
+    for (size_t pos = 0; pos < order.size(); ++pos) {
+      const auto& row = clients[order[pos] + 1];
+      if (row[2] == kind) sel << pos << ' ' << row.back() << '\n';
+    }
+    sel << "EOD\n";
+  }
+  sel << "plot ";
+  for (size_t i = 0; i < kinds_present.size(); ++i) {
+    const std::string& kind = kinds_present[i];
+    sel << (i ? ", " : "") << "$" << kind << " using 1:2 with boxes lc rgb "
+        << Quote(colour[kind]) << " title " << Quote(kind);
+  }
+  sel << "\n";
+  bool ok = RunGnuplot(sel.str(), run_dir + "/selection.png");
+
+  if (FileExists(run_dir + "/scores.csv")) {
+    const auto scores = ReadCsv(run_dir + "/scores.csv");  // round,c0,c1,...
+    std::ostringstream heat;
+    heat << "set title \"Client scores over rounds\"\nset xlabel \"round\"\n"
+            "set ylabel \"client (grouped by data kind)\"\nset cblabel \"score\"\n"
+            "set palette rgbformulae 33,13,10\nset cbrange [0:1]\n"
+            "set yrange [-0.5:"
+         << order.size() - 0.5 << "]\n";
+    // Kind labels at the middle of each band.
+    size_t start = 0;
+    heat << "set ytics (";
+    for (size_t i = 0; i < kinds_present.size(); ++i) {
+      size_t count = 0;
+      for (size_t idx : order) count += clients[idx + 1][2] == kinds_present[i];
+      heat << (i ? ", " : "") << Quote(kinds_present[i]) << " " << start + count / 2.0;
+      start += count;
+    }
+    heat << ")\n$s << EOD\n";
+    for (size_t r = 1; r < scores.size(); ++r) {
+      for (size_t pos = 0; pos < order.size(); ++pos) {
+        heat << scores[r][0] << ' ' << pos << ' ' << scores[r][order[pos] + 1] << '\n';
+      }
+    }
+    heat << "EOD\nplot $s using 1:2:3 with image notitle\n";
+    ok = RunGnuplot(heat.str(), run_dir + "/scores.png") && ok;
+  }
+  return ok;
+}
+
+}  // namespace fedprof

@@ -1,0 +1,33 @@
+#ifndef FEDPROF_REPORT_PLOTS_H_
+#define FEDPROF_REPORT_PLOTS_H_
+
+#include <string>
+#include <vector>
+
+namespace fedprof {
+
+// PNG plots drawn by gnuplot. Each returns false, after one warning line on
+// stderr, when gnuplot is missing or fails: plots are a convenience and never
+// fail a run. A plot is written to a temporary file and renamed into place.
+
+// From a run directory: selection.png (times each client was selected,
+// coloured by data kind; the papers' Fig. 7) and, when scores.csv exists,
+// scores.png (client scores over rounds, clients grouped by data kind; Fig. 8).
+bool PlotRun(const std::string& run_dir);
+
+// One accuracy-per-round line per series.
+struct Series {
+  std::string label;
+  std::vector<double> x;
+  std::vector<double> y;
+};
+bool PlotLines(const std::vector<Series>& series, const std::string& title,
+               const std::string& x_label, const std::string& y_label,
+               const std::string& png_path);
+
+// Runs gnuplot on `script`, whose output must be `png_path`; false on failure.
+bool RunGnuplot(const std::string& script, const std::string& png_path);
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_REPORT_PLOTS_H_

@@ -1,0 +1,110 @@
+// fedprof profile / fedprof divergence: representation profiles as files.
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "fedprof/config/config.h"
+#include "fedprof/core/error.h"
+#include "fedprof/core/files.h"
+#include "fedprof/data/loaders.h"
+#include "fedprof/models/models.h"
+#include "fedprof/profiling/profile.h"
+#include "fedprof/simulation.h"
+#include "fedprof/sim/population.h"
+#include "tools/fedprof/commands.h"
+
+namespace fedprof::cli {
+namespace {
+
+// SPEC: NAME[:train|test] for a known data set (fashion-mnist, mnist, emnist,
+// cifar10; test by default), or idx:IMAGES,LABELS for any IDX pair.
+Dataset LoadDataSpec(const std::string& spec, const std::string& data_dir) {
+  const auto colon = spec.find(':');
+  const std::string name = spec.substr(0, colon);
+  const std::string rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  if (name == "idx") {
+    const auto comma = rest.find(',');
+    if (comma == std::string::npos) throw Error("--data " + spec + ": expected idx:IMAGES,LABELS");
+    return LoadIdx(rest.substr(0, comma), rest.substr(comma + 1));
+  }
+  if (!rest.empty() && rest != "train" && rest != "test") {
+    throw Error("--data " + spec + ": expected NAME[:train|test] or idx:IMAGES,LABELS");
+  }
+  Config c;
+  c.Set("data.name", name, "--data");
+  c.Set("data.dir", data_dir, "--data-dir");
+  TrainTest tt = LoadData(c);
+  return rest == "train" ? tt.train : tt.test;
+}
+
+}  // namespace
+
+Runner AddProfile(CLI::App& app) {
+  struct Args {
+    std::string model, data, data_dir, out, layer;
+    int64_t limit = 0;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "profile", "Write the representation profile (Eq. 8) of a data set under a run's model");
+  sub->add_option("--model", args->model, "A run directory (or its checkpoint.bin)")->required();
+  sub->add_option("--data", args->data,
+                  "NAME[:train|test] (fashion-mnist, mnist, emnist, cifar10) or idx:IMAGES,LABELS")
+      ->required();
+  sub->add_option("--data-dir", args->data_dir, "Directory of the named data set");
+  sub->add_option("--limit", args->limit, "Profile only the first n samples");
+  sub->add_option("--layer", args->layer, "Layer to profile (default: the run's)");
+  sub->add_option("--out", args->out, "Profile JSON to write")->required();
+  return [args] {
+    Dataset data = LoadDataSpec(args->data, args->data_dir);
+    if (args->limit > 0 && args->limit < data.size()) {
+      data.x = data.x.narrow(0, 0, args->limit);
+      data.y = data.y.narrow(0, 0, args->limit);
+    }
+    int64_t version = 0;
+    std::shared_ptr<Model> model = LoadRunModel(args->model, data, &version);
+    if (!args->layer.empty()) model->SetProfiledLayer(args->layer);
+    const Profile p = ComputeProfile(*model, data, version);
+    WriteFileAtomic(args->out, ProfileToJson(p) + "\n");
+    std::printf("profile of %lld samples, layer %s (%zu units), model version %lld -> %s\n",
+                static_cast<long long>(data.size()), p.layer.c_str(), p.units(),
+                static_cast<long long>(version), args->out.c_str());
+  };
+}
+
+Runner AddDivergence(CLI::App& app) {
+  struct Args {
+    std::string client, reference;
+    double alpha = 10;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "divergence", "Divergence (Eq. 9) and score (Eq. 13) of a profile against a reference");
+  sub->add_option("profile", args->client, "Client profile JSON")->required();
+  sub->add_option("reference", args->reference, "Reference profile JSON")->required();
+  sub->add_option("--alpha", args->alpha, "alpha of exp(-alpha div)")->capture_default_str();
+  sub->add_flag("--json", args->json, "Print {\"divergence\", \"score\", \"kl\"} as JSON");
+  return [args] {
+    const Profile p = ProfileFromJson(ReadFile(args->client), args->client);
+    const Profile r = ProfileFromJson(ReadFile(args->reference), args->reference);
+    std::string why = CheckProfile(r, r);
+    if (!why.empty()) throw Error(args->reference + ": " + why);
+    why = CheckProfile(p, r);
+    if (!why.empty()) throw Error(args->client + ": " + why);
+    const std::vector<double> kl = UnitKl(p, r);
+    const double div = Divergence(p, r);
+    const double score = Score(div, args->alpha);
+    if (args->json) {
+      std::printf("%s\n", nlohmann::json({{"divergence", div}, {"score", score}, {"kl", kl}})
+                              .dump()
+                              .c_str());
+    } else {
+      std::printf("divergence %.6g  score %.6g  (alpha %g, %zu units)\n", div, score, args->alpha,
+                  kl.size());
+    }
+  };
+}
+
+}  // namespace fedprof::cli
