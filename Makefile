@@ -20,7 +20,7 @@ build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	$(BUILD)/fedprof simulate --config configs/default.toml
+	$(BUILD)/fedprof compare --config configs/default.toml --strategies fedavg,fedprof --seeds 1
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

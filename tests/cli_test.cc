@@ -6,8 +6,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -51,13 +53,16 @@ const char* kSmallRun =
     "--set strategy.fraction=0.4 --set train.epochs=1 --set quality.blurred=0.2 "
     "--set quality.salt_pepper=0.2 --set quality.irrelevant=0.1 --set report.progress=false";
 
-// metrics.csv without its last column (wall_s, the one non-reproducible column).
-std::string MetricsWithoutWall(const std::string& dir) {
-  std::istringstream in(ReadFile(dir + "/metrics.csv"));
+// A CSV file without its last column.
+std::string WithoutLastColumn(const std::string& path) {
+  std::istringstream in(ReadFile(path));
   std::string line, out;
   while (std::getline(in, line)) out += line.substr(0, line.rfind(',')) + "\n";
   return out;
 }
+
+// metrics.csv without wall_s, the one column that is not reproducible.
+std::string MetricsWithoutWall(const std::string& dir) { return WithoutLastColumn(dir + "/metrics.csv"); }
 
 int CountLines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
@@ -171,6 +176,154 @@ TEST(CliTest, KilledRunResumesToTheSameMetrics) {
   const Result bad = RunCli("simulate --resume " + killed + " --set train.lr=0.5");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.output.find("cannot change on --resume"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace fedprof
+
+namespace fedprof {
+namespace {
+
+const char* kFedProfRun =
+    "--set data.train_limit=4000 --set data.test_limit=500 --set clients.count=20 "
+    "--set strategy.fraction=0.25 --set train.epochs=1 --set quality.blurred=0.25 "
+    "--set quality.salt_pepper=0.25 --set quality.irrelevant=0.15 --set quality.irrelevant_source=mnist "
+    "--set strategy.name=fedprof --set data.holdout_share=0.1 --set report.progress=false";
+
+// Mean score per data kind in round `round` of a run's scores.csv.
+std::map<std::string, double> MeanScoreByKind(const std::string& dir, int round) {
+  std::vector<std::string> kinds;
+  {
+    std::istringstream in(ReadFile(dir + "/clients.csv"));
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+      std::stringstream ss(line);
+      std::string id, size, kind;
+      std::getline(ss, id, ',');
+      std::getline(ss, size, ',');
+      std::getline(ss, kind, ',');
+      kinds.push_back(kind);
+    }
+  }
+  std::istringstream in(ReadFile(dir + "/scores.csv"));
+  std::string line;
+  std::getline(in, line);
+  std::map<std::string, double> sum, count;
+  while (std::getline(in, line)) {
+    std::stringstream ss(line);
+    std::string cell;
+    std::getline(ss, cell, ',');
+    if (std::stoi(cell) != round) continue;
+    for (size_t k = 0; std::getline(ss, cell, ','); ++k) {
+      sum[kinds.at(k)] += std::stod(cell);
+      count[kinds.at(k)] += 1;
+    }
+  }
+  for (auto& [kind, s] : sum) s /= count[kind];
+  return sum;
+}
+
+TEST(FedProfCliTest, LowQualityClientsScoreLowerThanCleanOnes) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string out = FreshDir("fedprof_scores");
+  const Result r = RunCli(std::string("simulate ") + kFedProfRun + " --set rounds=3 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (int round : {1, 3}) {
+    const auto score = MeanScoreByKind(out, round);
+    EXPECT_LT(score.at("irrelevant"), 0.2 * score.at("clean")) << "round " << round;
+    EXPECT_LT(score.at("blurred"), score.at("clean")) << "round " << round;
+    EXPECT_LT(score.at("salt_pepper"), score.at("clean")) << "round " << round;
+  }
+  const auto summary = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  EXPECT_GT(summary.at("profiling_time_per_round_s").get<double>(), 0);
+  EXPECT_GT(summary.at("profiling_energy_per_round_wh").get<double>(), 0);
+}
+
+TEST(FedProfCliTest, ExtendedRunEqualsUninterruptedRun) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string whole = FreshDir("fedprof_whole"), parts = FreshDir("fedprof_parts");
+  ASSERT_EQ(RunCli(std::string("simulate ") + kFedProfRun + " --set rounds=4 --out " + whole).code, 0);
+  ASSERT_EQ(RunCli(std::string("simulate ") + kFedProfRun + " --set rounds=2 --out " + parts).code, 0);
+  const Result resumed = RunCli("simulate --resume " + parts + " --set rounds=4");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_EQ(MetricsWithoutWall(whole), MetricsWithoutWall(parts));
+  EXPECT_EQ(ReadFile(whole + "/scores.csv"), ReadFile(parts + "/scores.csv"));
+}
+
+TEST(FedProfCliTest, ProfileAndDivergenceTools) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string out = FreshDir("profile_tools");
+  ASSERT_EQ(RunCli(std::string("simulate ") + kSmallRun + " --set rounds=1 --out " + out).code, 0);
+  const std::string a = out + "/fmnist.json", b = out + "/mnist.json";
+  Result r = RunCli("profile --model " + out + " --data fashion-mnist:test --limit 500 --out " + a);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = RunCli("profile --model " + out + "/checkpoint.bin --data mnist:test --limit 500 --out " + b);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto pa = nlohmann::json::parse(ReadFile(a));
+  EXPECT_EQ(pa.at("version"), 1);
+  EXPECT_EQ(pa.at("layer"), "fc1");
+  EXPECT_EQ(pa.at("mean").size(), 120u);
+
+  r = RunCli("divergence " + a + " " + a + " --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j.at("divergence"), 0.0);
+  EXPECT_EQ(j.at("score"), 1.0);
+  EXPECT_EQ(j.at("kl").size(), 120u);
+  r = RunCli("divergence " + b + " " + a + " --alpha 2 --json");
+  j = nlohmann::json::parse(r.output);
+  const double div = j.at("divergence");
+  EXPECT_GT(div, 0.01);  // MNIST digits under a Fashion-MNIST model
+  EXPECT_DOUBLE_EQ(j.at("score").get<double>(), std::exp(-2 * div));
+  r = RunCli("divergence " + b + " " + a);
+  EXPECT_NE(r.output.find("divergence "), std::string::npos) << r.output;
+
+  // Malformed profiles are refused with one line naming the file and reason.
+  auto bad = pa;
+  bad["var"][3] = -1.0;
+  WriteFileAtomic(out + "/neg.json", bad.dump());
+  r = RunCli("divergence " + out + "/neg.json " + a);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(CountLines(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("neg.json: variance <= 0 at unit 3"), std::string::npos) << r.output;
+  bad = pa;
+  bad["mean"].erase(0);
+  WriteFileAtomic(out + "/short.json", bad.dump());
+  r = RunCli("divergence " + out + "/short.json " + a);
+  EXPECT_NE(r.output.find("units"), std::string::npos) << r.output;
+  bad = pa;
+  bad["version"] = 5;
+  WriteFileAtomic(out + "/v5.json", bad.dump());
+  r = RunCli("divergence " + out + "/v5.json " + a);
+  EXPECT_NE(r.output.find("model version 5"), std::string::npos) << r.output;
+  WriteFileAtomic(out + "/nan.json", "{\"version\": 1, \"layer\": \"fc1\", \"mean\": [NaN], \"var\": [1]}");
+  r = RunCli("divergence " + out + "/nan.json " + a);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(CountLines(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("nan.json"), std::string::npos) << r.output;
+}
+
+TEST(FedProfCliTest, CompareRunsEveryStrategyOnTheSameClients) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string out = FreshDir("compare");
+  const Result r = RunCli(std::string("compare ") + kFedProfRun +
+                          " --set rounds=2 --set report.target=0.2 --seeds 2 "
+                          "--strategies fedavg,fedprof:partial --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string md = ReadFile(out + "/comparison.md");
+  EXPECT_NE(md.find("| fedavg-full | 2 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| fedprof-partial | 2 |"), std::string::npos) << md;
+  EXPECT_EQ(CountLines(ReadFile(out + "/comparison.csv")), 5);
+  // Same seed, same clients: the partitions and data kinds agree.
+  EXPECT_EQ(WithoutLastColumn(out + "/fedavg-full/seed-2/clients.csv"),
+            WithoutLastColumn(out + "/fedprof-partial/seed-2/clients.csv"));
+  EXPECT_TRUE(FileExists(out + "/accuracy.png"));
+  EXPECT_TRUE(FileExists(out + "/fedprof-partial/seed-1/scores.png"));
+  EXPECT_TRUE(FileExists(out + "/fedprof-partial/seed-1/selection.png"));
+  const Result bad = RunCli("compare --strategies fedavg,fedbogus --out " + out + "/bad");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.output.find("fedbogus"), std::string::npos) << bad.output;
 }
 
 }  // namespace
