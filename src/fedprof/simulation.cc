@@ -9,6 +9,7 @@
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
+#include "fedprof/core/text.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/models/models.h"
 #include "fedprof/models/replicas.h"
@@ -27,9 +28,7 @@ namespace {
 
 std::vector<int64_t> ParseWidths(const std::string& s) {
   std::vector<int64_t> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  for (const std::string& item : Split(s, ',')) {
     char* end = nullptr;
     const long long v = std::strtoll(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v <= 0) {
@@ -64,11 +63,10 @@ std::string ClientsCsv(const std::vector<Client>& clients, const std::vector<Cli
                        const std::vector<int64_t>& times_selected) {
   std::ostringstream out;
   out << "id,size,data_kind,speed_ghz,bandwidth_mhz,times_selected\n";
-  char buf[64];
   for (size_t k = 0; k < clients.size(); ++k) {
-    out << k << ',' << clients[k].num_samples() << ',' << DataKindName(clients[k].kind());
-    std::snprintf(buf, sizeof(buf), ",%.6g,%.6g,", specs[k].speed_ghz, specs[k].bandwidth_mhz);
-    out << buf << times_selected[k] << '\n';
+    out << k << ',' << clients[k].num_samples() << ',' << DataKindName(clients[k].kind()) << ','
+        << FormatDouble(specs[k].speed_ghz, "%.6g") << ','
+        << FormatDouble(specs[k].bandwidth_mhz, "%.6g") << ',' << times_selected[k] << '\n';
   }
   return out.str();
 }
@@ -81,11 +79,7 @@ std::string ScoresHeader(size_t num_clients) {
 
 std::string ScoresRow(int64_t round, const std::vector<double>& scores) {
   std::string row = std::to_string(round);
-  char buf[32];
-  for (double v : scores) {
-    std::snprintf(buf, sizeof(buf), ",%.6g", v);
-    row += buf;
-  }
+  for (double v : scores) row += "," + FormatDouble(v, "%.6g");
   return row + "\n";
 }
 

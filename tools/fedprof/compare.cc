@@ -1,11 +1,11 @@
 // fedprof compare: several strategies on the same clients and seeds.
 #include <cstdio>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "fedprof/config/config.h"
+#include "fedprof/core/text.h"
 #include "fedprof/simulation.h"
 #include "tools/fedprof/commands.h"
 
@@ -34,12 +34,7 @@ Runner AddCompare(CLI::App& app) {
     Config config;
     if (!args->config.empty()) config.MergeTomlFile(args->config);
     for (const auto& s : args->sets) config.SetAssignment(s);
-    std::vector<std::string> strategies;
-    std::stringstream ss(args->strategies);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      if (!item.empty()) strategies.push_back(item);
-    }
+    const std::vector<std::string> strategies = SplitList(args->strategies);
     const std::string out =
         args->out.empty() ? DefaultOutDir(args->config, "compare") : args->out;
     const std::string table = RunComparison(config, strategies, args->seeds, out);

@@ -8,15 +8,10 @@
 #include <vector>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/text.h"
 
 namespace fedprof {
 namespace {
-
-std::string Num(double value) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", value);
-  return buf;
-}
 
 std::vector<int64_t> ClientSizes(int64_t num_samples, int num_clients,
                                  const PartitionOptions& options, Rng& rng) {
@@ -43,7 +38,7 @@ std::vector<int64_t> ClientSizes(int64_t num_samples, int num_clients,
   if (total > num_samples) {
     throw Error(
         "partition.size_mean: client sizes drawn from Normal(" +
-        Num(options.size_mean) + ", " + Num(options.size_sd) + "^2) sum to " +
+        FormatDouble(options.size_mean) + ", " + FormatDouble(options.size_sd) + "^2) sum to " +
         std::to_string(total) + " samples over " + std::to_string(num_clients) +
         " clients, but the data set has " + std::to_string(num_samples) +
         "; lower partition.size_mean or partition.size_sd");
@@ -109,7 +104,7 @@ std::vector<std::vector<int64_t>> PartitionDominant(
     rest[k] = sizes[k] - dominant_count[k];
     max_rest = std::max(max_rest, rest[k]);
     if (rest[k] > 0 && num_classes < 2) {
-      throw Error("partition.dominant_share: " + Num(share) +
+      throw Error("partition.dominant_share: " + FormatDouble(share) +
                   " leaves samples to draw from other classes, but the data "
                   "has a single class; set partition.dominant_share = 1");
     }
@@ -197,11 +192,11 @@ std::vector<std::vector<int64_t>> Partition(const std::vector<int64_t>& labels,
                 std::to_string(num_samples) + " samples");
   }
   if (!std::isfinite(options.size_mean) || options.size_mean < 0) {
-    throw Error("partition.size_mean: " + Num(options.size_mean) +
+    throw Error("partition.size_mean: " + FormatDouble(options.size_mean) +
                 ", expected a finite value >= 0 (0 = equal split)");
   }
   if (!std::isfinite(options.size_sd) || options.size_sd < 0) {
-    throw Error("partition.size_sd: " + Num(options.size_sd) +
+    throw Error("partition.size_sd: " + FormatDouble(options.size_sd) +
                 ", expected a finite value >= 0");
   }
   if (options.kind == PartitionKind::kDominant) {
@@ -215,7 +210,7 @@ std::vector<std::vector<int64_t>> Partition(const std::vector<int64_t>& labels,
                   ", expected at least 1 for the dominant partition");
     }
     if (!(options.dominant_share >= 0 && options.dominant_share <= 1)) {
-      throw Error("partition.dominant_share: " + Num(options.dominant_share) +
+      throw Error("partition.dominant_share: " + FormatDouble(options.dominant_share) +
                   ", expected a value in [0, 1]");
     }
     for (size_t i = 0; i < labels.size(); ++i) {

@@ -9,15 +9,10 @@
 #include <vector>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/text.h"
 
 namespace fedprof {
 namespace {
-
-std::string Num(double value) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", value);
-  return buf;
-}
 
 void CheckFloat(const at::Tensor& t, const char* what) {
   if (!t.defined() || t.scalar_type() != at::kFloat) {
@@ -101,17 +96,17 @@ std::vector<DataKind> AssignDataKinds(int num_clients,
   std::string terms;
   for (const Share& s : shares) {
     if (!(s.fraction >= 0 && s.fraction <= 1)) {
-      throw Error(std::string(s.name) + ": " + Num(s.fraction) +
+      throw Error(std::string(s.name) + ": " + FormatDouble(s.fraction) +
                   ", expected a fraction in [0, 1]");
     }
     sum += s.fraction;
     if (s.fraction > 0) {
       terms += (terms.empty() ? "" : " + ") + std::string(s.name) + " (" +
-               Num(s.fraction) + ")";
+               FormatDouble(s.fraction) + ")";
     }
   }
   if (sum > 1 + 1e-9) {
-    throw Error("quality: " + terms + " sum to " + Num(sum) +
+    throw Error("quality: " + terms + " sum to " + FormatDouble(sum) +
                 ", expected at most 1");
   }
 
@@ -173,7 +168,7 @@ void ApplySaltPepper(at::Tensor& images, double density, Rng& rng) {
                 std::to_string(images.dim()) + " dimensions");
   }
   if (!(density >= 0 && density <= 1)) {
-    throw Error("quality.sp_density: " + Num(density) +
+    throw Error("quality.sp_density: " + FormatDouble(density) +
                 ", expected a value in [0, 1]");
   }
   OnContiguous(images, [&](at::Tensor& t) {
@@ -199,7 +194,7 @@ void ApplySaltPepper(at::Tensor& images, double density, Rng& rng) {
 void ApplyGaussianNoise(at::Tensor& x, double sigma, Rng& rng) {
   CheckFloat(x, "ApplyGaussianNoise");
   if (!(sigma >= 0) || !std::isfinite(sigma)) {
-    throw Error("quality.noise_sigma: " + Num(sigma) +
+    throw Error("quality.noise_sigma: " + FormatDouble(sigma) +
                 ", expected a finite value >= 0");
   }
   const bool clamp = x.dim() == 4;
@@ -221,7 +216,7 @@ void ApplyPollution(at::Tensor& features, double share, Rng& rng) {
                 std::to_string(features.dim()) + " dimensions");
   }
   if (!(share >= 0 && share <= 1)) {
-    throw Error("quality.pollute_share: " + Num(share) +
+    throw Error("quality.pollute_share: " + FormatDouble(share) +
                 ", expected a value in [0, 1]");
   }
   OnContiguous(features, [&](at::Tensor& t) {

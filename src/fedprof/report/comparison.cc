@@ -8,6 +8,7 @@
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
+#include "fedprof/core/text.h"
 #include "fedprof/report/plots.h"
 
 namespace fedprof {
@@ -31,15 +32,9 @@ struct Stats {
   }
 };
 
-std::string Format(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), fmt, v);
-  return buf;
-}
-
 std::string MeanSd(const Stats& s, const char* fmt, size_t runs) {
   if (s.values.empty()) return "—";
-  std::string out = Format(fmt, s.Mean()) + " ± " + Format(fmt, s.Sd());
+  std::string out = FormatDouble(s.Mean(), fmt) + " ± " + FormatDouble(s.Sd(), fmt);
   if (s.values.size() < runs) {
     out += " (" + std::to_string(s.values.size()) + "/" + std::to_string(runs) + ")";
   }
@@ -52,19 +47,11 @@ std::map<int64_t, double> AccuracyByRound(const std::string& path) {
   std::istringstream in(ReadFile(path));
   std::string line;
   std::getline(in, line);
-  std::vector<std::string> header;
-  {
-    std::stringstream ss(line);
-    std::string cell;
-    while (std::getline(ss, cell, ',')) header.push_back(cell);
-  }
+  const std::vector<std::string> header = Split(line, ',');
   size_t col = 0;
   while (col < header.size() && header[col] != "accuracy") ++col;
   while (std::getline(in, line)) {
-    std::vector<std::string> cells;
-    std::stringstream ss(line);
-    std::string cell;
-    while (std::getline(ss, cell, ',')) cells.push_back(cell);
+    const std::vector<std::string> cells = Split(line, ',');
     if (col < cells.size() && !cells[col].empty()) acc[std::stoll(cells[0])] = std::stod(cells[col]);
   }
   return acc;
@@ -116,7 +103,7 @@ std::string WriteComparison(const std::vector<RunRecord>& runs, double target,
   }
 
   std::ostringstream md;
-  const std::string t = Format("%g", target);
+  const std::string t = FormatDouble(target);
   md << "| strategy | runs | best accuracy | rounds to " << t << " | virtual time to " << t
      << " (min) | energy to " << t << " (Wh) | wall (s) |\n|---|---|---|---|---|---|---|\n";
   std::vector<Series> series;
@@ -126,7 +113,7 @@ std::string WriteComparison(const std::vector<RunRecord>& runs, double target,
     for (double v : g.time.values) minutes.Add(v / 60.0);
     md << "| " << label << " | " << g.runs << " | " << MeanSd(g.best, "%.4f", g.runs) << " | "
        << MeanSd(g.rounds, "%.1f", g.runs) << " | " << MeanSd(minutes, "%.1f", g.runs) << " | "
-       << MeanSd(g.energy, "%.3f", g.runs) << " | " << Format("%.0f", g.wall.Mean()) << " |\n";
+       << MeanSd(g.energy, "%.3f", g.runs) << " | " << FormatDouble(g.wall.Mean(), "%.0f") << " |\n";
     Series line;
     line.label = label;
     for (const auto& [round, stats] : g.accuracy) {

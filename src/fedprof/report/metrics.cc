@@ -1,16 +1,15 @@
 #include "fedprof/report/metrics.h"
 
+#include "fedprof/core/text.h"
+
 #include <cstdio>
 #include <sstream>
 
 namespace fedprof {
 namespace {
 
-std::string Num(double v, const char* fmt = "%.9g") {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), fmt, v);
-  return buf;
-}
+// Nine significant digits: exact enough to compare runs, short enough to read.
+std::string Num(double v) { return FormatDouble(v, "%.9g"); }
 
 }  // namespace
 
@@ -30,7 +29,7 @@ std::string MetricsCsv(const std::vector<RoundMetrics>& rows, bool regression) {
     }
     out << ',' << Num(r.round_time_s) << ',' << Num(r.virtual_time_s) << ','
         << Num(r.round_energy_wh) << ',' << Num(r.energy_wh) << ',' << Num(r.profiling_time_s)
-        << ',' << Num(r.profiling_energy_wh) << ',' << Num(r.wall_s, "%.3f")
+        << ',' << Num(r.profiling_energy_wh) << ',' << FormatDouble(r.wall_s, "%.3f")
         << '\n';
   }
   return out.str();

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "fedprof/core/files.h"
+#include "fedprof/core/text.h"
 
 namespace fedprof {
 namespace {
@@ -21,11 +22,7 @@ std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
   std::istringstream in(ReadFile(path));
   std::string line;
   while (std::getline(in, line)) {
-    std::vector<std::string> cells;
-    std::stringstream ss(line);
-    std::string cell;
-    while (std::getline(ss, cell, ',')) cells.push_back(cell);
-    rows.push_back(std::move(cells));
+    rows.push_back(Split(line, ','));
   }
   return rows;
 }

@@ -11,22 +11,13 @@
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
+#include "fedprof/core/text.h"
 #include "fedprof/data/loaders.h"
 #include "fedprof/data/partition.h"
 #include "fedprof/data/quality.h"
 
 namespace fedprof {
 namespace {
-
-std::vector<std::string> SplitList(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
 
 std::string ExecutableDir() {
   char buf[PATH_MAX];

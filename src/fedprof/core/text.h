@@ -1,0 +1,20 @@
+#ifndef FEDPROF_CORE_TEXT_H_
+#define FEDPROF_CORE_TEXT_H_
+
+#include <string>
+#include <vector>
+
+namespace fedprof {
+
+// `s` cut at every `sep`, empty pieces kept ("a,,b" -> "a", "", "b").
+std::vector<std::string> Split(const std::string& s, char sep);
+
+// A comma-separated list with empty items dropped ("a,,b," -> "a", "b").
+std::vector<std::string> SplitList(const std::string& s);
+
+// `value` printed with a printf format for one double.
+std::string FormatDouble(double value, const char* format = "%g");
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_CORE_TEXT_H_
