@@ -16,6 +16,8 @@
 #include <thread>
 
 #include "fedprof/core/files.h"
+#include "fedprof/core/rng.h"
+#include "fedprof/core/text.h"
 #include "fedprof/server/checkpoint.h"
 
 namespace fedprof {
@@ -324,6 +326,59 @@ TEST(FedProfCliTest, CompareRunsEveryStrategyOnTheSameClients) {
   const Result bad = RunCli("compare --strategies fedavg,fedbogus --out " + out + "/bad");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.output.find("fedbogus"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace fedprof
+
+namespace fedprof {
+namespace {
+
+// y = 2 x1 - x2 + 0.5 x3 + small noise, as CSV with a header.
+std::string RegressionCsv(int rows, uint64_t seed) {
+  Rng rng = MakeRng(seed, Stream::kNoise);
+  std::string csv = "x1,x2,x3,y\n";
+  for (int i = 0; i < rows; ++i) {
+    const double x1 = StandardNormal(rng), x2 = StandardNormal(rng), x3 = StandardNormal(rng);
+    const double y = 2 * x1 - x2 + 0.5 * x3 + 0.1 * StandardNormal(rng);
+    csv += FormatDouble(x1) + "," + FormatDouble(x2) + "," + FormatDouble(x3) + "," +
+           FormatDouble(y) + "\n";
+  }
+  return csv;
+}
+
+TEST(CliTest, TabularRegressionWithPollutedAndNoisyClients) {
+  const std::string dir = FreshDir("csv");
+  MakeDirs(dir);
+  WriteFileAtomic(dir + "/train.csv", RegressionCsv(2000, 1));
+  WriteFileAtomic(dir + "/test.csv", RegressionCsv(400, 2));
+  const std::string run =
+      "simulate --set data.name=csv --set data.train_file=" + dir + "/train.csv" +
+      " --set data.test_file=" + dir + "/test.csv --set data.targets=y --set data.task=regression"
+      " --set model.name=mlp --set model.hidden=16 --set partition.kind=iid"
+      " --set partition.size_mean=150 --set partition.size_sd=30 --set clients.count=10"
+      " --set quality.polluted=0.2 --set quality.gaussian_noise=0.2 --set strategy.fraction=0.5"
+      " --set strategy.aggregation=partial --set train.epochs=2 --set train.batch_size=8"
+      " --set rounds=5 --set report.progress=false --out " + dir + "/out";
+  const Result r = RunCli(run);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string metrics = ReadFile(dir + "/out/metrics.csv");
+  EXPECT_NE(metrics.find(",accuracy,loss,rmse,"), std::string::npos) << metrics;
+  const auto summary = nlohmann::json::parse(ReadFile(dir + "/out/summary.json"));
+  EXPECT_GT(summary.at("best_accuracy").get<double>(), 0.8);  // R^2
+  const std::string clients = ReadFile(dir + "/out/clients.csv");
+  EXPECT_NE(clients.find(",polluted,"), std::string::npos);
+  EXPECT_NE(clients.find(",gaussian_noise,"), std::string::npos);
+  // A non-numeric cell ends the run with one line naming file, line and column.
+  WriteFileAtomic(dir + "/bad.csv", "x1,x2,x3,y\n1,2,3,4\n1,oops,3,4\n");
+  const Result bad = RunCli("simulate --set data.name=csv --set data.train_file=" + dir +
+                            "/bad.csv --set data.test_file=" + dir +
+                            "/test.csv --set data.targets=y --set data.task=regression"
+                            " --set model.name=mlp --set partition.kind=iid --out " + dir + "/bad");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(CountLines(bad.output), 1) << bad.output;
+  EXPECT_NE(bad.output.find("bad.csv"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("line 3"), std::string::npos) << bad.output;
 }
 
 }  // namespace

@@ -169,6 +169,7 @@ ModelSpec SpecFor(const Config& config, const Dataset& data) {
   spec.outputs = data.is_regression() ? data.y.size(1) : data.num_classes;
   spec.hidden = ParseWidths(config.GetString("model.hidden"));
   spec.profile_layer = config.GetString("model.profile_layer");
+  spec.width = config.GetDouble("model.width");
   return spec;
 }
 
@@ -228,7 +229,7 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
   const int epochs = static_cast<int>(config.GetInt("train.epochs"));
   // RPsize = 8q bytes (Eq. 31), q = units of the profiled layer.
   double profile_bits = 0;
-  if (strategy->WantsProfiles()) {
+  if (strategy->WantedReports().profile) {
     torch::NoGradGuard no_grad;
     torch::Tensor rep;
     global_model->Forward(data.train.x.narrow(0, 0, 1), &rep);
@@ -282,7 +283,7 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
   // client; a resumed run keeps the rows up to its checkpoint.
   const std::string scores_path = out_dir + "/scores.csv";
   std::string scores = ScoresHeader(clients.size());
-  if (resume && strategy->WantsProfiles()) scores = ScoresUpTo(scores_path, state.round, scores);
+  if (resume) scores = ScoresUpTo(scores_path, state.round, scores);
   const double wall_offset = state.history.empty() ? 0.0 : state.history.back().wall_s;
   server.Run(
       state,

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "fedprof/client/client.h"
@@ -26,9 +27,25 @@ class Aggregator {
   // order never depends on scheduling. total_samples = |D| over all clients.
   virtual void Aggregate(const FlatParams& global, const std::vector<const FitResult*>& results,
                          int64_t total_samples, FlatParams* next) = 0;
+
+  // Opaque state for checkpoints (server optimiser moments); "" if none.
+  virtual std::string SaveState() const { return ""; }
+  virtual void LoadState(const std::string& state) { (void)state; }
 };
 
 std::unique_ptr<Aggregator> MakeWeightedAverage(AggregationMode mode);
+
+// FedAdam (Reddi et al., "Adaptive Federated Optimization", ICLR 2021): the
+// averaged update Δ = avg(w_k) − w is a pseudo-gradient for Adam on the
+// server: m ← β1 m + (1 − β1) Δ, v ← β2 v + (1 − β2) Δ², w ← w + η m / (√v + τ)
+// (no bias correction, as in the paper's Algorithm 2).
+struct FedAdamOptions {
+  double server_lr = 0.01;  // η
+  double beta1 = 0.9;
+  double beta2 = 0.99;
+  double tau = 1e-3;        // adaptivity
+};
+std::unique_ptr<Aggregator> MakeFedAdam(AggregationMode mode, const FedAdamOptions& options);
 
 // The pure averaging rules, for reuse by other aggregators. `next` may alias
 // `global`. With no results both return the global model unchanged.

@@ -28,6 +28,15 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model) const {
   result.num_samples = data_.size();
   Unflatten(*ins.global, model);
   if (ins.profile) result.profile = ComputeProfile(model, data_, ins.model_version);
+  if (ins.report_loss) {
+    ModelReplicas single(model);
+    result.pre_train_loss = Evaluate(single, data_).loss;
+  }
+  // FedProx's anchor: the received global parameters.
+  std::vector<torch::Tensor> anchor;
+  if (ins.prox_mu > 0) {
+    for (const auto& p : model.parameters()) anchor.push_back(p.detach().clone());
+  }
   model.train();
   torch::optim::SGD optimizer(model.parameters(),
                               torch::optim::SGDOptions(ins.train.lr)
@@ -52,7 +61,14 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model) const {
       const torch::Tensor y = data_.y.index_select(0, idx);
       optimizer.zero_grad();
       const torch::Tensor loss = Loss(model.Forward(x), y, regression);
-      loss.backward();
+      torch::Tensor objective = loss;
+      if (!anchor.empty()) {
+        torch::Tensor prox = torch::zeros({}, torch::kFloat);
+        const auto params = model.parameters();
+        for (size_t i = 0; i < params.size(); ++i) prox = prox + (params[i] - anchor[i]).pow(2).sum();
+        objective = loss + 0.5 * ins.prox_mu * prox;
+      }
+      objective.backward();
       optimizer.step();
       loss_sum += loss.item<double>() * static_cast<double>(len);
     }

@@ -28,9 +28,13 @@ struct FitInstructions {
   int64_t round = 0;
   std::shared_ptr<const FlatParams> global;  // the global model θ
   int64_t model_version = 0;                 // v: the round that produced θ
-  // Profile the local data with θ before training (FedProf, Alg. 2 line 15).
-  // With train.epochs == 0 the client only profiles.
+  // Before training, profile the local data with θ (FedProf, Alg. 2 line 15)
+  // and/or report θ's mean loss on it (AFL's valuation). With
+  // train.epochs == 0 the client only reports.
   bool profile = false;
+  bool report_loss = false;
+  // μ of FedProx's proximal term μ/2 ||w − θ||² in the local objective.
+  double prox_mu = 0;
   TrainOptions train;
   uint64_t seed = 0;  // run seed; the client derives its batch order from it
 };
@@ -45,6 +49,7 @@ struct FitResult {
   int64_t num_samples = 0;  // |D_k|
   double train_loss = 0;    // mean loss over the last local epoch
   std::optional<Profile> profile;  // when asked for
+  double pre_train_loss = 0;       // θ's mean loss on the local data, when asked for
 };
 
 struct EvalResult {

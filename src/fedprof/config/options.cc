@@ -68,8 +68,11 @@ std::vector<OptionSpec> MakeTable() {
       {"quality.pollute_share", T::kDouble, "0.5", 0, 1, "",
        "Share of a polluted client's feature cells replaced by invalid values."},
       // Model.
-      {"model.name", T::kString, "lenet5", 0, 0, "lenet5|cnn|mlp",
-       "LeNet-5, a small CNN with batch norm, or an MLP for tabular data."},
+      {"model.name", T::kString, "lenet5", 0, 0, "lenet5|cnn|mlp|shufflenet_v2|resnet18",
+       "LeNet-5, a small CNN with batch norm, an MLP for tabular data, ShuffleNet v2, or "
+       "ResNet-18 (CIFAR form)."},
+      {"model.width", T::kDouble, "1.0", 0.5, 2, "",
+       "ShuffleNet v2 width multiplier: 0.5, 1.0, 1.5 or 2.0."},
       {"model.hidden", T::kString, "64", 0, 0, "", "MLP hidden layer widths, comma-separated."},
       {"model.profile_layer", T::kString, "", 0, 0, "",
        "Layer whose representations are profiled; empty = the model's default."},
@@ -81,8 +84,10 @@ std::vector<OptionSpec> MakeTable() {
       {"train.momentum", T::kDouble, "0.9", 0, 0.999, "", "SGD momentum."},
       {"train.weight_decay", T::kDouble, "0", 0, 1, "", "SGD weight decay."},
       // Strategy.
-      {"strategy.name", T::kString, "fedavg", 0, 0, "fedavg|fedprof",
-       "Federated strategy: fedavg (uniform selection) or fedprof (score-weighted selection)."},
+      {"strategy.name", T::kString, "fedavg", 0, 0, "fedavg|fedprof|fedavg-rp|fedprox|fedadam|afl",
+       "Federated strategy: fedavg (uniform selection), fedprof (score-weighted selection), "
+       "fedavg-rp (uniform, always partial), fedprox (size-weighted selection, proximal term), "
+       "fedadam (Adam on the server), afl (loss-valued active selection)."},
       {"strategy.fraction", T::kDouble, "0.1", 1e-9, 1, "",
        "Client fraction C: K = max(1, round(N C)) clients per round."},
       {"strategy.aggregation", T::kString, "full", 0, 0, "full|partial",
@@ -101,6 +106,20 @@ std::vector<OptionSpec> MakeTable() {
        "test set, or one client's data (fedprof.reference_client)."},
       {"fedprof.reference_client", T::kInt, "0", 0, 1e7, "",
        "The client whose data is D_V when fedprof.reference = client."},
+      // Baselines; defaults from each method's paper.
+      {"fedprox.mu", T::kDouble, "0.01", 0, 1e3, "",
+       "FedProx proximal weight mu (Li et al. 2020 tune it in {0.001, 0.01, 0.1, 1})."},
+      {"fedadam.server_lr", T::kDouble, "0.01", 0, 1e3, "",
+       "FedAdam server learning rate eta (Reddi et al. 2021)."},
+      {"fedadam.beta1", T::kDouble, "0.9", 0, 0.999999, "", "FedAdam first-moment decay."},
+      {"fedadam.beta2", T::kDouble, "0.99", 0, 0.999999, "", "FedAdam second-moment decay."},
+      {"fedadam.tau", T::kDouble, "0.001", 1e-12, 10, "", "FedAdam adaptivity tau."},
+      {"afl.drop_share", T::kDouble, "0.75", 0, 1, "",
+       "AFL alpha1: share of clients with the lowest valuations left out (Goetz et al. 2019)."},
+      {"afl.temperature", T::kDouble, "0.01", 0, 1e3, "",
+       "AFL alpha2: selection probability proportional to exp(alpha2 * valuation)."},
+      {"afl.random_share", T::kDouble, "0.1", 0, 1, "",
+       "AFL alpha3: share of the K clients picked uniformly at random."},
       // Cost model (Eqs. 27-34).
       {"cost.speed_mean", T::kDouble, "1.0", 1e-3, 1e3, "", "Client speed s_k mean, GHz."},
       {"cost.speed_sd", T::kDouble, "0.2", 0, 1e3, "", "Client speed s_k standard deviation, GHz."},

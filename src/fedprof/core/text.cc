@@ -1,6 +1,10 @@
 #include "fedprof/core/text.h"
 
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+
+#include "fedprof/core/error.h"
 
 namespace fedprof {
 
@@ -22,6 +26,56 @@ std::vector<std::string> SplitList(const std::string& s) {
     if (!item.empty()) items.push_back(std::move(item));
   }
   return items;
+}
+
+namespace {
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+}  // namespace
+
+std::string EncodeFloats(const std::vector<float>& values) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+  const size_t n = values.size() * sizeof(float);
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t b0 = bytes[i], b1 = i + 1 < n ? bytes[i + 1] : 0, b2 = i + 2 < n ? bytes[i + 2] : 0;
+    const uint32_t v = (b0 << 16) | (b1 << 8) | b2;
+    out += kBase64[(v >> 18) & 63];
+    out += kBase64[(v >> 12) & 63];
+    out += i + 1 < n ? kBase64[(v >> 6) & 63] : '=';
+    out += i + 2 < n ? kBase64[v & 63] : '=';
+  }
+  return out;
+}
+
+std::vector<float> DecodeFloats(const std::string& text) {
+  if (text.size() % 4 != 0) throw Error("base64 data: length " + std::to_string(text.size()) + " is not a multiple of 4");
+  std::string bytes;
+  bytes.reserve(text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    uint32_t v = 0;
+    int pad = 0;
+    for (size_t j = 0; j < 4; ++j) {
+      const char c = text[i + j];
+      const char* at = std::strchr(kBase64, c);
+      uint32_t digit = 0;
+      if (c == '=' && i + 4 == text.size() && j >= 2) {
+        ++pad;
+      } else if (c != '\0' && at != nullptr) {
+        digit = static_cast<uint32_t>(at - kBase64);
+      } else {
+        throw Error("base64 data: bad character at " + std::to_string(i + j));
+      }
+      v = (v << 6) | digit;
+    }
+    bytes += static_cast<char>((v >> 16) & 255);
+    if (pad < 2) bytes += static_cast<char>((v >> 8) & 255);
+    if (pad < 1) bytes += static_cast<char>(v & 255);
+  }
+  if (bytes.size() % sizeof(float) != 0) throw Error("base64 data: not a whole number of floats");
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  return values;
 }
 
 std::string FormatDouble(double value, const char* format) {

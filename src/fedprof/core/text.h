@@ -12,6 +12,11 @@ std::vector<std::string> Split(const std::string& s, char sep);
 // A comma-separated list with empty items dropped ("a,,b," -> "a", "b").
 std::vector<std::string> SplitList(const std::string& s);
 
+// Float vectors as base64 text (their little-endian bytes), for state kept
+// inside JSON. DecodeFloats throws fedprof::Error on malformed input.
+std::string EncodeFloats(const std::vector<float>& values);
+std::vector<float> DecodeFloats(const std::string& text);
+
 // `value` printed with a printf format for one double.
 std::string FormatDouble(double value, const char* format = "%g");
 

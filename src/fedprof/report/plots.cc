@@ -124,7 +124,7 @@ bool PlotRun(const std::string& run_dir) {
     std::ostringstream heat;
     heat << "set title \"Client scores over rounds\"\nset xlabel \"round\"\n"
             "set ylabel \"client (grouped by data kind)\"\nset cblabel \"score\"\n"
-            "set palette rgbformulae 33,13,10\nset cbrange [0:1]\n"
+            "set palette rgbformulae 33,13,10\n"
             "set yrange [-0.5:"
          << order.size() - 0.5 << "]\n";
     // Kind labels at the middle of each band.

@@ -27,6 +27,23 @@ class Selector {
 // K distinct clients uniformly at random (FedAvg, FedAvg-RP).
 std::unique_ptr<Selector> MakeUniformSelector();
 
+// K distinct clients with probability proportional to their data size
+// (FedProx's device sampling).
+std::unique_ptr<Selector> MakeSizeWeightedSelector();
+
+// Active Federated Learning's selection (Goetz et al. 2019, Alg. 1) from the
+// clients' valuations: the lowest `drop_share` (α1) of valuations are
+// excluded, (1 − random_share) K clients are drawn without replacement with
+// probability ∝ exp(temperature · v_k) (α2) from the rest, and random_share
+// (α3) K more uniformly from all not yet chosen.
+struct AflOptions {
+  double drop_share = 0.75;   // α1
+  double temperature = 0.01;  // α2
+  double random_share = 0.1;  // α3
+};
+std::vector<int> SelectAfl(const std::vector<double>& values, int k, const AflOptions& options,
+                           Rng& rng);
+
 // Client ids drawn with probability proportional to `weights` (>= 0), in
 // increasing order. Without replacement: k successive weighted draws, each
 // removing the drawn client, so k distinct clients (fewer only when fewer

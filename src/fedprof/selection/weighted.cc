@@ -45,3 +45,50 @@ std::vector<int> SampleByWeight(const std::vector<double>& weights, int k, bool 
 }
 
 }  // namespace fedprof
+
+namespace fedprof {
+namespace {
+
+class SizeWeightedSelector : public Selector {
+ public:
+  std::vector<int> Select(const SelectionContext& context, Rng& rng) override {
+    std::vector<double> sizes;
+    for (const ClientInfo& c : *context.clients) sizes.push_back(static_cast<double>(c.num_samples));
+    return SampleByWeight(sizes, context.num_to_select, /*with_replacement=*/false, rng);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Selector> MakeSizeWeightedSelector() {
+  return std::make_unique<SizeWeightedSelector>();
+}
+
+std::vector<int> SelectAfl(const std::vector<double>& values, int k, const AflOptions& options,
+                           Rng& rng) {
+  const int n = static_cast<int>(values.size());
+  k = std::min(k, n);
+  // Rank by valuation; ties by id keep the order deterministic.
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return values[a] < values[b]; });
+  const int dropped = std::min(n - k, static_cast<int>(std::floor(options.drop_share * n)));
+  const int by_value = k - static_cast<int>(std::lround(options.random_share * k));
+  // exp(α2 v) relative to the largest kept value, so large losses cannot overflow.
+  double top = -INFINITY;
+  for (int i = dropped; i < n; ++i) top = std::max(top, values[order[i]]);
+  std::vector<double> weights(n, 0.0);
+  for (int i = dropped; i < n; ++i) {
+    weights[order[i]] = std::exp(options.temperature * (values[order[i]] - top));
+  }
+  std::vector<int> chosen = SampleByWeight(weights, by_value, /*with_replacement=*/false, rng);
+  std::vector<double> rest(n, 1.0);
+  for (int id : chosen) rest[id] = 0;
+  for (int id : SampleByWeight(rest, k - static_cast<int>(chosen.size()), false, rng)) {
+    chosen.push_back(id);
+  }
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
+}
+
+}  // namespace fedprof

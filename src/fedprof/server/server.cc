@@ -73,11 +73,13 @@ void Server::Run(ServerState& state, const std::function<void(const ServerState&
   if (state.times_selected.empty()) state.times_selected.assign(n, 0);
   if (state.round == 0) {
     strategy_.OnGlobalModel(state.global, 0);
-    if (strategy_.WantsProfiles()) {
-      // Initial profiles of every client under the initial model (v = 0).
+    const Strategy::Reports reports = strategy_.WantedReports();
+    if (reports.any()) {
+      // Initial reports of every client under the initial model (v = 0).
       FitInstructions ins;
       ins.global = std::make_shared<const FlatParams>(state.global);
-      ins.profile = true;
+      ins.profile = reports.profile;
+      ins.report_loss = reports.loss;
       ins.train.epochs = 0;
       ins.seed = options_.seed;
       std::vector<int> everyone(n);
@@ -104,7 +106,9 @@ void Server::Run(ServerState& state, const std::function<void(const ServerState&
     ins.round = round;
     ins.global = std::make_shared<const FlatParams>(state.global);
     ins.model_version = round - 1;
-    ins.profile = strategy_.WantsProfiles();
+    ins.profile = strategy_.WantedReports().profile;
+    ins.report_loss = strategy_.WantedReports().loss;
+    ins.prox_mu = strategy_.ProximalMu();
     ins.train = options_.train;
     ins.train.lr = m.lr;
     ins.seed = options_.seed;

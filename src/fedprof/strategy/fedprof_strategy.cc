@@ -64,6 +64,7 @@ void FedProfStrategy::ObserveResults(const std::vector<const FitResult*>& result
 
 std::string FedProfStrategy::SaveState() const {
   nlohmann::json j;
+  j["aggregator"] = Strategy::SaveState();
   j["clients"] = nlohmann::json::array();
   for (const auto& p : client_profiles_) {
     j["clients"].push_back(p ? nlohmann::json::parse(ProfileToJson(*p)) : nlohmann::json());
@@ -77,6 +78,7 @@ std::string FedProfStrategy::SaveState() const {
 
 void FedProfStrategy::LoadState(const std::string& state) {
   const nlohmann::json j = nlohmann::json::parse(state);
+  Strategy::LoadState(j.at("aggregator"));
   const auto& clients = j.at("clients");
   if (clients.size() != client_profiles_.size()) {
     throw Error("checkpoint: FedProf state holds " + std::to_string(clients.size()) +

@@ -32,7 +32,7 @@ class FedProfStrategy : public Strategy {
                   int num_clients, ReferenceProfiler reference_profile);
 
   std::vector<int> ConfigureFit(const SelectionContext& context, Rng& rng) override;
-  bool WantsProfiles() const override { return true; }
+  Reports WantedReports() const override { return {/*profile=*/true, /*loss=*/false}; }
   void OnGlobalModel(const FlatParams& global, int64_t version) override;
   std::string CheckResult(const FitResult& result) const override;
   void ObserveResults(const std::vector<const FitResult*>& results) override;

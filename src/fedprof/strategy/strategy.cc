@@ -2,6 +2,7 @@
 
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
+#include "fedprof/strategy/afl_strategy.h"
 #include "fedprof/strategy/fedprof_strategy.h"
 
 namespace fedprof {
@@ -19,6 +20,10 @@ void Strategy::AggregateFit(const FlatParams& global, const std::vector<const Fi
   aggregator_->Aggregate(global, results, total_samples, next);
 }
 
+std::string Strategy::SaveState() const { return aggregator_->SaveState(); }
+
+void Strategy::LoadState(const std::string& state) { aggregator_->LoadState(state); }
+
 AggregationMode ParseAggregationMode(const std::string& name) {
   if (name == "full") return AggregationMode::kFull;
   if (name == "partial") return AggregationMode::kPartial;
@@ -31,6 +36,34 @@ std::unique_ptr<Strategy> MakeStrategy(const Config& config, const StrategyConte
   if (name == "fedavg") {
     // McMahan et al. 2017: uniform selection, data-size weighted averaging.
     return std::make_unique<Strategy>(name, MakeUniformSelector(), MakeWeightedAverage(mode));
+  }
+  if (name == "fedavg-rp") {
+    // Li et al. 2020, "On the convergence of FedAvg on non-IID data", Scheme
+    // II: uniform selection, always partial averaging.
+    return std::make_unique<Strategy>(name, MakeUniformSelector(),
+                                      MakeWeightedAverage(AggregationMode::kPartial));
+  }
+  if (name == "fedprox") {
+    // Li et al. 2020, "Federated Optimization in Heterogeneous Networks":
+    // clients sampled by data size, proximal term μ/2 ||w − w_global||².
+    auto s = std::make_unique<Strategy>(name, MakeSizeWeightedSelector(), MakeWeightedAverage(mode));
+    s->SetProximalMu(config.GetDouble("fedprox.mu"));
+    return s;
+  }
+  if (name == "fedadam") {
+    FedAdamOptions o;
+    o.server_lr = config.GetDouble("fedadam.server_lr");
+    o.beta1 = config.GetDouble("fedadam.beta1");
+    o.beta2 = config.GetDouble("fedadam.beta2");
+    o.tau = config.GetDouble("fedadam.tau");
+    return std::make_unique<Strategy>(name, MakeUniformSelector(), MakeFedAdam(mode, o));
+  }
+  if (name == "afl") {
+    AflOptions o;
+    o.drop_share = config.GetDouble("afl.drop_share");
+    o.temperature = config.GetDouble("afl.temperature");
+    o.random_share = config.GetDouble("afl.random_share");
+    return std::make_unique<AflStrategy>(o, MakeWeightedAverage(mode), context.num_clients);
   }
   if (name == "fedprof") {
     FedProfOptions o;

@@ -20,6 +20,8 @@ class Config;
 // simulated or remote.
 class Strategy {
  public:
+  // A strategy that picks clients itself (overriding ConfigureFit) passes
+  // a null selector.
   Strategy(std::string name, std::unique_ptr<Selector> selector,
            std::unique_ptr<Aggregator> aggregator);
   virtual ~Strategy() = default;
@@ -33,10 +35,20 @@ class Strategy {
   virtual void AggregateFit(const FlatParams& global, const std::vector<const FitResult*>& results,
                             int64_t total_samples, FlatParams* next);
 
-  // Whether selected clients must send a profile of their data under the
-  // received model. If so the server also collects an initial profile from
-  // every client before round 1 and hands them to ObserveResults.
-  virtual bool WantsProfiles() const { return false; }
+  // What selected clients report besides their model: a profile of their
+  // data, or the received model's loss on it. When anything is asked the
+  // server also collects an initial report from every client before round 1
+  // and hands them to ObserveResults.
+  struct Reports {
+    bool profile = false;
+    bool loss = false;
+    bool any() const { return profile || loss; }
+  };
+  virtual Reports WantedReports() const { return {}; }
+
+  // μ of a proximal term in the clients' local objective (FedProx), or 0.
+  double ProximalMu() const { return proximal_mu_; }
+  void SetProximalMu(double mu) { proximal_mu_ = mu; }
 
   // The global model of version `version` (0 = the initial model, then the
   // round that produced it), before each round and after each aggregation.
@@ -60,12 +72,14 @@ class Strategy {
   // does not score clients.
   virtual std::vector<double> LastScores() const { return {}; }
 
-  // Opaque state for checkpoints; LoadState(SaveState()) restores it.
-  virtual std::string SaveState() const { return ""; }
-  virtual void LoadState(const std::string& state) { (void)state; }
+  // Opaque state for checkpoints; LoadState(SaveState()) restores it. The
+  // base class saves its aggregator's state.
+  virtual std::string SaveState() const;
+  virtual void LoadState(const std::string& state);
 
  private:
   std::string name_;
+  double proximal_mu_ = 0;
   std::unique_ptr<Selector> selector_;
   std::unique_ptr<Aggregator> aggregator_;
 };

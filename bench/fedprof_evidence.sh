@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Reproduces the FedProf evidence in docs/results.md: FedAvg and FedProf, each
+# with full and partial aggregation, 3 seeds, on Fashion-MNIST (the default
+# experiment) and on the paper's preliminary MNIST setup. About an hour on
+# 2 cores. Usage: bench/fedprof_evidence.sh [OUT_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-runs/evidence}
+make build
+for setup in default mnist_prelim; do
+  build/fedprof compare --config "configs/$setup.toml" \
+    --strategies fedavg,fedprof,fedavg:partial,fedprof:partial --seeds 3 \
+    --set report.progress=false --out "$out/$setup"
+done

@@ -1,0 +1,36 @@
+#ifndef FEDPROF_STRATEGY_AFL_STRATEGY_H_
+#define FEDPROF_STRATEGY_AFL_STRATEGY_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fedprof/strategy/strategy.h"
+
+namespace fedprof {
+
+// Active Federated Learning (Goetz et al. 2019): every client is valued by
+// the loss of the model it last received on its data, v_k = sqrt(|D_k|) ·
+// mean loss (the paper's loss-based valuation), and clients are picked by
+// SelectAfl. Values come from an initial report of every client and are
+// refreshed whenever a client is selected; the others keep theirs.
+class AflStrategy : public Strategy {
+ public:
+  AflStrategy(const AflOptions& options, std::unique_ptr<Aggregator> aggregator, int num_clients);
+
+  std::vector<int> ConfigureFit(const SelectionContext& context, Rng& rng) override;
+  Reports WantedReports() const override { return {/*profile=*/false, /*loss=*/true}; }
+  std::string CheckResult(const FitResult& result) const override;
+  void ObserveResults(const std::vector<const FitResult*>& results) override;
+  std::vector<double> LastScores() const override { return values_; }
+  std::string SaveState() const override;
+  void LoadState(const std::string& state) override;
+
+ private:
+  AflOptions options_;
+  std::vector<double> values_;
+};
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_STRATEGY_AFL_STRATEGY_H_
