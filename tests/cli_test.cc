@@ -242,15 +242,23 @@ TEST(FedProfCliTest, LowQualityClientsScoreLowerThanCleanOnes) {
   EXPECT_GT(summary.at("profiling_energy_per_round_wh").get<double>(), 0);
 }
 
+// Every strategy that keeps state between rounds (profiles, valuations,
+// server moments, clients' batch norm) resumes exactly.
 TEST(FedProfCliTest, ExtendedRunEqualsUninterruptedRun) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string whole = FreshDir("fedprof_whole"), parts = FreshDir("fedprof_parts");
-  ASSERT_EQ(RunCli(std::string("simulate ") + kFedProfRun + " --set rounds=4 --out " + whole).code, 0);
-  ASSERT_EQ(RunCli(std::string("simulate ") + kFedProfRun + " --set rounds=2 --out " + parts).code, 0);
-  const Result resumed = RunCli("simulate --resume " + parts + " --set rounds=4");
-  ASSERT_EQ(resumed.code, 0) << resumed.output;
-  EXPECT_EQ(MetricsWithoutWall(whole), MetricsWithoutWall(parts));
-  EXPECT_EQ(ReadFile(whole + "/scores.csv"), ReadFile(parts + "/scores.csv"));
+  for (const std::string strategy : {"fedprof", "afl", "fedadam", "fedbn"}) {
+    const std::string run = std::string("simulate ") + kFedProfRun + " --set strategy.name=" +
+                            strategy + " --set model.name=cnn";
+    const std::string whole = FreshDir(strategy + "_whole"), parts = FreshDir(strategy + "_parts");
+    ASSERT_EQ(RunCli(run + " --set rounds=3 --out " + whole).code, 0) << strategy;
+    ASSERT_EQ(RunCli(run + " --set rounds=1 --out " + parts).code, 0) << strategy;
+    const Result resumed = RunCli("simulate --resume " + parts + " --set rounds=3");
+    ASSERT_EQ(resumed.code, 0) << resumed.output;
+    EXPECT_EQ(MetricsWithoutWall(whole), MetricsWithoutWall(parts)) << strategy;
+    if (strategy == "fedprof" || strategy == "afl") {
+      EXPECT_EQ(ReadFile(whole + "/scores.csv"), ReadFile(parts + "/scores.csv")) << strategy;
+    }
+  }
 }
 
 TEST(FedProfCliTest, ProfileAndDivergenceTools) {

@@ -258,6 +258,7 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
   InProcessTransport transport(
       std::move(clients_for_transport), [spec] { return MakeModel(spec); },
       static_cast<int>(config.GetInt("threads")));
+  transport.LoadClientStates(state.client_states);
 
   ServerOptions so;
   so.rounds = config.GetInt("rounds");
@@ -287,7 +288,8 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
   const double wall_offset = state.history.empty() ? 0.0 : state.history.back().wall_s;
   server.Run(
       state,
-      [&](const ServerState& s) {
+      [&](ServerState& s) {
+        s.client_states = transport.SaveClientStates();
         WriteFileAtomic(metrics_path, MetricsCsv(s.history, regression));
         const std::vector<double> round_scores = strategy->LastScores();
         if (!round_scores.empty()) {

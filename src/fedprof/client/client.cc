@@ -22,11 +22,29 @@ torch::Tensor Loss(const torch::Tensor& output, const torch::Tensor& target, boo
 
 }  // namespace
 
-FitResult Client::Fit(const FitInstructions& ins, Model& model) const {
+FitResult Client::Fit(const FitInstructions& ins, Model& model) {
   FitResult result;
   result.client_id = id_;
   result.num_samples = data_.size();
-  Unflatten(*ins.global, model);
+  ParamLayout layout;
+  std::vector<const ParamLayout::Entry*> batch_norm;
+  if (ins.keep_local_batch_norm) {
+    layout = LayoutOf(model);
+    for (const auto& e : layout.entries) {
+      if (e.is_batch_norm) batch_norm.push_back(&e);
+    }
+  }
+  if (!batch_norm.empty() && !local_batch_norm_.empty()) {
+    FlatParams start = *ins.global;
+    size_t at = 0;
+    for (const auto* e : batch_norm) {
+      std::copy_n(local_batch_norm_.begin() + at, e->size, start.begin() + e->offset);
+      at += e->size;
+    }
+    Unflatten(start, model);
+  } else {
+    Unflatten(*ins.global, model);
+  }
   if (ins.profile) result.profile = ComputeProfile(model, data_, ins.model_version);
   if (ins.report_loss) {
     ModelReplicas single(model);
@@ -76,6 +94,13 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model) const {
   }
   result.train_loss = epoch_loss;
   result.params = Flatten(model);
+  if (!batch_norm.empty()) {
+    local_batch_norm_.clear();
+    for (const auto* e : batch_norm) {
+      local_batch_norm_.insert(local_batch_norm_.end(), result.params.begin() + e->offset,
+                               result.params.begin() + e->offset + e->size);
+    }
+  }
   result.ok = true;
   return result;
 }

@@ -35,6 +35,9 @@ struct FitInstructions {
   bool report_loss = false;
   // μ of FedProx's proximal term μ/2 ||w − θ||² in the local objective.
   double prox_mu = 0;
+  // FedBN: the client keeps its own batch-norm parameters and statistics,
+  // replacing θ's with them (after its first round).
+  bool keep_local_batch_norm = false;
   TrainOptions train;
   uint64_t seed = 0;  // run seed; the client derives its batch order from it
 };
@@ -58,8 +61,9 @@ struct EvalResult {
   double rmse = 0;      // regression only
 };
 
-// A federated client holding its private data. Thread-compatible: distinct
-// clients may train concurrently, each on its own model instance.
+// A federated client holding its private data and, under FedBN, its own
+// batch-norm values. Thread-compatible: distinct clients may train
+// concurrently, each on its own model instance.
 class Client {
  public:
   Client(int id, Dataset data, DataKind kind);
@@ -72,12 +76,17 @@ class Client {
   // Loads the global model into `model` (scratch owned by the caller),
   // profiles the local data if asked, and runs E epochs of mini-batch SGD
   // with momentum; batch order comes from (seed, round, client, epoch) alone.
-  FitResult Fit(const FitInstructions& instructions, Model& model) const;
+  FitResult Fit(const FitInstructions& instructions, Model& model);
+
+  // State kept between rounds (FedBN's batch-norm values), for checkpoints.
+  const FlatParams& local_state() const { return local_batch_norm_; }
+  void set_local_state(FlatParams state) { local_batch_norm_ = std::move(state); }
 
  private:
   int id_;
   Dataset data_;
   DataKind kind_;
+  FlatParams local_batch_norm_;  // batch-norm entries in layout order; empty until kept
 };
 
 class ModelReplicas;

@@ -84,10 +84,11 @@ std::vector<OptionSpec> MakeTable() {
       {"train.momentum", T::kDouble, "0.9", 0, 0.999, "", "SGD momentum."},
       {"train.weight_decay", T::kDouble, "0", 0, 1, "", "SGD weight decay."},
       // Strategy.
-      {"strategy.name", T::kString, "fedavg", 0, 0, "fedavg|fedprof|fedavg-rp|fedprox|fedadam|afl",
+      {"strategy.name", T::kString, "fedavg", 0, 0, "fedavg|fedprof|fedavg-rp|fedprox|fedadam|afl|fedbn",
        "Federated strategy: fedavg (uniform selection), fedprof (score-weighted selection), "
        "fedavg-rp (uniform, always partial), fedprox (size-weighted selection, proximal term), "
-       "fedadam (Adam on the server), afl (loss-valued active selection)."},
+       "fedadam (Adam on the server), afl (loss-valued active selection), fedbn (batch norm "
+       "kept local)."},
       {"strategy.fraction", T::kDouble, "0.1", 1e-9, 1, "",
        "Client fraction C: K = max(1, round(N C)) clients per round."},
       {"strategy.aggregation", T::kString, "full", 0, 0, "full|partial",

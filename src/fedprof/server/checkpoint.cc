@@ -60,6 +60,7 @@ void SaveCheckpoint(const std::string& path, const ServerState& state) {
                            {"virtual_time_s", state.virtual_time_s},
                            {"energy_j", state.energy_j},
                            {"strategy_state", state.strategy_state},
+                           {"client_states", state.client_states},
                            {"history", nlohmann::json::array()}};
   for (const auto& m : state.history) header["history"].push_back(ToJson(m));
   // dump() of doubles round-trips exactly (shortest representation).
@@ -89,6 +90,7 @@ ServerState LoadCheckpoint(const std::string& path) {
     state.virtual_time_s = h.at("virtual_time_s");
     state.energy_j = h.at("energy_j");
     state.strategy_state = h.at("strategy_state");
+    state.client_states = h.at("client_states");
     for (const auto& m : h.at("history")) state.history.push_back(FromJson(m));
     const size_t num_params = h.at("num_params");
     const size_t bytes = num_params * sizeof(float);

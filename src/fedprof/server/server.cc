@@ -60,7 +60,7 @@ std::vector<const FitResult*> Server::Usable(int64_t round, const std::vector<Fi
   return usable;
 }
 
-void Server::Run(ServerState& state, const std::function<void(const ServerState&)>& on_round,
+void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on_round,
                  double wall_offset_s) {
   const auto start = std::chrono::steady_clock::now();
   const int n = transport_.num_clients();
@@ -109,6 +109,7 @@ void Server::Run(ServerState& state, const std::function<void(const ServerState&
     ins.profile = strategy_.WantedReports().profile;
     ins.report_loss = strategy_.WantedReports().loss;
     ins.prox_mu = strategy_.ProximalMu();
+    ins.keep_local_batch_norm = strategy_.KeepsLocalBatchNorm();
     ins.train = options_.train;
     ins.train.lr = m.lr;
     ins.seed = options_.seed;

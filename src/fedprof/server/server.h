@@ -37,6 +37,7 @@ struct ServerState {
   double virtual_time_s = 0;
   double energy_j = 0;
   std::string strategy_state;  // Strategy::SaveState() after the last round
+  std::string client_states;   // state clients keep between rounds (simulation)
 };
 
 // Virtual time and device energy of one round for the selected clients
@@ -63,7 +64,7 @@ class Server {
   // one from every client (Alg. 2 lines 4-6); a resumed one restores the
   // strategy from state.strategy_state. `wall_offset_s` is the wall time
   // already spent before a resume.
-  void Run(ServerState& state, const std::function<void(const ServerState&)>& on_round,
+  void Run(ServerState& state, const std::function<void(ServerState&)>& on_round,
            double wall_offset_s = 0);
 
   // K = max(1, round(N * C)).

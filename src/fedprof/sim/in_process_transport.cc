@@ -2,6 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
+
+#include "fedprof/core/error.h"
+#include "fedprof/core/text.h"
 #include "fedprof/models/models.h"
 
 namespace fedprof {
@@ -15,6 +19,24 @@ InProcessTransport::InProcessTransport(std::vector<Client> clients, ModelFactory
 ClientInfo InProcessTransport::Info(int client_id) const {
   const Client& c = clients_.at(client_id);
   return {c.id(), c.num_samples(), DataKindName(c.kind())};
+}
+
+std::string InProcessTransport::SaveClientStates() const {
+  nlohmann::json states = nlohmann::json::array();
+  for (const Client& c : clients_) states.push_back(EncodeFloats(c.local_state()));
+  return states.dump();
+}
+
+void InProcessTransport::LoadClientStates(const std::string& text) {
+  if (text.empty()) return;
+  const nlohmann::json states = nlohmann::json::parse(text);
+  if (!states.is_array() || states.size() != clients_.size()) {
+    throw Error("checkpoint: client states do not match the " + std::to_string(clients_.size()) +
+                " clients of this run");
+  }
+  for (size_t k = 0; k < clients_.size(); ++k) {
+    clients_[k].set_local_state(DecodeFloats(states[k].get<std::string>()));
+  }
 }
 
 std::vector<FitResult> InProcessTransport::Fit(const std::vector<int>& client_ids,

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "fedprof/core/thread_pool.h"
@@ -27,6 +28,12 @@ class InProcessTransport : public Transport {
                              const FitInstructions& instructions) override;
 
   const Client& client(int id) const { return clients_[id]; }
+
+  // Every client's kept state (FedBN's batch-norm values) as one string for
+  // checkpoints, and back; LoadClientStates throws fedprof::Error when the
+  // string does not fit these clients.
+  std::string SaveClientStates() const;
+  void LoadClientStates(const std::string& states);
 
  private:
   std::vector<Client> clients_;

@@ -33,7 +33,7 @@ TEST(FedProxTest, ProximalTermKeepsTheLocalModelNearTheGlobalOne) {
   torch::manual_seed(3);
   auto model = MakeModel({"mlp", {4}, 2, {8}, ""});
   const auto global = std::make_shared<const FlatParams>(Flatten(*model));
-  const Client client(0, Blobs(200, 1), DataKind::kClean);
+  Client client(0, Blobs(200, 1), DataKind::kClean);
   FitInstructions ins;
   ins.global = global;
   ins.train.epochs = 3;
@@ -139,6 +139,51 @@ TEST(TextTest, FloatsRoundTripThroughBase64) {
   }
   EXPECT_THROW(DecodeFloats("abc"), Error);
   EXPECT_THROW(DecodeFloats("ab!d"), Error);
+}
+
+}  // namespace
+}  // namespace fedprof
+
+namespace fedprof {
+namespace {
+
+TEST(FedBnTest, ClientsKeepTheirOwnBatchNorm) {
+  torch::manual_seed(5);
+  auto model = MakeModel({"cnn", {1, 8, 8}, 2, {}, ""});
+  const ParamLayout layout = LayoutOf(*model);
+  Dataset d;
+  d.x = torch::rand({40, 1, 8, 8});
+  d.y = torch::randint(0, 2, {40}, torch::kLong);
+  d.num_classes = 2;
+  Client client(0, d, DataKind::kClean);
+  FitInstructions ins;
+  ins.global = std::make_shared<const FlatParams>(Flatten(*model));
+  ins.keep_local_batch_norm = true;
+  ins.train.epochs = 1;
+  const FitResult first = client.Fit(ins, *model);
+  ASSERT_FALSE(client.local_state().empty());
+  // A new global model whose batch-norm entries are all 100: the client
+  // trains from its own batch-norm values and the global's other weights.
+  FlatParams next = first.params;
+  for (auto& v : next) v += 0.5f;
+  for (const auto& e : layout.entries) {
+    if (e.is_batch_norm) std::fill_n(next.begin() + e.offset, e.size, 100.0f);
+  }
+  ins.global = std::make_shared<const FlatParams>(next);
+  ins.train.epochs = 0;
+  const FitResult second = client.Fit(ins, *model);
+  for (const auto& e : layout.entries) {
+    for (int64_t i = e.offset; i < e.offset + e.size; ++i) {
+      if (e.is_batch_norm) {
+        ASSERT_EQ(second.params[i], first.params[i]) << e.name;
+      } else {
+        ASSERT_EQ(second.params[i], next[i]) << e.name;
+      }
+    }
+  }
+  // Without FedBN the global batch norm is taken as sent.
+  ins.keep_local_batch_norm = false;
+  EXPECT_EQ(client.Fit(ins, *model).params, next);
 }
 
 }  // namespace

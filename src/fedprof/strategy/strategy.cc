@@ -50,6 +50,15 @@ std::unique_ptr<Strategy> MakeStrategy(const Config& config, const StrategyConte
     s->SetProximalMu(config.GetDouble("fedprox.mu"));
     return s;
   }
+  if (name == "fedbn") {
+    // Li et al. 2021, "FedBN: Federated Learning on Non-IID Features via
+    // Local Batch Normalization": uniform selection; clients keep their
+    // batch-norm layers. The server still averages them, but only its own
+    // evaluation of the global model uses the average.
+    auto s = std::make_unique<Strategy>(name, MakeUniformSelector(), MakeWeightedAverage(mode));
+    s->SetKeepsLocalBatchNorm(true);
+    return s;
+  }
   if (name == "fedadam") {
     FedAdamOptions o;
     o.server_lr = config.GetDouble("fedadam.server_lr");

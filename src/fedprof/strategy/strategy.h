@@ -50,6 +50,10 @@ class Strategy {
   double ProximalMu() const { return proximal_mu_; }
   void SetProximalMu(double mu) { proximal_mu_ = mu; }
 
+  // Whether clients keep their own batch-norm layers (FedBN).
+  bool KeepsLocalBatchNorm() const { return local_batch_norm_; }
+  void SetKeepsLocalBatchNorm(bool keep) { local_batch_norm_ = keep; }
+
   // The global model of version `version` (0 = the initial model, then the
   // round that produced it), before each round and after each aggregation.
   virtual void OnGlobalModel(const FlatParams& global, int64_t version) {
@@ -80,6 +84,7 @@ class Strategy {
  private:
   std::string name_;
   double proximal_mu_ = 0;
+  bool local_batch_norm_ = false;
   std::unique_ptr<Selector> selector_;
   std::unique_ptr<Aggregator> aggregator_;
 };
