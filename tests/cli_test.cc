@@ -246,9 +246,10 @@ TEST(FedProfCliTest, LowQualityClientsScoreLowerThanCleanOnes) {
 // server moments, clients' batch norm) resumes exactly.
 TEST(FedProfCliTest, ExtendedRunEqualsUninterruptedRun) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  for (const std::string strategy : {"fedprof", "afl", "fedadam", "fedbn"}) {
+  for (const std::string strategy : {"fedprof", "afl", "fedadam", "fedbn", "clustered"}) {
+    // FedBN needs batch-norm layers; LeNet-5 keeps the others quick.
     const std::string run = std::string("simulate ") + kFedProfRun + " --set strategy.name=" +
-                            strategy + " --set model.name=cnn";
+                            strategy + (strategy == "fedbn" ? " --set model.name=cnn" : "");
     const std::string whole = FreshDir(strategy + "_whole"), parts = FreshDir(strategy + "_parts");
     ASSERT_EQ(RunCli(run + " --set rounds=3 --out " + whole).code, 0) << strategy;
     ASSERT_EQ(RunCli(run + " --set rounds=1 --out " + parts).code, 0) << strategy;
@@ -314,6 +315,20 @@ TEST(FedProfCliTest, ProfileAndDivergenceTools) {
   EXPECT_NE(r.output.find("nan.json"), std::string::npos) << r.output;
 }
 
+TEST(FedProfCliTest, EveryStrategyRunsInBothAggregationModes) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string out = FreshDir("all_strategies");
+  const std::string strategies =
+      "fedavg,fedprof,cfcfm,fedavg-rp,fedprox:partial,fedadam:partial,afl:partial,"
+      "clustered:partial,fedbn:partial,fedprof:partial";
+  const Result r = RunCli(std::string("compare ") + kFedProfRun +
+                          " --set rounds=1 --set model.name=cnn --strategies " + strategies +
+                          " --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(CountLines(ReadFile(out + "/comparison.csv")), 11);
+  EXPECT_NE(ReadFile(out + "/comparison.md").find("| fedavg-rp-full |"), std::string::npos);
+}
+
 TEST(FedProfCliTest, CompareRunsEveryStrategyOnTheSameClients) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::string out = FreshDir("compare");
@@ -332,6 +347,7 @@ TEST(FedProfCliTest, CompareRunsEveryStrategyOnTheSameClients) {
   EXPECT_TRUE(FileExists(out + "/fedprof-partial/seed-1/scores.png"));
   EXPECT_TRUE(FileExists(out + "/fedprof-partial/seed-1/selection.png"));
   const Result bad = RunCli("compare --strategies fedavg,fedbogus --out " + out + "/bad");
+  EXPECT_FALSE(FileExists(out + "/bad/fedavg-full"));  // refused before any run started
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.output.find("fedbogus"), std::string::npos) << bad.output;
 }

@@ -84,11 +84,12 @@ std::vector<OptionSpec> MakeTable() {
       {"train.momentum", T::kDouble, "0.9", 0, 0.999, "", "SGD momentum."},
       {"train.weight_decay", T::kDouble, "0", 0, 1, "", "SGD weight decay."},
       // Strategy.
-      {"strategy.name", T::kString, "fedavg", 0, 0, "fedavg|fedprof|fedavg-rp|fedprox|fedadam|afl|fedbn",
+      {"strategy.name", T::kString, "fedavg", 0, 0, "fedavg|fedprof|fedavg-rp|fedprox|fedadam|afl|fedbn|cfcfm|clustered",
        "Federated strategy: fedavg (uniform selection), fedprof (score-weighted selection), "
        "fedavg-rp (uniform, always partial), fedprox (size-weighted selection, proximal term), "
        "fedadam (Adam on the server), afl (loss-valued active selection), fedbn (batch norm "
-       "kept local)."},
+       "kept local), cfcfm (the K fastest clients), clustered (one client per cluster of "
+       "similar updates)."},
       {"strategy.fraction", T::kDouble, "0.1", 1e-9, 1, "",
        "Client fraction C: K = max(1, round(N C)) clients per round."},
       {"strategy.aggregation", T::kString, "full", 0, 0, "full|partial",
@@ -115,6 +116,8 @@ std::vector<OptionSpec> MakeTable() {
       {"fedadam.beta1", T::kDouble, "0.9", 0, 0.999999, "", "FedAdam first-moment decay."},
       {"fedadam.beta2", T::kDouble, "0.99", 0, 0.999999, "", "FedAdam second-moment decay."},
       {"fedadam.tau", T::kDouble, "0.001", 1e-12, 10, "", "FedAdam adaptivity tau."},
+      {"clustered.sketch_dim", T::kInt, "1024", 16, 1e6, "",
+       "Clustered sampling: clients' updates are compared through count sketches of this size."},
       {"afl.drop_share", T::kDouble, "0.75", 0, 1, "",
        "AFL alpha1: share of clients with the lowest valuations left out (Goetz et al. 2019)."},
       {"afl.temperature", T::kDouble, "0.01", 0, 1e3, "",

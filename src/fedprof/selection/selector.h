@@ -14,6 +14,9 @@ struct SelectionContext {
   int64_t round = 0;
   int num_to_select = 0;                  // K
   const std::vector<ClientInfo>* clients; // all N clients
+  // Each client's expected round time by the cost model (simulation), or
+  // null when unknown.
+  const std::vector<double>* expected_time_s = nullptr;
 };
 
 // Picks the clients that train in a round. Returns distinct ids in
@@ -30,6 +33,12 @@ std::unique_ptr<Selector> MakeUniformSelector();
 // K distinct clients with probability proportional to their data size
 // (FedProx's device sampling).
 std::unique_ptr<Selector> MakeSizeWeightedSelector();
+
+// First come, first merged (CFCFM, Wu et al., SAFA, IEEE TC 2021): every
+// client is invited and the first K to finish are merged; with the cost
+// model's deterministic times those are the K fastest clients (ties by id).
+// Throws fedprof::Error when no expected times are known.
+std::unique_ptr<Selector> MakeFirstComeSelector();
 
 // Active Federated Learning's selection (Goetz et al. 2019, Alg. 1) from the
 // clients' valuations: the lowest `drop_share` (α1) of valuations are

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "fedprof/core/error.h"
 #include "fedprof/selection/selector.h"
 
 namespace fedprof {
@@ -26,5 +27,34 @@ class UniformSelector : public Selector {
 }  // namespace
 
 std::unique_ptr<Selector> MakeUniformSelector() { return std::make_unique<UniformSelector>(); }
+
+}  // namespace fedprof
+
+namespace fedprof {
+namespace {
+
+class FirstComeSelector : public Selector {
+ public:
+  std::vector<int> Select(const SelectionContext& context, Rng& /*rng*/) override {
+    if (context.expected_time_s == nullptr) {
+      throw Error("strategy.name: cfcfm needs the clients' expected round times (simulation's "
+                  "cost model)");
+    }
+    const std::vector<double>& t = *context.expected_time_s;
+    std::vector<int> ids(t.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
+    const int k = std::min<int>(context.num_to_select, static_cast<int>(ids.size()));
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int a, int b) {
+      return t[a] < t[b] || (t[a] == t[b] && a < b);
+    });
+    ids.resize(k);
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Selector> MakeFirstComeSelector() { return std::make_unique<FirstComeSelector>(); }
 
 }  // namespace fedprof

@@ -71,6 +71,11 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     total_samples += infos.back().num_samples;
   }
   if (state.times_selected.empty()) state.times_selected.assign(n, 0);
+  // Each client's round time alone, for selectors that race clients (CFCFM).
+  std::vector<double> expected_time;
+  if (cost_) {
+    for (int i = 0; i < n; ++i) expected_time.push_back(cost_({i}).time_s);
+  }
   if (state.round == 0) {
     strategy_.OnGlobalModel(state.global, 0);
     const Strategy::Reports reports = strategy_.WantedReports();
@@ -90,6 +95,7 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     }
   } else {
     strategy_.LoadState(state.strategy_state);
+    strategy_.OnGlobalModel(state.global, state.round);
   }
 
   for (int64_t round = state.round + 1; round <= options_.rounds; ++round) {
@@ -97,7 +103,8 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     m.round = round;
     m.lr = options_.train.lr * std::pow(options_.lr_decay, static_cast<double>(round - 1));
 
-    SelectionContext context{round, ClientsPerRound(), &infos};
+    SelectionContext context{round, ClientsPerRound(), &infos,
+                             expected_time.empty() ? nullptr : &expected_time};
     Rng rng = MakeRng(options_.seed, Stream::kSelection, {static_cast<uint64_t>(round)});
     const std::vector<int> selected = strategy_.ConfigureFit(context, rng);
     m.selected = static_cast<int>(selected.size());

@@ -9,6 +9,7 @@
 #include "fedprof/core/text.h"
 #include "fedprof/models/models.h"
 #include "fedprof/strategy/afl_strategy.h"
+#include "fedprof/strategy/clustered_strategy.h"
 #include "fedprof/strategy/strategy.h"
 
 namespace fedprof {
@@ -184,6 +185,58 @@ TEST(FedBnTest, ClientsKeepTheirOwnBatchNorm) {
   // Without FedBN the global batch norm is taken as sent.
   ins.keep_local_batch_norm = false;
   EXPECT_EQ(client.Fit(ins, *model).params, next);
+}
+
+}  // namespace
+}  // namespace fedprof
+
+namespace fedprof {
+namespace {
+
+TEST(CfcfmTest, MergesTheFastestClients) {
+  std::vector<ClientInfo> infos(5);
+  const std::vector<double> times = {3.0, 1.0, 2.0, 1.0, 9.0};
+  auto selector = MakeFirstComeSelector();
+  Rng rng = MakeRng(1, Stream::kSelection);
+  EXPECT_EQ(selector->Select({1, 3, &infos, &times}, rng), (std::vector<int>{1, 2, 3}));
+  EXPECT_THROW(selector->Select({1, 3, &infos, nullptr}, rng), Error);
+}
+
+TEST(ClusteredTest, AverageLinkageGroupsNearbyItems) {
+  const std::vector<double> x = {0.0, 10.0, 0.1, 5.0, 5.1, 10.2};
+  const std::vector<int> c =
+      AverageLinkage(6, 3, [&](int a, int b) { return std::fabs(x[a] - x[b]); });
+  EXPECT_EQ(c, (std::vector<int>{0, 1, 0, 2, 2, 1}));
+}
+
+TEST(ClusteredTest, DrawsOneClientFromEachGroupOfSimilarUpdates) {
+  // Clients 0-3 moved the model one way, clients 4-7 the opposite way.
+  ClusteredStrategy s(ClusteredOptions{64}, MakeWeightedAverage(AggregationMode::kPartial), 8);
+  const FlatParams global(100, 0.0f);
+  s.OnGlobalModel(global, 0);
+  std::vector<FitResult> results(8);
+  std::vector<const FitResult*> ptrs;
+  for (int k = 0; k < 8; ++k) {
+    results[k].client_id = k;
+    results[k].num_samples = 10;
+    results[k].params.assign(100, 0.0f);
+    for (int i = 0; i < 100; ++i) {
+      results[k].params[i] = (k < 4 ? 1.0f : -1.0f) * static_cast<float>(i % 7) + 0.01f * k;
+    }
+    ptrs.push_back(&results[k]);
+  }
+  s.ObserveResults(ptrs);
+  std::vector<ClientInfo> infos(8, ClientInfo{0, 10, ""});
+  for (int t = 0; t < 50; ++t) {
+    Rng rng = MakeRng(3, Stream::kSelection, {static_cast<uint64_t>(t)});
+    const std::vector<int> ids = s.ConfigureFit({t, 2, &infos}, rng);
+    ASSERT_EQ(ids.size(), 2u);
+    EXPECT_LT(ids[0], 4);
+    EXPECT_GE(ids[1], 4);
+  }
+  ClusteredStrategy restored(ClusteredOptions{64}, MakeWeightedAverage(AggregationMode::kPartial), 8);
+  restored.LoadState(s.SaveState());
+  EXPECT_EQ(restored.SaveState(), s.SaveState());
 }
 
 }  // namespace

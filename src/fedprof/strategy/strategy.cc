@@ -3,6 +3,7 @@
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
 #include "fedprof/strategy/afl_strategy.h"
+#include "fedprof/strategy/clustered_strategy.h"
 #include "fedprof/strategy/fedprof_strategy.h"
 
 namespace fedprof {
@@ -49,6 +50,15 @@ std::unique_ptr<Strategy> MakeStrategy(const Config& config, const StrategyConte
     auto s = std::make_unique<Strategy>(name, MakeSizeWeightedSelector(), MakeWeightedAverage(mode));
     s->SetProximalMu(config.GetDouble("fedprox.mu"));
     return s;
+  }
+  if (name == "cfcfm") {
+    // Wu et al., SAFA (IEEE TC 2021): the K clients that finish first.
+    return std::make_unique<Strategy>(name, MakeFirstComeSelector(), MakeWeightedAverage(mode));
+  }
+  if (name == "clustered") {
+    ClusteredOptions o;
+    o.sketch_dim = static_cast<int>(config.GetInt("clustered.sketch_dim"));
+    return std::make_unique<ClusteredStrategy>(o, MakeWeightedAverage(mode), context.num_clients);
   }
   if (name == "fedbn") {
     // Li et al. 2021, "FedBN: Federated Learning on Non-IID Features via

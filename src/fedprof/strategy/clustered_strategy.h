@@ -1,0 +1,49 @@
+#ifndef FEDPROF_STRATEGY_CLUSTERED_STRATEGY_H_
+#define FEDPROF_STRATEGY_CLUSTERED_STRATEGY_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fedprof/strategy/strategy.h"
+
+namespace fedprof {
+
+struct ClusteredOptions {
+  int sketch_dim = 1024;  // size of the count sketch of each client's update
+};
+
+// Clustered sampling by model similarity (Fraboni et al., ICML 2021,
+// Algorithm 2): clients are grouped into K clusters by the similarity of
+// their latest model updates w_k − θ (average-linkage hierarchical
+// clustering on cosine distance), and one client is drawn from each cluster
+// with probability proportional to its data size. Updates are compared
+// through count sketches (Charikar et al. 2002), which keep inner products in
+// expectation at O(P) cost per update. A client that has never trained has
+// no update and is at distance 1 from every client.
+class ClusteredStrategy : public Strategy {
+ public:
+  ClusteredStrategy(const ClusteredOptions& options, std::unique_ptr<Aggregator> aggregator,
+                    int num_clients);
+
+  std::vector<int> ConfigureFit(const SelectionContext& context, Rng& rng) override;
+  void OnGlobalModel(const FlatParams& global, int64_t version) override;
+  void ObserveResults(const std::vector<const FitResult*>& results) override;
+  std::string SaveState() const override;
+  void LoadState(const std::string& state) override;
+
+ private:
+  ClusteredOptions options_;
+  FlatParams global_;                          // the model this round's clients received
+  std::vector<std::vector<float>> sketches_;  // per client; empty until it trains
+};
+
+// Average-linkage agglomerative clustering of n items with pairwise
+// distances `distance(i, j)` into `k` clusters; returns each item's cluster
+// (0..k-1, numbered by smallest member). Ties merge the lowest indices first.
+std::vector<int> AverageLinkage(int n, int k, const std::function<double(int, int)>& distance);
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_STRATEGY_CLUSTERED_STRATEGY_H_
