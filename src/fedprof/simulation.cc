@@ -207,10 +207,6 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
     }
     reference_set = &clients[id].data();
   }
-  const bool profiling = config.GetString("strategy.name") == "fedprof";
-  if (profiling && reference_set->size() == 0) {
-    throw Error("fedprof.reference: 'holdout' needs data.holdout_share > 0 (or use test|client)");
-  }
   // Server-side inference (evaluation, reference profiles) on all threads.
   ModelReplicas server_models([spec] { return MakeModel(spec); },
                               static_cast<int>(config.GetInt("threads")));
@@ -221,6 +217,9 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
     return ComputeProfile(server_models, *reference_set, version);
   };
   std::unique_ptr<Strategy> strategy = MakeStrategy(config, strategy_context);
+  if (strategy->WantedReports().profile && reference_set->size() == 0) {
+    throw Error("fedprof.reference: 'holdout' needs data.holdout_share > 0 (or use test|client)");
+  }
 
   const CostOptions cost_options = CostOptionsFrom(config, data.train);
   const std::vector<ClientSpec> specs =
@@ -254,7 +253,9 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
     return rc;
   };
 
-  std::vector<Client> clients_for_transport = clients;  // shares tensor storage
+  // The transport owns the clients that train; `clients` (sharing their
+  // tensors) still describes them for the outputs.
+  std::vector<Client> clients_for_transport = clients;
   InProcessTransport transport(
       std::move(clients_for_transport), [spec] { return MakeModel(spec); },
       static_cast<int>(config.GetInt("threads")));
