@@ -262,6 +262,15 @@ TEST(FedProfCliTest, ExtendedRunEqualsUninterruptedRun) {
   }
 }
 
+TEST(FedProfCliTest, FedProfWithoutAReferenceSetIsRefused) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const Result r = RunCli("simulate --set strategy.name=fedprof --set data.holdout_share=0 --out " +
+                          FreshDir("no_reference"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(CountLines(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("data.holdout_share"), std::string::npos) << r.output;
+}
+
 TEST(FedProfCliTest, ProfileAndDivergenceTools) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::string out = FreshDir("profile_tools");
