@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "fedprof/core/error.h"
 
@@ -43,12 +42,23 @@ void WriteFileAtomic(const std::string& path, const std::string& contents) {
 }
 
 std::string ReadFile(const std::string& path) {
+  // A directory opens as a stream on Linux but has no meaningful contents.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw Error(path + ": is a directory, expected a file");
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(path + ": read error");
-  return ss.str();
+  if (!in) throw Error(path + ": cannot open file: " + std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0) throw Error(path + ": cannot determine the file size");
+  in.seekg(0, std::ios::beg);
+  std::string bytes(static_cast<size_t>(size), '\0');
+  if (size > 0 && !in.read(bytes.data(), size)) {
+    throw Error(path + ": read error after byte " + std::to_string(in.gcount()) + " of " +
+                std::to_string(size));
+  }
+  return bytes;
 }
 
 void MakeDirs(const std::string& dir) {

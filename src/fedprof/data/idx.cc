@@ -8,11 +8,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/files.h"
 #include "fedprof/data/loaders.h"
 
 namespace fedprof {
@@ -22,28 +21,6 @@ constexpr uint32_t kIdxImagesMagic = 0x00000803;  // unsigned bytes, 3 dims
 constexpr uint32_t kIdxLabelsMagic = 0x00000801;  // unsigned bytes, 1 dim
 constexpr size_t kImagesHeaderBytes = 16;
 constexpr size_t kLabelsHeaderBytes = 8;
-
-std::string ReadRawFile(const std::string& path) {
-  // A directory opens as a stream on Linux but has no meaningful size.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw Error(path + ": is a directory, expected a file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw Error(path + ": cannot open file: " + std::strerror(errno));
-  }
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw Error(path + ": cannot determine the file size");
-  in.seekg(0, std::ios::beg);
-  std::string bytes(static_cast<size_t>(size), '\0');
-  if (size > 0 && !in.read(bytes.data(), size)) {
-    throw Error(path + ": read error after byte " +
-                std::to_string(in.gcount()) + " of " + std::to_string(size));
-  }
-  return bytes;
-}
 
 std::string Gunzip(const std::string& path, const std::string& compressed) {
   // The gzip trailer holds the uncompressed size mod 2^32: a good first guess.
@@ -149,7 +126,7 @@ void CheckHeader(const std::string& path, const std::string& bytes,
 }  // namespace
 
 std::string ReadMaybeGzipped(const std::string& path) {
-  std::string bytes = ReadRawFile(path);
+  std::string bytes = ReadFile(path);
   if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
       static_cast<unsigned char>(bytes[1]) == 0x8b) {
     return Gunzip(path, bytes);
