@@ -83,6 +83,21 @@ TEST(CliTest, OptionsDocIsGeneratedFromTheTable) {
       << "regenerate with: build/fedprof options > docs/options.md";
 }
 
+TEST(CliTest, PrivacyLabelPrintsThePapersCheckValue) {
+  Result r = RunCli("privacy label --classes 10 --samples-per-client 8");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("|B| = 24310"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("H(B|P_uni)  = 13.860 bits"), std::string::npos) << r.output;
+  r = RunCli("privacy label --classes 10 --samples-per-client 8 --clients 100 --json");
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_LE(j.at("h_query_bits").get<double>(), std::log2(100.0) + 1e-9);
+  EXPECT_NEAR(j.at("leakage_t_bits").get<double>(),
+              j.at("h_uniform_bits").get<double>() - j.at("h_query_bits").get<double>(), 1e-12);
+  r = RunCli("privacy label --classes 3 --distribution 0.5,0.5");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(CountLines(r.output), 1) << r.output;
+}
+
 TEST(CliTest, UnknownKeyIsOneLineNamingTheNearestKey) {
   const Result r = RunCli("simulate --set train.lrr=0.1");
   EXPECT_EQ(r.code, 1);

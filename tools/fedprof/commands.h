@@ -15,6 +15,7 @@ Runner AddSimulate(CLI::App& app);
 Runner AddCompare(CLI::App& app);
 Runner AddProfile(CLI::App& app);
 Runner AddDivergence(CLI::App& app);
+Runner AddPrivacy(CLI::App& app);
 Runner AddOptions(CLI::App& app);
 
 // runs/<config stem>[-<kind>]-<local time>: where outputs go without --out.

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add(fedprof::cli::AddCompare);
   add(fedprof::cli::AddProfile);
   add(fedprof::cli::AddDivergence);
+  add(fedprof::cli::AddPrivacy);
   add(fedprof::cli::AddOptions);
   try {
     app.parse(argc, argv);

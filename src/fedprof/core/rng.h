@@ -25,6 +25,7 @@ enum class Stream : uint64_t {
   kSelection = 6,
   kLocalTraining = 7,
   kReferenceSplit = 8,
+  kPrivacy = 9,
 };
 
 // SplitMix64 finaliser: a bijective 64-bit mixer.
