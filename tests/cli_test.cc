@@ -98,6 +98,21 @@ TEST(CliTest, PrivacyLabelPrintsThePapersCheckValue) {
   EXPECT_EQ(CountLines(r.output), 1) << r.output;
 }
 
+TEST(CliTest, PayloadReproducesTableIII) {
+  const Result r = RunCli("payload --model vgg16 --input 3x224x224 --cut fc2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("153144650 parameters"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| FL | 656250 | 153144650 | 4.901 Gb | 3216 Tb |"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("| FTL_c | 525000 | 35665418 | 1.141 Gb |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| FbFTL | 50000 | 4096 | 131.1 Kb | 6.554 Gb | 3.759 Gb |"),
+            std::string::npos)
+      << r.output;
+  const Result bad = RunCli("payload --cut fc9");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.output.find("--cut"), std::string::npos) << bad.output;
+}
+
 TEST(CliTest, UnknownKeyIsOneLineNamingTheNearestKey) {
   const Result r = RunCli("simulate --set train.lrr=0.1");
   EXPECT_EQ(r.code, 1);

@@ -16,6 +16,7 @@ Runner AddCompare(CLI::App& app);
 Runner AddProfile(CLI::App& app);
 Runner AddDivergence(CLI::App& app);
 Runner AddPrivacy(CLI::App& app);
+Runner AddPayload(CLI::App& app);
 Runner AddOptions(CLI::App& app);
 
 // runs/<config stem>[-<kind>]-<local time>: where outputs go without --out.

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   add(fedprof::cli::AddProfile);
   add(fedprof::cli::AddDivergence);
   add(fedprof::cli::AddPrivacy);
+  add(fedprof::cli::AddPayload);
   add(fedprof::cli::AddOptions);
   try {
     app.parse(argc, argv);
