@@ -98,6 +98,16 @@ TEST(CliTest, PrivacyLabelPrintsThePapersCheckValue) {
   EXPECT_EQ(CountLines(r.output), 1) << r.output;
 }
 
+TEST(CliTest, PrivacyDpPrintsEpsilon) {
+  const Result r =
+      RunCli("privacy dp --noise-multiplier 1 --sample-rate 1 --steps 1 --delta 1e-5");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("epsilon = "), std::string::npos) << r.output;
+  const Result bad = RunCli("privacy dp --noise-multiplier 1 --sample-rate 2 --steps 1");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.output.find("--sample-rate"), std::string::npos) << bad.output;
+}
+
 TEST(CliTest, PayloadReproducesTableIII) {
   const Result r = RunCli("payload --model vgg16 --input 3x224x224 --cut fc2");
   ASSERT_EQ(r.code, 0) << r.output;

@@ -8,6 +8,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/text.h"
 #include "fedprof/privacy/label_leakage.h"
+#include "fedprof/privacy/rdp.h"
 #include "tools/fedprof/commands.h"
 
 namespace fedprof::cli {
@@ -35,7 +36,29 @@ Runner AddPrivacy(CLI::App& app) {
                     "U: also the leakage once U shuffled batches are revealed");
   label->add_option("--seed", args->seed, "Seed of the U drawn batches")->capture_default_str();
   label->add_flag("--json", args->json, "Print the figures as JSON");
-  return [args, label] {
+
+  struct DpArgs {
+    double noise_multiplier = 1.0, sample_rate = 0.01, delta = 1e-6;
+    int64_t steps = 1;
+  };
+  auto dp = std::make_shared<DpArgs>();
+  CLI::App* dp_cmd = privacy->add_subcommand(
+      "dp", "epsilon of clipped uploads with Gaussian noise, by the Renyi-DP accountant");
+  dp_cmd->add_option("--noise-multiplier", dp->noise_multiplier, "sigma (noise sd / clip norm)")
+      ->required();
+  dp_cmd->add_option("--sample-rate", dp->sample_rate, "q, the chance a record is in a step")
+      ->required();
+  dp_cmd->add_option("--steps", dp->steps, "Number of noisy releases T")->required();
+  dp_cmd->add_option("--delta", dp->delta, "delta")->capture_default_str();
+  return [args, label, dp, dp_cmd] {
+    if (dp_cmd->parsed()) {
+      const EpsilonAtOrder e =
+          SampledGaussianEpsilon(dp->sample_rate, dp->noise_multiplier, dp->steps, dp->delta);
+      std::printf("epsilon = %.6g at delta = %g (RDP order %g; q = %g, sigma = %g, %lld steps)\n",
+                  e.epsilon, dp->delta, e.order, dp->sample_rate, dp->noise_multiplier,
+                  static_cast<long long>(dp->steps));
+      return;
+    }
     if (!label->parsed()) return;
     if (args->classes < 1) throw Error("--classes: expected at least 1");
     std::vector<double> truth(args->classes, 1.0 / args->classes);
