@@ -184,11 +184,12 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
   torch::manual_seed(Mix64(seed ^ static_cast<uint64_t>(Stream::kModelInit)));
   std::shared_ptr<Model> global_model = MakeModel(spec);
   const int64_t num_params = CountParameters(*global_model);
-  if (!resume) state.global = Flatten(*global_model);
-  if (state.global.size() != Flatten(*global_model).size()) {
+  FlatParams initial = Flatten(*global_model);
+  if (resume && state.global.size() != initial.size()) {
     throw Error(checkpoint_path + ": model has " + std::to_string(state.global.size()) +
-                " values, the configured model " + std::to_string(Flatten(*global_model).size()));
+                " values, the configured model " + std::to_string(initial.size()));
   }
+  if (!resume) state.global = std::move(initial);
   if (!state.times_selected.empty() && state.times_selected.size() != clients.size()) {
     throw Error(checkpoint_path + ": holds " + std::to_string(state.times_selected.size()) +
                 " clients, the config " + std::to_string(clients.size()));

@@ -76,9 +76,9 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
   if (cost_) {
     for (int i = 0; i < n; ++i) expected_time.push_back(cost_({i}).time_s);
   }
+  const Strategy::Reports reports = strategy_.WantedReports();
   if (state.round == 0) {
     strategy_.OnGlobalModel(state.global, 0);
-    const Strategy::Reports reports = strategy_.WantedReports();
     if (reports.any()) {
       // Initial reports of every client under the initial model (v = 0).
       FitInstructions ins;
@@ -113,8 +113,8 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     ins.round = round;
     ins.global = std::make_shared<const FlatParams>(state.global);
     ins.model_version = round - 1;
-    ins.profile = strategy_.WantedReports().profile;
-    ins.report_loss = strategy_.WantedReports().loss;
+    ins.profile = reports.profile;
+    ins.report_loss = reports.loss;
     ins.prox_mu = strategy_.ProximalMu();
     ins.keep_local_batch_norm = strategy_.KeepsLocalBatchNorm();
     ins.train = options_.train;
