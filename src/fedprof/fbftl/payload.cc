@@ -60,28 +60,34 @@ std::vector<SchemePayload> ClosedFormPayloads(const std::vector<LayerCount>& lay
   auto iterations = [&](double epochs) { return epochs * static_cast<double>(s.clients) / per_iteration; };
 
   std::vector<SchemePayload> rows;
-  auto gradient_scheme = [&](const std::string& name, double epochs, double uploaded_params,
-                             double trained_macs, double frozen_macs_once) {
+  // A gradient scheme sends `broadcast` parameters down each iteration (Eqs.
+  // 10-12), `uploaded` values up per client and iteration (Eqs. 2-4), and
+  // `returned` values back to each client after its upload.
+  auto gradient_scheme = [&](const std::string& name, double epochs, double uploaded,
+                             double broadcast, double returned, double trained_macs,
+                             double frozen_macs_once) {
     SchemePayload r;
     r.scheme = name;
     const double i = iterations(epochs);
     r.upload_batches = i * per_iteration;                    // I U C
-    r.params_per_batch = uploaded_params;
-    r.bits_per_batch = d * uploaded_params;
-    r.uplink_bits = r.upload_batches * r.bits_per_batch;     // Eqs. 2-4
-    r.downlink_bits = d * i * all;                           // Eqs. 10-12
+    r.params_per_batch = uploaded;
+    r.bits_per_batch = d * uploaded;
+    r.uplink_bits = r.upload_batches * r.bits_per_batch;
+    r.downlink_bits = d * (i * broadcast + r.upload_batches * returned);
     // Eqs. 14-16, counted per sample: forward and backward over what trains
     // for every sample of every epoch, plus one forward pass of a frozen part.
     r.client_macs = 2 * epochs * samples * trained_macs + samples * frozen_macs_once;
     rows.push_back(r);
   };
-  gradient_scheme("FL", s.epochs_fl, all, body_macs + head_macs, 0);
-  // SFL per batch as the paper's text writes it, d(K_u N- + Σ_{m>=m_c} T_m);
-  // its Table III prints the extractor's size plus N- instead. Its client
-  // compute is FL's, as in the table.
-  gradient_scheme("SFL", s.epochs_fl, head + k * features, body_macs + head_macs, 0);
-  gradient_scheme("FTL_f", s.epochs_ftl_f, all, body_macs + head_macs, 0);
-  gradient_scheme("FTL_c", s.epochs_ftl_c, head, head_macs, body_macs);
+  gradient_scheme("FL", s.epochs_fl, all, all, 0, body_macs + head_macs, 0);
+  // SFL (split learning of the head, FedAvg of the client part): a client
+  // uploads its K_u samples' smashed data and its part's gradient, and gets
+  // the gradient of the smashed data back; the client part is broadcast.
+  // Table III prints body + N- per batch (one sample's smashed data) and the
+  // broadcast alone as its downlink.
+  gradient_scheme("SFL", s.epochs_fl, body + k * features, body, k * features, body_macs, 0);
+  gradient_scheme("FTL_f", s.epochs_ftl_f, all, all, 0, body_macs + head_macs, 0);
+  gradient_scheme("FTL_c", s.epochs_ftl_c, head, all, 0, head_macs, body_macs);
   SchemePayload fb;
   fb.scheme = "FbFTL";
   fb.upload_batches = samples;                 // one upload per sample

@@ -58,6 +58,15 @@ TEST_F(PayloadTest, ClientComputeMatchesTableIII) {
   EXPECT_NEAR(Row("FbFTL").client_macs / 7.74e14, 1.0, 0.01);
 }
 
+// SFL as implemented (smashed data of all K_u samples plus the client part's
+// gradient) lands on Table III's totals: 2467 Tb up, 308 Tb down.
+TEST_F(PayloadTest, SplitLearningTotalsMatchTableIII) {
+  EXPECT_EQ(Row("SFL").params_per_batch, 117479232 + 8 * 4096);
+  EXPECT_NEAR(Row("SFL").uplink_bits / 1e12, 2467, 2);
+  EXPECT_NEAR(Row("SFL").downlink_bits / 1e12, 308, 2);
+  EXPECT_NEAR(Row("SFL").client_macs / 1.63e17, 1.0, 0.01);
+}
+
 TEST_F(PayloadTest, UnknownNamesAreRefused) {
   EXPECT_THROW(DescribeLayers("vgg19", 3, 224, 224, 10), Error);
   EXPECT_THROW(ClosedFormPayloads(layers, "fc9", PayloadSetup()), Error);

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Reproduces the baseline comparison in docs/results.md, 3 seeds each:
+#  - partial aggregation (FedAvg-RP, FedProx, FedAdam, AFL, clustered
+#    sampling, FedProf) in the papers' EMNIST-style setup, on MNIST and
+#    Fashion-MNIST (configs/emnist_style_*.toml);
+#  - full aggregation (FedAvg, CFCFM, FedProf) on the 100-client setups
+#    (configs/default.toml and configs/mnist_prelim.toml).
+# About 80 minutes on 2 cores. Usage: bench/baselines_evidence.sh [OUT_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-runs/baselines}
+fedprof=${FEDPROF_BIN:-build/fedprof}
+[[ -n ${FEDPROF_BIN:-} ]] || make build
+compare() {  # compare SETUP STRATEGIES
+  "$fedprof" compare --config "configs/$1.toml" --strategies "$2" --seeds 3 \
+    --set report.progress=false --out "$out/$1"
+}
+for setup in emnist_style_mnist emnist_style_fmnist; do
+  compare "$setup" fedavg-rp,fedprox,fedadam,afl,clustered,fedprof
+done
+for setup in mnist_prelim default; do
+  compare "$setup" fedavg,cfcfm,fedprof
+done

@@ -1,0 +1,69 @@
+#ifndef FEDPROF_FBFTL_SCHEMES_H_
+#define FEDPROF_FBFTL_SCHEMES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fedprof/data/dataset.h"
+#include "fedprof/fbftl/payload.h"
+
+namespace fedprof {
+
+class Config;
+class StageNetwork;
+
+// One point of a scheme's learning curve: after `epoch` epochs (FbFTL: head
+// epochs on the server), the uplink bytes sent so far and the test accuracy.
+struct CurvePoint {
+  int epoch = 0;
+  int64_t uplink_bytes = 0;
+  double test_accuracy = 0;
+};
+
+// What one transfer scheme did in a run. Counts are of what was actually
+// serialised: uploads include retransmissions; a broadcast download counts
+// once per iteration, as in Eqs. 10-13.
+struct SchemeRun {
+  std::string scheme;
+  int64_t upload_batches = 0;       // client uploads (FbFTL: samples), first sends only
+  int64_t transmissions = 0;        // packets sent, retransmissions included
+  int64_t lost_uploads = 0;         // uploads lost after every retransmission
+  int64_t rejected_uploads = 0;     // uploads the server refused (malformed, non-finite)
+  int64_t uplink_bytes = 0;         // serialised messages, every transmission
+  int64_t uplink_value_bits = 0;    // of which values (the closed forms' d·count)
+  int64_t downlink_bytes = 0;
+  int64_t downlink_value_bits = 0;
+  double client_macs = 0;           // multiplications on clients, counted per sample and stage
+  double accuracy = 0;              // test accuracy of the final model (FbFTL: best validation)
+  double epsilon = 0;               // (ε, δ) of the uploads' Gaussian noise; 0 without noise
+  std::vector<CurvePoint> curve;
+  SchemePayload closed_form;        // Eqs. 2-17 for this run's U, K_u, C and epochs
+};
+
+// Runs the schemes named by transfer.schemes on the clients' share of `train`
+// (transfer.clients × transfer.samples_per_client samples, drawn by the seed)
+// and reports test accuracy on `test`. The source network is not modified.
+// Throws fedprof::Error for an unknown scheme, a cut layer the source lacks,
+// too few training samples, or a source whose output does not fit the data.
+std::vector<SchemeRun> RunTransferSchemes(const Config& config, const StageNetwork& source,
+                                          const Dataset& train, const Dataset& test);
+
+// The runs as a Markdown table like the FbFTL paper's Table III: measured
+// upload batches, serialised uplink and downlink bytes next to the closed
+// forms, client compute, accuracy, ε, and the uplink each scheme had sent
+// when it first reached FTL_c's final accuracy ("—" if it never did).
+std::string SchemesMarkdown(const std::vector<SchemeRun>& runs);
+// The same numbers as CSV, one row per scheme.
+std::string SchemesCsv(const std::vector<SchemeRun>& runs);
+// scheme,epoch,uplink_bytes,test_accuracy for every curve point.
+std::string CurvesCsv(const std::vector<SchemeRun>& runs);
+
+// Trains a network on `data` from scratch (pretrain.*) and returns its test
+// accuracy on `test`, printing one line per epoch.
+double Pretrain(const Config& config, StageNetwork& network, const Dataset& data,
+                const Dataset& test);
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_FBFTL_SCHEMES_H_

@@ -1,0 +1,233 @@
+#include "fedprof/fbftl/schemes.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "fedprof/config/config.h"
+#include "fedprof/core/error.h"
+#include "fedprof/core/files.h"
+#include "fedprof/fbftl/stage_network.h"
+
+namespace fedprof {
+namespace {
+
+// Ten classes of 1 x side x side images: a fixed random template per class
+// plus noise.
+Dataset Synthetic(int64_t n, uint64_t seed, int64_t side = 8) {
+  torch::manual_seed(7);
+  const at::Tensor templates = (torch::rand({10, 1, side, side}) > 0.5).to(torch::kFloat32);
+  torch::manual_seed(seed);
+  Dataset d;
+  d.y = torch::randint(0, 10, {n}, torch::kInt64);
+  d.x = templates.index_select(0, d.y) + 0.3 * torch::randn({n, 1, side, side});
+  d.num_classes = 10;
+  d.name = "synthetic";
+  return d;
+}
+
+std::unique_ptr<StageNetwork> Source() {
+  torch::manual_seed(1);
+  return MakeStageNetwork("vgg_small", {1, 8, 8}, 10);
+}
+
+Config Small() {
+  Config c;
+  c.Set("transfer.clients", "8");
+  c.Set("transfer.samples_per_client", "4");
+  c.Set("transfer.fraction", "0.25");
+  c.Set("transfer.epochs", "2");
+  c.Set("transfer.head_epochs", "2");
+  return c;
+}
+
+const SchemeRun& Find(const std::vector<SchemeRun>& runs, const std::string& scheme) {
+  for (const auto& r : runs) {
+    if (r.scheme == scheme) return r;
+  }
+  throw Error("no run " + scheme);
+}
+
+TEST(StageNetworkTest, SplitForwardEqualsTheWholeAndCountsMatch) {
+  auto net = Source();
+  EXPECT_EQ(net->stage_names(), (std::vector<std::string>{"conv1", "conv2", "fc1", "fc2", "fc3",
+                                                           "fc4", "fc5"}));
+  torch::NoGradGuard no_grad;
+  net->SetTraining(false);
+  const at::Tensor x = torch::randn({5, 1, 8, 8});
+  const size_t cut = net->StageIndex("fc2");
+  EXPECT_TRUE(torch::allclose(net->Forward(net->Forward(x, 0, cut), cut, 7), net->Forward(x)));
+  const auto layers = net->Describe({1, 8, 8});
+  EXPECT_EQ(layers[3].inputs, 256);                  // N- of fc2: fc1's 256 features
+  EXPECT_EQ(layers[3].params, 1024 * (256 + 1));     // T = N+(N- + 1)
+  EXPECT_EQ(layers[0].params, 32 * (9 + 1));         // c+(a'b'c- + 1)
+  EXPECT_EQ(layers[0].macs, 8 * 8 * 32 * (9 + 1));   // a- b- T
+  EXPECT_THROW(net->StageIndex("fc9"), Error);
+}
+
+TEST(StageNetworkTest, SavedNetworkLoadsBackIdentical) {
+  auto net = Source();
+  const std::string path = ::testing::TempDir() + "/stage_net.pt";
+  net->Save(path);
+  auto loaded = LoadStageNetwork(path);
+  torch::NoGradGuard no_grad;
+  net->SetTraining(false);
+  loaded->SetTraining(false);
+  const at::Tensor x = torch::randn({3, 1, 8, 8});
+  EXPECT_TRUE(torch::equal(net->Forward(x), loaded->Forward(x)));
+  EXPECT_EQ(loaded->stage_names(), net->stage_names());
+  // A truncated file is refused with its name.
+  const std::string bytes = ReadFile(path);
+  WriteFileAtomic(path, bytes.substr(0, bytes.size() / 2));
+  try {
+    LoadStageNetwork(path);
+    FAIL() << "a truncated model loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+// A module scripted and saved by PyTorch (Debian's python3-torch) loads as a
+// chain of its children and computes what PyTorch computed.
+TEST(StageNetworkTest, LoadsATorchScriptModuleFromPyTorch) {
+  const std::string dir = ::testing::TempDir();
+  const std::string script = dir + "/export.py";
+  std::ofstream(script) << R"(import sys, collections, torch
+torch.manual_seed(0)
+net = torch.nn.Sequential(collections.OrderedDict([
+    ('conv1', torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2))),
+    ('fc1', torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 16), torch.nn.ReLU())),
+    ('fc2', torch.nn.Linear(16, 10))]))
+torch.jit.script(net).save(sys.argv[1] + '/scripted.pt')
+x = torch.arange(64, dtype=torch.float32).reshape(1, 1, 8, 8) / 64
+with open(sys.argv[1] + '/expected.txt', 'w') as f:
+    f.write(' '.join('%.8g' % v for v in net(x).flatten().tolist()))
+)";
+  const std::string command = "/usr/bin/python3 " + script + " " + dir;
+  ASSERT_EQ(std::system(command.c_str()), 0) << "needs python3-torch (scripts/install-deps.sh)";
+  auto net = LoadStageNetwork(dir + "/scripted.pt");
+  EXPECT_EQ(net->stage_names(), (std::vector<std::string>{"conv1", "fc1", "fc2"}));
+  torch::NoGradGuard no_grad;
+  net->SetTraining(false);
+  const at::Tensor out = net->Forward(torch::arange(64, torch::kFloat32).reshape({1, 1, 8, 8}) / 64);
+  std::ifstream expected(dir + "/expected.txt");
+  for (int i = 0; i < 10; ++i) {
+    double v = 0;
+    expected >> v;
+    EXPECT_NEAR(out[0][i].item<double>(), v, 1e-5) << "output " << i;
+  }
+  // Its parameters train: a cut at fc1 gives a 64-value feature vector.
+  const auto layers = net->Describe({1, 8, 8});
+  EXPECT_EQ(layers[1].inputs, 64);
+  EXPECT_EQ(layers[1].params, 16 * 65);
+}
+
+// Every byte a run serialises is counted; the values' bits equal the closed
+// forms (Eqs. 2-17) exactly, and message framing adds under 2%.
+TEST(TransferSchemesTest, SerialisedPayloadMatchesTheClosedForms) {
+  const Dataset train = Synthetic(64, 1), test = Synthetic(50, 2);
+  const auto runs = RunTransferSchemes(Small(), *Source(), train, test);
+  ASSERT_EQ(runs.size(), 5u);
+  for (const SchemeRun& r : runs) {
+    SCOPED_TRACE(r.scheme);
+    EXPECT_EQ(static_cast<double>(r.upload_batches), r.closed_form.upload_batches);
+    EXPECT_EQ(static_cast<double>(r.uplink_value_bits), r.closed_form.uplink_bits);
+    EXPECT_EQ(static_cast<double>(r.downlink_value_bits), r.closed_form.downlink_bits);
+    EXPECT_GE(static_cast<double>(r.uplink_bytes), r.closed_form.uplink_bits / 8);
+    EXPECT_LE(static_cast<double>(r.uplink_bytes), r.closed_form.uplink_bits / 8 * 1.02);
+    EXPECT_LE(static_cast<double>(r.downlink_bytes), r.closed_form.downlink_bits / 8 * 1.02);
+    EXPECT_NEAR(r.client_macs / r.closed_form.client_macs, 1.0, 1e-12);
+    EXPECT_EQ(r.lost_uploads + r.rejected_uploads, 0);
+  }
+  // FbFTL sends each sample's 256 features once: 32 x 256 bits per sample.
+  EXPECT_EQ(Find(runs, "FbFTL").uplink_value_bits, 32 * 256 * 32);
+}
+
+TEST(TransferSchemesTest, SameSeedSameNumbers) {
+  const Dataset train = Synthetic(64, 1), test = Synthetic(50, 2);
+  Config c = Small();
+  c.Set("transfer.schemes", "FTL_c,FbFTL");
+  const auto a = RunTransferSchemes(c, *Source(), train, test);
+  const auto b = RunTransferSchemes(c, *Source(), train, test);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].accuracy, b[i].accuracy);
+    EXPECT_EQ(a[i].uplink_bytes, b[i].uplink_bytes);
+  }
+}
+
+// FbFTL trains the same head on the same features as FTL_c: transferred
+// from a source pretrained on related data, both learn the task.
+TEST(TransferSchemesTest, FbftlLearnsLikeFtlc) {
+  const Dataset train = Synthetic(400, 1, 16), test = Synthetic(300, 2, 16);
+  Config c;
+  c.Set("pretrain.epochs", "6");
+  torch::manual_seed(1);
+  auto source = MakeStageNetwork("lenet5", {1, 16, 16}, 10);
+  EXPECT_GT(Pretrain(c, *source, Synthetic(400, 3, 16), test), 0.5);
+  c.Set("transfer.clients", "50");
+  c.Set("transfer.samples_per_client", "8");
+  c.Set("transfer.fraction", "0.16");
+  c.Set("transfer.epochs", "30");
+  c.Set("transfer.head_epochs", "30");
+  c.Set("transfer.schemes", "FTL_c,FbFTL");
+  const auto runs = RunTransferSchemes(c, *source, train, test);
+  EXPECT_GT(Find(runs, "FTL_c").accuracy, 0.9);
+  EXPECT_GT(Find(runs, "FbFTL").accuracy, 0.9);
+  // The whole one-shot FbFTL uplink is far below FTL_c's.
+  EXPECT_LT(Find(runs, "FbFTL").uplink_bytes * 100, Find(runs, "FTL_c").uplink_bytes);
+}
+
+TEST(TransferSchemesTest, LostPacketsAreRetransmittedThenDropped) {
+  const Dataset train = Synthetic(800, 1), test = Synthetic(50, 2);
+  Config c;
+  c.Set("transfer.clients", "100");
+  c.Set("transfer.samples_per_client", "8");
+  c.Set("transfer.head_epochs", "1");
+  c.Set("transfer.schemes", "FbFTL");
+  c.Set("transfer.block_loss", "0.5");
+  c.Set("transfer.retransmissions", "2");
+  const SchemeRun r = RunTransferSchemes(c, *Source(), train, test)[0];
+  // Eq. 19: 1 + 0.5 + 0.25 transmissions per packet; 1/8 of packets lost.
+  EXPECT_NEAR(static_cast<double>(r.transmissions) / r.upload_batches, 1.75, 0.08);
+  EXPECT_NEAR(static_cast<double>(r.lost_uploads) / r.upload_batches, 0.125, 0.03);
+}
+
+TEST(TransferSchemesTest, NonFiniteUploadsAreSkippedNotTrainedOn) {
+  const Dataset train = Synthetic(64, 1), test = Synthetic(50, 2);
+  auto source = Source();
+  {
+    torch::NoGradGuard no_grad;
+    source->Parameters(0, 1)[0].fill_(std::nanf(""));  // the extractor emits NaN
+  }
+  Config c = Small();
+  c.Set("transfer.schemes", "FTL_c,FbFTL");
+  const auto runs = RunTransferSchemes(c, *source, train, test);
+  for (const SchemeRun& r : runs) {
+    SCOPED_TRACE(r.scheme);
+    EXPECT_EQ(r.rejected_uploads, r.upload_batches);
+  }
+}
+
+TEST(TransferSchemesTest, BadSetupsAreRefusedWithTheKey) {
+  const Dataset train = Synthetic(64, 1), test = Synthetic(50, 2);
+  auto expect_error = [&](const std::string& key, const std::string& value,
+                          const std::string& text) {
+    Config c = Small();
+    c.Set(key, value);
+    try {
+      RunTransferSchemes(c, *Source(), train, test);
+      ADD_FAILURE() << key << "=" << value << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  expect_error("transfer.schemes", "FL,FedSGD", "unknown scheme 'FedSGD'");
+  expect_error("transfer.cut", "fc9", "transfer.cut: no stage named 'fc9'");
+  expect_error("transfer.clients", "100", "need 400, the training set has 64");
+}
+
+}  // namespace
+}  // namespace fedprof

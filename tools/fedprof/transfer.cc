@@ -1,0 +1,94 @@
+// fedprof pretrain and fedprof fbftl: source models and the transfer schemes
+// of the FbFTL paper.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "fedprof/config/config.h"
+#include "fedprof/core/error.h"
+#include "fedprof/core/files.h"
+#include "fedprof/core/rng.h"
+#include "fedprof/fbftl/schemes.h"
+#include "fedprof/fbftl/stage_network.h"
+#include "fedprof/sim/population.h"
+#include "tools/fedprof/commands.h"
+
+namespace fedprof::cli {
+namespace {
+
+struct TransferArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string out;
+};
+
+Config ReadConfig(const TransferArgs& args) {
+  Config config;
+  if (!args.config.empty()) config.MergeTomlFile(args.config);
+  for (const auto& s : args.sets) config.SetAssignment(s);
+  return config;
+}
+
+CLI::App* AddCommon(CLI::App& app, const char* name, const char* help, TransferArgs* args,
+                    const char* out_help) {
+  CLI::App* sub = app.add_subcommand(name, help);
+  sub->add_option("--config", args->config, "Config (TOML)");
+  sub->add_option("--set", args->sets, "Override a config key: --set key=value (repeatable)");
+  sub->add_option("--out", args->out, out_help);
+  sub->footer("Every option: fedprof options");
+  return sub;
+}
+
+}  // namespace
+
+Runner AddPretrain(CLI::App& app) {
+  auto args = std::make_shared<TransferArgs>();
+  AddCommon(app, "pretrain", "Train a source model on the data.* set for transfer learning",
+            args.get(), "Model file to write (required)");
+  return [args] {
+    if (args->out.empty()) throw Error("--out: name the model file to write, e.g. source.pt");
+    const Config config = ReadConfig(*args);
+    const TrainTest data = LoadData(config);
+    const std::vector<int64_t> shape(data.train.x.sizes().begin() + 1, data.train.x.sizes().end());
+    torch::manual_seed(Mix64(static_cast<uint64_t>(config.GetInt("seed")) ^
+                             static_cast<uint64_t>(Stream::kModelInit)));
+    auto network = MakeStageNetwork(config.GetString("pretrain.architecture"), shape,
+                                    data.train.num_classes);
+    const double accuracy = Pretrain(config, *network, data.train, data.test);
+    network->Save(args->out);
+    std::printf("source model %s on %s (test accuracy %.4f) written to %s\n",
+                config.GetString("pretrain.architecture").c_str(), data.train.name.c_str(),
+                accuracy, args->out.c_str());
+  };
+}
+
+Runner AddFbftl(CLI::App& app) {
+  auto args = std::make_shared<TransferArgs>();
+  AddCommon(app, "fbftl",
+            "Transfer a source model to the data.* task with FL, FTL_f, FTL_c, SFL and FbFTL",
+            args.get(), "Output directory (default runs/<config>-<time>)");
+  return [args] {
+    const Config config = ReadConfig(*args);
+    const std::string& source_path = config.GetString("transfer.source_model");
+    if (source_path.empty()) {
+      throw Error("transfer.source_model: name the source model (fedprof pretrain writes one)");
+    }
+    const auto source = LoadStageNetwork(source_path);
+    const TrainTest data = LoadData(config);
+    const std::string out = args->out.empty() ? DefaultOutDir(args->config, "fbftl") : args->out;
+    const std::vector<SchemeRun> runs = RunTransferSchemes(config, *source, data.train, data.test);
+    MakeDirs(out);
+    WriteFileAtomic(out + "/config.toml", config.ToToml());
+    WriteFileAtomic(out + "/schemes.csv", SchemesCsv(runs));
+    WriteFileAtomic(out + "/curves.csv", CurvesCsv(runs));
+    const std::string table = SchemesMarkdown(runs);
+    WriteFileAtomic(out + "/schemes.md", table);
+    std::printf("\n%s\noutputs in %s (schemes.md, schemes.csv, curves.csv, config.toml)\n",
+                table.c_str(), out.c_str());
+  };
+}
+
+}  // namespace fedprof::cli
