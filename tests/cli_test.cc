@@ -123,6 +123,35 @@ TEST(CliTest, PayloadReproducesTableIII) {
   EXPECT_NE(bad.output.find("--cut"), std::string::npos) << bad.output;
 }
 
+// Pretrain a source on Fashion-MNIST, transfer it to MNIST with all five
+// schemes, and read the Table III-like outputs.
+TEST(CliTest, PretrainThenTransferWritesTheSchemeTable) {
+  ASSERT_TRUE(HaveFashionMnist());
+  const std::string dir = FreshDir("fbftl");
+  MakeDirs(dir);
+  const std::string source = dir + "/source.pt";
+  const Result pre = RunCli("pretrain --set data.train_limit=1000 --set data.test_limit=200 "
+                            "--set pretrain.epochs=1 --out " + source);
+  ASSERT_EQ(pre.code, 0) << pre.output;
+  EXPECT_NE(pre.output.find("written to " + source), std::string::npos) << pre.output;
+  const Result run = RunCli(
+      "fbftl --set data.name=mnist --set data.dir=" FEDPROF_SOURCE_DIR "/data/mnist "
+      "--set data.test_limit=200 --set transfer.source_model=" + source +
+      " --set transfer.clients=16 --set transfer.fraction=0.25 --set transfer.epochs=1 "
+      "--set transfer.head_epochs=2 --out " + dir + "/run");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const std::string table = ReadFile(dir + "/run/schemes.md");
+  for (const char* scheme : {"| FL |", "| FTL_f |", "| FTL_c |", "| SFL |", "| FbFTL |"}) {
+    EXPECT_NE(table.find(scheme), std::string::npos) << scheme << "\n" << table;
+  }
+  EXPECT_EQ(CountLines(ReadFile(dir + "/run/schemes.csv")), 6);
+  // A missing source model is one line naming it.
+  const Result missing = RunCli("fbftl --set transfer.source_model=" + dir + "/none.pt --out " + dir + "/x");
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_EQ(CountLines(missing.output), 1) << missing.output;
+  EXPECT_NE(missing.output.find("none.pt: no such model file"), std::string::npos) << missing.output;
+}
+
 TEST(CliTest, UnknownKeyIsOneLineNamingTheNearestKey) {
   const Result r = RunCli("simulate --set train.lrr=0.1");
   EXPECT_EQ(r.code, 1);

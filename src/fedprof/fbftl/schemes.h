@@ -52,7 +52,8 @@ std::vector<SchemeRun> RunTransferSchemes(const Config& config, const StageNetwo
 // The runs as a Markdown table like the FbFTL paper's Table III: measured
 // upload batches, serialised uplink and downlink bytes next to the closed
 // forms, client compute, accuracy, ε, and the uplink each scheme had sent
-// when it first reached FTL_c's final accuracy ("—" if it never did).
+// when it first reached the lower of FTL_c's and FbFTL's final accuracies
+// ("—" if it never did).
 std::string SchemesMarkdown(const std::vector<SchemeRun>& runs);
 // The same numbers as CSV, one row per scheme.
 std::string SchemesCsv(const std::vector<SchemeRun>& runs);

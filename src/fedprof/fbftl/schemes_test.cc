@@ -63,8 +63,8 @@ TEST(StageNetworkTest, SplitForwardEqualsTheWholeAndCountsMatch) {
   const auto layers = net->Describe({1, 8, 8});
   EXPECT_EQ(layers[3].inputs, 256);                  // N- of fc2: fc1's 256 features
   EXPECT_EQ(layers[3].params, 1024 * (256 + 1));     // T = N+(N- + 1)
-  EXPECT_EQ(layers[0].params, 32 * (9 + 1));         // c+(a'b'c- + 1)
-  EXPECT_EQ(layers[0].macs, 8 * 8 * 32 * (9 + 1));   // a- b- T
+  EXPECT_EQ(layers[0].params, 16 * (9 + 1));         // c+(a'b'c- + 1)
+  EXPECT_EQ(layers[0].macs, 8 * 8 * 16 * (9 + 1));   // a- b- T
   EXPECT_THROW(net->StageIndex("fc9"), Error);
 }
 

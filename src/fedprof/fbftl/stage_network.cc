@@ -47,9 +47,9 @@ class NativeNetwork : public StageNetwork {
     const int64_t c = input_shape_[0], h = input_shape_[1], w = input_shape_[2];
     if (architecture_ == "vgg_small") {
       if (h < 4 || w < 4) throw Error("model vgg_small: input smaller than 4x4");
-      Add("conv1", ConvStage(c, 32, 3, 1));
-      Add("conv2", ConvStage(32, 64, 3, 1));
-      Add("fc1", DenseStage(64 * (h / 4) * (w / 4), 256, true, true));
+      Add("conv1", ConvStage(c, 16, 3, 1));
+      Add("conv2", ConvStage(16, 32, 3, 1));
+      Add("fc1", DenseStage(32 * (h / 4) * (w / 4), 256, true, true));
       Add("fc2", DenseStage(256, 1024, true, false));
       Add("fc3", DenseStage(1024, 1024, true, false));
       Add("fc4", DenseStage(1024, 512, true, false));

@@ -56,8 +56,8 @@ class StageNetwork {
 };
 
 // A built-in architecture, initialised by Reinitialize.
-// "vgg_small": VGG's shape at MNIST scale: conv1 (32 3x3 filters, ReLU, 2x2
-// max-pool), conv2 (64, same), fc1 -> 256 (the feature layer), and a dense
+// "vgg_small": VGG's shape at MNIST scale: conv1 (16 3x3 filters, ReLU, 2x2
+// max-pool), conv2 (32, same), fc1 -> 256 (the feature layer), and a dense
 // head fc2 1024, fc3 1024, fc4 512, fc5 classes, like VGG-16's dense head in
 // FbFTL's Table III (a wide head on a narrow feature vector). "lenet5":
 // conv1, conv2, fc1 120, fc2 84, fc3. Throws fedprof::Error for an unknown
