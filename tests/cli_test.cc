@@ -424,6 +424,13 @@ TEST(FedProfCliTest, CompareRunsEveryStrategyOnTheSameClients) {
   EXPECT_TRUE(FileExists(out + "/accuracy.png"));
   EXPECT_TRUE(FileExists(out + "/fedprof-partial/seed-1/scores.png"));
   EXPECT_TRUE(FileExists(out + "/fedprof-partial/seed-1/selection.png"));
+  // The same runs as two concurrent processes give the same table.
+  const Result jobs = RunCli(std::string("compare ") + kFedProfRun +
+                             " --set rounds=2 --set report.target=0.2 --seeds 2 --jobs 2 "
+                             "--strategies fedavg,fedprof:partial --out " + out + "-jobs");
+  ASSERT_EQ(jobs.code, 0) << jobs.output;
+  EXPECT_EQ(WithoutLastColumn(out + "/comparison.csv"),
+            WithoutLastColumn(out + "-jobs/comparison.csv"));  // all but wall_s
   const Result bad = RunCli("compare --strategies fedavg,fedbogus --out " + out + "/bad");
   EXPECT_FALSE(FileExists(out + "/bad/fedavg-full"));  // refused before any run started
   EXPECT_EQ(bad.code, 1);

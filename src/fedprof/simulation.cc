@@ -316,8 +316,8 @@ void RunSimulation(const Config& config, const std::string& out_dir) {
   Run(config, out_dir, ServerState(), /*resume=*/false);
 }
 
-std::string RunComparison(const Config& base, const std::vector<std::string>& strategies,
-                          int seeds, const std::string& out_dir) {
+std::vector<PlannedRun> PlanComparison(const Config& base, const std::vector<std::string>& strategies,
+                                       int seeds, const std::string& out_dir) {
   if (strategies.empty()) throw Error("--strategies: name at least one strategy");
   if (seeds < 1) throw Error("--seeds: expected at least 1, got " + std::to_string(seeds));
   // Validate every strategy before the first (long) run starts.
@@ -331,22 +331,33 @@ std::string RunComparison(const Config& base, const std::vector<std::string>& st
     labels.push_back(c.GetString("strategy.name") + "-" + c.GetString("strategy.aggregation"));
     configs.push_back(std::move(c));
   }
-  MakeDirs(out_dir);
-  std::vector<RunRecord> runs;
+  std::vector<PlannedRun> runs;
   const int64_t first_seed = base.GetInt("seed");
   for (int i = 0; i < seeds; ++i) {
     for (size_t j = 0; j < configs.size(); ++j) {
-      Config c = configs[j];
-      c.Set("seed", std::to_string(first_seed + i), "--seeds");
-      const std::string dir = out_dir + "/" + labels[j] + "/seed-" + std::to_string(first_seed + i);
-      std::printf("== %s, seed %lld -> %s\n", labels[j].c_str(),
-                  static_cast<long long>(first_seed + i), dir.c_str());
-      std::fflush(stdout);
-      RunSimulation(c, dir);
-      runs.push_back({labels[j], first_seed + i, dir});
+      PlannedRun run{{labels[j], first_seed + i,
+                      out_dir + "/" + labels[j] + "/seed-" + std::to_string(first_seed + i)},
+                     configs[j]};
+      run.config.Set("seed", std::to_string(first_seed + i), "--seeds");
+      MakeDirs(run.record.dir);
+      WriteFileAtomic(run.record.dir + "/config.toml", run.config.ToToml());
+      runs.push_back(std::move(run));
     }
   }
-  return WriteComparison(runs, base.GetDouble("report.target"), out_dir);
+  return runs;
+}
+
+std::string RunComparison(const Config& base, const std::vector<std::string>& strategies,
+                          int seeds, const std::string& out_dir) {
+  std::vector<RunRecord> records;
+  for (const PlannedRun& run : PlanComparison(base, strategies, seeds, out_dir)) {
+    std::printf("== %s, seed %lld -> %s\n", run.record.label.c_str(),
+                static_cast<long long>(run.record.seed), run.record.dir.c_str());
+    std::fflush(stdout);
+    RunSimulation(run.config, run.record.dir);
+    records.push_back(run.record);
+  }
+  return WriteComparison(records, base.GetDouble("report.target"), out_dir);
 }
 
 std::shared_ptr<Model> LoadRunModel(const std::string& run, const Dataset& data,

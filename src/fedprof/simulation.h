@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fedprof/config/config.h"
+#include "fedprof/report/comparison.h"
 #include "fedprof/data/dataset.h"
 
 namespace fedprof {
@@ -25,6 +26,17 @@ void RunSimulation(const Config& config, const std::string& out_dir);
 // (report/comparison.h). Returns its Markdown table.
 std::string RunComparison(const Config& base, const std::vector<std::string>& strategies,
                           int seeds, const std::string& out_dir);
+
+// The runs of a comparison, validated, with each one's config and folder
+// (its config.toml is written there), for a caller that runs them itself,
+// e.g. as concurrent processes; then WriteComparison (report/comparison.h)
+// with base's report.target.
+struct PlannedRun {
+  RunRecord record;
+  Config config;
+};
+std::vector<PlannedRun> PlanComparison(const Config& base, const std::vector<std::string>& strategies,
+                                       int seeds, const std::string& out_dir);
 
 // The global model of the run in `run` (a run directory or its
 // checkpoint.bin), shaped for samples like those of `data`; *version gets the

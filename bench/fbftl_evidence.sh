@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Reproduces the FbFTL evidence in docs/fbftl.md on Fashion-MNIST -> MNIST:
+#  - the source model (configs/pretrain_fmnist.toml);
+#  - Table III: FL, FTL_f, FTL_c, SFL and FbFTL (configs/fbftl_mnist.toml);
+#  - Table V: FTL_c and FbFTL under q-bit quantisation x top-r sparsification;
+#  - accuracy against block loss (no retransmission) and against the share
+#    of samples used (Fig. 8);
+#  - accuracy against epsilon for K_u = 8 and K_u = 64 (Fig. 12).
+# Each sweep's rows are collected into a CSV under OUT_DIR.
+# About an hour on 2 cores. Usage: bench/fbftl_evidence.sh [OUT_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-runs/fbftl}
+fedprof=${FEDPROF_BIN:-build/fedprof}
+[[ -n ${FEDPROF_BIN:-} ]] || make build
+mkdir -p "$out"
+source_model=$out/fmnist_source.pt
+[[ -f $source_model ]] || "$fedprof" pretrain --config configs/pretrain_fmnist.toml --out "$source_model"
+
+fbftl() {  # fbftl NAME --set ...: one run, its rows prefixed by NAME's fields
+  local name=$1; shift
+  "$fedprof" fbftl --config configs/fbftl_mnist.toml --set transfer.source_model="$source_model" \
+    "$@" --out "$out/$name" > "$out/$name.log"
+}
+collect() {  # collect CSV HEADER_PREFIX NAME VALUES: append NAME's schemes.csv rows
+  local csv=$1 header=$2 name=$3 values=$4
+  [[ -f $csv ]] || { printf '%s,' "$header"; head -1 "$out/$name/schemes.csv"; } > "$csv"
+  tail -n +2 "$out/$name/schemes.csv" | sed "s/^/$values,/" >> "$csv"
+}
+
+[[ -f $out/table3/schemes.csv ]] || fbftl table3
+
+for q in 32 8 2; do
+  for r in 1 0.1 0.01 0.001; do
+    fbftl "table5/q$q-r$r" --set transfer.schemes=FTL_c,FbFTL --set transfer.epochs=10 \
+      --set transfer.bits=$q --set transfer.keep_ratio=$r
+    collect "$out/table5.csv" "bits,keep_ratio" "table5/q$q-r$r" "$q,$r"
+  done
+done
+
+for blr in 0 0.2 0.4 0.6 0.8 0.9; do
+  fbftl "loss/blr$blr" --set transfer.schemes=FTL_c,FbFTL --set transfer.epochs=10 \
+    --set transfer.block_loss=$blr
+  collect "$out/loss.csv" "block_loss" "loss/blr$blr" "$blr"
+done
+
+for share in 1 0.3 0.1 0.03 0.01; do
+  fbftl "share/s$share" --set transfer.schemes=FbFTL --set transfer.sample_share=$share
+  collect "$out/share.csv" "sample_share" "share/s$share" "$share"
+done
+
+for k in 8 64; do
+  u=$((4000 / k))
+  for form in paper clipped; do
+    for sigma in 0.5 1 2 4 8; do
+      fbftl "dp/k$k-$form-s$sigma" --set transfer.schemes=FbFTL --set transfer.clients=$u \
+        --set transfer.samples_per_client=$k --set transfer.dp_noise=$sigma \
+        --set transfer.dp_form=$form --set transfer.dp_clip=10
+      collect "$out/dp.csv" "samples_per_client,dp_form,noise" "dp/k$k-$form-s$sigma" "$k,$form,$sigma"
+    done
+  done
+done
