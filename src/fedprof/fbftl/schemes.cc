@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 
 #include "fedprof/config/config.h"
@@ -117,6 +118,29 @@ void ZeroGrads(const std::vector<at::Tensor>& params) {
   }
 }
 
+// The loss a client's gradient upload is the gradient of: summed over its
+// samples, so the server divides by K_u.
+at::Tensor SummedLoss(const at::Tensor& logits, const at::Tensor& labels) {
+  return torch::nn::functional::cross_entropy(
+      logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+}
+
+// One server step on the mean of the received per-sample-mean gradients;
+// nothing when no upload arrived.
+void AverageStep(torch::optim::SGD& optimizer, const std::vector<at::Tensor>& params,
+                 std::vector<double>& sum, int received) {
+  if (received == 0) return;
+  for (double& v : sum) v /= received;
+  SetGrads(params, sum);
+  optimizer.step();
+}
+
+torch::optim::SGD MakeSgd(const std::vector<at::Tensor>& params, double lr, double momentum,
+                          double weight_decay) {
+  return torch::optim::SGD(
+      params, torch::optim::SGDOptions(lr).momentum(momentum).weight_decay(weight_decay));
+}
+
 bool AllFinite(const std::vector<float>& v) {
   return std::all_of(v.begin(), v.end(), [](float f) { return std::isfinite(f); });
 }
@@ -222,6 +246,31 @@ class Runner {
       : o_(o), source_(source), clients_(std::move(clients)), test_(test),
         layers_(std::move(layers)), cut_(cut) {}
 
+  // Calls iterate(iteration, clients) for every iteration of o_.epochs
+  // epochs (each epoch a seeded permutation of the clients, U·C at a time,
+  // those without samples left out) and records the curve with `accuracy`
+  // after each epoch.
+  void ForEachIteration(uint64_t id, SchemeRun* run,
+                        const std::function<void(int64_t, const std::vector<size_t>&)>& iterate,
+                        const std::function<double()>& accuracy) {
+    int64_t iteration = 0;
+    for (int epoch = 1; epoch <= o_.epochs; ++epoch) {
+      Rng order_rng = MakeRng(o_.seed, Stream::kSelection, {id, static_cast<uint64_t>(epoch)});
+      const std::vector<int64_t> order = Permutation(order_rng, static_cast<int64_t>(clients_.size()));
+      for (size_t start = 0; start < order.size(); start += static_cast<size_t>(o_.per_iteration)) {
+        const size_t end = std::min(order.size(), start + static_cast<size_t>(o_.per_iteration));
+        std::vector<size_t> selected;
+        for (size_t i = start; i < end; ++i) {
+          const auto u = static_cast<size_t>(order[i]);
+          if (clients_[u].size() > 0) selected.push_back(u);
+        }
+        iterate(iteration++, selected);
+      }
+      run->curve.push_back({epoch, run->uplink_bytes, accuracy()});
+    }
+    run->accuracy = run->curve.empty() ? 0 : run->curve.back().test_accuracy;
+  }
+
   SchemeRun Run(const std::string& scheme) {
     SchemeRun run;
     run.scheme = scheme;
@@ -249,9 +298,7 @@ class Runner {
     const std::vector<at::Tensor> all = net->Parameters(0, m);
     const std::vector<at::Tensor> trained = net->Parameters(from, m);
     const int64_t length = Numel(trained);
-    torch::optim::SGD optimizer(trained, torch::optim::SGDOptions(o_.lr)
-                                             .momentum(o_.momentum)
-                                             .weight_decay(o_.weight_decay));
+    torch::optim::SGD optimizer = MakeSgd(trained, o_.lr, o_.momentum, o_.weight_decay);
     // FTL_c clients pass their samples through the frozen extractor once
     // (Eq. 16) and train the head on the result.
     std::vector<at::Tensor> inputs(clients_.size());
@@ -267,67 +314,52 @@ class Runner {
     std::vector<ErrorFeedback> feedback(o_.compression.is_dense() ? 0 : clients_.size());
     Uplink uplink(o_, id);
     const double trained_macs = MacsOf(layers_, from, m);
-    int64_t iteration = 0;
-    for (int epoch = 1; epoch <= o_.epochs; ++epoch) {
-      Rng order_rng = MakeRng(o_.seed, Stream::kSelection, {id, static_cast<uint64_t>(epoch)});
-      const std::vector<int64_t> order = Permutation(order_rng, static_cast<int64_t>(clients_.size()));
-      for (size_t start = 0; start < order.size(); start += static_cast<size_t>(o_.per_iteration)) {
-        Broadcast(all, iteration, run);
-        std::vector<double> sum(static_cast<size_t>(length), 0.0);
-        int received = 0;
-        const size_t end = std::min(order.size(), start + static_cast<size_t>(o_.per_iteration));
-        for (size_t s = start; s < end; ++s) {
-          const auto u = static_cast<size_t>(order[s]);
-          const ClientData& data = clients_[u];
-          if (data.size() == 0) continue;
-          // Client: gradient of the summed loss on its samples.
-          net->SetTraining(true);
-          ZeroGrads(all);
-          torch::nn::functional::cross_entropy(
-              net->Forward(inputs[u], from, m), data.y,
-              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-              .backward();
-          run->client_macs += 2 * static_cast<double>(data.size()) * trained_macs;
-          std::vector<float> g = Concat(trained, true);
-          if (o_.dp_noise > 0) {
-            Rng noise = MakeRng(o_.seed, Stream::kPrivacy,
-                                {id, static_cast<uint64_t>(iteration), static_cast<uint64_t>(u)});
-            AddClippedNoise(g, o_.dp_clip, o_.dp_noise, noise);
-          }
-          wire::GradientUpload up;
-          up.set_client(static_cast<uint32_t>(u));
-          up.set_samples(static_cast<uint32_t>(data.size()));
-          if (feedback.empty()) {
-            EncodeValues(g, o_.compression, up.mutable_gradient());
-          } else {
-            feedback[u].Encode(g, o_.compression, up.mutable_gradient());
-          }
-          ++run->upload_batches;
-          const std::string bytes = up.SerializeAsString();
-          if (!uplink.Send(static_cast<int64_t>(bytes.size()), WireValueBits(up.gradient()), run)) {
-            continue;
-          }
-          // Server.
-          std::vector<float> got;
-          int64_t samples = 0;
-          if (!ReceiveGradient(bytes, length, &got, &samples, run)) continue;
-          for (size_t i = 0; i < got.size(); ++i) sum[i] += got[i] / static_cast<double>(samples);
-          ++received;
+    int64_t iterations = 0;
+    auto iterate = [&](int64_t iteration, const std::vector<size_t>& selected) {
+      Broadcast(all, iteration, run);
+      std::vector<double> sum(static_cast<size_t>(length), 0.0);
+      int received = 0;
+      for (size_t u : selected) {
+        const ClientData& data = clients_[u];
+        // Client: gradient of the summed loss on its samples.
+        net->SetTraining(true);
+        ZeroGrads(all);
+        SummedLoss(net->Forward(inputs[u], from, m), data.y).backward();
+        run->client_macs += 2 * static_cast<double>(data.size()) * trained_macs;
+        std::vector<float> g = Concat(trained, true);
+        if (o_.dp_noise > 0) {
+          Rng noise = MakeRng(o_.seed, Stream::kPrivacy,
+                              {id, static_cast<uint64_t>(iteration), static_cast<uint64_t>(u)});
+          AddClippedNoise(g, o_.dp_clip, o_.dp_noise, noise);
         }
-        if (received > 0) {
-          for (double& v : sum) v /= received;
-          SetGrads(trained, sum);
-          optimizer.step();
+        wire::GradientUpload up;
+        up.set_client(static_cast<uint32_t>(u));
+        up.set_samples(static_cast<uint32_t>(data.size()));
+        if (feedback.empty()) {
+          EncodeValues(g, o_.compression, up.mutable_gradient());
+        } else {
+          feedback[u].Encode(g, o_.compression, up.mutable_gradient());
         }
-        ++iteration;
+        ++run->upload_batches;
+        const std::string bytes = up.SerializeAsString();
+        if (!uplink.Send(static_cast<int64_t>(bytes.size()), WireValueBits(up.gradient()), run)) {
+          continue;
+        }
+        // Server.
+        std::vector<float> got;
+        int64_t samples = 0;
+        if (!ReceiveGradient(bytes, length, &got, &samples, run)) continue;
+        for (size_t i = 0; i < got.size(); ++i) sum[i] += got[i] / static_cast<double>(samples);
+        ++received;
       }
-      run->curve.push_back({epoch, run->uplink_bytes, Accuracy(*net, from, test_x, test_.y)});
-    }
-    run->accuracy = run->curve.empty() ? 0 : run->curve.back().test_accuracy;
+      AverageStep(optimizer, trained, sum, received);
+      iterations = iteration + 1;
+    };
+    ForEachIteration(id, run, iterate, [&] { return Accuracy(*net, from, test_x, test_.y); });
     if (o_.dp_noise > 0) {
       run->epsilon = SampledGaussianEpsilon(
                          static_cast<double>(o_.per_iteration) / static_cast<double>(clients_.size()),
-                         o_.dp_noise, iteration, o_.dp_delta)
+                         o_.dp_noise, iterations, o_.dp_delta)
                          .epsilon;
     }
   }
@@ -345,88 +377,63 @@ class Runner {
     const std::vector<at::Tensor> client_part = net->Parameters(0, cut_);
     const std::vector<at::Tensor> server_part = net->Parameters(cut_, m);
     const int64_t client_length = Numel(client_part);
-    auto sgd = [&](const std::vector<at::Tensor>& p) {
-      return torch::optim::SGD(p, torch::optim::SGDOptions(o_.lr).momentum(o_.momentum).weight_decay(
-                                      o_.weight_decay));
-    };
-    torch::optim::SGD client_opt = sgd(client_part), server_opt = sgd(server_part);
+    torch::optim::SGD client_opt = MakeSgd(client_part, o_.lr, o_.momentum, o_.weight_decay);
+    torch::optim::SGD server_opt = MakeSgd(server_part, o_.lr, o_.momentum, o_.weight_decay);
     Uplink uplink(o_, id);
     const double client_macs = MacsOf(layers_, 0, cut_);
-    int64_t iteration = 0;
-    for (int epoch = 1; epoch <= o_.epochs; ++epoch) {
-      Rng order_rng = MakeRng(o_.seed, Stream::kSelection, {id, static_cast<uint64_t>(epoch)});
-      const std::vector<int64_t> order = Permutation(order_rng, static_cast<int64_t>(clients_.size()));
-      for (size_t start = 0; start < order.size(); start += static_cast<size_t>(o_.per_iteration)) {
-        Broadcast(client_part, iteration, run);
-        std::vector<double> client_sum(static_cast<size_t>(client_length), 0.0);
-        std::vector<double> server_sum(static_cast<size_t>(Numel(server_part)), 0.0);
-        int client_received = 0, server_received = 0;
-        const size_t end = std::min(order.size(), start + static_cast<size_t>(o_.per_iteration));
-        for (size_t s = start; s < end; ++s) {
-          const auto u = static_cast<size_t>(order[s]);
-          const ClientData& data = clients_[u];
-          if (data.size() == 0) continue;
-          net->SetTraining(true);
-          ZeroGrads(client_part);
-          ZeroGrads(server_part);
-          const at::Tensor z = net->Forward(data.x, 0, cut_);
-          wire::GradientUpload smashed;
-          smashed.set_client(static_cast<uint32_t>(u));
-          smashed.set_samples(static_cast<uint32_t>(data.size()));
-          EncodeValues(ToVector(z), Compression{}, smashed.mutable_smashed());
-          ++run->upload_batches;
-          if (!uplink.Send(static_cast<int64_t>(smashed.ByteSizeLong()),
-                           WireValueBits(smashed.smashed()), run)) {
-            continue;
-          }
-          // Server: the head's forward and backward pass on the smashed data.
-          const at::Tensor z_server = z.detach().clone().requires_grad_(true);
-          torch::nn::functional::cross_entropy(
-              net->Forward(z_server, cut_, m), data.y,
-              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-              .backward();
-          const std::vector<float> head_grad = Concat(server_part, true);
-          for (size_t i = 0; i < head_grad.size(); ++i) {
-            server_sum[i] += head_grad[i] / static_cast<double>(data.size());
-          }
-          ++server_received;
-          wire::Download back;
-          back.set_iteration(static_cast<uint64_t>(iteration));
-          EncodeValues(ToVector(z_server.grad()), Compression{}, back.mutable_values());
-          CountDownload(back, run);
-          // Client: backpropagate through its part and upload that gradient.
-          z.backward(z_server.grad());
-          run->client_macs += 2 * static_cast<double>(data.size()) * client_macs;
-          wire::GradientUpload up;
-          up.set_client(static_cast<uint32_t>(u));
-          up.set_samples(static_cast<uint32_t>(data.size()));
-          EncodeValues(Concat(client_part, true), Compression{}, up.mutable_gradient());
-          const std::string bytes = up.SerializeAsString();
-          if (!uplink.Send(static_cast<int64_t>(bytes.size()), WireValueBits(up.gradient()), run)) {
-            continue;
-          }
-          std::vector<float> got;
-          int64_t samples = 0;
-          if (!ReceiveGradient(bytes, client_length, &got, &samples, run)) continue;
-          for (size_t i = 0; i < got.size(); ++i) {
-            client_sum[i] += got[i] / static_cast<double>(samples);
-          }
-          ++client_received;
+    auto iterate = [&](int64_t iteration, const std::vector<size_t>& selected) {
+      Broadcast(client_part, iteration, run);
+      std::vector<double> client_sum(static_cast<size_t>(client_length), 0.0);
+      std::vector<double> server_sum(static_cast<size_t>(Numel(server_part)), 0.0);
+      int client_received = 0, server_received = 0;
+      for (size_t u : selected) {
+        const ClientData& data = clients_[u];
+        net->SetTraining(true);
+        ZeroGrads(client_part);
+        ZeroGrads(server_part);
+        const at::Tensor z = net->Forward(data.x, 0, cut_);
+        wire::GradientUpload smashed;
+        smashed.set_client(static_cast<uint32_t>(u));
+        smashed.set_samples(static_cast<uint32_t>(data.size()));
+        EncodeValues(ToVector(z), Compression{}, smashed.mutable_smashed());
+        ++run->upload_batches;
+        if (!uplink.Send(static_cast<int64_t>(smashed.ByteSizeLong()),
+                         WireValueBits(smashed.smashed()), run)) {
+          continue;
         }
-        auto step = [](torch::optim::SGD& opt, const std::vector<at::Tensor>& params,
-                       std::vector<double>& sum, int received) {
-          if (received == 0) return;
-          for (double& v : sum) v /= received;
-          SetGrads(params, sum);
-          opt.step();
-        };
-        step(client_opt, client_part, client_sum, client_received);
-        step(server_opt, server_part, server_sum, server_received);
-        ++iteration;
+        // Server: the head's forward and backward pass on the smashed data.
+        const at::Tensor z_server = z.detach().clone().requires_grad_(true);
+        SummedLoss(net->Forward(z_server, cut_, m), data.y).backward();
+        const std::vector<float> head_grad = Concat(server_part, true);
+        for (size_t i = 0; i < head_grad.size(); ++i) {
+          server_sum[i] += head_grad[i] / static_cast<double>(data.size());
+        }
+        ++server_received;
+        wire::Download back;
+        back.set_iteration(static_cast<uint64_t>(iteration));
+        EncodeValues(ToVector(z_server.grad()), Compression{}, back.mutable_values());
+        CountDownload(back, run);
+        // Client: backpropagate through its part and upload that gradient.
+        z.backward(z_server.grad());
+        run->client_macs += 2 * static_cast<double>(data.size()) * client_macs;
+        wire::GradientUpload up;
+        up.set_client(static_cast<uint32_t>(u));
+        up.set_samples(static_cast<uint32_t>(data.size()));
+        EncodeValues(Concat(client_part, true), Compression{}, up.mutable_gradient());
+        const std::string bytes = up.SerializeAsString();
+        if (!uplink.Send(static_cast<int64_t>(bytes.size()), WireValueBits(up.gradient()), run)) {
+          continue;
+        }
+        std::vector<float> got;
+        int64_t samples = 0;
+        if (!ReceiveGradient(bytes, client_length, &got, &samples, run)) continue;
+        for (size_t i = 0; i < got.size(); ++i) client_sum[i] += got[i] / static_cast<double>(samples);
+        ++client_received;
       }
-      run->curve.push_back({epoch, run->uplink_bytes, Accuracy(*net, 0, test_.x, test_.y)});
-    }
-    run->accuracy = run->curve.empty() ? 0 : run->curve.back().test_accuracy;
+      AverageStep(client_opt, client_part, client_sum, client_received);
+      AverageStep(server_opt, server_part, server_sum, server_received);
+    };
+    ForEachIteration(id, run, iterate, [&] { return Accuracy(*net, 0, test_.x, test_.y); });
   }
 
   // FbFTL (Alg. 1): the extractor goes down once; each client uploads (z, y)
@@ -544,9 +551,7 @@ class Runner {
     const at::Tensor train_z = z.index_select(0, index.slice(0, n_val, n));
     const at::Tensor train_y = y.index_select(0, index.slice(0, n_val, n));
     const std::vector<at::Tensor> head = net.Parameters(cut_, m);
-    torch::optim::SGD optimizer(head, torch::optim::SGDOptions(o_.lr)
-                                          .momentum(o_.momentum)
-                                          .weight_decay(o_.weight_decay));
+    torch::optim::SGD optimizer = MakeSgd(head, o_.lr, o_.momentum, o_.weight_decay);
     std::vector<at::Tensor> best;
     double best_val = -1;
     int since_best = 0;
