@@ -52,16 +52,21 @@ Runner AddPretrain(CLI::App& app) {
     if (args->out.empty()) throw Error("--out: name the model file to write, e.g. source.pt");
     const Config config = ReadConfig(*args);
     const TrainTest data = LoadData(config);
-    const std::vector<int64_t> shape(data.train.x.sizes().begin() + 1, data.train.x.sizes().end());
+    const Dataset& source = config.GetBool("pretrain.on_holdout") ? data.holdout : data.train;
+    if (source.size() == 0) {
+      throw Error("pretrain.on_holdout: the held-out share is empty; set data.holdout_share");
+    }
+    const std::vector<int64_t> shape(source.x.sizes().begin() + 1, source.x.sizes().end());
     torch::manual_seed(Mix64(static_cast<uint64_t>(config.GetInt("seed")) ^
                              static_cast<uint64_t>(Stream::kModelInit)));
     auto network = MakeStageNetwork(config.GetString("pretrain.architecture"), shape,
-                                    data.train.num_classes);
-    const double accuracy = Pretrain(config, *network, data.train, data.test);
+                                    source.num_classes);
+    const double accuracy = Pretrain(config, *network, source, data.test);
     network->Save(args->out);
-    std::printf("source model %s on %s (test accuracy %.4f) written to %s\n",
-                config.GetString("pretrain.architecture").c_str(), data.train.name.c_str(),
-                accuracy, args->out.c_str());
+    std::printf("source model %s on %lld %s samples (test accuracy %.4f) written to %s\n",
+                config.GetString("pretrain.architecture").c_str(),
+                static_cast<long long>(source.size()), source.name.c_str(), accuracy,
+                args->out.c_str());
   };
 }
 

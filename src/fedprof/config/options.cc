@@ -141,6 +141,9 @@ std::vector<OptionSpec> MakeTable() {
       {"pretrain.epochs", T::kInt, "3", 1, 1e5, "", "Pretraining epochs."},
       {"pretrain.batch_size", T::kInt, "64", 1, 1e6, "", "Pretraining batch size."},
       {"pretrain.lr", T::kDouble, "0.01", 0, 10, "", "Pretraining SGD learning rate (momentum 0.9)."},
+      {"pretrain.on_holdout", T::kBool, "false", 0, 0, "",
+       "Train on the held-out share (data.holdout_share) instead of the rest, so that a transfer "
+       "run with the same data.* options gives its clients the samples the source never saw."},
       // Transfer schemes (fedprof fbftl); FbFTL paper, Section III.
       {"transfer.source_model", T::kString, "", 0, 0, "",
        "Source model: a file from fedprof pretrain, or a TorchScript module exported from PyTorch."},
