@@ -145,6 +145,7 @@ TEST(CliTest, PretrainThenTransferWritesTheSchemeTable) {
     EXPECT_NE(table.find(scheme), std::string::npos) << scheme << "\n" << table;
   }
   EXPECT_EQ(CountLines(ReadFile(dir + "/run/schemes.csv")), 6);
+  EXPECT_TRUE(FileExists(dir + "/run/uplink.png"));
   // A missing source model is one line naming it.
   const Result missing = RunCli("fbftl --set transfer.source_model=" + dir + "/none.pt --out " + dir + "/x");
   EXPECT_EQ(missing.code, 1);

@@ -13,6 +13,7 @@
 #include "fedprof/core/rng.h"
 #include "fedprof/fbftl/schemes.h"
 #include "fedprof/fbftl/stage_network.h"
+#include "fedprof/report/plots.h"
 #include "fedprof/sim/population.h"
 #include "tools/fedprof/commands.h"
 
@@ -91,7 +92,19 @@ Runner AddFbftl(CLI::App& app) {
     WriteFileAtomic(out + "/curves.csv", CurvesCsv(runs));
     const std::string table = SchemesMarkdown(runs);
     WriteFileAtomic(out + "/schemes.md", table);
-    std::printf("\n%s\noutputs in %s (schemes.md, schemes.csv, curves.csv, config.toml)\n",
+    std::vector<Series> series;
+    for (const SchemeRun& r : runs) {
+      Series s{r.scheme, {}, {}};
+      for (const CurvePoint& p : r.curve) {
+        s.x.push_back(static_cast<double>(p.uplink_bytes));
+        s.y.push_back(p.test_accuracy);
+      }
+      series.push_back(std::move(s));
+    }
+    PlotLines(series, "Test accuracy against uplink (after each epoch)", "uplink bytes",
+              "test accuracy", out + "/uplink.png", /*log_x=*/true);
+    std::printf("\n%s\noutputs in %s (schemes.md, schemes.csv, curves.csv, uplink.png, "
+                "config.toml)\n",
                 table.c_str(), out.c_str());
   };
 }

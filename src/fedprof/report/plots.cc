@@ -59,10 +59,11 @@ bool RunGnuplot(const std::string& script, const std::string& png_path) {
 
 bool PlotLines(const std::vector<Series>& series, const std::string& title,
                const std::string& x_label, const std::string& y_label,
-               const std::string& png_path) {
+               const std::string& png_path, bool log_x) {
   std::ostringstream s;
   s << "set title " << Quote(title) << "\nset xlabel " << Quote(x_label) << "\nset ylabel "
     << Quote(y_label) << "\nset key bottom right\nset grid\n";
+  if (log_x) s << "set logscale x\nset format x \"1e%T\"\n";
   for (size_t i = 0; i < series.size(); ++i) {
     s << "$d" << i << " << EOD\n";
     for (size_t j = 0; j < series[i].x.size(); ++j) {
@@ -72,7 +73,7 @@ bool PlotLines(const std::vector<Series>& series, const std::string& title,
   }
   s << "plot ";
   for (size_t i = 0; i < series.size(); ++i) {
-    s << (i ? ", " : "") << "$d" << i << " using 1:2 with lines lw 2 title "
+    s << (i ? ", " : "") << "$d" << i << " using 1:2 with linespoints lw 2 pt 7 ps 0.5 title "
       << Quote(series[i].label);
   }
   s << "\n";

@@ -23,7 +23,7 @@ struct Series {
 };
 bool PlotLines(const std::vector<Series>& series, const std::string& title,
                const std::string& x_label, const std::string& y_label,
-               const std::string& png_path);
+               const std::string& png_path, bool log_x = false);
 
 // Runs gnuplot on `script`, whose output must be `png_path`; false on failure.
 bool RunGnuplot(const std::string& script, const std::string& png_path);
