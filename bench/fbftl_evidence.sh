@@ -39,33 +39,48 @@ collect() {  # collect CSV HEADER_PREFIX NAME VALUES: append NAME's schemes.csv 
     --set transfer.source_model="$out/mnist_source.pt" --out "$out/table3_same_domain" \
     > "$out/table3_same_domain.log"
 
+# The sweeps use half the clients (U = 250, U C = 8) and 5 epochs for FTL_c.
+sweep() { fbftl "$@" --set transfer.clients=250 --set transfer.fraction=0.032 --set transfer.epochs=5; }
+
 for q in 32 8 2; do
   for r in 1 0.1 0.01 0.001; do
-    fbftl "table5/q$q-r$r" --set transfer.schemes=FTL_c,FbFTL --set transfer.epochs=10 \
-      --set transfer.bits=$q --set transfer.keep_ratio=$r
+    sweep "table5/q$q-r$r" --set transfer.schemes=FTL_c,FbFTL --set transfer.bits=$q \
+      --set transfer.keep_ratio=$r
     collect "$out/table5.csv" "bits,keep_ratio" "table5/q$q-r$r" "$q,$r"
   done
 done
 
 for blr in 0 0.2 0.4 0.6 0.8 0.9; do
-  fbftl "loss/blr$blr" --set transfer.schemes=FTL_c,FbFTL --set transfer.epochs=10 \
-    --set transfer.block_loss=$blr
+  sweep "loss/blr$blr" --set transfer.schemes=FbFTL --set transfer.block_loss=$blr
   collect "$out/loss.csv" "block_loss" "loss/blr$blr" "$blr"
 done
 
 for share in 1 0.3 0.1 0.03 0.01; do
-  fbftl "share/s$share" --set transfer.schemes=FbFTL --set transfer.sample_share=$share
+  sweep "share/s$share" --set transfer.schemes=FbFTL --set transfer.sample_share=$share
   collect "$out/share.csv" "sample_share" "share/s$share" "$share"
 done
 
 for k in 8 64; do
-  u=$((4000 / k))
   for form in paper clipped; do
-    for sigma in 0.5 1 2 4 8; do
-      fbftl "dp/k$k-$form-s$sigma" --set transfer.schemes=FbFTL --set transfer.clients=$u \
-        --set transfer.samples_per_client=$k --set transfer.dp_noise=$sigma \
-        --set transfer.dp_form=$form --set transfer.dp_clip=10
+    for sigma in 0.5 1 2 4; do
+      sweep "dp/k$k-$form-s$sigma" --set transfer.schemes=FbFTL \
+        --set transfer.clients=$((2000 / k)) --set transfer.samples_per_client=$k \
+        --set transfer.dp_noise=$sigma --set transfer.dp_form=$form --set transfer.dp_clip=10
       collect "$out/dp.csv" "samples_per_client,dp_form,noise" "dp/k$k-$form-s$sigma" "$k,$form,$sigma"
     done
   done
+done
+
+# Accuracy against uplink for the two Table III runs.
+for run in table3 table3_same_domain; do
+  gnuplot <<EOF
+set terminal pngcairo size 960,540 font "sans,10" noenhanced
+set output "$out/$run.png"
+set title "MNIST ($run): test accuracy against uplink bytes, after each epoch"
+set xlabel "uplink bytes"; set ylabel "test accuracy"; set key bottom right; set grid
+set logscale x; set format x "1e%T"; set datafile separator ","
+plot for [s in "FL FTL_f FTL_c SFL FbFTL"] "$out/$run/curves.csv" \
+  using (stringcolumn(1) eq s ? \$3 : NaN):(stringcolumn(1) eq s ? \$4 : NaN) \
+  with linespoints lw 2 pt 7 ps 0.5 title s
+EOF
 done

@@ -65,6 +65,7 @@ TEST(StageNetworkTest, SplitForwardEqualsTheWholeAndCountsMatch) {
   EXPECT_EQ(layers[3].params, 1024 * (256 + 1));     // T = N+(N- + 1)
   EXPECT_EQ(layers[0].params, 16 * (9 + 1));         // c+(a'b'c- + 1)
   EXPECT_EQ(layers[0].macs, 8 * 8 * 16 * (9 + 1));   // a- b- T
+  EXPECT_EQ(layers[2].macs, layers[2].params);       // dense, though its input is an image
   EXPECT_THROW(net->StageIndex("fc9"), Error);
 }
 

@@ -208,8 +208,14 @@ std::vector<LayerCount> StageNetwork::Describe(const std::vector<int64_t>& input
     LayerCount l;
     l.name = names_[i];
     l.inputs = h.numel();
-    for (const auto& p : Parameters(i, i + 1)) l.params += p.numel();
-    const double spatial = h.dim() == 4 ? static_cast<double>(h.size(2) * h.size(3)) : 1.0;
+    bool conv = false;
+    for (const auto& p : Parameters(i, i + 1)) {
+      l.params += p.numel();
+      conv = conv || p.dim() == 4;
+    }
+    // A conv stage runs its kernels at every input position (stride 1, same
+    // padding, as the paper counts); a dense one once, even on image input.
+    const double spatial = conv && h.dim() == 4 ? static_cast<double>(h.size(2) * h.size(3)) : 1.0;
     l.macs = spatial * static_cast<double>(l.params);
     layers.push_back(l);
     h = Forward(h, i, i + 1);
