@@ -118,6 +118,14 @@ TEST(CliTest, PayloadReproducesTableIII) {
   EXPECT_NE(r.output.find("| FbFTL | 50000 | 4096 | 131.1 Kb | 6.554 Gb | 3.759 Gb |"),
             std::string::npos)
       << r.output;
+  // Any transfer architecture or model file, traced stage by stage.
+  const Result small = RunCli("payload --model vgg_small --input 1x28x28 --cut fc2 --clients 500");
+  ASSERT_EQ(small.code, 0) << small.output;
+  EXPECT_NE(small.output.find("2249162 parameters"), std::string::npos) << small.output;
+  EXPECT_NE(small.output.find("| FTL_c | 42000 | 1842698 |"), std::string::npos) << small.output;
+  const Result unknown = RunCli("payload --model vgg99");
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_NE(unknown.output.find("--model: 'vgg99'"), std::string::npos) << unknown.output;
   const Result bad = RunCli("payload --cut fc9");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.output.find("--cut"), std::string::npos) << bad.output;

@@ -1,11 +1,15 @@
 // fedprof payload: the FbFTL paper's closed-form payloads (Eqs. 2-17).
+#include <c10/util/Exception.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/text.h"
+#include "fedprof/core/files.h"
 #include "fedprof/fbftl/payload.h"
+#include "fedprof/fbftl/stage_network.h"
 #include "tools/fedprof/commands.h"
 
 namespace fedprof::cli {
@@ -33,7 +37,9 @@ Runner AddPayload(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
       "payload", "Closed-form uplink/downlink payload and client compute of FL, SFL, FTL and FbFTL");
-  sub->add_option("--model", args->model, "Architecture (vgg16)")->capture_default_str();
+  sub->add_option("--model", args->model,
+                  "vgg16, a transfer architecture (vgg_small, lenet5) or a model file")
+      ->capture_default_str();
   sub->add_option("--input", args->input, "Input shape CxHxW")->capture_default_str();
   sub->add_option("--cut", args->cut, "First layer of the trained head")->capture_default_str();
   sub->add_option("--classes", args->classes, "Outputs")->capture_default_str();
@@ -55,7 +61,26 @@ Runner AddPayload(CLI::App& app) {
         throw Error("--input " + args->input + ": expected CxHxW, e.g. 3x224x224");
       }
     }
-    const auto layers = DescribeLayers(args->model, shape[0], shape[1], shape[2], args->classes);
+    // VGG-16 is described layer by layer without building it; other models
+    // (a built-in transfer architecture or a model file) are built and traced.
+    std::vector<LayerCount> layers;
+    if (args->model == "vgg16") {
+      layers = DescribeLayers(args->model, shape[0], shape[1], shape[2], args->classes);
+    } else {
+      const bool is_file = FileExists(args->model);
+      if (!is_file && args->model != "vgg_small" && args->model != "lenet5") {
+        throw Error("--model: '" + args->model +
+                    "' is not vgg16, vgg_small, lenet5 or an existing model file");
+      }
+      auto net = is_file ? LoadStageNetwork(args->model)
+                         : MakeStageNetwork(args->model, {shape[0], shape[1], shape[2]},
+                                            args->classes);
+      try {
+        layers = net->Describe({shape[0], shape[1], shape[2]});
+      } catch (const c10::Error&) {
+        throw Error("--input " + args->input + ": " + args->model + " does not accept it");
+      }
+    }
     int64_t total = 0;
     for (const auto& l : layers) total += l.params;
     std::printf("%s at %s, %lld classes: %lld parameters; cut at %s\n", args->model.c_str(),
