@@ -21,12 +21,14 @@ source_model=$out/fmnist_source.pt
 [[ -f $out/mnist_source.pt ]] ||
   "$fedprof" pretrain --config configs/pretrain_mnist_holdout.toml --out "$out/mnist_source.pt"
 
-fbftl() {  # fbftl NAME --set ...: one run with the Fashion-MNIST source
+fbftl() {  # fbftl NAME --set ...: one run with the Fashion-MNIST source, unless done
   local name=$1; shift
+  [[ -f $out/$name/schemes.csv ]] && return
   mkdir -p "$(dirname "$out/$name")"
   "$fedprof" fbftl --config configs/fbftl_mnist.toml --set transfer.source_model="$source_model" \
     "$@" --out "$out/$name" > "$out/$name.log"
 }
+rm -f "$out"/{table5,loss,share,dp}.csv  # rebuilt below from the runs' folders
 collect() {  # collect CSV HEADER_PREFIX NAME VALUES: append NAME's schemes.csv rows
   local csv=$1 header=$2 name=$3 values=$4
   [[ -f $csv ]] || { printf '%s,' "$header"; head -1 "$out/$name/schemes.csv"; } > "$csv"
@@ -39,8 +41,12 @@ collect() {  # collect CSV HEADER_PREFIX NAME VALUES: append NAME's schemes.csv 
     --set transfer.source_model="$out/mnist_source.pt" --out "$out/table3_same_domain" \
     > "$out/table3_same_domain.log"
 
-# The sweeps use half the clients (U = 250, U C = 8) and 5 epochs for FTL_c.
-sweep() { fbftl "$@" --set transfer.clients=250 --set transfer.fraction=0.032 --set transfer.epochs=5; }
+# The sweeps use half the clients (U = 250, U C = 8) and 5 epochs for FTL_c,
+# unless a run sets its own.
+sweep() {
+  local name=$1; shift
+  fbftl "$name" --set transfer.clients=250 --set transfer.fraction=0.032 --set transfer.epochs=5 "$@"
+}
 
 for q in 32 8 2; do
   for r in 1 0.1 0.01 0.001; do
