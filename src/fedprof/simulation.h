@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "fedprof/config/config.h"
-#include "fedprof/report/comparison.h"
 #include "fedprof/data/dataset.h"
+#include "fedprof/report/comparison.h"
 
 namespace fedprof {
 
