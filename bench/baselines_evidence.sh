@@ -5,7 +5,7 @@
 #    Fashion-MNIST (configs/emnist_style_*.toml);
 #  - full aggregation (FedAvg, CFCFM, FedProf) on the 100-client setups
 #    (configs/default.toml and configs/mnist_prelim.toml).
-# About 80 minutes on 2 cores. Usage: bench/baselines_evidence.sh [OUT_DIR]
+# About 90 minutes on 2 cores. Usage: bench/baselines_evidence.sh [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/baselines}
