@@ -4,7 +4,8 @@
 #    source (configs/fbftl_mnist.toml) and from a source trained on MNIST
 #    samples the clients do not hold (configs/fbftl_mnist_holdout.toml);
 #  and with the Fashion-MNIST source:
-#  - Table V: FTL_c and FbFTL under q-bit quantisation x top-r sparsification;
+#  - Table V: FL, FTL_f, FTL_c and FbFTL under q-bit quantisation x top-r
+#    sparsification;
 #  - accuracy against block loss (no retransmission) and against the share
 #    of samples used (Fig. 8);
 #  - accuracy against epsilon for K_u = 8 and K_u = 64 (Fig. 12).
@@ -41,7 +42,7 @@ collect() {  # collect CSV HEADER_PREFIX NAME VALUES: append NAME's schemes.csv 
     --set transfer.source_model="$out/mnist_source.pt" --out "$out/table3_same_domain" \
     > "$out/table3_same_domain.log"
 
-# The sweeps use half the clients (U = 250, U C = 8) and 5 epochs for FTL_c,
+# The sweeps use half the clients (U = 250, U C = 8) and 5 epochs,
 # unless a run sets its own.
 sweep() {
   local name=$1; shift
@@ -50,9 +51,11 @@ sweep() {
 
 for q in 32 8 2; do
   for r in 1 0.1 0.01 0.001; do
-    sweep "table5/q$q-r$r" --set transfer.schemes=FTL_c,FbFTL --set transfer.bits=$q \
-      --set transfer.keep_ratio=$r
-    collect "$out/table5.csv" "bits,keep_ratio" "table5/q$q-r$r" "$q,$r"
+    for schemes in FL,FTL_f FTL_c,FbFTL; do
+      sweep "table5/$schemes/q$q-r$r" --set transfer.schemes=$schemes --set transfer.bits=$q \
+        --set transfer.keep_ratio=$r
+      collect "$out/table5.csv" "bits,keep_ratio" "table5/$schemes/q$q-r$r" "$q,$r"
+    done
   done
 done
 
