@@ -217,25 +217,33 @@ double MacsOf(const std::vector<LayerCount>& layers, size_t from, size_t to) {
   return x;
 }
 
-// What the server decodes from one gradient upload, or why it refused it.
-bool ReceiveGradient(const std::string& bytes, int64_t length, std::vector<float>* values,
-                     int64_t* samples, SchemeRun* run) {
+// Sends a client's gradient upload over `uplink`; the server decodes it and
+// adds g / K_u to `sum`. False when the upload was lost or refused (with a
+// line saying why).
+bool DeliverGradient(const wire::GradientUpload& up, Uplink& uplink, int64_t length,
+                     std::vector<double>* sum, SchemeRun* run) {
+  const std::string bytes = up.SerializeAsString();
+  if (!uplink.Send(static_cast<int64_t>(bytes.size()), WireValueBits(up.gradient()), run)) {
+    return false;
+  }
   wire::GradientUpload got;
+  std::vector<float> values;
   try {
     if (!got.ParseFromString(bytes)) throw Error("gradient upload: not a GradientUpload message");
-    *values = DecodeValues(got.gradient(), length, "gradient upload");
-    if (static_cast<int64_t>(values->size()) != length) {
-      throw Error("gradient upload: " + std::to_string(values->size()) + " values, expected " +
+    values = DecodeValues(got.gradient(), length, "gradient upload");
+    if (static_cast<int64_t>(values.size()) != length) {
+      throw Error("gradient upload: " + std::to_string(values.size()) + " values, expected " +
                   std::to_string(length));
     }
-    if (!AllFinite(*values)) throw Error("gradient upload: non-finite value");
+    if (!AllFinite(values)) throw Error("gradient upload: non-finite value");
     if (got.samples() == 0) throw Error("gradient upload: zero samples");
   } catch (const Error& e) {
     std::fprintf(stderr, "%s: client %u skipped: %s\n", run->scheme.c_str(), got.client(), e.what());
     ++run->rejected_uploads;
     return false;
   }
-  *samples = got.samples();
+  const auto samples = static_cast<double>(got.samples());
+  for (size_t i = 0; i < values.size(); ++i) (*sum)[i] += values[i] / samples;
   return true;
 }
 
@@ -341,16 +349,7 @@ class Runner {
           feedback[u].Encode(g, o_.compression, up.mutable_gradient());
         }
         ++run->upload_batches;
-        const std::string bytes = up.SerializeAsString();
-        if (!uplink.Send(static_cast<int64_t>(bytes.size()), WireValueBits(up.gradient()), run)) {
-          continue;
-        }
-        // Server.
-        std::vector<float> got;
-        int64_t samples = 0;
-        if (!ReceiveGradient(bytes, length, &got, &samples, run)) continue;
-        for (size_t i = 0; i < got.size(); ++i) sum[i] += got[i] / static_cast<double>(samples);
-        ++received;
+        if (DeliverGradient(up, uplink, length, &sum, run)) ++received;
       }
       AverageStep(optimizer, trained, sum, received);
       iterations = iteration + 1;
@@ -420,15 +419,7 @@ class Runner {
         up.set_client(static_cast<uint32_t>(u));
         up.set_samples(static_cast<uint32_t>(data.size()));
         EncodeValues(Concat(client_part, true), Compression{}, up.mutable_gradient());
-        const std::string bytes = up.SerializeAsString();
-        if (!uplink.Send(static_cast<int64_t>(bytes.size()), WireValueBits(up.gradient()), run)) {
-          continue;
-        }
-        std::vector<float> got;
-        int64_t samples = 0;
-        if (!ReceiveGradient(bytes, client_length, &got, &samples, run)) continue;
-        for (size_t i = 0; i < got.size(); ++i) client_sum[i] += got[i] / static_cast<double>(samples);
-        ++client_received;
+        if (DeliverGradient(up, uplink, client_length, &client_sum, run)) ++client_received;
       }
       AverageStep(client_opt, client_part, client_sum, client_received);
       AverageStep(server_opt, server_part, server_sum, server_received);
