@@ -71,6 +71,11 @@ int64_t KeptCount(int64_t n, double keep_ratio) {
   return std::clamp<int64_t>(std::llround(keep_ratio * static_cast<double>(n)), 1, n);
 }
 
+int64_t QuantizerLevels(const Compression& c) {
+  const int64_t all = int64_t{1} << std::clamp(c.bits, 1, 31);
+  return c.quantizer == Quantizer::kSymmetric ? std::max<int64_t>(2, all - 1) : all;
+}
+
 int64_t PayloadBits(int64_t n, const Compression& c) {
   if (c.is_dense()) return 32 * n;
   const int64_t kept = KeptCount(n, c.keep_ratio);
@@ -123,13 +128,19 @@ void EncodeValues(const std::vector<float>& v, const Compression& c, wire::Value
       high = std::max(high, v[i]);
     }
   }
+  const int64_t levels = QuantizerLevels(c);
+  if (c.quantizer == Quantizer::kSymmetric) {
+    high = std::max(std::fabs(low), std::fabs(high));
+    low = -high;
+    out->set_levels(static_cast<uint32_t>(levels));
+  }
   out->set_low(low);
   out->set_high(high);
-  const double levels = std::ldexp(1.0, c.bits) - 1;
-  const double step = high > low ? (static_cast<double>(high) - low) / levels : 0;
+  const auto top = static_cast<double>(levels - 1);
+  const double step = high > low ? (static_cast<double>(high) - low) / top : 0;
   for (int64_t i : order) {
     const double code = step > 0 ? std::nearbyint((v[i] - static_cast<double>(low)) / step) : 0;
-    writer.Put(static_cast<uint64_t>(std::clamp(code, 0.0, levels)), c.bits);
+    writer.Put(static_cast<uint64_t>(std::clamp(code, 0.0, top)), c.bits);
   }
 }
 
@@ -175,12 +186,26 @@ std::vector<float> DecodeValues(const wire::Values& in, int64_t max_length, cons
       throw Error(where + ": sparse index " + std::to_string(index[k]) + " out of range or order");
     }
   }
-  const double levels = std::ldexp(1.0, static_cast<int>(in.bits())) - 1;
-  const double step = in.bits() < 32 ? (static_cast<double>(in.high()) - in.low()) / levels : 0;
+  const bool quantised = in.bits() < 32;
+  const uint64_t all_codes = uint64_t{1} << std::min<uint32_t>(in.bits(), 31);
+  const uint64_t levels = in.levels() > 0 ? in.levels() : all_codes;
+  if (quantised && (levels < 2 || levels > all_codes)) {
+    throw Error(where + ": " + std::to_string(in.levels()) + " levels do not fit " +
+                std::to_string(in.bits()) + "-bit codes");
+  }
+  const double step =
+      quantised ? (static_cast<double>(in.high()) - in.low()) / static_cast<double>(levels - 1) : 0;
   for (int64_t k = 0; k < kept; ++k) {
     const uint64_t code = reader.Get(static_cast<int>(in.bits()));
-    v[index[k]] = in.bits() == 32 ? BitsFloat(static_cast<uint32_t>(code))
-                                  : static_cast<float>(in.low() + static_cast<double>(code) * step);
+    if (!quantised) {
+      v[index[k]] = BitsFloat(static_cast<uint32_t>(code));
+      continue;
+    }
+    if (code >= levels) {
+      throw Error(where + ": code " + std::to_string(code) + " beyond the " +
+                  std::to_string(levels) + " levels");
+    }
+    v[index[k]] = static_cast<float>(in.low() + static_cast<double>(code) * step);
   }
   return v;
 }

@@ -10,16 +10,29 @@ namespace wire {
 class Values;
 }
 
+// How Q_q places its levels.
+enum class Quantizer {
+  // 2^q levels spread evenly between the kept values' min and max (the
+  // paper's Q_q). A vector of both signs has no level at 0.
+  kMinMax,
+  // 2^q − 1 levels spread evenly over [−M, M], M the largest kept magnitude,
+  // so 0 is a level (q = 1: the two levels ±M, a scaled sign).
+  kSymmetric,
+};
+
 // Upload compression of the FbFTL paper (Eqs. 20-22): top-k sparsification
 // S_r keeps the r·n elements of largest magnitude (at least one); q-bit
-// quantisation Q_q maps each kept value to one of 2^q levels spread evenly
-// between the kept values' min and max, rounding to the nearest. q = 32 sends
-// float32 values unquantised; r = 1 and q = 32 is the dense vector.
+// quantisation Q_q maps each kept value to the nearest of its levels. q = 32
+// sends float32 values unquantised; r = 1 and q = 32 is the dense vector.
 struct Compression {
   double keep_ratio = 1;  // r
   int bits = 32;          // q, 1..32
+  Quantizer quantizer = Quantizer::kMinMax;
   bool is_dense() const { return keep_ratio >= 1 && bits >= 32; }
 };
+
+// Levels Q_q uses for q < 32: 2^q (min-max) or max(2, 2^q − 1) (symmetric).
+int64_t QuantizerLevels(const Compression& c);
 
 // Elements S_r keeps of a vector of n.
 int64_t KeptCount(int64_t n, double keep_ratio);

@@ -55,11 +55,41 @@ TEST(CompressionTest, QuantisationErrorIsAtMostHalfAStep) {
   EXPECT_EQ(std::unique(two.begin(), two.end()) - two.begin(), 4);
 }
 
+TEST(CompressionTest, SymmetricQuantiserHasZeroAsALevel) {
+  Rng rng = MakeRng(4, Stream::kNoise);
+  std::vector<float> v(1000);
+  for (float& f : v) f = static_cast<float>(StandardNormal(rng));
+  float m = 0;
+  for (float f : v) m = std::max(m, std::fabs(f));
+  const Compression ternary{1, 2, Quantizer::kSymmetric};
+  EXPECT_EQ(QuantizerLevels(ternary), 3);
+  const std::vector<float> got = RoundTrip(v, ternary);
+  int zeros = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    // Levels −M, 0, M: values within M/2 of 0 are sent as exactly 0.
+    EXPECT_TRUE(got[i] == 0 || std::fabs(std::fabs(got[i]) - m) < 1e-6 * m) << got[i];
+    EXPECT_LE(std::fabs(got[i] - v[i]), m / 2 * 1.0001);
+    if (std::fabs(v[i]) < m / 2) {
+      EXPECT_EQ(got[i], 0.0f);
+      ++zeros;
+    }
+  }
+  EXPECT_GT(zeros, 500);
+  // q = 1: the sign, scaled by M.
+  const std::vector<float> sign = RoundTrip({0.5f, -0.1f, 2.0f}, {1, 1, Quantizer::kSymmetric});
+  EXPECT_EQ(sign, (std::vector<float>{2.0f, -2.0f, 2.0f}));
+  // q = 8: 255 levels, step 2M / 254.
+  const std::vector<float> fine = RoundTrip(v, {1, 8, Quantizer::kSymmetric});
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_LE(std::fabs(fine[i] - v[i]), m / 254 * 1.0001);
+  // Same payload as min-max: q bits per value plus the range.
+  EXPECT_EQ(PayloadBits(777, {0.1, 2, Quantizer::kSymmetric}), PayloadBits(777, {0.1, 2}));
+}
+
 TEST(CompressionTest, WireSizeIsTheClosedFormRoundedUpToBytes) {
   std::vector<float> v(777);
   for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(static_cast<float>(i));
   for (const Compression c : {Compression{0.1, 8}, Compression{0.01, 2}, Compression{1, 2},
-                              Compression{0.3, 32}}) {
+                              Compression{0.3, 32}, Compression{1, 2, Quantizer::kSymmetric}}) {
     wire::Values w;
     EncodeValues(v, c, &w);
     const int64_t exact = PayloadBits(777, c);
@@ -110,6 +140,14 @@ TEST(CompressionTest, MalformedMessagesAreRefusedWithTheReason) {
   EncodeValues({1, 2}, Compression{}, &dense);
   dense.set_length(3);
   EXPECT_NE(message(dense, 4).find("dense payload of 8 bytes"), std::string::npos);
+  wire::Values ternary;
+  EncodeValues({1, -1, 0, 0.1f}, {1, 2, Quantizer::kSymmetric}, &ternary);
+  wire::Values too_many_levels = ternary;
+  too_many_levels.set_levels(5);
+  EXPECT_NE(message(too_many_levels, 4).find("5 levels do not fit 2-bit codes"), std::string::npos);
+  wire::Values code_beyond = ternary;
+  (*code_beyond.mutable_packed())[0] = static_cast<char>(0xff);  // code 3 of 3 levels
+  EXPECT_NE(message(code_beyond, 4).find("code 3 beyond the 3 levels"), std::string::npos);
 }
 
 TEST(CompressionTest, PacketLossFollowsEquationsEighteenAndNineteen) {
