@@ -161,6 +161,9 @@ std::vector<OptionSpec> MakeTable() {
        "FbFTL: most epochs the server trains the head on the uploaded features."},
       {"transfer.patience", T::kInt, "10", 1, 1e5, "",
        "FbFTL: stop after this many epochs without a better validation accuracy."},
+      {"transfer.refit", T::kBool, "false", 0, 0, "",
+       "FbFTL: after early stopping, train a fresh head on every uploaded sample (validation "
+       "split included) for the epochs the validation chose; that head is kept."},
       {"transfer.validation_share", T::kDouble, "0.1", 0, 0.9, "",
        "FbFTL: share of the uploaded samples the server keeps for validation (early stopping)."},
       {"transfer.batch_size", T::kInt, "64", 1, 1e6, "", "FbFTL: head training batch size."},
@@ -172,6 +175,9 @@ std::vector<OptionSpec> MakeTable() {
       {"transfer.keep_ratio", T::kDouble, "1", 1e-9, 1, "",
        "Top-k sparsification S_r of uploads: share r of elements kept (Eq. 22)."},
       {"transfer.bits", T::kInt, "32", 1, 32, "", "Quantisation Q_q of uploads: q bits per value."},
+      {"transfer.quantizer", T::kString, "minmax", 0, 0, "minmax|symmetric",
+       "Q_q's levels: minmax (2^q between the vector's min and max, the paper's) or symmetric "
+       "(2^q-1 over [-max|v|, max|v|], so 0 is a level)."},
       {"transfer.block_loss", T::kDouble, "0", 0, 0.999, "",
        "Block loss rate BLR; a packet of transfer.blocks_per_packet blocks is lost with Eq. 18's PLR."},
       {"transfer.blocks_per_packet", T::kInt, "1", 1, 1e6, "",

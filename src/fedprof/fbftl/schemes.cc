@@ -25,6 +25,7 @@ struct Options {
   std::string cut;
   int64_t clients = 0, samples_per_client = 0, per_iteration = 0;
   int epochs = 0, head_epochs = 0, patience = 0;
+  bool refit = false;
   int64_t batch_size = 64;
   double validation_share = 0, lr = 0, momentum = 0, weight_decay = 0, sample_share = 1;
   Compression compression;
@@ -46,6 +47,7 @@ Options ReadOptions(const Config& c) {
   o.epochs = static_cast<int>(c.GetInt("transfer.epochs"));
   o.head_epochs = static_cast<int>(c.GetInt("transfer.head_epochs"));
   o.patience = static_cast<int>(c.GetInt("transfer.patience"));
+  o.refit = c.GetBool("transfer.refit");
   o.batch_size = c.GetInt("transfer.batch_size");
   o.validation_share = c.GetDouble("transfer.validation_share");
   o.lr = c.GetDouble("transfer.lr");
@@ -54,6 +56,9 @@ Options ReadOptions(const Config& c) {
   o.sample_share = c.GetDouble("transfer.sample_share");
   o.compression.keep_ratio = c.GetDouble("transfer.keep_ratio");
   o.compression.bits = static_cast<int>(c.GetInt("transfer.bits"));
+  o.compression.quantizer = c.GetString("transfer.quantizer") == "symmetric"
+                                ? Quantizer::kSymmetric
+                                : Quantizer::kMinMax;
   o.blocks_per_packet = c.GetInt("transfer.blocks_per_packet");
   o.packet_loss = PacketLossRate(c.GetDouble("transfer.block_loss"),
                                  static_cast<int>(o.blocks_per_packet));
@@ -517,7 +522,8 @@ class Runner {
 
   // The server's head training: SGD on minibatches of the pooled (z, y),
   // reshuffled every epoch, keeping the head with the best validation
-  // accuracy and stopping after `patience` epochs without improvement.
+  // accuracy and stopping after `patience` epochs without improvement; with
+  // transfer.refit, a head trained on every sample for the chosen epochs.
   void TrainHead(StageNetwork& net, const std::vector<float>& pooled,
                  const std::vector<int64_t>& labels, int64_t width, SchemeRun* run) {
     const uint64_t id = SchemeIds().at("FbFTL");
@@ -545,23 +551,14 @@ class Runner {
     torch::optim::SGD optimizer = MakeSgd(head, o_.lr, o_.momentum, o_.weight_decay);
     std::vector<at::Tensor> best;
     double best_val = -1;
-    int since_best = 0;
+    int best_epoch = 0, since_best = 0;
     for (int epoch = 1; epoch <= o_.head_epochs && since_best < o_.patience; ++epoch) {
-      Rng shuffle = MakeRng(o_.seed, Stream::kLocalTraining, {id, static_cast<uint64_t>(epoch)});
-      const at::Tensor order = torch::tensor(Permutation(shuffle, train_z.size(0)));
-      net.SetTraining(true);
-      for (int64_t i = 0; i < order.size(0); i += o_.batch_size) {
-        const at::Tensor b = order.slice(0, i, std::min<int64_t>(order.size(0), i + o_.batch_size));
-        optimizer.zero_grad();
-        torch::nn::functional::cross_entropy(net.Forward(train_z.index_select(0, b), cut_, m),
-                                             train_y.index_select(0, b))
-            .backward();
-        optimizer.step();
-      }
+      HeadEpoch(net, optimizer, train_z, train_y, epoch);
       // Without a validation split, the last head is the one kept.
       const double val = n_val > 0 ? Accuracy(net, cut_, val_z, val_y) : epoch;
       if (val > best_val) {
         best_val = val;
+        best_epoch = epoch;
         since_best = 0;
         best.clear();
         for (const at::Tensor& p : head) best.push_back(p.detach().clone());
@@ -570,9 +567,41 @@ class Runner {
       }
       run->curve.push_back({epoch, run->uplink_bytes, Accuracy(net, cut_, test_z, test_.y)});
     }
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < head.size(); ++i) head[i].copy_(best[i]);
+    if (o_.refit && n_val > 0) {
+      // The validation split chose the epoch count; train a fresh head that
+      // long on every sample. The curve is that head's.
+      SeedTorch(o_.seed, id);
+      net.Reinitialize(cut_, m);
+      torch::optim::SGD refit = MakeSgd(head, o_.lr, o_.momentum, o_.weight_decay);
+      run->curve.clear();
+      for (int epoch = 1; epoch <= best_epoch; ++epoch) {
+        HeadEpoch(net, refit, z, y, epoch);
+        run->curve.push_back({epoch, run->uplink_bytes, Accuracy(net, cut_, test_z, test_.y)});
+      }
+    } else {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < head.size(); ++i) head[i].copy_(best[i]);
+    }
     run->accuracy = Accuracy(net, cut_, test_z, test_.y);
+  }
+
+  // One epoch of the head's SGD on minibatches of (z, y), in the order the
+  // seed and `epoch` give.
+  void HeadEpoch(StageNetwork& net, torch::optim::SGD& optimizer, const at::Tensor& z,
+                 const at::Tensor& y, int epoch) {
+    const uint64_t id = SchemeIds().at("FbFTL");
+    const size_t m = net.num_stages();
+    Rng shuffle = MakeRng(o_.seed, Stream::kLocalTraining, {id, static_cast<uint64_t>(epoch)});
+    const at::Tensor order = torch::tensor(Permutation(shuffle, z.size(0)));
+    net.SetTraining(true);
+    for (int64_t i = 0; i < order.size(0); i += o_.batch_size) {
+      const at::Tensor b = order.slice(0, i, std::min<int64_t>(order.size(0), i + o_.batch_size));
+      optimizer.zero_grad();
+      torch::nn::functional::cross_entropy(net.Forward(z.index_select(0, b), cut_, m),
+                                           y.index_select(0, b))
+          .backward();
+      optimizer.step();
+    }
   }
 
   const Options& o_;
@@ -697,24 +726,48 @@ int64_t UplinkToReach(const SchemeRun& run, double target) {
 
 std::string Sci(double v) { return FormatDouble(v, "%.4g"); }
 
+// FbFTL's uplink bytes, the denominator of every ratio; 0 when FbFTL did not run.
+int64_t FbftlUplink(const std::vector<SchemeRun>& runs) {
+  for (const SchemeRun& r : runs) {
+    if (r.scheme == "FbFTL") return r.uplink_bytes;
+  }
+  return 0;
+}
+
+std::string Ratio(double bytes, int64_t fbftl) {
+  return fbftl > 0 ? Sci(bytes / static_cast<double>(fbftl)) : "—";
+}
+
 }  // namespace
 
 std::string SchemesMarkdown(const std::vector<SchemeRun>& runs) {
   const double target = ReferenceAccuracy(runs);
+  const int64_t fbftl = FbftlUplink(runs);
   std::string out =
       "| scheme | upload batches | values / batch | uplink bytes | uplink, Eqs. 2-6 (bytes) | "
       "downlink bytes | downlink, Eqs. 10-13 (bytes) | client compute X | accuracy | epsilon | "
-      "uplink to the FTL_c/FbFTL accuracy (bytes) |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "uplink ÷ FbFTL's | uplink to reach " +
+      (target >= 0 ? FormatDouble(target, "%.4f") : std::string("(no FTL_c or FbFTL run)")) +
+      " (bytes) | ÷ FbFTL's |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const SchemeRun& r : runs) {
     const int64_t reach = UplinkToReach(r, target);
+    const auto uplink = static_cast<double>(r.uplink_bytes);
+    // A run that never reached the target needed more than it sent.
+    const bool never = reach < 0 && target >= 0;
+    const std::string reach_text = reach >= 0 ? Sci(static_cast<double>(reach))
+                                   : never    ? "> " + Sci(uplink)
+                                              : "—";
+    const std::string reach_ratio = reach >= 0 ? Ratio(static_cast<double>(reach), fbftl)
+                                    : never && fbftl > 0 ? "> " + Ratio(uplink, fbftl)
+                                                         : "—";
     out += "| " + r.scheme + " | " + std::to_string(r.upload_batches) + " | " +
-           Sci(r.closed_form.params_per_batch) + " | " + Sci(static_cast<double>(r.uplink_bytes)) +
-           " | " + Sci(r.closed_form.uplink_bits / 8) + " | " +
+           Sci(r.closed_form.params_per_batch) + " | " + Sci(uplink) + " | " +
+           Sci(r.closed_form.uplink_bits / 8) + " | " +
            Sci(static_cast<double>(r.downlink_bytes)) + " | " +
            Sci(r.closed_form.downlink_bits / 8) + " | " + Sci(r.client_macs) + " | " +
            FormatDouble(r.accuracy, "%.4f") + " | " +
            (r.epsilon > 0 ? FormatDouble(r.epsilon, "%.3g") : "—") + " | " +
-           (reach < 0 ? "—" : Sci(static_cast<double>(reach))) + " |\n";
+           Ratio(uplink, fbftl) + " | " + reach_text + " | " + reach_ratio + " |\n";
   }
   return out;
 }
@@ -725,7 +778,7 @@ std::string SchemesCsv(const std::vector<SchemeRun>& runs) {
       "scheme,upload_batches,transmissions,lost_uploads,rejected_uploads,uplink_bytes,"
       "uplink_value_bits,closed_form_uplink_bits,downlink_bytes,downlink_value_bits,"
       "closed_form_downlink_bits,client_macs,closed_form_client_macs,accuracy,epsilon,"
-      "uplink_bytes_to_reference_accuracy\n";
+      "uplink_bytes_to_reference_accuracy,reference_accuracy\n";
   for (const SchemeRun& r : runs) {
     out += r.scheme + "," + std::to_string(r.upload_batches) + "," +
            std::to_string(r.transmissions) + "," + std::to_string(r.lost_uploads) + "," +
@@ -737,7 +790,7 @@ std::string SchemesCsv(const std::vector<SchemeRun>& runs) {
            FormatDouble(r.client_macs, "%.17g") + "," +
            FormatDouble(r.closed_form.client_macs, "%.17g") + "," +
            FormatDouble(r.accuracy, "%.6f") + "," + FormatDouble(r.epsilon, "%.6g") + "," +
-           std::to_string(UplinkToReach(r, target)) + "\n";
+           std::to_string(UplinkToReach(r, target)) + "," + FormatDouble(target, "%.6f") + "\n";
   }
   return out;
 }

@@ -51,9 +51,10 @@ std::vector<SchemeRun> RunTransferSchemes(const Config& config, const StageNetwo
 
 // The runs as a Markdown table like the FbFTL paper's Table III: measured
 // upload batches, serialised uplink and downlink bytes next to the closed
-// forms, client compute, accuracy, ε, and the uplink each scheme had sent
-// when it first reached the lower of FTL_c's and FbFTL's final accuracies
-// ("—" if it never did).
+// forms, client compute, accuracy, ε, the uplink as a multiple of FbFTL's,
+// and the uplink each scheme had sent when it first reached the lower of
+// FTL_c's and FbFTL's final accuracies (for a scheme that never did, "> " its
+// whole uplink), also as a multiple of FbFTL's.
 std::string SchemesMarkdown(const std::vector<SchemeRun>& runs);
 // The same numbers as CSV, one row per scheme.
 std::string SchemesCsv(const std::vector<SchemeRun>& runs);

@@ -179,6 +179,16 @@ TEST(TransferSchemesTest, FbftlLearnsLikeFtlc) {
   EXPECT_GT(Find(runs, "FbFTL").accuracy, 0.9);
   // The whole one-shot FbFTL uplink is far below FTL_c's.
   EXPECT_LT(Find(runs, "FbFTL").uplink_bytes * 100, Find(runs, "FTL_c").uplink_bytes);
+  // Refitting on every sample for the epochs the validation chose: a curve
+  // of that many epochs, ending at the head that is kept.
+  c.Set("transfer.schemes", "FbFTL");
+  c.Set("transfer.refit", "true");
+  c.Set("transfer.validation_share", "0.25");
+  const SchemeRun refit = RunTransferSchemes(c, *source, train, test)[0];
+  EXPECT_GT(refit.accuracy, 0.9);
+  ASSERT_FALSE(refit.curve.empty());
+  EXPECT_LE(refit.curve.size(), 30u);
+  EXPECT_EQ(refit.accuracy, refit.curve.back().test_accuracy);
 }
 
 TEST(TransferSchemesTest, LostPacketsAreRetransmittedThenDropped) {
@@ -210,6 +220,33 @@ TEST(TransferSchemesTest, NonFiniteUploadsAreSkippedNotTrainedOn) {
     SCOPED_TRACE(r.scheme);
     EXPECT_EQ(r.rejected_uploads, r.upload_batches);
   }
+}
+
+TEST(TransferSchemesTest, TableMeasuresUplinkToTheLowerOfFtlcAndFbftlAccuracy) {
+  auto run = [](const std::string& scheme, double accuracy, std::vector<CurvePoint> curve) {
+    SchemeRun r;
+    r.scheme = scheme;
+    r.accuracy = accuracy;
+    r.curve = std::move(curve);
+    r.uplink_bytes = r.curve.empty() ? 1000 : r.curve.back().uplink_bytes;
+    return r;
+  };
+  const std::vector<SchemeRun> runs = {
+      run("FL", 0.7, {{1, 4000000, 0.5}, {2, 8000000, 0.7}}),
+      run("FTL_c", 0.85, {{1, 3000000, 0.8}, {2, 6000000, 0.9}, {3, 9000000, 0.85}}),
+      run("FbFTL", 0.88, {}),
+  };
+  const std::string table = SchemesMarkdown(runs);
+  // FTL_c first reaches 0.85 (the lower of 0.85 and 0.88) after epoch 2:
+  // 6e6 bytes, 6000 times FbFTL's 1000; over its run, 9000 times.
+  EXPECT_NE(table.find("uplink to reach 0.8500 (bytes)"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 9000 | 6e+06 | 6000 |"), std::string::npos) << table;
+  // FL never reaches it: more than its whole uplink.
+  EXPECT_NE(table.find("| 8000 | > 8e+06 | > 8000 |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 1 | 1000 | 1 |"), std::string::npos) << table;
+  const std::string csv = SchemesCsv(runs);
+  EXPECT_NE(csv.find(",6000000,0.850000\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",-1,0.850000\n"), std::string::npos) << csv;
 }
 
 TEST(TransferSchemesTest, BadSetupsAreRefusedWithTheKey) {
