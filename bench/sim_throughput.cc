@@ -22,9 +22,9 @@
 #include "fedprof/models/models.h"
 #include "fedprof/models/replicas.h"
 #include "fedprof/server/server.h"
-#include "fedprof/sim/in_process_transport.h"
 #include "fedprof/sim/population.h"
 #include "fedprof/strategy/strategy.h"
+#include "fedprof/transport/in_process.h"
 
 namespace {
 
@@ -66,16 +66,17 @@ double BareLoop(const fedprof::Dataset& data, int64_t samples, int threads) {
 // One simulator round in which K clients of samples/K each train one epoch.
 double SimulatorRound(const fedprof::Dataset& data, const fedprof::Dataset& test, int64_t samples,
                       int clients, int threads) {
-  std::vector<fedprof::Client> population;
   const int64_t per = samples / clients;
-  for (int k = 0; k < clients; ++k) {
+  std::vector<fedprof::ClientInfo> infos;
+  for (int k = 0; k < clients; ++k) infos.push_back({k, per, -1});
+  auto make_client = [&](int k) {
     std::vector<int64_t> idx(per);
     for (int64_t i = 0; i < per; ++i) idx[i] = k * per + i;
-    population.emplace_back(k, fedprof::Subset(data, idx), fedprof::DataKind::kClean);
-  }
+    return fedprof::Client(k, fedprof::Subset(data, idx), fedprof::DataKind::kClean);
+  };
   torch::manual_seed(0);
   auto eval_model = fedprof::MakeModel(kSpec);
-  fedprof::InProcessTransport transport(std::move(population),
+  fedprof::InProcessTransport transport(infos, make_client, /*keep_clients=*/false,
                                         [] { return fedprof::MakeModel(kSpec); }, threads);
   fedprof::Strategy strategy("fedavg", fedprof::MakeUniformSelector(),
                              fedprof::MakeWeightedAverage(fedprof::AggregationMode::kFull));
@@ -86,7 +87,7 @@ double SimulatorRound(const fedprof::Dataset& data, const fedprof::Dataset& test
   o.train.batch_size = 32;
   o.progress = false;
   fedprof::ModelReplicas evaluator(*eval_model);
-  fedprof::Server server(o, transport, strategy, evaluator, test, nullptr);
+  fedprof::Server server(o, transport, strategy, evaluator, test);
   fedprof::ServerState state;
   state.global = fedprof::Flatten(*eval_model);
   const auto start = Clock::now();

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "fedprof/config/config.h"
+#include "fedprof/profiling/profiler.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/data/loaders.h"

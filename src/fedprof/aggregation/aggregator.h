@@ -4,9 +4,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
-#include "fedprof/client/client.h"
+#include "fedprof/aggregation/model_sum.h"
 #include "fedprof/core/params.h"
 
 namespace fedprof {
@@ -19,14 +18,16 @@ enum class AggregationMode {
   kPartial,
 };
 
-// Builds the next global model from this round's (valid) client results.
+// Builds the next global model from a round's valid results, folded into a
+// ModelSum (Σ |D_k| w_k, exact) as they arrived: an aggregator is the
+// finalising step of a reducer (accumulate, merge, finalise), so the models
+// themselves need not be kept, and their order never matters.
 class Aggregator {
  public:
   virtual ~Aggregator() = default;
-  // `results` are in a fixed order (by selection), so the floating-point sum
-  // order never depends on scheduling. total_samples = |D| over all clients.
-  virtual void Aggregate(const FlatParams& global, const std::vector<const FitResult*>& results,
-                         int64_t total_samples, FlatParams* next) = 0;
+  // total_samples = |D| over all clients that could have been selected.
+  virtual void Aggregate(const FlatParams& global, const ModelSum& sum, int64_t total_samples,
+                         FlatParams* next) = 0;
 
   // Opaque state for checkpoints (server optimiser moments); "" if none.
   virtual std::string SaveState() const { return ""; }
@@ -47,12 +48,14 @@ struct FedAdamOptions {
 };
 std::unique_ptr<Aggregator> MakeFedAdam(AggregationMode mode, const FedAdamOptions& options);
 
-// The pure averaging rules, for reuse by other aggregators. `next` may alias
-// `global`. With no results both return the global model unchanged.
-void AverageFull(const FlatParams& global, const std::vector<const FitResult*>& results,
-                 int64_t total_samples, FlatParams* next);
-void AveragePartial(const FlatParams& global, const std::vector<const FitResult*>& results,
-                    FlatParams* next);
+// The averaging rules, for reuse by other aggregators. `next` may alias
+// `global`. With an empty sum both return the global model unchanged.
+// Full: w_i + (Σ n_k w_k,i − n_S w_i) / |D|. Partial: Σ n_k w_k,i / n_S.
+void AverageFull(const FlatParams& global, const ModelSum& sum, int64_t total_samples,
+                 FlatParams* next);
+void AveragePartial(const FlatParams& global, const ModelSum& sum, FlatParams* next);
+void Average(AggregationMode mode, const FlatParams& global, const ModelSum& sum,
+             int64_t total_samples, FlatParams* next);
 
 }  // namespace fedprof
 

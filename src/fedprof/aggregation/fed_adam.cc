@@ -12,14 +12,10 @@ class FedAdam : public Aggregator {
  public:
   FedAdam(AggregationMode mode, const FedAdamOptions& options) : mode_(mode), options_(options) {}
 
-  void Aggregate(const FlatParams& global, const std::vector<const FitResult*>& results,
-                 int64_t total_samples, FlatParams* next) override {
-    FlatParams average;
-    if (mode_ == AggregationMode::kFull) {
-      AverageFull(global, results, total_samples, &average);
-    } else {
-      AveragePartial(global, results, &average);
-    }
+  void Aggregate(const FlatParams& global, const ModelSum& sum, int64_t total_samples,
+                 FlatParams* next) override {
+    Average(mode_, global, sum, total_samples, &average_);
+    const FlatParams& average = average_;
     const size_t n = global.size();
     if (m_.size() != n) {
       m_.assign(n, 0.0f);
@@ -56,6 +52,7 @@ class FedAdam : public Aggregator {
   AggregationMode mode_;
   FedAdamOptions options_;
   std::vector<float> m_, v_;  // first and second moments
+  FlatParams average_;        // reused across rounds
 };
 
 }  // namespace

@@ -1,39 +1,55 @@
 #include "fedprof/aggregation/aggregator.h"
 
-namespace fedprof {
+#include "fedprof/core/error.h"
 
-void AverageFull(const FlatParams& global, const std::vector<const FitResult*>& results,
-                 int64_t total_samples, FlatParams* next) {
-  // sum_k p_k w_k with w_k = global for the rest equals
-  // global + sum_{k in S} p_k (w_k - global), which touches only S.
-  const size_t n = global.size();
-  std::vector<double> acc(global.begin(), global.end());
-  for (const FitResult* r : results) {
-    const double p = static_cast<double>(r->num_samples) / static_cast<double>(total_samples);
-    const float* w = r->params.data();
-    for (size_t i = 0; i < n; ++i) acc[i] += p * (static_cast<double>(w[i]) - global[i]);
+namespace fedprof {
+namespace {
+
+void CheckSizes(const FlatParams& global, const ModelSum& sum) {
+  if (sum.count() > 0 && sum.size() != global.size()) {
+    throw Error("aggregation: sum of " + std::to_string(sum.size()) + " values for a model of " +
+                std::to_string(global.size()));
   }
-  next->resize(n);
-  for (size_t i = 0; i < n; ++i) (*next)[i] = static_cast<float>(acc[i]);
 }
 
-void AveragePartial(const FlatParams& global, const std::vector<const FitResult*>& results,
-                    FlatParams* next) {
-  int64_t selected_samples = 0;
-  for (const FitResult* r : results) selected_samples += r->num_samples;
-  if (results.empty() || selected_samples == 0) {
+}  // namespace
+
+void AverageFull(const FlatParams& global, const ModelSum& sum, int64_t total_samples,
+                 FlatParams* next) {
+  // sum_k p_k w_k with w_k = global for the rest equals
+  // global + sum_{k in S} p_k (w_k - global), which touches only S.
+  CheckSizes(global, sum);
+  if (sum.count() == 0 || total_samples <= 0) {
     if (next != &global) *next = global;
     return;
   }
   const size_t n = global.size();
-  std::vector<double> acc(n, 0.0);
-  for (const FitResult* r : results) {
-    const double p = static_cast<double>(r->num_samples) / static_cast<double>(selected_samples);
-    const float* w = r->params.data();
-    for (size_t i = 0; i < n; ++i) acc[i] += p * w[i];
-  }
+  const double total = static_cast<double>(total_samples);
   next->resize(n);
-  for (size_t i = 0; i < n; ++i) (*next)[i] = static_cast<float>(acc[i]);
+  for (size_t i = 0; i < n; ++i) {
+    (*next)[i] = static_cast<float>(global[i] + sum.Centered(i, global[i]) / total);
+  }
+}
+
+void AveragePartial(const FlatParams& global, const ModelSum& sum, FlatParams* next) {
+  CheckSizes(global, sum);
+  if (sum.count() == 0 || sum.weight() == 0) {
+    if (next != &global) *next = global;
+    return;
+  }
+  const size_t n = global.size();
+  const double weight = static_cast<double>(sum.weight());
+  next->resize(n);
+  for (size_t i = 0; i < n; ++i) (*next)[i] = static_cast<float>(sum.Centered(i, 0.0f) / weight);
+}
+
+void Average(AggregationMode mode, const FlatParams& global, const ModelSum& sum,
+             int64_t total_samples, FlatParams* next) {
+  if (mode == AggregationMode::kFull) {
+    AverageFull(global, sum, total_samples, next);
+  } else {
+    AveragePartial(global, sum, next);
+  }
 }
 
 namespace {
@@ -41,13 +57,9 @@ namespace {
 class WeightedAverage : public Aggregator {
  public:
   explicit WeightedAverage(AggregationMode mode) : mode_(mode) {}
-  void Aggregate(const FlatParams& global, const std::vector<const FitResult*>& results,
-                 int64_t total_samples, FlatParams* next) override {
-    if (mode_ == AggregationMode::kFull) {
-      AverageFull(global, results, total_samples, next);
-    } else {
-      AveragePartial(global, results, next);
-    }
+  void Aggregate(const FlatParams& global, const ModelSum& sum, int64_t total_samples,
+                 FlatParams* next) override {
+    Average(mode_, global, sum, total_samples, next);
   }
 
  private:

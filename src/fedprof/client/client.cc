@@ -7,6 +7,8 @@
 #include "fedprof/core/rng.h"
 #include "fedprof/models/models.h"
 #include "fedprof/models/replicas.h"
+#include "fedprof/profiling/profiler.h"
+#include "fedprof/protocol/sketch.h"
 
 namespace fedprof {
 
@@ -50,6 +52,8 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model) {
     ModelReplicas single(model);
     result.pre_train_loss = Evaluate(single, data_).loss;
   }
+  result.ok = true;
+  if (ins.train.epochs <= 0) return result;  // a report only
   // FedProx's anchor: the received global parameters.
   std::vector<torch::Tensor> anchor;
   if (ins.prox_mu > 0) {
@@ -94,6 +98,7 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model) {
   }
   result.train_loss = epoch_loss;
   result.params = Flatten(model);
+  if (ins.sketch_dim > 0) result.sketch = UpdateSketch(result.params, *ins.global, ins.sketch_dim);
   if (!batch_norm.empty()) {
     local_batch_norm_.clear();
     for (const auto* e : batch_norm) {
@@ -101,7 +106,6 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model) {
                                result.params.begin() + e->offset + e->size);
     }
   }
-  result.ok = true;
   return result;
 }
 

@@ -41,8 +41,11 @@ std::vector<OptionSpec> MakeTable() {
        "FedProf's reference set D_V when fedprof.reference = holdout."},
       // Clients and partition.
       {"clients.count", T::kInt, "100", 1, 1e7, "", "Client population N."},
-      {"partition.kind", T::kString, "dominant", 0, 0, "iid|dominant",
-       "iid, or non-IID where each client has a dominant class."},
+      {"partition.kind", T::kString, "dominant", 0, 0, "iid|dominant|sampled|sampled_dominant",
+       "iid, or non-IID where each client has a dominant class: disjoint shares of the data set. "
+       "sampled, sampled_dominant: the same, but client k's samples are drawn with replacement "
+       "from its seed when needed (clients may share samples; sizes from partition.size_mean, "
+       "size_sd), for populations far larger than the data set."},
       {"partition.dominant_share", T::kDouble, "0.6", 0, 1, "",
        "Share of a client's samples from its dominant class (client k: class k mod classes)."},
       {"partition.size_mean", T::kDouble, "0", 0, kInf, "",
@@ -197,6 +200,30 @@ std::vector<OptionSpec> MakeTable() {
       {"report.target", T::kDouble, "0", 0, 1, "",
        "Accuracy (R^2 for regression) target for rounds/time/energy-to-target; 0 = none."},
       {"report.progress", T::kBool, "true", 0, 0, "", "Print a progress line per round."},
+      {"report.per_client_limit", T::kInt, "10000", 0, 1e7, "",
+       "Outputs with a column or bar per client (scores.csv, scores.png, selection.png) are "
+       "written only for populations up to this size."},
+      // Deployment (fedprof server / client over gRPC).
+      {"deploy.min_clients", T::kInt, "0", 0, 1e7, "",
+       "Clients that must have registered before round 1; 0 = all clients.count."},
+      {"deploy.start_timeout_s", T::kDouble, "300", 1, 1e6, "",
+       "Longest wait for deploy.min_clients at the start (and for any client to be available "
+       "later); past it the server stops with an error."},
+      {"deploy.round_timeout_s", T::kDouble, "600", 0.1, 1e7, "",
+       "Round deadline: a selected client with no result by then counts as timed out."},
+      {"deploy.min_results", T::kInt, "1", 0, 1e7, "",
+       "Quorum: a round with fewer usable results selects more clients among those not yet "
+       "asked, up to deploy.round_attempts attempts; then the server stops (resume with "
+       "--resume). 0 = none."},
+      {"deploy.round_attempts", T::kInt, "3", 1, 1000, "", "Attempts at reaching the quorum per round."},
+      {"deploy.heartbeat_s", T::kDouble, "2", 0.05, 3600, "", "Interval of the clients' heartbeats."},
+      {"deploy.heartbeat_timeout_s", T::kDouble, "10", 0.1, 1e5, "",
+       "A client silent for this long has left: it drops out of its round and is not selected "
+       "until it is back."},
+      {"deploy.chunk_kb", T::kInt, "1024", 1, 3072, "",
+       "Models travel in chunks of this many KiB, below gRPC's 4 MiB message limit."},
+      {"deploy.max_samples", T::kInt, "1000000", 1, 2147483647, "",
+       "Largest sample count (aggregation weight) a client may claim at registration."},
   };
 }
 

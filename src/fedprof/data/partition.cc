@@ -232,4 +232,68 @@ std::vector<std::vector<int64_t>> Partition(const std::vector<int64_t>& labels,
                            rng);
 }
 
+namespace {
+
+int64_t SampledSize(const PartitionOptions& options, int64_t num_samples, Rng& rng) {
+  const double drawn = std::round(options.size_mean + options.size_sd * StandardNormal(rng));
+  return static_cast<int64_t>(std::clamp(drawn, 1.0, static_cast<double>(num_samples)));
+}
+
+}  // namespace
+
+SampledPartition::SampledPartition(const std::vector<int64_t>& labels, int64_t num_samples,
+                                   int64_t num_classes, bool dominant,
+                                   const PartitionOptions& options, uint64_t seed)
+    : num_samples_(num_samples), dominant_(dominant), options_(options), seed_(seed) {
+  if (num_samples < 1) throw Error("partition: the data set is empty");
+  if (!std::isfinite(options.size_mean) || options.size_mean < 1) {
+    throw Error("partition.size_mean: " + FormatDouble(options.size_mean) +
+                ", the sampled partitions need a mean client size >= 1");
+  }
+  if (!std::isfinite(options.size_sd) || options.size_sd < 0) {
+    throw Error("partition.size_sd: " + FormatDouble(options.size_sd) +
+                ", expected a finite value >= 0");
+  }
+  if (!dominant) return;
+  if (labels.empty() || num_classes < 1) {
+    throw Error("partition.kind: sampled_dominant needs class labels (use sampled)");
+  }
+  by_class_.resize(num_classes);
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < 0 || labels[i] >= num_classes) {
+      throw Error("partition: label " + std::to_string(labels[i]) + " of sample " +
+                  std::to_string(i) + " is outside [0, " + std::to_string(num_classes) + ")");
+    }
+    by_class_[labels[i]].push_back(static_cast<int64_t>(i));
+  }
+  for (int64_t c = 0; c < num_classes; ++c) {
+    if (by_class_[c].empty()) {
+      throw Error("partition.kind: sampled_dominant: class " + std::to_string(c) +
+                  " has no samples to be a client's dominant class");
+    }
+  }
+}
+
+int64_t SampledPartition::Size(int client) const {
+  Rng rng = MakeRng(seed_, Stream::kPartition, {static_cast<uint64_t>(client)});
+  return SampledSize(options_, num_samples_, rng);
+}
+
+std::vector<int64_t> SampledPartition::Indices(int client) const {
+  Rng rng = MakeRng(seed_, Stream::kPartition, {static_cast<uint64_t>(client)});
+  const int64_t size = SampledSize(options_, num_samples_, rng);
+  std::vector<int64_t> indices;
+  indices.reserve(size);
+  int64_t from_dominant = 0;
+  if (dominant_) {
+    const auto& pool = by_class_[static_cast<size_t>(client) % by_class_.size()];
+    from_dominant = static_cast<int64_t>(std::round(options_.dominant_share * size));
+    for (int64_t i = 0; i < from_dominant; ++i) indices.push_back(pool[UniformIndex(rng, pool.size())]);
+  }
+  for (int64_t i = from_dominant; i < size; ++i) {
+    indices.push_back(static_cast<int64_t>(UniformIndex(rng, static_cast<uint64_t>(num_samples_))));
+  }
+  return indices;
+}
+
 }  // namespace fedprof

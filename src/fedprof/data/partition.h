@@ -27,6 +27,31 @@ struct PartitionOptions {
   double size_sd = 0;
 };
 
+// Index sets drawn per client on demand, for populations far larger than
+// the data set (10^5 - 10^6 clients): client k's size ~ Normal(size_mean,
+// size_sd^2) (at least 1) and its indices are drawn with replacement from
+// client k's own stream, so clients may share samples and nothing per
+// client is stored. With `dominant` true, round(dominant_share * size) of
+// them come from class k mod num_classes and the rest from the whole set;
+// otherwise all come from the whole set (IID).
+class SampledPartition {
+ public:
+  // Throws fedprof::Error naming the option when the request cannot be met
+  // (size_mean < 1, no labels for the dominant draw, an empty class).
+  SampledPartition(const std::vector<int64_t>& labels, int64_t num_samples, int64_t num_classes,
+                   bool dominant, const PartitionOptions& options, uint64_t seed);
+
+  int64_t Size(int client) const;
+  std::vector<int64_t> Indices(int client) const;
+
+ private:
+  int64_t num_samples_;
+  bool dominant_;
+  PartitionOptions options_;
+  uint64_t seed_;
+  std::vector<std::vector<int64_t>> by_class_;  // sample indices of each class
+};
+
 // Disjoint index sets, one per client, over a data set with `labels`
 // (class labels; for regression pass an empty vector and kIid). Seeded:
 // the same (labels, options, seed) gives the same partition. Throws

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -247,6 +248,38 @@ TEST(PartitionTest, SeededAndReproducible) {
     EXPECT_EQ(a, b);
     EXPECT_NE(a, c);
   }
+}
+
+}  // namespace
+}  // namespace fedprof
+
+namespace fedprof {
+namespace {
+
+TEST(SampledPartitionTest, DrawsEachClientFromItsOwnSeed) {
+  std::vector<int64_t> labels(1000);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>(i % 10);
+  PartitionOptions o;
+  o.size_mean = 50;
+  o.size_sd = 10;
+  o.dominant_share = 0.6;
+  const SampledPartition iid(labels, 1000, 10, /*dominant=*/false, o, 7);
+  const SampledPartition again(labels, 1000, 10, false, o, 7);
+  const SampledPartition dominant(labels, 1000, 10, /*dominant=*/true, o, 7);
+  for (int k : {0, 3, 999999}) {
+    const std::vector<int64_t> idx = iid.Indices(k);
+    EXPECT_EQ(static_cast<int64_t>(idx.size()), iid.Size(k));
+    EXPECT_EQ(idx, again.Indices(k)) << "client " << k << " is a function of the seed alone";
+    for (int64_t i : idx) ASSERT_TRUE(i >= 0 && i < 1000);
+    const std::vector<int64_t> d = dominant.Indices(k);
+    const int64_t own = std::count_if(d.begin(), d.end(), [&](int64_t i) { return labels[i] == k % 10; });
+    EXPECT_GE(own, std::llround(0.6 * d.size())) << "client " << k;
+  }
+  EXPECT_NE(iid.Indices(1), iid.Indices(2));
+  o.size_mean = 0;
+  EXPECT_THROW(SampledPartition(labels, 1000, 10, false, o, 7), Error);
+  o.size_mean = 5;
+  EXPECT_THROW(SampledPartition({}, 1000, 10, /*dominant=*/true, o, 7), Error);
 }
 
 }  // namespace

@@ -5,12 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "fedprof/data/dataset.h"
-
 namespace fedprof {
-
-class Model;
-class ModelReplicas;
 
 // A representation profile RP(θ, D) (Eq. 8): for each of the q units of one
 // layer of model version `version`, the mean and variance of that unit's
@@ -30,18 +25,6 @@ struct Profile {
 // by zero or takes log(0) (a unit that is constant over a data set, e.g. a
 // dead channel, would otherwise make every divergence infinite).
 constexpr double kVarianceFloor = 1e-8;
-
-// The profile of `data` under `model` in one no-grad, eval-mode pass over
-// batches of `batch_size`: the model's profiled layer's representation
-// (pre-activation for dense layers, channel sums for conv layers), with the
-// population variance (divide by n), floored at kVarianceFloor. Sums are
-// accumulated in double, per batch and then in batch order.
-Profile ComputeProfile(Model& model, const Dataset& data, int64_t version,
-                       int64_t batch_size = 128);
-// The same with batches spread over the threads of `replicas` (identical
-// result for any number of threads).
-Profile ComputeProfile(ModelReplicas& replicas, const Dataset& data, int64_t version,
-                       int64_t batch_size = 128);
 
 // KL(N(mean_k, var_k) || N(mean_v, var_v)) for one unit (Eq. 10):
 // ½ log(var_v / var_k) + (var_k − var_v) / (2 var_v) + (mean_k − mean_v)² / (2 var_v).

@@ -1,4 +1,5 @@
 #include "fedprof/profiling/profile.h"
+#include "fedprof/profiling/profiler.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -15,12 +15,12 @@ std::string Num(double v) { return FormatDouble(v, "%.9g"); }
 
 std::string MetricsCsv(const std::vector<RoundMetrics>& rows, bool regression) {
   std::ostringstream out;
-  out << "round,lr,selected,skipped,train_loss,accuracy,loss" << (regression ? ",rmse" : "")
+  out << "round,lr,selected,returned,refused,timed_out,train_loss,accuracy,loss" << (regression ? ",rmse" : "")
       << ",round_time_s,virtual_time_s,round_energy_wh,energy_wh,profiling_time_s,"
          "profiling_energy_wh,wall_s\n";
   for (const auto& r : rows) {
-    out << r.round << ',' << Num(r.lr) << ',' << r.selected << ',' << r.skipped << ','
-        << Num(r.train_loss) << ',';
+    out << r.round << ',' << Num(r.lr) << ',' << r.selected << ',' << r.returned << ','
+        << r.refused << ',' << r.timed_out << ',' << Num(r.train_loss) << ',';
     if (r.evaluated) {
       out << Num(r.accuracy) << ',' << Num(r.loss);
       if (regression) out << ',' << Num(r.rmse);

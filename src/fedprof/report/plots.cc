@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "fedprof/core/files.h"
+#include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
 
 namespace fedprof {
@@ -44,14 +45,14 @@ bool RunGnuplot(const std::string& script, const std::string& png_path) {
                            Quote(tmp) + "\n" + script + "\nunset output\n";
   FILE* p = ::popen("gnuplot 2>/dev/null", "w");
   if (p == nullptr) {
-    std::fprintf(stderr, "warning: cannot start gnuplot; %s not drawn\n", png_path.c_str());
+    LogWarning("cannot start gnuplot; " + png_path + " not drawn");
     return false;
   }
   std::fwrite(full.data(), 1, full.size(), p);
   const int status = ::pclose(p);
   if (status != 0 || !FileExists(tmp) || std::rename(tmp.c_str(), png_path.c_str()) != 0) {
     std::remove(tmp.c_str());
-    std::fprintf(stderr, "warning: gnuplot failed; %s not drawn\n", png_path.c_str());
+    LogWarning("gnuplot failed; " + png_path + " not drawn");
     return false;
   }
   return true;

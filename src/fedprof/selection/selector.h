@@ -5,22 +5,19 @@
 #include <vector>
 
 #include "fedprof/core/rng.h"
-#include "fedprof/sim/transport.h"
+#include "fedprof/transport/transport.h"
 
 namespace fedprof {
 
 // What a selector may look at when it picks the round's clients.
 struct SelectionContext {
   int64_t round = 0;
-  int num_to_select = 0;                  // K
-  const std::vector<ClientInfo>* clients; // all N clients
-  // Each client's expected round time by the cost model (simulation), or
-  // null when unknown.
-  const std::vector<double>* expected_time_s = nullptr;
+  int num_to_select = 0;                   // K
+  const std::vector<ClientInfo>* clients;  // the available clients, increasing id
 };
 
-// Picks the clients that train in a round. Returns distinct ids in
-// increasing order unless a selector documents otherwise.
+// Picks the clients that train in a round among the available ones. Returns
+// distinct client ids in increasing order.
 class Selector {
  public:
   virtual ~Selector() = default;
@@ -35,9 +32,11 @@ std::unique_ptr<Selector> MakeUniformSelector();
 std::unique_ptr<Selector> MakeSizeWeightedSelector();
 
 // First come, first merged (CFCFM, Wu et al., SAFA, IEEE TC 2021): every
-// client is invited and the first K to finish are merged; with the cost
-// model's deterministic times those are the K fastest clients (ties by id).
-// Throws fedprof::Error when no expected times are known.
+// client is invited and the first K to finish are merged; with known round
+// times (ClientInfo::expected_time_s: the cost model's in simulation, the
+// last measured one in a deployment) those are the K fastest clients, ties
+// by id. A client whose time is unknown counts as fastest, so it gets
+// measured.
 std::unique_ptr<Selector> MakeFirstComeSelector();
 
 // Active Federated Learning's selection (Goetz et al. 2019, Alg. 1) from the
@@ -53,14 +52,17 @@ struct AflOptions {
 std::vector<int> SelectAfl(const std::vector<double>& values, int k, const AflOptions& options,
                            Rng& rng);
 
-// Client ids drawn with probability proportional to `weights` (>= 0), in
-// increasing order. Without replacement: k successive weighted draws, each
+// Indices into `weights` drawn with probability proportional to the
+// weights (>= 0), in increasing order. Without replacement: k successive weighted draws, each
 // removing the drawn client, so k distinct clients (fewer only when fewer
 // have positive weight). With replacement: k independent draws, as Python's
 // random.choices does; a client drawn twice appears once. If every weight is
 // 0 the draw is uniform.
 std::vector<int> SampleByWeight(const std::vector<double>& weights, int k, bool with_replacement,
                                 Rng& rng);
+
+// The ids of context.clients at `indices`.
+std::vector<int> IdsAt(const SelectionContext& context, const std::vector<int>& indices);
 
 }  // namespace fedprof
 

@@ -1,6 +1,5 @@
 #include <algorithm>
 
-#include "fedprof/core/error.h"
 #include "fedprof/selection/selector.h"
 
 namespace fedprof {
@@ -20,11 +19,18 @@ class UniformSelector : public Selector {
     }
     ids.resize(k);
     std::sort(ids.begin(), ids.end());
-    return ids;
+    return IdsAt(context, ids);
   }
 };
 
 }  // namespace
+
+std::vector<int> IdsAt(const SelectionContext& context, const std::vector<int>& indices) {
+  std::vector<int> ids;
+  ids.reserve(indices.size());
+  for (int i : indices) ids.push_back((*context.clients)[i].id);
+  return ids;
+}
 
 std::unique_ptr<Selector> MakeUniformSelector() { return std::make_unique<UniformSelector>(); }
 
@@ -36,11 +42,8 @@ namespace {
 class FirstComeSelector : public Selector {
  public:
   std::vector<int> Select(const SelectionContext& context, Rng& /*rng*/) override {
-    if (context.expected_time_s == nullptr) {
-      throw Error("strategy.name: cfcfm needs the clients' expected round times (simulation's "
-                  "cost model)");
-    }
-    const std::vector<double>& t = *context.expected_time_s;
+    std::vector<double> t;
+    for (const ClientInfo& c : *context.clients) t.push_back(std::max(0.0, c.expected_time_s));
     std::vector<int> ids(t.size());
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
     const int k = std::min<int>(context.num_to_select, static_cast<int>(ids.size()));
@@ -49,7 +52,7 @@ class FirstComeSelector : public Selector {
     });
     ids.resize(k);
     std::sort(ids.begin(), ids.end());
-    return ids;
+    return IdsAt(context, ids);
   }
 };
 

@@ -15,7 +15,9 @@ nlohmann::json ToJson(const RoundMetrics& m) {
   return {{"round", m.round},
           {"lr", m.lr},
           {"selected", m.selected},
-          {"skipped", m.skipped},
+          {"returned", m.returned},
+          {"refused", m.refused},
+          {"timed_out", m.timed_out},
           {"train_loss", m.train_loss},
           {"evaluated", m.evaluated},
           {"accuracy", m.accuracy},
@@ -35,7 +37,9 @@ RoundMetrics FromJson(const nlohmann::json& j) {
   m.round = j.at("round");
   m.lr = j.at("lr");
   m.selected = j.at("selected");
-  m.skipped = j.at("skipped");
+  m.returned = j.at("returned");
+  m.refused = j.at("refused");
+  m.timed_out = j.at("timed_out");
   m.train_loss = j.at("train_loss");
   m.evaluated = j.at("evaluated");
   m.accuracy = j.at("accuracy");

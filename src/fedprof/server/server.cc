@@ -1,27 +1,39 @@
 #include "fedprof/server/server.h"
 
-#include <torch/torch.h>
-
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 
+#include "fedprof/client/client.h"
+#include "fedprof/core/error.h"
+#include "fedprof/core/log.h"
 #include "fedprof/core/rng.h"
-#include "fedprof/models/models.h"
 #include "fedprof/models/replicas.h"
-#include "fedprof/sim/transport.h"
 #include "fedprof/strategy/strategy.h"
 
 namespace fedprof {
 
+// What one round's results came to.
+struct Server::Tally {
+  int selected = 0;
+  int returned = 0;  // usable results
+  int refused = 0;
+  int timed_out = 0;
+  ExactSum train_loss;
+  double time_s = 0;                 // the slowest client (Eq. 27)
+  double time_without_profiling_s = 0;
+  ExactSum energy_j;  // exact sums: the order results arrive in changes no bit
+  ExactSum profiling_energy_j;
+};
+
 Server::Server(const ServerOptions& options, Transport& transport, Strategy& strategy,
-               ModelReplicas& evaluator, const Dataset& test, RoundCostFn cost)
+               ModelReplicas& evaluator, const Dataset& test)
     : options_(options),
       transport_(transport),
       strategy_(strategy),
       evaluator_(evaluator),
-      test_(test),
-      cost_(std::move(cost)) {}
+      test_(test) {}
 
 int Server::ClientsPerRound() const {
   const int n = transport_.num_clients();
@@ -29,70 +41,93 @@ int Server::ClientsPerRound() const {
   return std::max(1, std::min(n, k));
 }
 
-std::string Server::Validate(const FitResult& r, size_t num_params) {
+std::string Server::Validate(const FitResult& r, size_t num_params, bool expect_model) {
   if (!r.ok) return r.error.empty() ? "client failed" : r.error;
+  if (r.num_samples < 1 || r.num_samples > kMaxClaimedSamples) {
+    return "claims " + std::to_string(r.num_samples) + " samples, outside [1, " +
+           std::to_string(kMaxClaimedSamples) + "]";
+  }
+  if (!expect_model) return "";
   if (r.params.size() != num_params) {
     return "model has " + std::to_string(r.params.size()) + " values, expected " +
            std::to_string(num_params);
   }
-  if (r.num_samples <= 0) return "reported " + std::to_string(r.num_samples) + " samples";
+  const double n = static_cast<double>(r.num_samples);
   for (size_t i = 0; i < r.params.size(); ++i) {
     if (!std::isfinite(r.params[i])) return "non-finite value at parameter index " + std::to_string(i);
+    if (!(std::fabs(n * r.params[i]) < kMaxModelSumTerm)) {
+      return "parameter " + std::to_string(i) + " times the sample count is beyond 2^40";
+    }
   }
-  if (!std::isfinite(r.train_loss)) return "non-finite training loss";
+  if (!(std::fabs(r.train_loss) < kMaxModelSumTerm)) return "non-finite training loss";
   return "";
 }
 
-std::vector<const FitResult*> Server::Usable(int64_t round, const std::vector<FitResult>& results,
-                                            size_t num_params, int* skipped) const {
-  std::vector<const FitResult*> usable;
-  for (const FitResult& r : results) {
-    std::string why = Validate(r, num_params);
+void Server::TrainSelected(int64_t round, const std::vector<int>& selected,
+                           const FitInstructions& ins, Tally* tally) {
+  const size_t num_params = ins.global->size();
+  tally->selected += static_cast<int>(selected.size());
+  transport_.Fit(selected, ins, [&](size_t, FitResult&& r) {
+    tally->time_s = std::max(tally->time_s, r.cost.time_s);
+    tally->time_without_profiling_s =
+        std::max(tally->time_without_profiling_s, r.cost.time_s - r.cost.profiling_time_s);
+    tally->energy_j.Add(r.cost.energy_j);
+    tally->profiling_energy_j.Add(r.cost.profiling_energy_j);
+    std::string why = Validate(r, num_params, /*expect_model=*/true);
     if (why.empty()) why = strategy_.CheckResult(r);
     if (!why.empty()) {
-      std::fprintf(stderr, "round %lld: client %d skipped: %s\n", static_cast<long long>(round),
-                   r.client_id, why.c_str());
-      ++*skipped;
-      continue;
+      ++(r.timed_out ? tally->timed_out : tally->refused);
+      LogWarning("round " + std::to_string(round) + ": client " + std::to_string(r.client_id) +
+                 (r.timed_out ? " timed out: " : " refused: ") + why);
+      return;
     }
-    usable.push_back(&r);
+    ++tally->returned;
+    strategy_.Observe(r);
+    sum_.Add(r.params, r.num_samples);
+    tally->train_loss.Add(r.train_loss);
+  });
+}
+
+void Server::CollectReports(const std::vector<ClientInfo>& available, const FlatParams& global,
+                            int64_t version) {
+  std::vector<int> pending;
+  for (const ClientInfo& c : available) {
+    if (!strategy_.HasReport(c.id)) pending.push_back(c.id);
   }
-  return usable;
+  if (pending.empty()) return;
+  const Strategy::Reports reports = strategy_.WantedReports();
+  FitInstructions ins;
+  ins.round = version;
+  ins.global = std::make_shared<const FlatParams>(global);
+  ins.model_version = version;
+  ins.profile = reports.profile;
+  ins.report_loss = reports.loss;
+  ins.train.epochs = 0;
+  ins.seed = options_.seed;
+  transport_.Fit(pending, ins, [&](size_t, FitResult&& r) {
+    std::string why = Validate(r, global.size(), /*expect_model=*/false);
+    if (why.empty()) why = strategy_.CheckResult(r);
+    if (!why.empty()) {
+      LogWarning("report of client " + std::to_string(r.client_id) + " under model version " +
+                 std::to_string(version) + " refused: " + why);
+      return;
+    }
+    strategy_.Observe(r);
+  });
 }
 
 void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on_round,
                  double wall_offset_s) {
   const auto start = std::chrono::steady_clock::now();
   const int n = transport_.num_clients();
-  std::vector<ClientInfo> infos;
-  int64_t total_samples = 0;
-  for (int i = 0; i < n; ++i) {
-    infos.push_back(transport_.Info(i));
-    total_samples += infos.back().num_samples;
-  }
   if (state.times_selected.empty()) state.times_selected.assign(n, 0);
-  // Each client's round time alone, for selectors that race clients (CFCFM).
-  std::vector<double> expected_time;
-  if (cost_) {
-    for (int i = 0; i < n; ++i) expected_time.push_back(cost_({i}).time_s);
+  if (state.times_selected.size() != static_cast<size_t>(n)) {
+    throw Error("checkpoint: holds " + std::to_string(state.times_selected.size()) +
+                " clients, the run " + std::to_string(n));
   }
   const Strategy::Reports reports = strategy_.WantedReports();
   if (state.round == 0) {
     strategy_.OnGlobalModel(state.global, 0);
-    if (reports.any()) {
-      // Initial reports of every client under the initial model (v = 0).
-      FitInstructions ins;
-      ins.global = std::make_shared<const FlatParams>(state.global);
-      ins.profile = reports.profile;
-      ins.report_loss = reports.loss;
-      ins.train.epochs = 0;
-      ins.seed = options_.seed;
-      std::vector<int> everyone(n);
-      for (int i = 0; i < n; ++i) everyone[i] = i;
-      const std::vector<FitResult> initial = transport_.Fit(everyone, ins);
-      int skipped = 0;
-      strategy_.ObserveResults(Usable(0, initial, state.global.size(), &skipped));
-    }
   } else {
     strategy_.LoadState(state.strategy_state);
     strategy_.OnGlobalModel(state.global, state.round);
@@ -103,12 +138,6 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     m.round = round;
     m.lr = options_.train.lr * std::pow(options_.lr_decay, static_cast<double>(round - 1));
 
-    SelectionContext context{round, ClientsPerRound(), &infos,
-                             expected_time.empty() ? nullptr : &expected_time};
-    Rng rng = MakeRng(options_.seed, Stream::kSelection, {static_cast<uint64_t>(round)});
-    const std::vector<int> selected = strategy_.ConfigureFit(context, rng);
-    m.selected = static_cast<int>(selected.size());
-
     FitInstructions ins;
     ins.round = round;
     ins.global = std::make_shared<const FlatParams>(state.global);
@@ -117,34 +146,68 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     ins.report_loss = reports.loss;
     ins.prox_mu = strategy_.ProximalMu();
     ins.keep_local_batch_norm = strategy_.KeepsLocalBatchNorm();
+    ins.sketch_dim = strategy_.SketchDim();
     ins.train = options_.train;
     ins.train.lr = m.lr;
     ins.seed = options_.seed;
-    const std::vector<FitResult> results = transport_.Fit(selected, ins);
 
-    const std::vector<const FitResult*> valid =
-        Usable(round, results, state.global.size(), &m.skipped);
-    double loss_sum = 0;
-    for (const FitResult* r : valid) loss_sum += r->train_loss;
-    for (int id : selected) ++state.times_selected[id];
-    m.train_loss = valid.empty() ? 0 : loss_sum / static_cast<double>(valid.size());
+    Tally tally;
+    sum_.Reset(state.global.size());
+    int64_t total_samples = -1;  // |D| of the clients available when the round starts
+    std::vector<char> asked(n, 0);
+    for (int attempt = 0;; ++attempt) {
+      // A retry selects among the clients not yet asked this round.
+      std::vector<ClientInfo> available = transport_.Available();
+      available.erase(std::remove_if(available.begin(), available.end(),
+                                     [&](const ClientInfo& c) { return asked.at(c.id) != 0; }),
+                      available.end());
+      if (reports.any()) CollectReports(available, state.global, round - 1);
+      if (total_samples < 0) {
+        total_samples = 0;
+        for (const ClientInfo& c : available) total_samples += c.num_samples;
+      }
+      const int k = std::min(ClientsPerRound() - tally.returned, static_cast<int>(available.size()));
+      SelectionContext context{round, k, &available};
+      const uint64_t r = static_cast<uint64_t>(round);
+      Rng rng = attempt == 0 ? MakeRng(options_.seed, Stream::kSelection, {r})
+                             : MakeRng(options_.seed, Stream::kSelection,
+                                       {r, static_cast<uint64_t>(attempt)});
+      const std::vector<int> selected =
+          k > 0 ? strategy_.ConfigureFit(context, rng) : std::vector<int>();
+      for (int id : selected) {
+        ++state.times_selected.at(id);
+        asked.at(id) = 1;
+      }
+      TrainSelected(round, selected, ins, &tally);
+      if (options_.min_results <= 0 || tally.returned >= options_.min_results) break;
+      const std::string shortfall =
+          "round " + std::to_string(round) + ": " + std::to_string(tally.returned) +
+          " usable results, fewer than the quorum of " + std::to_string(options_.min_results) +
+          " (deploy.min_results)";
+      if (attempt + 1 >= options_.round_attempts) {
+        throw Error(shortfall + " after " + std::to_string(options_.round_attempts) +
+                    " attempts; the checkpoint holds round " + std::to_string(state.round));
+      }
+      LogWarning(shortfall + "; selecting more clients");
+    }
+    m.selected = tally.selected;
+    m.returned = tally.returned;
+    m.refused = tally.refused;
+    m.timed_out = tally.timed_out;
+    m.train_loss = tally.returned == 0 ? 0 : tally.train_loss.value() / tally.returned;
 
-    strategy_.ObserveResults(valid);
     FlatParams next;
-    strategy_.AggregateFit(state.global, valid, total_samples, &next);
+    strategy_.AggregateFit(state.global, sum_, total_samples, &next);
     state.global = std::move(next);
     strategy_.OnGlobalModel(state.global, round);
     state.strategy_state = strategy_.SaveState();
 
-    if (cost_) {
-      const RoundCost c = cost_(selected);
-      m.round_time_s = c.time_s;
-      m.round_energy_wh = c.energy_j / 3600.0;
-      m.profiling_time_s = c.profiling_time_s;
-      m.profiling_energy_wh = c.profiling_energy_j / 3600.0;
-      state.virtual_time_s += c.time_s;
-      state.energy_j += c.energy_j;
-    }
+    m.round_time_s = tally.time_s;
+    m.round_energy_wh = tally.energy_j.value() / 3600.0;
+    m.profiling_time_s = tally.time_s - tally.time_without_profiling_s;
+    m.profiling_energy_wh = tally.profiling_energy_j.value() / 3600.0;
+    state.virtual_time_s += tally.time_s;
+    state.energy_j += tally.energy_j.value();
     m.virtual_time_s = state.virtual_time_s;
     m.energy_wh = state.energy_j / 3600.0;
 
@@ -162,15 +225,17 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     state.round = round;
 
     if (options_.progress) {
-      char acc[64] = "      -", loss[64] = "      -";
+      char acc[64] = "      -", loss[64] = "      -", line[256];
       if (m.evaluated) {
         std::snprintf(acc, sizeof(acc), "%.4f", m.accuracy);
         std::snprintf(loss, sizeof(loss), "%.4f", m.loss);
       }
-      std::printf("round %4lld/%lld  acc %s  loss %s  vtime %9.1f s  energy %8.3f Wh  wall %6.1f s\n",
-                  static_cast<long long>(round), static_cast<long long>(options_.rounds), acc,
-                  loss, m.virtual_time_s, m.energy_wh, m.wall_s);
-      std::fflush(stdout);
+      std::snprintf(line, sizeof(line),
+                    "round %4lld/%lld  acc %s  loss %s  clients %d/%d  time %9.1f s  energy "
+                    "%8.3f Wh  wall %6.1f s",
+                    static_cast<long long>(round), static_cast<long long>(options_.rounds), acc,
+                    loss, m.returned, m.selected, m.virtual_time_s, m.energy_wh, m.wall_s);
+      LogProgress(line);
     }
     if (on_round) on_round(state);
   }

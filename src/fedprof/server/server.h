@@ -3,19 +3,20 @@
 
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "fedprof/client/client.h"
+#include "fedprof/aggregation/model_sum.h"
 #include "fedprof/core/params.h"
+#include "fedprof/protocol/messages.h"
 #include "fedprof/report/metrics.h"
+#include "fedprof/transport/transport.h"
 
 namespace fedprof {
 
 class ModelReplicas;
 class Strategy;
-class Transport;
+struct Dataset;
 
 struct ServerOptions {
   int64_t rounds = 50;
@@ -26,65 +27,76 @@ struct ServerOptions {
   int64_t eval_every = 1;
   int64_t eval_batch_size = 128;
   bool progress = true;
+  // Quorum: a round with fewer usable results than this is run again with
+  // a fresh selection, at most `round_attempts` times in all; then the run
+  // stops with an error (its checkpoint holds the last completed round).
+  // 0 = no quorum: a round with no usable result keeps the global model.
+  int min_results = 0;
+  int round_attempts = 3;
 };
 
 // Everything a run needs to continue exactly where it stopped.
 struct ServerState {
   int64_t round = 0;  // rounds completed
   FlatParams global;
-  std::vector<int64_t> times_selected;  // per client
+  std::vector<int64_t> times_selected;  // per client id
   std::vector<RoundMetrics> history;
   double virtual_time_s = 0;
   double energy_j = 0;
   std::string strategy_state;  // Strategy::SaveState() after the last round
-  std::string client_states;   // state clients keep between rounds (simulation)
+  std::string client_states;   // state simulated clients keep between rounds
 };
 
-// Virtual time and device energy of one round for the selected clients
-// (simulation: the cost model; a deployment may leave it unset).
-struct RoundCost {
-  double time_s = 0;
-  double energy_j = 0;
-  double profiling_time_s = 0;  // included in time_s
-  double profiling_energy_j = 0;  // included in energy_j
-};
-using RoundCostFn = std::function<RoundCost(const std::vector<int>& selected)>;
+// Most samples a client may claim: its claim is its aggregation weight, which
+// no server can verify, so it is bounded.
+constexpr int64_t kMaxClaimedSamples = (int64_t{1} << 31) - 1;
 
-// The round loop: select, send θ, collect, validate, aggregate, evaluate.
+// The round loop: select, send θ, fold each result into the aggregate as it
+// arrives, aggregate, evaluate. The same over every transport.
 class Server {
  public:
   // `evaluator` (copies of the model) and `test` serve the per-round
   // evaluation.
   Server(const ServerOptions& options, Transport& transport, Strategy& strategy,
-         ModelReplicas& evaluator, const Dataset& test, RoundCostFn cost);
+         ModelReplicas& evaluator, const Dataset& test);
 
   // Runs rounds state.round + 1 .. options.rounds, calling `on_round` after
   // each (to write outputs and checkpoints). A fresh state (round 0) first
-  // shows the strategy the initial model and, if it wants profiles, collects
-  // one from every client (Alg. 2 lines 4-6); a resumed one restores the
-  // strategy from state.strategy_state. `wall_offset_s` is the wall time
-  // already spent before a resume.
+  // shows the strategy the initial model; a resumed one restores the
+  // strategy from state.strategy_state. Before each round, available
+  // clients the strategy holds no report of are asked for one (Alg. 2
+  // lines 4-6: before round 1, every client). `wall_offset_s` is the wall
+  // time already spent before a resume. Throws fedprof::Error when a round
+  // misses its quorum `round_attempts` times.
   void Run(ServerState& state, const std::function<void(ServerState&)>& on_round,
            double wall_offset_s = 0);
 
-  // K = max(1, round(N * C)).
+  // K = max(1, round(N * C)), N = the transport's client count.
   int ClientsPerRound() const;
 
-  // Why a result must be refused, or "" if it is usable.
-  static std::string Validate(const FitResult& result, size_t num_params);
+  // Why a result must be refused, or "" if it is usable: a failed client, a
+  // sample count outside [1, kMaxClaimedSamples], a non-finite or
+  // out-of-range loss, and when `expect_model` a model of the wrong size or
+  // with a value that is not finite or beyond aggregation's range.
+  static std::string Validate(const FitResult& result, size_t num_params, bool expect_model);
 
  private:
-  // The results that pass Validate and the strategy's CheckResult; the rest
-  // are logged with their reason and counted in *skipped.
-  std::vector<const FitResult*> Usable(int64_t round, const std::vector<FitResult>& results,
-                                       size_t num_params, int* skipped) const;
+  struct Tally;
+  // One attempt at a round: sends `ins` to `selected` and folds each usable
+  // result into sum_ and the tally.
+  void TrainSelected(int64_t round, const std::vector<int>& selected, const FitInstructions& ins,
+                     Tally* tally);
+  // Reports of the available clients the strategy lacks one of, under the
+  // global model of `version`.
+  void CollectReports(const std::vector<ClientInfo>& available, const FlatParams& global,
+                      int64_t version);
 
   ServerOptions options_;
   Transport& transport_;
   Strategy& strategy_;
   ModelReplicas& evaluator_;
   const Dataset& test_;
-  RoundCostFn cost_;
+  ModelSum sum_;  // reused across rounds
 };
 
 }  // namespace fedprof

@@ -12,8 +12,8 @@
 #include "fedprof/models/models.h"
 #include "fedprof/models/replicas.h"
 #include "fedprof/server/checkpoint.h"
-#include "fedprof/sim/in_process_transport.h"
 #include "fedprof/strategy/strategy.h"
+#include "fedprof/transport/in_process.h"
 
 namespace fedprof {
 namespace {
@@ -39,7 +39,14 @@ ServerState RunBlobs(int threads, AggregationMode mode, std::vector<Client> clie
   auto eval_model = MakeModel(spec);
   if (state.global.empty()) state.global = Flatten(*eval_model);
   Dataset test = BlobClients(1, 200, 99)[0].data();
-  InProcessTransport transport(std::move(clients), [&] { return MakeModel(spec); }, threads);
+  std::vector<ClientInfo> infos;
+  for (const Client& c : clients) infos.push_back({c.id(), c.num_samples(), -1});
+  // Every result costs 1 + id seconds and 2 J, so a round lasts as long as
+  // its highest selected id.
+  InProcessTransport transport(
+      infos, [&](int id) { return clients[id]; }, /*keep_clients=*/true,
+      [&] { return MakeModel(spec); }, threads,
+      [](int id, const FitInstructions&) { return ResultCost{1.0 + id, 2.0, 0, 0}; });
   Strategy strategy("fedavg", MakeUniformSelector(), MakeWeightedAverage(mode));
   ServerOptions o;
   o.rounds = rounds;
@@ -50,9 +57,7 @@ ServerState RunBlobs(int threads, AggregationMode mode, std::vector<Client> clie
   o.lr_decay = 0.99;
   o.progress = false;
   ModelReplicas evaluator([&] { return MakeModel(spec); }, threads);
-  Server server(o, transport, strategy, evaluator, test, [](const std::vector<int>& s) {
-    return RoundCost{1.0 + s.size(), 2.0};
-  });
+  Server server(o, transport, strategy, evaluator, test);
   server.Run(state, nullptr);
   return state;
 }
@@ -68,7 +73,11 @@ TEST(ServerTest, LearnsAndIsIdenticalForOneAndTwoThreads) {
       EXPECT_EQ(one.history[i].loss, two.history[i].loss);
     }
     EXPECT_GT(one.history.back().accuracy, 0.85);
-    EXPECT_DOUBLE_EQ(one.virtual_time_s, 6 * 5.0);  // 4 clients a round
+    double slowest = 0;  // Eq. 27: a round lasts as long as its slowest client
+    for (const auto& m : one.history) slowest += m.round_time_s;
+    EXPECT_DOUBLE_EQ(one.virtual_time_s, slowest);
+    EXPECT_GE(one.virtual_time_s, 6 * 4.0);  // 4 of 8 clients a round: some id >= 3
+    EXPECT_DOUBLE_EQ(one.energy_j, 6 * 4 * 2.0);
     EXPECT_EQ(std::accumulate(one.times_selected.begin(), one.times_selected.end(), int64_t{0}),
               24);
   }
@@ -83,11 +92,16 @@ TEST(ServerTest, ClientSendingNaNIsSkipped) {
   testing::internal::CaptureStderr();
   const ServerState s = RunBlobs(1, AggregationMode::kPartial, std::move(clients), 4);
   const std::string log = testing::internal::GetCapturedStderr();
-  int skipped = 0;
-  for (const auto& m : s.history) skipped += m.skipped;
-  EXPECT_EQ(skipped, s.times_selected[1]);
-  EXPECT_GT(skipped, 0);
-  EXPECT_NE(log.find("client 1 skipped: non-finite value"), std::string::npos) << log;
+  int refused = 0, returned = 0, selected = 0;
+  for (const auto& m : s.history) {
+    refused += m.refused;
+    returned += m.returned;
+    selected += m.selected;
+  }
+  EXPECT_EQ(refused, s.times_selected[1]);
+  EXPECT_GT(refused, 0);
+  EXPECT_EQ(returned + refused, selected);
+  EXPECT_NE(log.find("client 1 refused: non-finite value"), std::string::npos) << log;
   for (float v : s.global) ASSERT_TRUE(std::isfinite(v));
 }
 
@@ -96,13 +110,24 @@ TEST(ServerTest, ValidateNamesWhatIsWrong) {
   r.ok = true;
   r.num_samples = 3;
   r.params = {1.0f, 2.0f};
-  EXPECT_EQ(Server::Validate(r, 2), "");
-  EXPECT_NE(Server::Validate(r, 3).find("expected 3"), std::string::npos);
+  EXPECT_EQ(Server::Validate(r, 2, true), "");
+  EXPECT_NE(Server::Validate(r, 3, true).find("expected 3"), std::string::npos);
+  EXPECT_EQ(Server::Validate(r, 3, false), "") << "a report carries no model";
   r.params[1] = INFINITY;
-  EXPECT_NE(Server::Validate(r, 2).find("index 1"), std::string::npos);
+  EXPECT_NE(Server::Validate(r, 2, true).find("index 1"), std::string::npos);
+  r.params[1] = 1e12f;
+  EXPECT_NE(Server::Validate(r, 2, true).find("beyond 2^40"), std::string::npos);
+  r.params[1] = 2.0f;
+  r.train_loss = NAN;
+  EXPECT_NE(Server::Validate(r, 2, true).find("loss"), std::string::npos);
+  r.train_loss = 0;
+  r.num_samples = 0;
+  EXPECT_NE(Server::Validate(r, 2, true).find("claims 0 samples"), std::string::npos);
+  r.num_samples = kMaxClaimedSamples + 1;
+  EXPECT_NE(Server::Validate(r, 2, false).find("samples"), std::string::npos);
   r.ok = false;
   r.error = "out of memory";
-  EXPECT_EQ(Server::Validate(r, 2), "out of memory");
+  EXPECT_EQ(Server::Validate(r, 2, true), "out of memory");
 }
 
 TEST(CheckpointTest, ResumedRunEqualsUninterruptedRun) {

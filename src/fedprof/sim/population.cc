@@ -138,73 +138,79 @@ TrainTest LoadData(const Config& config) {
   return tt;
 }
 
-std::vector<Client> BuildClients(const Dataset& train, const Config& config) {
-  const uint64_t seed = static_cast<uint64_t>(config.GetInt("seed"));
+Population::Population(const Dataset& train, const Config& config)
+    : train_(train), seed_(static_cast<uint64_t>(config.GetInt("seed"))) {
   const int n = static_cast<int>(config.GetInt("clients.count"));
-
   PartitionOptions p;
   const std::string& kind = config.GetString("partition.kind");
   p.kind = kind == "iid" ? PartitionKind::kIid : PartitionKind::kDominant;
   p.dominant_share = config.GetDouble("partition.dominant_share");
   p.size_mean = config.GetDouble("partition.size_mean");
   p.size_sd = config.GetDouble("partition.size_sd");
-  if (p.kind == PartitionKind::kDominant && train.is_regression()) {
-    throw Error("partition.kind: 'dominant' needs class labels; regression data takes 'iid'");
+  const bool dominant = kind == "dominant" || kind == "sampled_dominant";
+  if (dominant && train.is_regression()) {
+    throw Error("partition.kind: '" + kind + "' needs class labels; regression data takes 'iid' "
+                "or 'sampled'");
   }
   std::vector<int64_t> labels;
   if (!train.is_regression()) {
     const torch::Tensor y = train.y.contiguous();
     labels.assign(y.data_ptr<int64_t>(), y.data_ptr<int64_t>() + y.numel());
   }
-  const auto parts = Partition(labels, train.size(), train.num_classes, n, p, seed);
+  sizes_.resize(n);
+  if (kind == "sampled" || kind == "sampled_dominant") {
+    sampled_ = std::make_unique<SampledPartition>(labels, train.size(), train.num_classes,
+                                                  dominant, p, seed_);
+    for (int k = 0; k < n; ++k) sizes_[k] = static_cast<int32_t>(sampled_->Size(k));
+  } else {
+    parts_ = Partition(labels, train.size(), train.num_classes, n, p, seed_);
+    for (int k = 0; k < n; ++k) sizes_[k] = static_cast<int32_t>(parts_[k].size());
+  }
 
-  QualityOptions q;
-  q.irrelevant = config.GetDouble("quality.irrelevant");
-  q.blurred = config.GetDouble("quality.blurred");
-  q.salt_pepper = config.GetDouble("quality.salt_pepper");
-  q.gaussian_noise = config.GetDouble("quality.gaussian_noise");
-  q.polluted = config.GetDouble("quality.polluted");
-  q.blur_sigma = config.GetDouble("quality.blur_sigma");
-  q.sp_density = config.GetDouble("quality.sp_density");
-  q.noise_sigma = config.GetDouble("quality.noise_sigma");
-  q.pollute_share = config.GetDouble("quality.pollute_share");
+  quality_.irrelevant = config.GetDouble("quality.irrelevant");
+  quality_.blurred = config.GetDouble("quality.blurred");
+  quality_.salt_pepper = config.GetDouble("quality.salt_pepper");
+  quality_.gaussian_noise = config.GetDouble("quality.gaussian_noise");
+  quality_.polluted = config.GetDouble("quality.polluted");
+  quality_.blur_sigma = config.GetDouble("quality.blur_sigma");
+  quality_.sp_density = config.GetDouble("quality.sp_density");
+  quality_.noise_sigma = config.GetDouble("quality.noise_sigma");
+  quality_.pollute_share = config.GetDouble("quality.pollute_share");
   const bool images = train.is_image();
-  if (!images && (q.irrelevant > 0 || q.blurred > 0 || q.salt_pepper > 0)) {
+  if (!images && (quality_.irrelevant > 0 || quality_.blurred > 0 || quality_.salt_pepper > 0)) {
     throw Error("quality.irrelevant/blurred/salt_pepper: these scenarios need image data");
   }
-  if (images && q.polluted > 0) {
+  if (images && quality_.polluted > 0) {
     throw Error("quality.polluted: feature pollution needs tabular data");
   }
-  const std::vector<DataKind> kinds = AssignDataKinds(n, q, seed);
+  kinds_ = AssignDataKinds(n, quality_, seed_);
 
-  Dataset irrelevant_source;
   const std::string& source = config.GetString("quality.irrelevant_source");
-  if (q.irrelevant > 0 && source != "synthetic") {
-    irrelevant_source = LoadIdxSet(source, "", "", /*train=*/true);
-    if (irrelevant_source.x.sizes().slice(1) != train.x.sizes().slice(1)) {
+  if (quality_.irrelevant > 0 && source != "synthetic") {
+    irrelevant_source_ = LoadIdxSet(source, "", "", /*train=*/true);
+    if (irrelevant_source_.x.sizes().slice(1) != train.x.sizes().slice(1)) {
       throw Error("quality.irrelevant_source: '" + source + "' images do not have the shape of " +
                   train.name + "'s");
     }
   }
+}
 
-  std::vector<Client> clients;
-  clients.reserve(n);
-  for (int k = 0; k < n; ++k) {
-    Dataset d = Subset(train, parts[k]);
-    Rng rng = MakeRng(seed, Stream::kNoise, {static_cast<uint64_t>(k)});
-    switch (kinds[k]) {
-      case DataKind::kClean: break;
-      case DataKind::kIrrelevant:
-        d = MakeIrrelevant(d, irrelevant_source.size() > 0 ? &irrelevant_source : nullptr, rng);
-        break;
-      case DataKind::kBlurred: ApplyGaussianBlur(d.x, q.blur_sigma); break;
-      case DataKind::kSaltPepper: ApplySaltPepper(d.x, q.sp_density, rng); break;
-      case DataKind::kGaussianNoise: ApplyGaussianNoise(d.x, q.noise_sigma, rng); break;
-      case DataKind::kPolluted: ApplyPollution(d.x, q.pollute_share, rng); break;
-    }
-    clients.emplace_back(k, std::move(d), kinds[k]);
+Population::~Population() = default;
+
+Client Population::MakeClient(int k) const {
+  Dataset d = Subset(train_, sampled_ ? sampled_->Indices(k) : parts_.at(k));
+  Rng rng = MakeRng(seed_, Stream::kNoise, {static_cast<uint64_t>(k)});
+  switch (kinds_.at(k)) {
+    case DataKind::kClean: break;
+    case DataKind::kIrrelevant:
+      d = MakeIrrelevant(d, irrelevant_source_.size() > 0 ? &irrelevant_source_ : nullptr, rng);
+      break;
+    case DataKind::kBlurred: ApplyGaussianBlur(d.x, quality_.blur_sigma); break;
+    case DataKind::kSaltPepper: ApplySaltPepper(d.x, quality_.sp_density, rng); break;
+    case DataKind::kGaussianNoise: ApplyGaussianNoise(d.x, quality_.noise_sigma, rng); break;
+    case DataKind::kPolluted: ApplyPollution(d.x, quality_.pollute_share, rng); break;
   }
-  return clients;
+  return Client(k, std::move(d), kinds_[k]);
 }
 
 }  // namespace fedprof

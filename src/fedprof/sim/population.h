@@ -1,11 +1,14 @@
 #ifndef FEDPROF_SIM_POPULATION_H_
 #define FEDPROF_SIM_POPULATION_H_
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "fedprof/client/client.h"
 #include "fedprof/data/dataset.h"
+#include "fedprof/data/quality.h"
 
 namespace fedprof {
 
@@ -29,10 +32,41 @@ TrainTest LoadData(const Config& config);
 // /usr/share/datasets/fashion-mnist.
 std::string DefaultDataDir(const std::string& name);
 
-// Splits `train` among clients.count clients (partition.*) and degrades the
-// data of the clients picked by quality.* — the same seed gives the same
-// clients, data kinds and noise.
-std::vector<Client> BuildClients(const Dataset& train, const Config& config);
+// The simulated clients of a config: who holds which samples of `train`
+// (partition.*), of which data kind (quality.*). The same seed gives the
+// same clients, data kinds and noise, so a client process given only the
+// config holds exactly the data of simulated client k. With the disjoint
+// partitions (iid, dominant) the index sets are computed up front (one
+// index per sample of the data set); with the sampled ones client k's
+// samples are drawn from its seed when asked for, so a population costs a
+// few bytes per client whatever its size. Thread-safe once built.
+class Population {
+ public:
+  // Keeps a reference to `train` (tensors share storage). Throws
+  // fedprof::Error naming the option when the config cannot be met.
+  Population(const Dataset& train, const Config& config);
+  ~Population();
+
+  int size() const { return static_cast<int>(kinds_.size()); }
+  int64_t num_samples(int k) const { return sizes_.at(k); }
+  DataKind kind(int k) const { return kinds_.at(k); }
+  // Whether client data is drawn when needed (sampled partitions): then
+  // clients are cheap to describe and should not all be kept.
+  bool on_demand() const { return sampled_ != nullptr; }
+
+  // Client k holding its own copy of its samples, degraded by its kind.
+  Client MakeClient(int k) const;
+
+ private:
+  Dataset train_;
+  uint64_t seed_;
+  QualityOptions quality_;
+  Dataset irrelevant_source_;
+  std::vector<DataKind> kinds_;
+  std::vector<int32_t> sizes_;
+  std::vector<std::vector<int64_t>> parts_;           // disjoint partitions
+  std::unique_ptr<class SampledPartition> sampled_;  // sampled partitions
+};
 
 }  // namespace fedprof
 

@@ -9,10 +9,16 @@ namespace fedprof {
 
 AflStrategy::AflStrategy(const AflOptions& options, std::unique_ptr<Aggregator> aggregator,
                          int num_clients)
-    : Strategy("afl", nullptr, std::move(aggregator)), options_(options), values_(num_clients, 0.0) {}
+    : Strategy("afl", nullptr, std::move(aggregator)),
+      options_(options),
+      values_(num_clients, 0.0),
+      reported_(num_clients, 0) {}
 
 std::vector<int> AflStrategy::ConfigureFit(const SelectionContext& context, Rng& rng) {
-  return SelectAfl(values_, context.num_to_select, options_, rng);
+  std::vector<double> values;
+  values.reserve(context.clients->size());
+  for (const ClientInfo& c : *context.clients) values.push_back(values_.at(c.id));
+  return IdsAt(context, SelectAfl(values, context.num_to_select, options_, rng));
 }
 
 std::string AflStrategy::CheckResult(const FitResult& result) const {
@@ -22,25 +28,33 @@ std::string AflStrategy::CheckResult(const FitResult& result) const {
   return "";
 }
 
-void AflStrategy::ObserveResults(const std::vector<const FitResult*>& results) {
-  for (const FitResult* r : results) {
-    values_.at(r->client_id) = std::sqrt(static_cast<double>(r->num_samples)) * r->pre_train_loss;
-  }
+void AflStrategy::Observe(const FitResult& result) {
+  values_.at(result.client_id) =
+      std::sqrt(static_cast<double>(result.num_samples)) * result.pre_train_loss;
+  reported_.at(result.client_id) = 1;
 }
 
 std::string AflStrategy::SaveState() const {
-  return nlohmann::json({{"aggregator", Strategy::SaveState()}, {"values", values_}}).dump();
+  return nlohmann::json(
+             {{"aggregator", Strategy::SaveState()}, {"values", values_}, {"reported", reported_}})
+      .dump();
 }
 
 void AflStrategy::LoadState(const std::string& state) {
-  const nlohmann::json j = nlohmann::json::parse(state);
-  Strategy::LoadState(j.at("aggregator"));
-  std::vector<double> values = j.at("values");
-  if (values.size() != values_.size()) {
-    throw Error("checkpoint: AFL state holds " + std::to_string(values.size()) +
-                " client values, the run has " + std::to_string(values_.size()));
+  try {
+    const nlohmann::json j = nlohmann::json::parse(state);
+    Strategy::LoadState(j.at("aggregator"));
+    std::vector<double> values = j.at("values");
+    std::vector<char> reported = j.at("reported");
+    if (values.size() != values_.size() || reported.size() != values_.size()) {
+      throw Error("checkpoint: AFL state holds " + std::to_string(values.size()) +
+                  " client values, the run has " + std::to_string(values_.size()));
+    }
+    values_ = std::move(values);
+    reported_ = std::move(reported);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("checkpoint: AFL state: ") + e.what());
   }
-  values_ = std::move(values);
 }
 
 }  // namespace fedprof

@@ -13,22 +13,25 @@ namespace fedprof {
 // the loss of the model it last received on its data, v_k = sqrt(|D_k|) ·
 // mean loss (the paper's loss-based valuation), and clients are picked by
 // SelectAfl. Values come from an initial report of every client and are
-// refreshed whenever a client is selected; the others keep theirs.
+// refreshed whenever a client is selected; the others keep theirs. A client
+// that has not reported yet is valued 0.
 class AflStrategy : public Strategy {
  public:
   AflStrategy(const AflOptions& options, std::unique_ptr<Aggregator> aggregator, int num_clients);
 
   std::vector<int> ConfigureFit(const SelectionContext& context, Rng& rng) override;
   Reports WantedReports() const override { return {/*profile=*/false, /*loss=*/true}; }
+  bool HasReport(int id) const override { return reported_.at(id) != 0; }
   std::string CheckResult(const FitResult& result) const override;
-  void ObserveResults(const std::vector<const FitResult*>& results) override;
+  void Observe(const FitResult& result) override;
   std::vector<double> LastScores() const override { return values_; }
   std::string SaveState() const override;
   void LoadState(const std::string& state) override;
 
  private:
   AflOptions options_;
-  std::vector<double> values_;
+  std::vector<double> values_;   // 0 until the client reports
+  std::vector<char> reported_;
 };
 
 }  // namespace fedprof

@@ -4,10 +4,12 @@
 
 #include <cmath>
 
+#include "fedprof/client/client.h"
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/text.h"
 #include "fedprof/models/models.h"
+#include "fedprof/protocol/sketch.h"
 #include "fedprof/strategy/afl_strategy.h"
 #include "fedprof/strategy/clustered_strategy.h"
 #include "fedprof/strategy/strategy.h"
@@ -47,7 +49,7 @@ TEST(FedProxTest, ProximalTermKeepsTheLocalModelNearTheGlobalOne) {
 }
 
 TEST(FedProxTest, SelectionFollowsDataSize) {
-  std::vector<ClientInfo> infos = {{0, 100, ""}, {1, 300, ""}, {2, 600, ""}};
+  std::vector<ClientInfo> infos = {{0, 100, -1}, {1, 300, -1}, {2, 600, -1}};
   auto selector = MakeSizeWeightedSelector();
   std::vector<int> hits(3, 0);
   for (int t = 0; t < 20000; ++t) {
@@ -63,12 +65,11 @@ TEST(FedAdamTest, AppliesAdamToTheAveragedUpdate) {
   o.server_lr = 0.1;
   auto agg = MakeFedAdam(AggregationMode::kPartial, o);
   const FlatParams global = {1.0f, -1.0f};
-  FitResult r;
-  r.ok = true;
-  r.num_samples = 10;
-  r.params = {1.5f, -1.0f};  // Δ = (0.5, 0)
+  ModelSum r;
+  r.Reset(2);
+  r.Add({1.5f, -1.0f}, 10);  // Δ = (0.5, 0)
   FlatParams next;
-  agg->Aggregate(global, {&r}, 10, &next);
+  agg->Aggregate(global, r, 10, &next);
   const double m = 0.1 * 0.5, v = 0.01 * 0.25;
   EXPECT_NEAR(next[0], 1.0 + 0.1 * m / (std::sqrt(v) + 1e-3), 1e-6);
   EXPECT_FLOAT_EQ(next[1], -1.0f);  // no update, no move
@@ -76,11 +77,11 @@ TEST(FedAdamTest, AppliesAdamToTheAveragedUpdate) {
   auto fresh = MakeFedAdam(AggregationMode::kPartial, o);
   fresh->LoadState(agg->SaveState());
   FlatParams a, b;
-  agg->Aggregate(global, {&r}, 10, &a);
-  fresh->Aggregate(global, {&r}, 10, &b);
+  agg->Aggregate(global, r, 10, &a);
+  fresh->Aggregate(global, r, 10, &b);
   EXPECT_EQ(a, b);
   FlatParams c;
-  MakeFedAdam(AggregationMode::kPartial, o)->Aggregate(global, {&r}, 10, &c);
+  MakeFedAdam(AggregationMode::kPartial, o)->Aggregate(global, r, 10, &c);
   EXPECT_NE(a, c);
 }
 
@@ -107,13 +108,17 @@ TEST(AflTest, ValuationIsSqrtSizeTimesLoss) {
   r.num_samples = 16;
   r.pre_train_loss = 0.5;
   EXPECT_EQ(s.CheckResult(r), "");
-  s.ObserveResults({&r});
+  EXPECT_FALSE(s.HasReport(1));
+  s.Observe(r);
+  EXPECT_TRUE(s.HasReport(1));
+  EXPECT_FALSE(s.HasReport(0));
   EXPECT_EQ(s.LastScores(), (std::vector<double>{0.0, 2.0}));
   r.pre_train_loss = NAN;
   EXPECT_NE(s.CheckResult(r), "");
   AflStrategy t(AflOptions(), MakeWeightedAverage(AggregationMode::kPartial), 2);
   t.LoadState(s.SaveState());
   EXPECT_EQ(t.LastScores(), s.LastScores());
+  EXPECT_TRUE(t.HasReport(1));
 }
 
 TEST(StrategyTest, FedAvgRpAggregatesPartiallyWhateverTheConfigSays) {
@@ -121,12 +126,11 @@ TEST(StrategyTest, FedAvgRpAggregatesPartiallyWhateverTheConfigSays) {
   c.Set("strategy.name", "fedavg-rp");
   c.Set("strategy.aggregation", "full");
   auto s = MakeStrategy(c, {});
-  FitResult r;
-  r.ok = true;
-  r.num_samples = 10;
-  r.params = {4.0f};
+  ModelSum r;
+  r.Reset(1);
+  r.Add({4.0f}, 10);
   FlatParams next;
-  s->AggregateFit({0.0f}, {&r}, 100, &next);
+  s->AggregateFit({0.0f}, r, 100, &next);
   EXPECT_FLOAT_EQ(next[0], 4.0f);  // full aggregation would give 0.4
   c.Set("strategy.name", "fedprox");
   EXPECT_DOUBLE_EQ(MakeStrategy(c, {})->ProximalMu(), 0.01);
@@ -171,20 +175,23 @@ TEST(FedBnTest, ClientsKeepTheirOwnBatchNorm) {
     if (e.is_batch_norm) std::fill_n(next.begin() + e.offset, e.size, 100.0f);
   }
   ins.global = std::make_shared<const FlatParams>(next);
-  ins.train.epochs = 0;
+  ins.train.epochs = 0;  // only loads the model: what the client would start from
   const FitResult second = client.Fit(ins, *model);
+  EXPECT_TRUE(second.params.empty()) << "a report carries no model";
+  const FlatParams loaded = Flatten(*model);
   for (const auto& e : layout.entries) {
     for (int64_t i = e.offset; i < e.offset + e.size; ++i) {
       if (e.is_batch_norm) {
-        ASSERT_EQ(second.params[i], first.params[i]) << e.name;
+        ASSERT_EQ(loaded[i], first.params[i]) << e.name;
       } else {
-        ASSERT_EQ(second.params[i], next[i]) << e.name;
+        ASSERT_EQ(loaded[i], next[i]) << e.name;
       }
     }
   }
   // Without FedBN the global batch norm is taken as sent.
   ins.keep_local_batch_norm = false;
-  EXPECT_EQ(client.Fit(ins, *model).params, next);
+  client.Fit(ins, *model);
+  EXPECT_EQ(Flatten(*model), next);
 }
 
 }  // namespace
@@ -194,12 +201,14 @@ namespace fedprof {
 namespace {
 
 TEST(CfcfmTest, MergesTheFastestClients) {
-  std::vector<ClientInfo> infos(5);
   const std::vector<double> times = {3.0, 1.0, 2.0, 1.0, 9.0};
+  std::vector<ClientInfo> infos;
+  for (int k = 0; k < 5; ++k) infos.push_back({10 + k, 100, times[k]});
   auto selector = MakeFirstComeSelector();
   Rng rng = MakeRng(1, Stream::kSelection);
-  EXPECT_EQ(selector->Select({1, 3, &infos, &times}, rng), (std::vector<int>{1, 2, 3}));
-  EXPECT_THROW(selector->Select({1, 3, &infos, nullptr}, rng), Error);
+  EXPECT_EQ(selector->Select({1, 3, &infos}, rng), (std::vector<int>{11, 12, 13}));
+  infos[4].expected_time_s = -1;  // unknown: raced first, so it gets measured
+  EXPECT_EQ(selector->Select({1, 2, &infos}, rng), (std::vector<int>{11, 14}));
 }
 
 TEST(ClusteredTest, AverageLinkageGroupsNearbyItems) {
@@ -212,21 +221,24 @@ TEST(ClusteredTest, AverageLinkageGroupsNearbyItems) {
 TEST(ClusteredTest, DrawsOneClientFromEachGroupOfSimilarUpdates) {
   // Clients 0-3 moved the model one way, clients 4-7 the opposite way.
   ClusteredStrategy s(ClusteredOptions{64}, MakeWeightedAverage(AggregationMode::kPartial), 8);
+  EXPECT_EQ(s.SketchDim(), 64);
   const FlatParams global(100, 0.0f);
   s.OnGlobalModel(global, 0);
-  std::vector<FitResult> results(8);
-  std::vector<const FitResult*> ptrs;
   for (int k = 0; k < 8; ++k) {
-    results[k].client_id = k;
-    results[k].num_samples = 10;
-    results[k].params.assign(100, 0.0f);
+    FitResult r;
+    r.client_id = k;
+    r.num_samples = 10;
+    r.params.assign(100, 0.0f);
     for (int i = 0; i < 100; ++i) {
-      results[k].params[i] = (k < 4 ? 1.0f : -1.0f) * static_cast<float>(i % 7) + 0.01f * k;
+      r.params[i] = (k < 4 ? 1.0f : -1.0f) * static_cast<float>(i % 7) + 0.01f * k;
     }
-    ptrs.push_back(&results[k]);
+    EXPECT_NE(s.CheckResult(r), "") << "no sketch";
+    r.sketch = UpdateSketch(r.params, global, 64);  // what the client computes
+    ASSERT_EQ(s.CheckResult(r), "");
+    s.Observe(r);
   }
-  s.ObserveResults(ptrs);
-  std::vector<ClientInfo> infos(8, ClientInfo{0, 10, ""});
+  std::vector<ClientInfo> infos;
+  for (int k = 0; k < 8; ++k) infos.push_back({k, 10, -1});
   for (int t = 0; t < 50; ++t) {
     Rng rng = MakeRng(3, Stream::kSelection, {static_cast<uint64_t>(t)});
     const std::vector<int> ids = s.ConfigureFit({t, 2, &infos}, rng);

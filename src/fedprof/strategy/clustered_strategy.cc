@@ -11,17 +11,6 @@
 namespace fedprof {
 namespace {
 
-// Count sketch: parameter i adds ±x_i to bucket h(i); both from one hash.
-std::vector<float> Sketch(const FlatParams& params, const FlatParams& global, int dim) {
-  std::vector<double> s(dim, 0.0);
-  for (size_t i = 0; i < params.size(); ++i) {
-    const uint64_t h = Mix64(i);
-    const double x = static_cast<double>(params[i]) - global[i];
-    s[(h >> 1) % static_cast<uint64_t>(dim)] += (h & 1) ? x : -x;
-  }
-  return std::vector<float>(s.begin(), s.end());
-}
-
 double CosineDistance(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.empty() || b.empty()) return 1.0;
   double ab = 0, aa = 0, bb = 0;
@@ -83,38 +72,48 @@ std::vector<int> AverageLinkage(int n, int k, const std::function<double(int, in
 
 ClusteredStrategy::ClusteredStrategy(const ClusteredOptions& options,
                                      std::unique_ptr<Aggregator> aggregator, int num_clients)
-    : Strategy("clustered", nullptr, std::move(aggregator)),
-      options_(options),
-      sketches_(num_clients) {}
-
-void ClusteredStrategy::OnGlobalModel(const FlatParams& global, int64_t /*version*/) {
-  global_ = global;
+    : Strategy("clustered", nullptr, std::move(aggregator)), options_(options) {
+  if (num_clients > kMaxClusteredClients) {
+    throw Error("strategy.name: clustered sampling compares every pair of clients; " +
+                std::to_string(num_clients) + " clients is above its limit of " +
+                std::to_string(kMaxClusteredClients));
+  }
+  sketches_.resize(num_clients);
 }
 
-void ClusteredStrategy::ObserveResults(const std::vector<const FitResult*>& results) {
-  for (const FitResult* r : results) {
-    if (r->params.size() == global_.size() && !r->params.empty()) {
-      sketches_.at(r->client_id) = Sketch(r->params, global_, options_.sketch_dim);
-    }
+std::string ClusteredStrategy::CheckResult(const FitResult& result) const {
+  if (result.sketch.size() != static_cast<size_t>(options_.sketch_dim)) {
+    return "update sketch has " + std::to_string(result.sketch.size()) + " values, expected " +
+           std::to_string(options_.sketch_dim);
   }
+  for (float v : result.sketch) {
+    if (!std::isfinite(v)) return "non-finite value in the update sketch";
+  }
+  return "";
+}
+
+void ClusteredStrategy::Observe(const FitResult& result) {
+  if (!result.sketch.empty()) sketches_.at(result.client_id) = result.sketch;
 }
 
 std::vector<int> ClusteredStrategy::ConfigureFit(const SelectionContext& context, Rng& rng) {
-  const int n = static_cast<int>(sketches_.size());
+  const std::vector<ClientInfo>& clients = *context.clients;
+  const int n = static_cast<int>(clients.size());
   const int k = std::min(context.num_to_select, n);
-  const std::vector<int> cluster = AverageLinkage(
-      n, k, [&](int a, int b) { return CosineDistance(sketches_[a], sketches_[b]); });
+  const std::vector<int> cluster = AverageLinkage(n, k, [&](int a, int b) {
+    return CosineDistance(sketches_.at(clients[a].id), sketches_.at(clients[b].id));
+  });
   std::vector<int> chosen;
   for (int c = 0; c < k; ++c) {
     std::vector<double> weights(n, 0.0);
     for (int i = 0; i < n; ++i) {
-      if (cluster[i] == c) weights[i] = static_cast<double>((*context.clients)[i].num_samples);
+      if (cluster[i] == c) weights[i] = static_cast<double>(clients[i].num_samples);
     }
     const std::vector<int> one = SampleByWeight(weights, 1, /*with_replacement=*/false, rng);
     chosen.insert(chosen.end(), one.begin(), one.end());
   }
   std::sort(chosen.begin(), chosen.end());
-  return chosen;
+  return IdsAt(context, chosen);
 }
 
 std::string ClusteredStrategy::SaveState() const {
@@ -124,14 +123,18 @@ std::string ClusteredStrategy::SaveState() const {
 }
 
 void ClusteredStrategy::LoadState(const std::string& state) {
-  const nlohmann::json j = nlohmann::json::parse(state);
-  Strategy::LoadState(j.at("aggregator"));
-  const auto& sketches = j.at("sketches");
-  if (sketches.size() != sketches_.size()) {
-    throw Error("checkpoint: clustered-sampling state holds " + std::to_string(sketches.size()) +
-                " clients, the run has " + std::to_string(sketches_.size()));
+  try {
+    const nlohmann::json j = nlohmann::json::parse(state);
+    Strategy::LoadState(j.at("aggregator"));
+    const auto& sketches = j.at("sketches");
+    if (sketches.size() != sketches_.size()) {
+      throw Error("checkpoint: clustered-sampling state holds " + std::to_string(sketches.size()) +
+                  " clients, the run has " + std::to_string(sketches_.size()));
+    }
+    for (size_t i = 0; i < sketches.size(); ++i) sketches_[i] = DecodeFloats(sketches[i]);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("checkpoint: clustered-sampling state: ") + e.what());
   }
-  for (size_t i = 0; i < sketches.size(); ++i) sketches_[i] = DecodeFloats(sketches[i]);
 }
 
 }  // namespace fedprof

@@ -19,23 +19,26 @@ struct ClusteredOptions {
 // their latest model updates w_k − θ (average-linkage hierarchical
 // clustering on cosine distance), and one client is drawn from each cluster
 // with probability proportional to its data size. Updates are compared
-// through count sketches (Charikar et al. 2002), which keep inner products in
-// expectation at O(P) cost per update. A client that has never trained has
-// no update and is at distance 1 from every client.
+// through count sketches that the clients compute (protocol/sketch.h), so
+// the server keeps sketch_dim floats per client and never a model. A client
+// that has never trained has no update and is at distance 1 from every
+// client. Clustering compares every pair of available clients: O(N²) time
+// and memory, so the population is limited to kMaxClusteredClients.
+constexpr int kMaxClusteredClients = 5000;
 class ClusteredStrategy : public Strategy {
  public:
   ClusteredStrategy(const ClusteredOptions& options, std::unique_ptr<Aggregator> aggregator,
                     int num_clients);
 
   std::vector<int> ConfigureFit(const SelectionContext& context, Rng& rng) override;
-  void OnGlobalModel(const FlatParams& global, int64_t version) override;
-  void ObserveResults(const std::vector<const FitResult*>& results) override;
+  int SketchDim() const override { return options_.sketch_dim; }
+  std::string CheckResult(const FitResult& result) const override;
+  void Observe(const FitResult& result) override;
   std::string SaveState() const override;
   void LoadState(const std::string& state) override;
 
  private:
   ClusteredOptions options_;
-  FlatParams global_;                          // the model this round's clients received
   std::vector<std::vector<float>> sketches_;  // per client; empty until it trains
 };
 

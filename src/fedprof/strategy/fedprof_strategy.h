@@ -2,8 +2,8 @@
 #define FEDPROF_STRATEGY_FEDPROF_STRATEGY_H_
 
 #include <functional>
-#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,8 +20,12 @@ struct FedProfOptions {
 // FedProf (Algorithm 2): clients are sampled with probability proportional
 // to λ_k = exp(−α · div(RP_k, RP_V)), where RP_k is the last profile client k
 // sent and RP_V the reference profile of the SAME model version (profiles
-// are version-aligned). Unselected clients keep their stored profile.
-// Aggregation is whichever Aggregator it is given (full or partial).
+// are version-aligned). A client profiles its data with the model version
+// the server sent it, whose reference profile the server computed right
+// after producing that version; so the divergence is computed when the
+// profile arrives and only it is kept: 8 bytes per client, and the
+// reference of the current version alone. Unselected clients keep their
+// divergence. Aggregation is whichever Aggregator it is given.
 class FedProfStrategy : public Strategy {
  public:
   // `reference_profile` computes RP_V on the reference set D_V for a global
@@ -33,22 +37,23 @@ class FedProfStrategy : public Strategy {
 
   std::vector<int> ConfigureFit(const SelectionContext& context, Rng& rng) override;
   Reports WantedReports() const override { return {/*profile=*/true, /*loss=*/false}; }
+  bool HasReport(int id) const override;
   void OnGlobalModel(const FlatParams& global, int64_t version) override;
   std::string CheckResult(const FitResult& result) const override;
-  void ObserveResults(const std::vector<const FitResult*>& results) override;
+  void Observe(const FitResult& result) override;
   std::vector<double> LastScores() const override { return scores_; }
   std::string SaveState() const override;
   void LoadState(const std::string& state) override;
 
-  // λ_k for every client against the stored reference profiles; 0 for a
-  // client with no valid profile yet (it is never sampled by score).
+  // λ_k for every client; 0 for a client with no valid profile yet (it is
+  // never sampled by score).
   std::vector<double> ComputeScores() const;
 
  private:
   FedProfOptions options_;
   ReferenceProfiler reference_profile_;
-  std::vector<std::optional<Profile>> client_profiles_;
-  std::map<int64_t, Profile> references_;  // RP_V by model version
+  std::optional<Profile> reference_;  // RP_V of the current model version
+  std::vector<double> divergences_;   // div(RP_k, RP_V(v_k)); NaN until client k reports
   std::vector<double> scores_;
 };
 

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "fedprof/core/error.h"
+
 namespace fedprof {
 namespace {
 
@@ -41,13 +43,14 @@ TEST(FedProfStrategyTest, ScoresAreVersionAligned) {
   s->OnGlobalModel({}, 0);
   // Clients 0 and 1 profiled under version 0; client 0 matches RP_V(0).
   const FitResult a = WithProfile(0, 0, 0.0), b = WithProfile(1, 0, 1.0);
-  s->ObserveResults({&a, &b});
+  s->Observe(a);
+  s->Observe(b);
   s->OnGlobalModel({}, 1);
   s->OnGlobalModel({}, 2);
   // Client 2 profiled under version 2, one unit of mean away from RP_V(2).
   const FitResult c = WithProfile(2, 2, 3.0);
   EXPECT_EQ(s->CheckResult(c), "");
-  s->ObserveResults({&c});
+  s->Observe(c);
   const std::vector<double> scores = s->ComputeScores();
   // Client 0 is compared with RP_V(0) (KL 0), not with RP_V(2) (KL 2).
   EXPECT_DOUBLE_EQ(scores[0], 1.0);
@@ -60,7 +63,7 @@ TEST(FedProfStrategyTest, ClientsWithoutProfilesScoreZeroAndAlphaZeroIsUniform) 
   auto s = Make(0.0, 3);
   s->OnGlobalModel({}, 0);
   const FitResult a = WithProfile(0, 0, 50.0);  // far off, but alpha = 0
-  s->ObserveResults({&a});
+  s->Observe(a);
   const std::vector<double> scores = s->ComputeScores();
   EXPECT_EQ(scores, (std::vector<double>{1.0, 0.0, 0.0}));
 }
@@ -73,7 +76,9 @@ TEST(FedProfStrategyTest, MalformedOrMisversionedProfilesAreRefused) {
   r.profile->var[1] = 0;
   EXPECT_NE(s->CheckResult(r).find("variance <= 0"), std::string::npos);
   r = WithProfile(0, 7, 0.0);
-  EXPECT_NE(s->CheckResult(r).find("did not send"), std::string::npos);
+  EXPECT_NE(s->CheckResult(r).find("not the version the server sent"), std::string::npos);
+  r = WithProfile(0, 0, 0.0);  // a straggler's profile of an older model
+  EXPECT_NE(s->CheckResult(r).find("not the version the server sent"), std::string::npos);
   r.profile.reset();
   EXPECT_EQ(s->CheckResult(r), "no profile sent");
 }
@@ -83,10 +88,9 @@ TEST(FedProfStrategyTest, SelectionFavoursHighScores) {
   s->OnGlobalModel({}, 0);
   std::vector<FitResult> results;
   for (int k = 0; k < 10; ++k) results.push_back(WithProfile(k, 0, k < 5 ? 0.0 : 2.0));
-  std::vector<const FitResult*> ptrs;
-  for (const auto& r : results) ptrs.push_back(&r);
-  s->ObserveResults(ptrs);
+  for (const auto& r : results) s->Observe(r);
   std::vector<ClientInfo> infos(10);
+  for (int k = 0; k < 10; ++k) infos[k].id = k;
   int good = 0, bad = 0;
   for (int t = 0; t < 200; ++t) {
     Rng rng = MakeRng(1, Stream::kSelection, {static_cast<uint64_t>(t)});
@@ -100,12 +104,29 @@ TEST(FedProfStrategyTest, StateRoundTrips) {
   auto s = Make(3, 3);
   s->OnGlobalModel({}, 0);
   const FitResult a = WithProfile(0, 0, 0.25), c = WithProfile(2, 0, -1.0 / 3);
-  s->ObserveResults({&a, &c});
+  s->Observe(a);
+  s->Observe(c);
   s->OnGlobalModel({}, 1);
   auto t = Make(3, 3);
   t->LoadState(s->SaveState());
   EXPECT_EQ(t->ComputeScores(), s->ComputeScores());
   EXPECT_EQ(t->SaveState(), s->SaveState());
+  EXPECT_TRUE(t->HasReport(0));
+  EXPECT_FALSE(t->HasReport(1));
+  EXPECT_THROW(Make(3, 4)->LoadState(s->SaveState()), Error);
+  EXPECT_THROW(t->LoadState("{not json"), Error);
+}
+
+TEST(FedProfStrategyTest, SelectsOnlyAmongAvailableClients) {
+  auto s = Make(1, 6);
+  s->OnGlobalModel({}, 0);
+  for (int k = 0; k < 6; ++k) s->Observe(WithProfile(k, 0, 0.0));
+  std::vector<ClientInfo> available = {{1, 10, -1}, {4, 10, -1}, {5, 10, -1}};
+  Rng rng = MakeRng(1, Stream::kSelection);
+  const std::vector<int> ids = s->ConfigureFit({1, 2, &available}, rng);
+  ASSERT_EQ(ids.size(), 2u);
+  for (int id : ids) EXPECT_TRUE(id == 1 || id == 4 || id == 5) << id;
+  EXPECT_EQ(s->LastScores().size(), 6u) << "scores stay indexed by client id";
 }
 
 }  // namespace

@@ -16,9 +16,9 @@ std::vector<int> Strategy::ConfigureFit(const SelectionContext& context, Rng& rn
   return selector_->Select(context, rng);
 }
 
-void Strategy::AggregateFit(const FlatParams& global, const std::vector<const FitResult*>& results,
-                            int64_t total_samples, FlatParams* next) {
-  aggregator_->Aggregate(global, results, total_samples, next);
+void Strategy::AggregateFit(const FlatParams& global, const ModelSum& sum, int64_t total_samples,
+                            FlatParams* next) {
+  aggregator_->Aggregate(global, sum, total_samples, next);
 }
 
 std::string Strategy::SaveState() const { return aggregator_->SaveState(); }

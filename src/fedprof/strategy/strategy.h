@@ -17,7 +17,15 @@ class Config;
 // A federated strategy: which clients train each round (a Selector) and how
 // their results become the next global model (an Aggregator). Strategies see
 // clients only through ClientInfo and FitResult, never whether they are
-// simulated or remote.
+// simulated or remote, and keep per-client state indexed by client id
+// (ids are 0 .. N-1; not every client need ever appear).
+//
+// The server calls, per run: OnGlobalModel(initial, 0) (or LoadState, then
+// OnGlobalModel(global, round) on resume); then per round: Observe for the
+// reports of available clients that HasReport says lack one (before round 1:
+// everyone), ConfigureFit, CheckResult and Observe for each result as it
+// arrives (results that fail CheckResult are not observed), AggregateFit,
+// OnGlobalModel(next, round), LastScores and SaveState.
 class Strategy {
  public:
   // A strategy that picks clients itself (overriding ConfigureFit) passes
@@ -28,23 +36,31 @@ class Strategy {
 
   const std::string& name() const { return name_; }
 
-  // The clients to train this round.
+  // The clients to train this round, among context.clients.
   virtual std::vector<int> ConfigureFit(const SelectionContext& context, Rng& rng);
 
-  // The next global model from the round's valid results.
-  virtual void AggregateFit(const FlatParams& global, const std::vector<const FitResult*>& results,
-                            int64_t total_samples, FlatParams* next);
+  // The next global model from the round's valid results, summed in `sum`.
+  virtual void AggregateFit(const FlatParams& global, const ModelSum& sum, int64_t total_samples,
+                            FlatParams* next);
 
   // What selected clients report besides their model: a profile of their
-  // data, or the received model's loss on it. When anything is asked the
-  // server also collects an initial report from every client before round 1
-  // and hands them to ObserveResults.
+  // data, or the received model's loss on it. When anything is asked, the
+  // server also collects a report from every client that has none (all of
+  // them before round 1) and hands them to Observe.
   struct Reports {
     bool profile = false;
     bool loss = false;
     bool any() const { return profile || loss; }
   };
   virtual Reports WantedReports() const { return {}; }
+  // Whether the strategy holds a usable report of client `id`.
+  virtual bool HasReport(int id) const {
+    (void)id;
+    return true;
+  }
+
+  // > 0: clients return a count sketch of their update of this size.
+  virtual int SketchDim() const { return 0; }
 
   // μ of a proximal term in the clients' local objective (FedProx), or 0.
   double ProximalMu() const { return proximal_mu_; }
@@ -68,16 +84,16 @@ class Strategy {
     return "";
   }
 
-  // Sees the valid results of a round (or the initial profiles) before
-  // aggregation.
-  virtual void ObserveResults(const std::vector<const FitResult*>& results) { (void)results; }
+  // Sees one valid result of a round (or a report), in any order.
+  virtual void Observe(const FitResult& result) { (void)result; }
 
-  // Per-client scores behind the last selection, or empty if the strategy
-  // does not score clients.
+  // Per-client scores behind the last selection (one per client id), or
+  // empty if the strategy does not score clients.
   virtual std::vector<double> LastScores() const { return {}; }
 
   // Opaque state for checkpoints; LoadState(SaveState()) restores it. The
-  // base class saves its aggregator's state.
+  // base class saves its aggregator's state. LoadState throws
+  // fedprof::Error when the state does not fit this strategy.
   virtual std::string SaveState() const;
   virtual void LoadState(const std::string& state);
 

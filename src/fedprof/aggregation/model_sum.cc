@@ -1,0 +1,96 @@
+#include "fedprof/aggregation/model_sum.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "fedprof/core/error.h"
+
+namespace fedprof {
+namespace {
+
+constexpr int kFractionBits = 64;
+
+// v in units of 2^-64, rounded to nearest (|v| < 2^62, so it fits).
+__int128 ToFixed(double v) {
+  return static_cast<__int128>(std::nearbyint(std::ldexp(v, kFractionBits)));
+}
+
+double FromFixed(__int128 f) { return std::ldexp(static_cast<double>(f), -kFractionBits); }
+
+}  // namespace
+
+void ModelSum::Reset(size_t num_params) {
+  sum_.assign(num_params, 0);
+  count_ = 0;
+  weight_ = 0;
+}
+
+void ModelSum::Add(const FlatParams& w, int64_t n) {
+  if (w.size() != sum_.size()) {
+    throw Error("aggregation: model of " + std::to_string(w.size()) + " values added to a sum of " +
+                std::to_string(sum_.size()));
+  }
+  if (n < 1 || count_ >= kMaxModelSumTerms) {
+    throw Error("aggregation: weight " + std::to_string(n) + " or term count out of range");
+  }
+  const double dn = static_cast<double>(n);
+  for (float v : w) {
+    if (!(std::fabs(dn * v) < kMaxModelSumTerm)) {
+      throw Error("aggregation: a weighted value is beyond 2^40 (or not finite)");
+    }
+  }
+  for (size_t i = 0; i < w.size(); ++i) sum_[i] += ToFixed(dn * w[i]);
+  ++count_;
+  weight_ += n;
+}
+
+void ModelSum::Merge(const ModelSum& other) {
+  if (other.sum_.size() != sum_.size()) {
+    throw Error("aggregation: cannot merge sums of " + std::to_string(other.sum_.size()) + " and " +
+                std::to_string(sum_.size()) + " values");
+  }
+  for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += other.sum_[i];
+  count_ += other.count_;
+  weight_ += other.weight_;
+}
+
+double ModelSum::Centered(size_t i, float base) const {
+  return FromFixed(sum_[i] - ToFixed(static_cast<double>(weight_) * base));
+}
+
+std::string ModelSum::Serialize() const {
+  std::string out(2 * sizeof(int64_t) + sum_.size() * sizeof(__int128), '\0');
+  std::memcpy(&out[0], &count_, sizeof(int64_t));
+  std::memcpy(&out[sizeof(int64_t)], &weight_, sizeof(int64_t));
+  if (!sum_.empty()) std::memcpy(&out[2 * sizeof(int64_t)], sum_.data(), sum_.size() * sizeof(__int128));
+  return out;
+}
+
+ModelSum ModelSum::Parse(const std::string& bytes, const std::string& origin) {
+  const size_t head = 2 * sizeof(int64_t);
+  if (bytes.size() < head || (bytes.size() - head) % sizeof(__int128) != 0) {
+    throw Error(origin + ": a model sum of " + std::to_string(bytes.size()) +
+                " bytes is not 16 bytes + a multiple of 16");
+  }
+  ModelSum s;
+  std::memcpy(&s.count_, bytes.data(), sizeof(int64_t));
+  std::memcpy(&s.weight_, bytes.data() + sizeof(int64_t), sizeof(int64_t));
+  if (s.count_ < 0 || s.count_ > kMaxModelSumTerms || s.weight_ < 0) {
+    throw Error(origin + ": model sum holds an impossible count or weight");
+  }
+  s.sum_.resize((bytes.size() - head) / sizeof(__int128));
+  if (!s.sum_.empty()) std::memcpy(s.sum_.data(), bytes.data() + head, bytes.size() - head);
+  return s;
+}
+
+void ExactSum::Add(double value) {
+  if (!(std::fabs(value) < kMaxModelSumTerm)) {
+    throw Error("exact sum: value beyond 2^40 (or not finite)");
+  }
+  sum_ += ToFixed(value);
+  ++count_;
+}
+
+double ExactSum::value() const { return FromFixed(sum_); }
+
+}  // namespace fedprof

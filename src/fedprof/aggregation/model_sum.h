@@ -1,0 +1,73 @@
+#ifndef FEDPROF_AGGREGATION_MODEL_SUM_H_
+#define FEDPROF_AGGREGATION_MODEL_SUM_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fedprof/core/params.h"
+
+namespace fedprof {
+
+// Largest |n · w| one term may have: 2^40. Terms are held as 128-bit
+// integers in units of 2^-64, so a sum of up to kMaxModelSumTerms such terms
+// cannot overflow. Server::Validate refuses results beyond it.
+constexpr double kMaxModelSumTerm = 0x1p40;
+constexpr int64_t kMaxModelSumTerms = int64_t{1} << 22;
+
+// Σ n_k · w_k over the clients' models, accumulated exactly: each product
+// n_k · w_k,i is rounded once, to a multiple of 2^-64, and the integers are
+// added without rounding. The sum therefore does not depend on the order in
+// which results arrive, nor on how they are grouped (threads, ranks, a
+// network), and aggregation stays bit-reproducible while results are folded
+// in as they come and then dropped. Thread-compatible.
+class ModelSum {
+ public:
+  // Empties the sum for models of `num_params` values, keeping its buffer.
+  void Reset(size_t num_params);
+
+  size_t size() const { return sum_.size(); }
+  int64_t count() const { return count_; }    // models added
+  int64_t weight() const { return weight_; }  // Σ n_k
+
+  // Adds n · w. Requires w.size() == size(), n >= 1 and |n · w_i| <
+  // kMaxModelSumTerm (Server::Validate checks it); throws fedprof::Error
+  // otherwise and leaves the sum unchanged.
+  void Add(const FlatParams& w, int64_t n);
+
+  // Adds another sum of the same size (a rank's share, say).
+  void Merge(const ModelSum& other);
+
+  // Σ n_k w_k,i − weight() · base_i, rounded once to a double (base_i = 0
+  // gives the plain sum).
+  double Centered(size_t i, float base) const;
+
+  // Raw bytes (count, weight, then the 128-bit sums), and back; Parse throws
+  // fedprof::Error naming `origin` on malformed input.
+  std::string Serialize() const;
+  static ModelSum Parse(const std::string& bytes, const std::string& origin);
+
+ private:
+  std::vector<__int128> sum_;
+  int64_t count_ = 0;
+  int64_t weight_ = 0;
+};
+
+// A sum of doubles with the same exactness (each value rounded to a multiple
+// of 2^-64, |value| < kMaxModelSumTerm): order-independent, for round
+// statistics such as the mean training loss.
+class ExactSum {
+ public:
+  void Add(double value);
+  double value() const;
+  int64_t count() const { return count_; }
+
+ private:
+  __int128 sum_ = 0;
+  int64_t count_ = 0;
+};
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_AGGREGATION_MODEL_SUM_H_

@@ -1,0 +1,79 @@
+#ifndef FEDPROF_PROTOCOL_MESSAGES_H_
+#define FEDPROF_PROTOCOL_MESSAGES_H_
+
+// What a server and its clients exchange in a round, the same whether the
+// clients live in the server's process, on other ranks or on other machines.
+// Plain data, free of torch and of any wire format: transports translate
+// these to and from their own encodings (transport/wire.h for gRPC and
+// torch.distributed).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fedprof/core/params.h"
+#include "fedprof/profiling/profile.h"
+
+namespace fedprof {
+
+struct TrainOptions {
+  int epochs = 5;
+  int64_t batch_size = 32;
+  double lr = 0.01;  // this round's learning rate (decay already applied)
+  double momentum = 0.9;
+  double weight_decay = 0;
+};
+
+// What the server sends a selected client for one round.
+struct FitInstructions {
+  int64_t round = 0;
+  std::shared_ptr<const FlatParams> global;  // the global model θ
+  int64_t model_version = 0;                 // v: the round that produced θ
+  // Before training, profile the local data with θ (FedProf, Alg. 2 line 15)
+  // and/or report θ's mean loss on it (AFL's valuation). With
+  // train.epochs == 0 the client only reports and returns no model.
+  bool profile = false;
+  bool report_loss = false;
+  // μ of FedProx's proximal term μ/2 ||w − θ||² in the local objective.
+  double prox_mu = 0;
+  // FedBN: the client keeps its own batch-norm parameters and statistics,
+  // replacing θ's with them (after its first round).
+  bool keep_local_batch_norm = false;
+  // > 0: also return a count sketch of this size of the update w − θ
+  // (clustered sampling compares clients through it).
+  int sketch_dim = 0;
+  TrainOptions train;
+  uint64_t seed = 0;  // run seed; the client derives its batch order from it
+};
+
+// What one result cost the client: virtual time and energy from the cost
+// model in simulation, measured wall time in a deployment (energy 0 there).
+struct ResultCost {
+  double time_s = 0;
+  double energy_j = 0;
+  double profiling_time_s = 0;    // of time_s, what profiling added (Eq. 31)
+  double profiling_energy_j = 0;  // of energy_j (Eq. 34)
+};
+
+// What a client returns. `ok` false means the client failed and its
+// contribution must be skipped; `error` says why. Nothing in it is trusted
+// before the server has checked it (Server::Validate, Strategy::CheckResult).
+struct FitResult {
+  int client_id = -1;  // stamped by the transport, never taken from the client
+  bool ok = false;
+  bool timed_out = false;  // no result in time, or the client left (ok is false)
+  std::string error;
+  FlatParams params;        // the locally trained model; empty when it only reported
+  int64_t num_samples = 0;  // |D_k|, the aggregation weight
+  double train_loss = 0;    // mean loss over the last local epoch
+  std::optional<Profile> profile;  // when asked for
+  double pre_train_loss = 0;       // θ's mean loss on the local data, when asked for
+  std::vector<float> sketch;       // when asked for (sketch_dim)
+  ResultCost cost;
+};
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_PROTOCOL_MESSAGES_H_

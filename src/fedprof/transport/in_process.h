@@ -1,0 +1,63 @@
+#ifndef FEDPROF_TRANSPORT_IN_PROCESS_H_
+#define FEDPROF_TRANSPORT_IN_PROCESS_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fedprof/client/client.h"
+#include "fedprof/core/thread_pool.h"
+#include "fedprof/transport/transport.h"
+
+namespace fedprof {
+
+class Model;
+
+// Clients living in this process (simulation, tests), trained concurrently
+// on a thread pool, one model instance per worker thread. Results do not
+// depend on the number of threads: each client's work depends only on its
+// instructions, and each result is handed over as soon as it is made.
+class InProcessTransport : public Transport {
+ public:
+  using ModelFactory = std::function<std::shared_ptr<Model>()>;
+  using ClientFactory = std::function<Client(int id)>;
+  // The virtual cost of a client's result (the cost model), or null.
+  using CostFn = std::function<ResultCost(int id, const FitInstructions& instructions)>;
+
+  // `infos` describes every client, client k at index k. `make_client`
+  // builds client k with its data: once, on first use, when `keep_clients`;
+  // otherwise for every task, dropped after it (memory then grows with the
+  // clients trained at once, not with the population).
+  InProcessTransport(std::vector<ClientInfo> infos, ClientFactory make_client, bool keep_clients,
+                     ModelFactory make_model, int num_threads, CostFn cost = nullptr);
+
+  int num_clients() const override { return static_cast<int>(infos_.size()); }
+  std::vector<ClientInfo> Available() override { return infos_; }
+  void Fit(const std::vector<int>& client_ids, const FitInstructions& instructions,
+           const ResultSink& sink) override;
+
+  // What clients keep between rounds (FedBN's batch-norm values) as one
+  // string for checkpoints, and back; LoadClientStates throws fedprof::Error
+  // when the string does not fit these clients.
+  std::string SaveClientStates() const;
+  void LoadClientStates(const std::string& states);
+
+ private:
+  std::vector<ClientInfo> infos_;
+  ClientFactory make_client_;
+  bool keep_clients_;
+  CostFn cost_;
+  ThreadPool pool_;
+  std::vector<std::shared_ptr<Model>> worker_models_;
+  std::vector<std::optional<Client>> kept_;  // by id, when keep_clients_
+  mutable std::mutex states_mutex_;
+  std::map<int, FlatParams> local_states_;  // by id; only clients that keep state
+};
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_TRANSPORT_IN_PROCESS_H_

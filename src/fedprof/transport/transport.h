@@ -1,0 +1,50 @@
+#ifndef FEDPROF_TRANSPORT_TRANSPORT_H_
+#define FEDPROF_TRANSPORT_TRANSPORT_H_
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "fedprof/protocol/messages.h"
+
+namespace fedprof {
+
+// What the server knows about a client without seeing its data.
+struct ClientInfo {
+  int id = -1;
+  int64_t num_samples = 0;      // |D_k| as the client states it (bounded by the transport)
+  double expected_time_s = -1;  // a round's expected duration; < 0 when unknown
+};
+
+// How the server reaches its clients. The round loop talks only to this
+// interface, so it runs the same over in-process clients (simulation),
+// ranks of a torch.distributed job and remote machines over gRPC.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Client ids are 0 .. num_clients() - 1; not every id need be reachable.
+  virtual int num_clients() const = 0;
+
+  // The clients that can be selected now, in increasing id order. In
+  // simulation every client; in a deployment those registered and alive.
+  virtual std::vector<ClientInfo> Available() = 0;
+
+  // Receives each result of a Fit call exactly once; `index` is the
+  // client's position in the list given to Fit. Called from any thread, but
+  // never from two at once.
+  using ResultSink = std::function<void(size_t index, FitResult&& result)>;
+
+  // Sends `instructions` to each client in `client_ids` and hands every
+  // result to `sink`, in any order, returning once all have been handed
+  // over. A client that fails, leaves or misses the deadline yields a result
+  // with ok == false and a reason (timed_out set for the last two); Fit
+  // itself throws only when the transport is broken. Results carry the
+  // client id the transport authenticated, whatever the client claimed.
+  virtual void Fit(const std::vector<int>& client_ids, const FitInstructions& instructions,
+                   const ResultSink& sink) = 0;
+};
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_TRANSPORT_TRANSPORT_H_

@@ -1,0 +1,147 @@
+#include "fedprof/transport/wire.h"
+
+#include <cstring>
+
+#include "federation.pb.h"
+#include "fedprof/core/error.h"
+
+namespace fedprof {
+
+namespace pb = federation::v1;
+
+static_assert(sizeof(float) == 4 && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the wire carries little-endian float32, copied as is");
+
+std::string ProtocolMismatch(uint32_t theirs, const std::string& peer) {
+  if (theirs == kProtocolVersion) return "";
+  return peer + " speaks protocol version " + std::to_string(theirs) + ", this side version " +
+         std::to_string(kProtocolVersion);
+}
+
+void ToWire(const FitInstructions& ins, int64_t task_id, int64_t num_params, pb::TaskHeader* out) {
+  out->set_protocol_version(kProtocolVersion);
+  out->set_task_id(task_id);
+  out->set_round(ins.round);
+  out->set_model_version(ins.model_version);
+  out->set_num_params(num_params);
+  out->set_profile(ins.profile);
+  out->set_report_loss(ins.report_loss);
+  out->set_prox_mu(ins.prox_mu);
+  out->set_keep_local_batch_norm(ins.keep_local_batch_norm);
+  out->set_sketch_dim(ins.sketch_dim);
+  pb::TrainSettings* t = out->mutable_train();
+  t->set_epochs(ins.train.epochs);
+  t->set_batch_size(ins.train.batch_size);
+  t->set_lr(ins.train.lr);
+  t->set_momentum(ins.train.momentum);
+  t->set_weight_decay(ins.train.weight_decay);
+  out->set_seed(ins.seed);
+}
+
+FitInstructions FromWire(const pb::TaskHeader& h) {
+  const std::string mismatch = ProtocolMismatch(h.protocol_version(), "the server");
+  if (!mismatch.empty()) throw Error(mismatch);
+  if (h.num_params() < 0) throw Error("task: negative model size");
+  if (h.sketch_dim() < 0 || static_cast<size_t>(h.sketch_dim()) > kMaxSketchDim) {
+    throw Error("task: sketch size " + std::to_string(h.sketch_dim()) + " out of range");
+  }
+  const pb::TrainSettings& t = h.train();
+  if (t.epochs() < 0 || t.batch_size() < 1) {
+    throw Error("task: " + std::to_string(t.epochs()) + " epochs of batch " +
+                std::to_string(t.batch_size()) + " make no training");
+  }
+  FitInstructions ins;
+  ins.round = h.round();
+  ins.model_version = h.model_version();
+  ins.profile = h.profile();
+  ins.report_loss = h.report_loss();
+  ins.prox_mu = h.prox_mu();
+  ins.keep_local_batch_norm = h.keep_local_batch_norm();
+  ins.sketch_dim = h.sketch_dim();
+  ins.train.epochs = t.epochs();
+  ins.train.batch_size = t.batch_size();
+  ins.train.lr = t.lr();
+  ins.train.momentum = t.momentum();
+  ins.train.weight_decay = t.weight_decay();
+  ins.seed = h.seed();
+  return ins;
+}
+
+void ToWire(const FitResult& r, pb::ResultHeader* out) {
+  out->set_protocol_version(kProtocolVersion);
+  out->set_client_id(r.client_id);
+  out->set_ok(r.ok);
+  out->set_error(r.error.substr(0, kMaxErrorLength));
+  out->set_num_params(static_cast<int64_t>(r.params.size()));
+  out->set_num_samples(r.num_samples);
+  out->set_train_loss(r.train_loss);
+  out->set_pre_train_loss(r.pre_train_loss);
+  if (r.profile) {
+    pb::Profile* p = out->mutable_profile();
+    p->set_version(r.profile->version);
+    p->set_layer(r.profile->layer);
+    *p->mutable_mean() = {r.profile->mean.begin(), r.profile->mean.end()};
+    *p->mutable_var() = {r.profile->var.begin(), r.profile->var.end()};
+  }
+  *out->mutable_sketch() = {r.sketch.begin(), r.sketch.end()};
+  out->set_cost_time_s(r.cost.time_s);
+  out->set_cost_energy_j(r.cost.energy_j);
+  out->set_cost_profiling_time_s(r.cost.profiling_time_s);
+  out->set_cost_profiling_energy_j(r.cost.profiling_energy_j);
+  out->set_timed_out(r.timed_out);
+}
+
+FitResult FromWire(const pb::ResultHeader& h) {
+  const std::string mismatch = ProtocolMismatch(h.protocol_version(), "the client");
+  if (!mismatch.empty()) throw Error(mismatch);
+  if (h.num_params() < 0) throw Error("result: negative model size");
+  if (h.sketch_size() > static_cast<int>(kMaxSketchDim)) throw Error("result: sketch too large");
+  if (h.error().size() > kMaxErrorLength) throw Error("result: error message too long");
+  FitResult r;
+  r.client_id = h.client_id();
+  r.ok = h.ok();
+  r.error = h.error();
+  r.num_samples = h.num_samples();
+  r.train_loss = h.train_loss();
+  r.pre_train_loss = h.pre_train_loss();
+  if (h.has_profile()) {
+    const pb::Profile& p = h.profile();
+    if (static_cast<size_t>(p.mean_size()) > kMaxProfileUnits ||
+        p.mean_size() != p.var_size()) {
+      throw Error("result: profile with " + std::to_string(p.mean_size()) + " means and " +
+                  std::to_string(p.var_size()) + " variances");
+    }
+    Profile profile;
+    profile.version = p.version();
+    profile.layer = p.layer();
+    profile.mean.assign(p.mean().begin(), p.mean().end());
+    profile.var.assign(p.var().begin(), p.var().end());
+    r.profile = std::move(profile);
+  }
+  r.sketch.assign(h.sketch().begin(), h.sketch().end());
+  r.cost.time_s = h.cost_time_s();
+  r.cost.energy_j = h.cost_energy_j();
+  r.cost.profiling_time_s = h.cost_profiling_time_s();
+  r.cost.profiling_energy_j = h.cost_profiling_energy_j();
+  r.timed_out = h.timed_out();
+  return r;
+}
+
+void AppendFloats(const std::string& bytes, size_t expected, FlatParams* out) {
+  if (bytes.size() % sizeof(float) != 0) {
+    throw Error("model chunk of " + std::to_string(bytes.size()) + " bytes is not whole float32s");
+  }
+  const size_t n = bytes.size() / sizeof(float);
+  if (out->size() + n > expected) {
+    throw Error("model chunks exceed the " + std::to_string(expected) + " values announced");
+  }
+  const size_t at = out->size();
+  out->resize(at + n);
+  if (n > 0) std::memcpy(out->data() + at, bytes.data(), bytes.size());
+}
+
+std::string FloatBytes(const FlatParams& params, size_t begin, size_t count) {
+  return std::string(reinterpret_cast<const char*>(params.data() + begin), count * sizeof(float));
+}
+
+}  // namespace fedprof

@@ -1,0 +1,53 @@
+#ifndef FEDPROF_TRANSPORT_WIRE_H_
+#define FEDPROF_TRANSPORT_WIRE_H_
+
+// The protocol structs to and from their protobuf messages
+// (proto/federation.proto). For the transports' own .cc files only: the
+// generated types stay out of every header the rest of the library reads.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "fedprof/protocol/messages.h"
+
+namespace fedprof {
+namespace federation::v1 {
+class TaskHeader;
+class ResultHeader;
+}  // namespace federation::v1
+
+// The protocol's version; a peer speaking another one is refused.
+constexpr uint32_t kProtocolVersion = 1;
+
+// "" when `theirs` is this protocol's version, else a message naming both.
+std::string ProtocolMismatch(uint32_t theirs, const std::string& peer);
+
+// Bounds on what a decoded message may hold, beyond which it is refused.
+constexpr size_t kMaxProfileUnits = size_t{1} << 20;
+constexpr size_t kMaxSketchDim = size_t{1} << 20;
+constexpr size_t kMaxErrorLength = 1000;
+
+// FitInstructions without the model (which travels in chunks).
+void ToWire(const FitInstructions& instructions, int64_t task_id, int64_t num_params,
+            federation::v1::TaskHeader* out);
+// Throws fedprof::Error naming the malformed field. The result's `global`
+// is left null.
+FitInstructions FromWire(const federation::v1::TaskHeader& header);
+
+// FitResult without the model; the header says how many values follow.
+void ToWire(const FitResult& result, federation::v1::ResultHeader* out);
+// Throws fedprof::Error naming the malformed field. params stay empty.
+FitResult FromWire(const federation::v1::ResultHeader& header);
+
+// Appends the little-endian float32 values in `bytes` to `out`, refusing
+// (fedprof::Error) a slice that is not whole floats or that would take
+// `out` past `expected` values.
+void AppendFloats(const std::string& bytes, size_t expected, FlatParams* out);
+
+// Values [begin, begin + count) of `params` as little-endian bytes.
+std::string FloatBytes(const FlatParams& params, size_t begin, size_t count);
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_TRANSPORT_WIRE_H_
