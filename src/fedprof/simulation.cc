@@ -88,7 +88,7 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
     std::vector<ClientRow> rows(n);
     for (int k = 0; k < n; ++k) {
       rows[k] = {population.num_samples(k), DataKindName(population.kind(k)), specs[k].speed_ghz,
-                 specs[k].bandwidth_mhz};
+                 specs[k].bandwidth_mhz, infos[k].expected_time_s};
     }
     return rows;
   };

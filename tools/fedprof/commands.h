@@ -19,6 +19,8 @@ Runner AddPrivacy(CLI::App& app);
 Runner AddPayload(CLI::App& app);
 Runner AddPretrain(CLI::App& app);
 Runner AddFbftl(CLI::App& app);
+Runner AddServer(CLI::App& app);
+Runner AddClient(CLI::App& app);
 Runner AddOptions(CLI::App& app);
 
 // runs/<config stem>[-<kind>]-<local time>: where outputs go without --out.

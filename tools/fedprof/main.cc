@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   add(fedprof::cli::AddPayload);
   add(fedprof::cli::AddPretrain);
   add(fedprof::cli::AddFbftl);
+  add(fedprof::cli::AddServer);
+  add(fedprof::cli::AddClient);
   add(fedprof::cli::AddOptions);
   try {
     app.parse(argc, argv);

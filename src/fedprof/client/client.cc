@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "fedprof/core/rng.h"
@@ -25,6 +26,11 @@ torch::Tensor Loss(const torch::Tensor& output, const torch::Tensor& target, boo
 }  // namespace
 
 FitResult Client::Fit(const FitInstructions& ins, Model& model) {
+  using Clock = std::chrono::steady_clock;
+  const auto fit_start = Clock::now();
+  auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
   FitResult result;
   result.client_id = id_;
   result.num_samples = data_.size();
@@ -47,13 +53,20 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model) {
   } else {
     Unflatten(*ins.global, model);
   }
-  if (ins.profile) result.profile = ComputeProfile(model, data_, ins.model_version);
+  if (ins.profile) {
+    const auto profiling = Clock::now();
+    result.profile = ComputeProfile(model, data_, ins.model_version);
+    result.cost.profiling_time_s = seconds_since(profiling);
+  }
   if (ins.report_loss) {
     ModelReplicas single(model);
     result.pre_train_loss = Evaluate(single, data_).loss;
   }
   result.ok = true;
-  if (ins.train.epochs <= 0) return result;  // a report only
+  if (ins.train.epochs <= 0) {  // a report only
+    result.cost.time_s = seconds_since(fit_start);
+    return result;
+  }
   // FedProx's anchor: the received global parameters.
   std::vector<torch::Tensor> anchor;
   if (ins.prox_mu > 0) {
@@ -106,6 +119,7 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model) {
                                result.params.begin() + e->offset + e->size);
     }
   }
+  result.cost.time_s = seconds_since(fit_start);
   return result;
 }
 

@@ -37,7 +37,7 @@ class Client {
   // profiles the local data if asked, and runs E epochs of mini-batch SGD
   // with momentum; batch order comes from (seed, round, client, epoch) alone.
   // With E = 0 it only reports and returns no model. The result's cost is
-  // left for the transport to fill in.
+  // the measured wall time (a simulation replaces it with the cost model's).
   FitResult Fit(const FitInstructions& instructions, Model& model);
 
   // State kept between rounds (FedBN's batch-norm values), for checkpoints.

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "fedprof/models/spec.h"
+
 namespace fedprof {
 
 // A model the simulator trains. Besides the output it can hand back the
@@ -29,15 +31,6 @@ class Model : public torch::nn::Module {
 
  protected:
   std::string profiled_layer_;
-};
-
-struct ModelSpec {
-  std::string name = "lenet5";       // lenet5 | cnn | mlp | shufflenet_v2 | resnet18
-  std::vector<int64_t> input_shape;  // per sample: {c, h, w} or {features}
-  int64_t outputs = 10;              // classes, or regression targets
-  std::vector<int64_t> hidden = {64};
-  std::string profile_layer;         // empty = the model's default
-  double width = 1.0;                // ShuffleNet v2 width multiplier: 0.5, 1.0, 1.5 or 2.0
 };
 
 // Builds a model with parameters initialised from the current torch seed.

@@ -16,6 +16,7 @@ namespace {
 const std::vector<std::pair<std::string, std::string>> kKinds = {
     {"clean", "#2b8a3e"},       {"blurred", "#1c7ed6"},     {"salt_pepper", "#f08c00"},
     {"gaussian_noise", "#ae3ec9"}, {"polluted", "#868e96"}, {"irrelevant", "#e03131"},
+    {"unknown", "#495057"},  // a deployment does not know its clients' data
 };
 
 std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {

@@ -37,11 +37,12 @@ std::vector<int64_t> ParseWidths(const std::string& s) {
 
 std::string ClientsCsv(const std::vector<ClientRow>& rows, const std::vector<int64_t>& times_selected) {
   std::ostringstream out;
-  out << "id,size,data_kind,speed_ghz,bandwidth_mhz,times_selected\n";
+  out << "id,size,data_kind,speed_ghz,bandwidth_mhz,round_s,times_selected\n";
   for (size_t k = 0; k < rows.size(); ++k) {
     out << k << ',' << rows[k].size << ',' << rows[k].kind << ','
         << FormatDouble(rows[k].speed_ghz, "%.6g") << ','
         << FormatDouble(rows[k].bandwidth_mhz, "%.6g") << ','
+        << FormatDouble(rows[k].round_s, "%.6g") << ','
         << (k < times_selected.size() ? times_selected[k] : 0) << '\n';
   }
   return out.str();

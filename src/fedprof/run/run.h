@@ -26,6 +26,7 @@ struct ClientRow {
   std::string kind = "unknown";  // data kind: known in simulation only
   double speed_ghz = 0;          // 0: unknown
   double bandwidth_mhz = 0;
+  double round_s = 0;  // a round's time: the cost model's (simulation) or the mean measured
 };
 
 // What the outputs need from wherever the clients live.

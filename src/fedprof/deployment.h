@@ -1,0 +1,57 @@
+#ifndef FEDPROF_DEPLOYMENT_H_
+#define FEDPROF_DEPLOYMENT_H_
+
+// Federated training with the clients on other machines: `fedprof server`
+// and `fedprof client` over gRPC (transport/grpc_server.h,
+// transport/grpc_client.h), secured by mutual TLS unless told otherwise.
+
+#include <string>
+#include <vector>
+
+#include "fedprof/config/config.h"
+
+namespace fedprof {
+
+// How the server is reached and secured (not part of the run's config, so
+// that a resumed server may listen elsewhere).
+struct ServeOptions {
+  std::string listen = "127.0.0.1:50051";
+  std::string tls_dir;    // ca.crt, server.crt, server.key (scripts/make-certs.sh)
+  bool insecure = false;  // plaintext; refused unless `listen` is a loopback address
+};
+
+// Runs the config's rounds with its clients connecting over the network,
+// writing the outputs `simulate` writes (config.toml, metrics.csv with
+// measured times, clients.csv, summary.json, checkpoint.bin, plots) into
+// `out_dir`. Waits (deploy.start_timeout_s at most) for deploy.min_clients
+// clients before round 1, and tells the clients when the run is over.
+void RunServer(const Config& config, const std::string& out_dir, const ServeOptions& serve);
+
+// Continues the server run in `out_dir` (after a crash or kill -9) from its
+// last checkpoint; clients reconnect by themselves. `overrides` are --set
+// assignments: rounds, threads, report.progress and deploy.* may change.
+void ResumeServer(const std::string& out_dir, const std::vector<std::string>& overrides,
+                  const ServeOptions& serve);
+
+struct ClientOptions {
+  std::string server;     // HOST:PORT
+  int id = -1;
+  std::string tls_dir;    // ca.crt, client-<id>.crt, client-<id>.key
+  bool insecure = false;  // plaintext; refused unless `server` is a loopback address
+  // Empty: the client holds partition `id` of the config's data with its
+  // data-quality kind, exactly simulated client `id`. Else the client's own
+  // files: train-images-idx3-ubyte[.gz] + train-labels-idx1-ubyte[.gz], or
+  // train.csv (columns as data.targets names them).
+  std::string data_dir;
+  double give_up_s = 300;  // how long to keep trying to reach the server
+  double speed_ghz = 0;    // optional device figures stated at registration
+  double bandwidth_mhz = 0;
+};
+
+// Serves the server's tasks until it says the run is done. Raw data never
+// leaves this process; profiles are computed here.
+void RunClient(const Config& config, const ClientOptions& options);
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_DEPLOYMENT_H_

@@ -1,0 +1,313 @@
+#include "fedprof/transport/grpc_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "federation.grpc.pb.h"
+#include "fedprof/core/error.h"
+#include "fedprof/core/log.h"
+#include "fedprof/transport/tls.h"
+#include "fedprof/transport/wire.h"
+
+namespace fedprof {
+
+namespace pb = federation::v1;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::chrono::system_clock::time_point In(double seconds) {
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(
+             std::chrono::duration<double>(seconds));
+}
+
+// Refusals no retry can mend.
+bool Permanent(const grpc::Status& s) {
+  switch (s.error_code()) {
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+ModelSpec FromWire(const pb::ModelSpec& m) {
+  ModelSpec spec;
+  spec.name = m.name();
+  spec.input_shape.assign(m.input_shape().begin(), m.input_shape().end());
+  spec.outputs = m.outputs();
+  spec.hidden.assign(m.hidden().begin(), m.hidden().end());
+  spec.profile_layer = m.profile_layer();
+  spec.width = m.width();
+  return spec;
+}
+
+class Session {
+ public:
+  explicit Session(const GrpcClientOptions& options) : options_(options) {
+    grpc::ChannelArguments args;
+    const int limit = 8 << 20;  // the server's chunks and headers stay below it
+    args.SetMaxReceiveMessageSize(limit);
+    args.SetMaxSendMessageSize(limit);
+    channel_ = grpc::CreateCustomChannel(options.server, ClientCredentials(options.tls_dir, options.id),
+                                         args);
+    stub_ = pb::Federation::NewStub(channel_);
+    last_contact_ = Clock::now();
+  }
+
+  void Run(const std::function<void(const ModelSpec&, int64_t)>& prepare,
+           const std::function<FitResult(const FitInstructions&)>& fit) {
+    std::thread heartbeats([this] { HeartbeatLoop(); });
+    try {
+      Serve(prepare, fit);
+    } catch (...) {
+      Stop(heartbeats);
+      throw;
+    }
+    Stop(heartbeats);
+  }
+
+ private:
+  void Stop(std::thread& heartbeats) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    stop_cv_.notify_all();
+    heartbeats.join();
+  }
+
+  void Serve(const std::function<void(const ModelSpec&, int64_t)>& prepare,
+             const std::function<FitResult(const FitInstructions&)>& fit) {
+    while (!done_) {
+      if (session().empty()) {
+        RegisterOnce(prepare);
+        continue;
+      }
+      FitInstructions ins;
+      int64_t task_id = 0;
+      if (!PullOnce(&ins, &task_id)) continue;
+      const auto start = Clock::now();
+      FitResult result = fit(ins);
+      const double compute_s = std::chrono::duration<double>(Clock::now() - start).count();
+      if (options_.progress) {
+        LogProgress("client " + std::to_string(options_.id) + ": round " +
+                    std::to_string(ins.round) + (ins.train.epochs > 0 ? " trained" : " reported") +
+                    " in " + std::to_string(compute_s) + " s" +
+                    (result.ok ? "" : " (failed: " + result.error + ")"));
+      }
+      result.client_id = options_.id;
+      Push(result, task_id, compute_s);
+    }
+  }
+
+  // One registration attempt; waits with back-off after a failure.
+  void RegisterOnce(const std::function<void(const ModelSpec&, int64_t)>& prepare) {
+    pb::RegisterRequest request;
+    request.set_protocol_version(kProtocolVersion);
+    request.set_client_id(options_.id);
+    request.set_num_samples(options_.num_samples);
+    request.set_speed_ghz(options_.speed_ghz);
+    request.set_bandwidth_mhz(options_.bandwidth_mhz);
+    pb::RegisterReply reply;
+    grpc::ClientContext context;
+    context.set_deadline(In(10));
+    const grpc::Status status = stub_->Register(&context, request, &reply);
+    if (!status.ok()) {
+      if (Permanent(status)) throw Error("server " + options_.server + " refused: " + status.error_message());
+      BackOff("cannot register with " + options_.server + ": " + status.error_message());
+      return;
+    }
+    const std::string mismatch = ProtocolMismatch(reply.protocol_version(), "the server");
+    if (!mismatch.empty()) throw Error(mismatch);
+    Contact();
+    prepare(FromWire(reply.model()), reply.num_params());
+    std::lock_guard<std::mutex> lock(mutex_);
+    session_ = reply.session();
+    heartbeat_s_ = std::clamp(reply.heartbeat_s(), 0.05, 3600.0);
+    stop_cv_.notify_all();  // the heartbeat thread picks up the new interval
+  }
+
+  // Asks for a task; true with the instructions when one came.
+  bool PullOnce(FitInstructions* ins, int64_t* task_id) {
+    pb::PullRequest request;
+    request.set_protocol_version(kProtocolVersion);
+    request.set_client_id(options_.id);
+    request.set_session(session());
+    request.set_wait_s(options_.pull_wait_s);
+    grpc::ClientContext context;
+    context.set_deadline(In(options_.pull_wait_s + 60));
+    std::unique_ptr<grpc::ClientReader<pb::TaskChunk>> reader = stub_->PullTask(&context, request);
+    pb::TaskChunk chunk;
+    pb::Status status = pb::WAIT;
+    bool got = false;
+    try {
+      if (reader->Read(&chunk) && chunk.has_status()) {
+        status = chunk.status();
+        if (status == pb::TASK && reader->Read(&chunk) && chunk.has_header()) {
+          *ins = fedprof::FromWire(chunk.header());
+          *task_id = chunk.header().task_id();
+          const size_t expected = static_cast<size_t>(chunk.header().num_params());
+          auto global = std::make_shared<FlatParams>();
+          global->reserve(expected);
+          while (reader->Read(&chunk) && chunk.has_params()) AppendFloats(chunk.params(), expected, global.get());
+          got = global->size() == expected;
+          ins->global = std::move(global);
+        }
+      }
+    } catch (const Error& e) {
+      // A server speaking another protocol, or a malformed task.
+      context.TryCancel();
+      reader->Finish();
+      throw Error("task from " + options_.server + ": " + e.what());
+    }
+    const grpc::Status finished = reader->Finish();
+    if (!finished.ok()) {
+      if (Permanent(finished)) {
+        throw Error("server " + options_.server + " refused: " + finished.error_message());
+      }
+      BackOff("lost " + options_.server + ": " + finished.error_message());
+      return false;
+    }
+    Contact();
+    if (status == pb::DONE) done_ = true;
+    if (status == pb::UNKNOWN_SESSION) Forget();
+    return status == pb::TASK && got;
+  }
+
+  void Push(const FitResult& result, int64_t task_id, double compute_s) {
+    // The task stays open on the server until its round ends: a push that
+    // cannot get through is tried again until then.
+    while (!done_) {
+      if (session().empty()) return;  // the server forgot us: the task is lost
+      grpc::ClientContext context;
+      context.set_deadline(In(120));
+      pb::PushReply reply;
+      std::unique_ptr<grpc::ClientWriter<pb::ResultChunk>> writer = stub_->PushResult(&context, &reply);
+      pb::ResultChunk head;
+      pb::ResultHeader* h = head.mutable_header();
+      ToWire(result, h);
+      h->set_session(session());
+      h->set_task_id(task_id);
+      h->set_compute_s(compute_s);
+      h->set_profiling_s(result.cost.profiling_time_s);
+      bool ok = writer->Write(head);
+      const size_t per_chunk = (size_t{1} << 20) / sizeof(float);
+      for (size_t at = 0; ok && at < result.params.size(); at += per_chunk) {
+        pb::ResultChunk part;
+        part.set_params(FloatBytes(result.params, at, std::min(per_chunk, result.params.size() - at)));
+        ok = writer->Write(part);
+      }
+      writer->WritesDone();
+      const grpc::Status status = writer->Finish();
+      if (status.ok()) {
+        Contact();
+        if (!reply.accepted()) {
+          LogWarning("client " + std::to_string(options_.id) + ": result not accepted: " +
+                     reply.reason());
+          if (reply.reason().rfind("unknown session", 0) == 0) Forget();
+        }
+        return;
+      }
+      if (Permanent(status)) throw Error("server " + options_.server + " refused: " + status.error_message());
+      BackOff("cannot deliver a result to " + options_.server + ": " + status.error_message());
+    }
+  }
+
+  void HeartbeatLoop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      stop_cv_.wait_for(lock, std::chrono::duration<double>(heartbeat_s_));
+      if (stop_ || session_.empty()) continue;
+      pb::HeartbeatRequest request;
+      request.set_protocol_version(kProtocolVersion);
+      request.set_client_id(options_.id);
+      request.set_session(session_);
+      lock.unlock();
+      pb::HeartbeatReply reply;
+      grpc::ClientContext context;
+      context.set_deadline(In(5));
+      const grpc::Status status = stub_->Heartbeat(&context, request, &reply);
+      if (status.ok()) {
+        Contact();
+        if (reply.status() == pb::DONE) done_ = true;
+        if (reply.status() == pb::UNKNOWN_SESSION) Forget();
+      }
+      lock.lock();
+    }
+  }
+
+  void BackOff(const std::string& why) {
+    const double silent = std::chrono::duration<double>(Clock::now() - last_contact()).count();
+    if (silent > options_.give_up_s) {
+      throw Error(why + "; no answer for " + std::to_string(static_cast<int>(silent)) +
+                  " s, giving up (--give-up-after)");
+    }
+    double wait_s = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (backoff_s_ == 0) LogWarning(why + "; retrying");
+      // The longest pause follows the heartbeat cadence the server asked for.
+      backoff_s_ = std::clamp(backoff_s_ * 2, 0.25, std::clamp(5 * heartbeat_s_, 1.0, 10.0));
+      wait_s = backoff_s_;
+    }
+    std::uniform_real_distribution<double> jitter(0.5, 1.0);  // so clients do not retry in step
+    std::this_thread::sleep_for(std::chrono::duration<double>(wait_s * jitter(rng_)));
+  }
+
+  void Contact() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    last_contact_ = Clock::now();
+    backoff_s_ = 0;
+  }
+  Clock::time_point last_contact() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return last_contact_;
+  }
+  std::string session() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return session_;
+  }
+  void Forget() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    session_.clear();
+  }
+
+  const GrpcClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::Federation::Stub> stub_;
+  std::mt19937_64 rng_{std::random_device{}()};
+  std::atomic<bool> done_{false};
+
+  std::mutex mutex_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::string session_;  // empty: not registered
+  double heartbeat_s_ = 2;
+  Clock::time_point last_contact_;
+  double backoff_s_ = 0;
+};
+
+}  // namespace
+
+void RunGrpcClient(const GrpcClientOptions& options,
+                   const std::function<void(const ModelSpec& model, int64_t num_params)>& prepare,
+                   const std::function<FitResult(const FitInstructions&)>& fit) {
+  if (options.id < 0) throw Error("--id: a client id >= 0 is required");
+  Session session(options);
+  session.Run(prepare, fit);
+}
+
+}  // namespace fedprof

@@ -1,0 +1,44 @@
+#ifndef FEDPROF_TRANSPORT_GRPC_CLIENT_H_
+#define FEDPROF_TRANSPORT_GRPC_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "fedprof/models/spec.h"
+#include "fedprof/protocol/messages.h"
+
+namespace fedprof {
+
+struct GrpcClientOptions {
+  std::string server;   // HOST:PORT
+  // Directory of ca.crt, client-<id>.crt and client-<id>.key (mutual TLS);
+  // empty: plaintext (loopback experiments only).
+  std::string tls_dir;
+  int id = -1;
+  int64_t num_samples = 0;  // |D_k|, the claim the client registers with
+  double speed_ghz = 0;     // optional device figures; 0 = not stated
+  double bandwidth_mhz = 0;
+  // Keeps trying to reach the server this long (back-off from 0.25 s to
+  // 5 heartbeat intervals, 1 to 10 s, between tries) before giving up, at
+  // the start and after losing it.
+  double give_up_s = 300;
+  double pull_wait_s = 5;   // how long one task request may wait at the server
+  bool progress = true;     // a line per task on stdout
+};
+
+// The client side of the deployment protocol (proto/federation.proto):
+// registers (again whenever the server has forgotten it, e.g. after a
+// restart), sends heartbeats from a thread of its own, pulls tasks, computes
+// them with `fit` and pushes the results, until the server says the run is
+// done. `prepare` is called after each registration with the model the
+// server trains and its size, before any task. Throws fedprof::Error when
+// the server refuses the client (another protocol version, a certificate of
+// another client, an impossible claim) or stays unreachable for give_up_s.
+void RunGrpcClient(const GrpcClientOptions& options,
+                   const std::function<void(const ModelSpec& model, int64_t num_params)>& prepare,
+                   const std::function<FitResult(const FitInstructions&)>& fit);
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_TRANSPORT_GRPC_CLIENT_H_

@@ -1,0 +1,89 @@
+#ifndef FEDPROF_TRANSPORT_GRPC_SERVER_H_
+#define FEDPROF_TRANSPORT_GRPC_SERVER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fedprof/models/spec.h"
+#include "fedprof/transport/transport.h"
+
+namespace fedprof {
+
+struct GrpcServerOptions {
+  std::string listen = "127.0.0.1:50051";  // HOST:PORT; port 0 picks a free one
+  // Directory of ca.crt, server.crt and server.key (scripts/make-certs.sh):
+  // mutual TLS, the client id taken from the client's certificate. Empty:
+  // plaintext, ids as claimed (loopback experiments only).
+  std::string tls_dir;
+  int num_clients = 0;  // client ids are 0 .. num_clients - 1
+  ModelSpec model;      // what clients build
+  int64_t num_params = 0;
+  double heartbeat_s = 2;
+  double heartbeat_timeout_s = 10;  // silent this long = gone
+  double round_timeout_s = 600;
+  size_t chunk_bytes = size_t{1} << 20;
+  int64_t max_samples = 1000000;  // largest sample count a client may claim
+};
+
+// The server side of the deployment protocol (proto/federation.proto) over
+// gRPC: clients register, send heartbeats, pull tasks and push results.
+// Every result is checked before it reaches the round loop: the client's
+// certificate must name the id it claims, the task must be the one open for
+// it, the model must have the announced size in whole float32 chunks, and
+// no message may exceed the size limit. A result that fails is refused,
+// logged and handed on as a failed result; one that arrives after its
+// round closed is dropped. Thread-safe.
+class GrpcTransport : public Transport {
+ public:
+  // Starts serving. Throws fedprof::Error when the address cannot be bound
+  // or the TLS files cannot be read.
+  explicit GrpcTransport(const GrpcServerOptions& options);
+  ~GrpcTransport() override;
+
+  // HOST:PORT actually bound.
+  std::string address() const;
+
+  int num_clients() const override;
+  // Registered clients heard from within the heartbeat timeout; the expected
+  // round time is the last one measured (unknown before the first).
+  std::vector<ClientInfo> Available() override;
+  // Opens a task for each client and waits until every one has a result,
+  // has left (no heartbeat) or the round deadline passes.
+  void Fit(const std::vector<int>& client_ids, const FitInstructions& instructions,
+           const ResultSink& sink) override;
+
+  // Waits until `count` clients are available; throws fedprof::Error after
+  // `timeout_s` naming how many came.
+  void WaitForClients(int count, double timeout_s);
+
+  // Tells clients the run has finished (they exit) and waits up to
+  // `grace_s` for every available client to have heard it.
+  void Finish(double grace_s);
+
+  // What each client registered with (clients.csv), by id.
+  struct Registration {
+    bool registered = false;
+    int64_t num_samples = 0;
+    double speed_ghz = 0;
+    double bandwidth_mhz = 0;
+    double mean_round_s = 0;  // measured, over the results it delivered
+  };
+  std::vector<Registration> Registrations() const;
+
+  // The sample counts clients claimed, for checkpoints: a client that
+  // registers again (after a restart of either side) may not change its
+  // claim. LoadClaims throws fedprof::Error on malformed text.
+  std::string SaveClaims() const;
+  void LoadClaims(const std::string& text);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_TRANSPORT_GRPC_SERVER_H_

@@ -1,0 +1,266 @@
+// End-to-end tests of the deployment: `fedprof server` and `fedprof client`
+// processes on loopback, with mutual TLS from scripts/make-certs.sh.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fedprof/core/files.h"
+#include "fedprof/core/text.h"
+#include "tests/processes.h"
+
+namespace fedprof {
+namespace {
+
+using testing_support::Processes;
+using testing_support::WaitUntil;
+
+const std::string kCli = FEDPROF_CLI;
+
+// A small real run: 3000 Fashion-MNIST images among the clients.
+std::string SmallRun(int clients, double fraction, int rounds) {
+  return "--set data.train_limit=3000 --set data.test_limit=500 --set clients.count=" +
+         std::to_string(clients) + " --set strategy.fraction=" + std::to_string(fraction) +
+         " --set rounds=" + std::to_string(rounds) +
+         " --set partition.kind=iid --set train.epochs=1 --set quality.blurred=0.2 --set quality.salt_pepper=0.2 "
+         "--set quality.irrelevant=0.1 --set data.holdout_share=0.1 --set report.progress=false";
+}
+
+// Quick failure detection for the fault tests.
+const char* kFastFaults =
+    " --set deploy.heartbeat_s=0.2 --set deploy.heartbeat_timeout_s=2 "
+    "--set deploy.round_timeout_s=60 --set deploy.start_timeout_s=60";
+
+std::string FreshDir(const std::string& name) {
+  const std::string dir = testing::TempDir() + "/fedprof_deploy_" + name;
+  std::filesystem::remove_all(dir);
+  MakeDirs(dir);
+  return dir;
+}
+
+// Certificates for `n` clients under dir/certs.
+std::string MakeCerts(const std::string& dir, int n, const std::string& name = "certs") {
+  const std::string certs = dir + "/" + name;
+  const std::string cmd = "bash " FEDPROF_SOURCE_DIR "/scripts/make-certs.sh " + certs + " " +
+                          std::to_string(n) + " > /dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  return certs;
+}
+
+// The columns of a metrics.csv, by name.
+std::map<std::string, std::vector<std::string>> Columns(const std::string& path) {
+  std::istringstream in(ReadFile(path));
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> names = Split(line, ',');
+  std::map<std::string, std::vector<std::string>> cols;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> cells = Split(line, ',');
+    for (size_t i = 0; i < names.size() && i < cells.size(); ++i) cols[names[i]].push_back(cells[i]);
+  }
+  return cols;
+}
+
+int CountRows(const std::string& path) {
+  if (!FileExists(path)) return 0;
+  const std::string s = ReadFile(path);
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n')) - 1;
+}
+
+struct Deployment {
+  Processes procs;
+  int server = -1;
+  std::vector<int> clients;
+  std::string address;
+};
+
+// Starts a server on a free loopback port and waits for its address.
+void StartServer(Deployment* d, const std::string& args, const std::string& log) {
+  d->server = d->procs.Start(kCli, "server --listen 127.0.0.1:0 " + args, log);
+  d->address = d->procs.WaitForOutput(d->server, "listening on (127\\.0\\.0\\.1:[0-9]+)", 60);
+  ASSERT_FALSE(d->address.empty()) << d->procs.Output(d->server);
+}
+
+void StartClients(Deployment* d, int from, int to, const std::string& args, const std::string& dir) {
+  for (int k = from; k < to; ++k) {
+    d->clients.push_back(d->procs.Start(
+        kCli, "client --server " + d->address + " --id " + std::to_string(k) + " " + args,
+        dir + "/client-" + std::to_string(k) + ".log"));
+  }
+}
+
+// The identity the deployment promises: N client processes on loopback give
+// the accuracy and loss of `fedprof simulate`, bit for bit.
+void ExpectSameNumbersAsSimulation(const std::string& strategy) {
+  const std::string dir = FreshDir("identity_" + strategy);
+  const std::string certs = MakeCerts(dir, 5);
+  const std::string run = SmallRun(5, 0.6, 3) + " --set strategy.name=" + strategy;
+  Processes sim;
+  const int s = sim.Start(kCli, "simulate " + run + " --out " + dir + "/sim", dir + "/sim.log");
+  ASSERT_EQ(sim.Wait(s, 120), 0) << sim.Output(s);
+
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  StartClients(&d, 0, 5, run + " --tls-dir " + certs, dir);
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+
+  const auto simulated = Columns(dir + "/sim/metrics.csv");
+  const auto deployed = Columns(dir + "/server/metrics.csv");
+  for (const char* col : {"round", "selected", "returned", "refused", "timed_out", "train_loss",
+                          "accuracy", "loss"}) {
+    EXPECT_EQ(deployed.at(col), simulated.at(col)) << col;
+  }
+  EXPECT_EQ(deployed.at("round").size(), 3u);
+  EXPECT_TRUE(FileExists(dir + "/server/summary.json"));
+  EXPECT_TRUE(FileExists(dir + "/server/clients.csv"));
+}
+
+TEST(DeployTest, FedAvgOverTheNetworkEqualsSimulation) { ExpectSameNumbersAsSimulation("fedavg"); }
+
+TEST(DeployTest, FedProfOverTheNetworkEqualsSimulation) { ExpectSameNumbersAsSimulation("fedprof"); }
+
+// 3 of 10 clients killed in the middle of a round: they time out of it, the
+// run finishes all its rounds with the others.
+TEST(DeployTest, RunSurvivesClientsKilledMidRound) {
+  const std::string dir = FreshDir("killed");
+  const std::string certs = MakeCerts(dir, 10);
+  const std::string run = SmallRun(10, 1.0, 4) + kFastFaults;
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  StartClients(&d, 0, 10, run + " --tls-dir " + certs, dir);
+  const std::string metrics = dir + "/server/metrics.csv";
+  ASSERT_TRUE(WaitUntil([&] { return CountRows(metrics) >= 1; }, 120)) << d.procs.Output(d.server);
+  // Round 2 is under way: every client has a task.
+  for (int k : {2, 5, 7}) d.procs.Kill(d.clients[k]);
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  const auto cols = Columns(metrics);
+  ASSERT_EQ(cols.at("round").size(), 4u);
+  int timed_out = 0;
+  for (const std::string& v : cols.at("timed_out")) timed_out += std::stoi(v);
+  EXPECT_GE(timed_out, 1) << ReadFile(metrics);
+  EXPECT_LE(timed_out, 3) << ReadFile(metrics);
+  EXPECT_EQ(cols.at("selected").back(), "7") << "the killed clients are no longer selected";
+  EXPECT_EQ(cols.at("returned").back(), "7");
+  EXPECT_FALSE(cols.at("accuracy").back().empty());
+  for (int k : {0, 1, 3, 4, 6, 8, 9}) EXPECT_EQ(d.procs.Wait(d.clients[k], 30), 0);
+}
+
+// A certificate from another CA never gets in; a certificate of one client
+// cannot speak for another; another protocol version is refused, naming both.
+TEST(DeployTest, ForeignCertificatesAndVersionsAreRefused) {
+  const std::string dir = FreshDir("refused");
+  const std::string certs = MakeCerts(dir, 3);
+  const std::string foreign = MakeCerts(dir, 3, "foreign");
+  // Client 1's certificate and key under client 0's name.
+  const std::string swapped = MakeCerts(dir, 0, "swapped");
+  std::filesystem::copy_file(certs + "/ca.crt", swapped + "/ca.crt",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(certs + "/client-1.crt", swapped + "/client-0.crt");
+  std::filesystem::copy_file(certs + "/client-1.key", swapped + "/client-0.key");
+  const std::string run = SmallRun(3, 1.0, 1) + " --set deploy.start_timeout_s=10";
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  const int outsider = d.procs.Start(
+      kCli, "client --server " + d.address + " --id 2 --give-up-after 3 --tls-dir " + foreign + " " + run,
+      dir + "/outsider.log");
+  const int impostor = d.procs.Start(
+      kCli, "client --server " + d.address + " --id 0 --tls-dir " + swapped + " " + run,
+      dir + "/impostor.log");
+  const int old = d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 1 --tls-dir " + certs +
+                                                  " --mode version", dir + "/version.log");
+  EXPECT_EQ(d.procs.Wait(outsider, 60), 1) << d.procs.Output(outsider);
+  EXPECT_NE(d.procs.Output(outsider).find("giving up"), std::string::npos) << d.procs.Output(outsider);
+  EXPECT_EQ(d.procs.Wait(impostor, 60), 1);
+  EXPECT_NE(d.procs.Output(impostor).find("certificate of client 1 used to speak as client 0"),
+            std::string::npos)
+      << d.procs.Output(impostor);
+  EXPECT_EQ(d.procs.Wait(old, 60), 1);
+  EXPECT_NE(d.procs.Output(old).find("speaks protocol version 2, this side version 1"),
+            std::string::npos)
+      << d.procs.Output(old);
+  // Nobody got in: the server gives up waiting, with one line saying so.
+  EXPECT_EQ(d.procs.Wait(d.server, 60), 1);
+  EXPECT_NE(d.procs.Output(d.server).find("only 0 of the 3 clients"), std::string::npos)
+      << d.procs.Output(d.server);
+}
+
+// A client pushing NaN and one pushing a model one value short are refused,
+// counted and logged; the rounds go on with the others.
+TEST(DeployTest, MalformedResultsAreRefusedAndTheRoundGoesOn) {
+  const std::string dir = FreshDir("rogue");
+  const std::string certs = MakeCerts(dir, 5);
+  const std::string run = SmallRun(5, 1.0, 2) + kFastFaults;
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  StartClients(&d, 0, 3, run + " --tls-dir " + certs, dir);
+  const int nan = d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 3 --tls-dir " + certs +
+                                                  " --mode nan", dir + "/nan.log");
+  const int shape = d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 4 --tls-dir " + certs +
+                                                    " --mode shape", dir + "/shape.log");
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  const auto cols = Columns(dir + "/server/metrics.csv");
+  ASSERT_EQ(cols.at("round").size(), 2u);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(cols.at("selected")[r], "5");
+    EXPECT_EQ(cols.at("returned")[r], "3");
+    EXPECT_EQ(cols.at("refused")[r], "2");
+  }
+  const std::string log = d.procs.Output(d.server);
+  EXPECT_NE(log.find("client 3 refused: non-finite value"), std::string::npos) << log;
+  EXPECT_NE(log.find("client 4 refused: refused on arrival: announced"), std::string::npos) << log;
+  d.procs.Wait(nan, 30);
+  d.procs.Wait(shape, 30);
+}
+
+// kill -9 of the server; `server --resume` on the same address; the clients
+// find it again by themselves and the run ends as if nothing had happened.
+TEST(DeployTest, KilledServerResumesAndClientsReconnect) {
+  const std::string dir = FreshDir("resume");
+  const std::string certs = MakeCerts(dir, 5);
+  const std::string run = SmallRun(5, 0.6, 4) + " --set strategy.name=fedprof" + kFastFaults;
+  Processes sim;
+  const int s = sim.Start(kCli, "simulate " + SmallRun(5, 0.6, 4) + " --set strategy.name=fedprof --out " +
+                                    dir + "/sim", dir + "/sim.log");
+  ASSERT_EQ(sim.Wait(s, 120), 0) << sim.Output(s);
+
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  StartClients(&d, 0, 5, run + " --tls-dir " + certs + " --give-up-after 60", dir);
+  const std::string metrics = dir + "/server/metrics.csv";
+  ASSERT_TRUE(WaitUntil([&] { return CountRows(metrics) >= 2; }, 120)) << d.procs.Output(d.server);
+  d.procs.Kill(d.server);
+  const int resumed = d.procs.Start(kCli, "server --resume " + dir + "/server --listen " + d.address +
+                                              " --tls-dir " + certs, dir + "/resumed.log");
+  ASSERT_EQ(d.procs.Wait(resumed, 180), 0) << d.procs.Output(resumed);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+  const auto simulated = Columns(dir + "/sim/metrics.csv");
+  const auto deployed = Columns(metrics);
+  for (const char* col : {"round", "selected", "returned", "train_loss", "accuracy", "loss"}) {
+    EXPECT_EQ(deployed.at(col), simulated.at(col)) << col;
+  }
+}
+
+TEST(DeployTest, InsecureIsForLoopbackOnlyAndSaysSo) {
+  Processes p;
+  const std::string dir = FreshDir("insecure");
+  const int far = p.Start(kCli, "server --listen 0.0.0.0:0 --insecure --out " + dir + "/x", dir + "/far.log");
+  EXPECT_EQ(p.Wait(far, 30), 1);
+  EXPECT_NE(p.Output(far).find("--insecure is for loopback addresses only"), std::string::npos)
+      << p.Output(far);
+  const int none = p.Start(kCli, "server --listen 127.0.0.1:0 --out " + dir + "/y", dir + "/none.log");
+  EXPECT_EQ(p.Wait(none, 30), 1);
+  EXPECT_NE(p.Output(none).find("--tls-dir DIR"), std::string::npos) << p.Output(none);
+  const int loud = p.Start(kCli, "server --listen 127.0.0.1:0 --insecure " + SmallRun(2, 1.0, 1) +
+                                     " --set deploy.start_timeout_s=1 --out " + dir + "/z",
+                           dir + "/loud.log");
+  EXPECT_EQ(p.Wait(loud, 60), 1);
+  EXPECT_NE(p.Output(loud).find("NO TLS"), std::string::npos) << p.Output(loud);
+}
+
+}  // namespace
+}  // namespace fedprof

@@ -1,0 +1,95 @@
+// fedprof server / fedprof client: federated training with the clients on
+// other machines, over gRPC with mutual TLS.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fedprof/config/config.h"
+#include "fedprof/core/error.h"
+#include "fedprof/deployment.h"
+#include "tools/fedprof/commands.h"
+
+namespace fedprof::cli {
+namespace {
+
+struct ServerArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string out;
+  std::string resume;
+  ServeOptions serve;
+};
+
+struct ClientArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  ClientOptions client;
+};
+
+void AddSecurity(CLI::App* sub, std::string* tls_dir, bool* insecure, const std::string& files) {
+  sub->add_option("--tls-dir", *tls_dir, "Mutual TLS: directory with " + files +
+                                             " (scripts/make-certs.sh DIR N writes them)");
+  sub->add_flag("--insecure", *insecure, "No TLS, for loopback experiments only");
+}
+
+}  // namespace
+
+Runner AddServer(CLI::App& app) {
+  auto args = std::make_shared<ServerArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "server", "Run federated training with clients on other machines (gRPC, mutual TLS)");
+  sub->add_option("--config", args->config, "Experiment config (TOML)");
+  sub->add_option("--set", args->sets, "Override a config key: --set key=value (repeatable)");
+  sub->add_option("--listen", args->serve.listen, "HOST:PORT to serve on (port 0: any free port)")
+      ->capture_default_str();
+  sub->add_option("--out", args->out, "Output directory (default runs/<config>-server-<time>)");
+  sub->add_option("--resume", args->resume, "Continue the server run in this output directory");
+  AddSecurity(sub, &args->serve.tls_dir, &args->serve.insecure, "ca.crt, server.crt, server.key");
+  sub->footer("Clients: fedprof client --server HOST:PORT --id K --config FILE. Options: fedprof "
+              "options (deploy.*)");
+  return [args] {
+    if (!args->resume.empty()) {
+      if (!args->config.empty() || !args->out.empty()) {
+        throw Error("--resume DIR: takes its config from DIR; drop --config and --out");
+      }
+      ResumeServer(args->resume, args->sets, args->serve);
+      std::printf("outputs in %s\n", args->resume.c_str());
+      return;
+    }
+    Config config;
+    if (!args->config.empty()) config.MergeTomlFile(args->config);
+    for (const auto& s : args->sets) config.SetAssignment(s);
+    const std::string out = args->out.empty() ? DefaultOutDir(args->config, "server") : args->out;
+    RunServer(config, out, args->serve);
+    std::printf("outputs in %s (metrics.csv, clients.csv, summary.json, config.toml)\n",
+                out.c_str());
+  };
+}
+
+Runner AddClient(CLI::App& app) {
+  auto args = std::make_shared<ClientArgs>();
+  CLI::App* sub = app.add_subcommand("client", "Serve a federated-training server as client K");
+  sub->add_option("--server", args->client.server, "The server's HOST:PORT")->required();
+  sub->add_option("--id", args->client.id, "This client's id (its certificate's CN client-K)")
+      ->required();
+  sub->add_option("--config", args->config, "The run's config (TOML): data, partition, quality");
+  sub->add_option("--set", args->sets, "Override a config key: --set key=value (repeatable)");
+  sub->add_option("--data-dir", args->client.data_dir,
+                  "Train on own files here (train-images/-labels IDX, or train.csv) instead of "
+                  "partition K of the config's data");
+  sub->add_option("--give-up-after", args->client.give_up_s,
+                  "Seconds to keep trying to reach the server")
+      ->capture_default_str();
+  sub->add_option("--speed-ghz", args->client.speed_ghz, "Device speed to state (optional)");
+  sub->add_option("--bandwidth-mhz", args->client.bandwidth_mhz, "Bandwidth to state (optional)");
+  AddSecurity(sub, &args->client.tls_dir, &args->client.insecure,
+              "ca.crt, client-K.crt, client-K.key");
+  return [args] {
+    Config config;
+    if (!args->config.empty()) config.MergeTomlFile(args->config);
+    for (const auto& s : args->sets) config.SetAssignment(s);
+    RunClient(config, args->client);
+  };
+}
+
+}  // namespace fedprof::cli
