@@ -75,6 +75,20 @@ std::string FirstColumns(const std::string& path, int n) {
   return out;
 }
 
+// The columns of a CSV file, by header name.
+std::map<std::string, std::vector<std::string>> Columns(const std::string& path) {
+  std::istringstream in(ReadFile(path));
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> names = Split(line, ',');
+  std::map<std::string, std::vector<std::string>> cols;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> cells = Split(line, ',');
+    for (size_t i = 0; i < names.size() && i < cells.size(); ++i) cols[names[i]].push_back(cells[i]);
+  }
+  return cols;
+}
+
 // metrics.csv without wall_s, the one column that is not reproducible.
 std::string MetricsWithoutWall(const std::string& dir) { return WithoutLastColumn(dir + "/metrics.csv"); }
 
@@ -352,6 +366,38 @@ TEST(FedProfCliTest, ExtendedRunEqualsUninterruptedRun) {
   }
 }
 
+// Secure matching (App. C.2): the divergences the server decrypts from the
+// clients' ciphertexts select exactly the clients plain profiles select.
+TEST(CliTest, SecureMatchingSelectsTheSameClients) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  // conv2's 16 channels keep the homomorphic work small.
+  const std::string run = std::string("simulate ") + kFedProfRun +
+                          " --set rounds=20 --set model.profile_layer=conv2";
+  const std::string plain = FreshDir("plain_matching"), secure = FreshDir("secure_matching");
+  ASSERT_EQ(RunCli(run + " --out " + plain).code, 0);
+  const Result r = RunCli(run + " --set fedprof.secure_matching=paillier --out " + secure);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(FirstColumns(plain + "/clients.csv", 5), FirstColumns(secure + "/clients.csv", 5));
+  // times_selected, the last column, holds the selections of all 20 rounds.
+  auto selections = [](const std::string& dir) {
+    std::istringstream in(ReadFile(dir + "/clients.csv"));
+    std::string line, out;
+    while (std::getline(in, line)) out += line.substr(line.rfind(',')) + "\n";
+    return out;
+  };
+  EXPECT_EQ(selections(plain), selections(secure));
+  const auto a = Columns(plain + "/metrics.csv"), b = Columns(secure + "/metrics.csv");
+  EXPECT_EQ(a.at("accuracy"), b.at("accuracy"));
+  EXPECT_EQ(a.at("train_loss"), b.at("train_loss"));
+  // The cost model counts the encrypted reference and the client's work.
+  const auto sa = nlohmann::json::parse(ReadFile(plain + "/summary.json"));
+  const auto sb = nlohmann::json::parse(ReadFile(secure + "/summary.json"));
+  EXPECT_GT(sb.at("profiling_time_per_round_s").get<double>(),
+            sa.at("profiling_time_per_round_s").get<double>());
+  EXPECT_GT(sb.at("profiling_energy_per_round_wh").get<double>(),
+            sa.at("profiling_energy_per_round_wh").get<double>());
+}
+
 TEST(FedProfCliTest, FedProfWithoutAReferenceSetIsRefused) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const Result r = RunCli("simulate --set strategy.name=fedprof --set data.holdout_share=0 --out " +
@@ -388,6 +434,17 @@ TEST(FedProfCliTest, ProfileAndDivergenceTools) {
   EXPECT_DOUBLE_EQ(j.at("score").get<double>(), std::exp(-2 * div));
   r = RunCli("divergence " + b + " " + a);
   EXPECT_NE(r.output.find("divergence "), std::string::npos) << r.output;
+  // Both sides of secure matching, with what each spent.
+  r = RunCli("divergence " + b + " " + a + " --secure --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  j = nlohmann::json::parse(r.output);
+  EXPECT_NEAR(j.at("secure_divergence").get<double>(), div, 1e-9 * div);
+  EXPECT_GT(j.at("client_ms").get<double>(), 0);
+  EXPECT_GT(j.at("server_ms").get<double>(), 0);
+  EXPECT_EQ(j.at("bytes_to_server").get<int64_t>(), 512);  // one ciphertext mod n², 2048-bit n
+  EXPECT_GT(j.at("bytes_to_client").get<int64_t>(), 3 * 120 * 512);
+  r = RunCli("divergence " + b + " " + a + " --secure");
+  EXPECT_NE(r.output.find("secure "), std::string::npos) << r.output;
 
   // Malformed profiles are refused with one line naming the file and reason.
   auto bad = pa;

@@ -2,10 +2,12 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdio>
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
+#include "fedprof/core/log.h"
 #include "fedprof/models/models.h"
 #include "fedprof/report/comparison.h"
 #include "fedprof/run/run.h"
@@ -40,6 +42,7 @@ CostOptions CostOptionsFrom(const Config& c, const Dataset& train) {
 
 // Builds the simulated population and runs rounds state.round + 1 .. rounds.
 void Run(const Config& config, const std::string& out_dir, ServerState state, bool resume) {
+  const auto start = std::chrono::steady_clock::now();
   const uint64_t seed = static_cast<uint64_t>(config.GetInt("seed"));
   const TrainTest data = LoadData(config);
   const Population population(data.train, config);
@@ -55,23 +58,31 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
   const std::vector<ClientSpec> specs = DrawClientSpecs(n, cost_options, seed);
   const CostModel cost_model(cost_options, model_bits);
   const int epochs = static_cast<int>(config.GetInt("train.epochs"));
-  // RPsize = 8q bytes (Eq. 31), q = units of the profiled layer.
+  // What profiling adds to a round (Eq. 31; App. C.2 with secure matching),
+  // q = units of the profiled layer.
   const bool profiles = MakeStrategy(config, {n, nullptr})->WantedReports().profile;
-  const double profile_bits =
-      profiles ? 64.0 * static_cast<double>(ProfiledUnits(*model, data.train)) : 0;
+  const int64_t units = profiles ? ProfiledUnits(*model, data.train) : 0;
+  const ProfilingLoad profiling =
+      config.GetString("fedprof.secure_matching") == "paillier"
+          ? SecureProfiling(units, static_cast<int>(config.GetInt("fedprof.paillier_bits")),
+                            config.GetDouble("cost.he_cycles_per_unit"))
+          : PlainProfiling(units);
+  const ProfilingLoad* round_profiling = profiles ? &profiling : nullptr;
   std::vector<ClientInfo> infos(n);
   for (int k = 0; k < n; ++k) {
     infos[k].id = k;
     infos[k].num_samples = population.num_samples(k);
-    infos[k].expected_time_s = cost_model.Cost(specs[k], infos[k].num_samples, epochs, profile_bits).total_s();
+    infos[k].expected_time_s =
+        cost_model.Cost(specs[k], infos[k].num_samples, epochs, round_profiling).total_s();
   }
   auto cost = [&](int id, const FitInstructions& ins) {
     const int64_t size = population.num_samples(id);
-    const ClientCost c = cost_model.Cost(specs[id], size, ins.train.epochs, ins.profile ? profile_bits : 0);
+    const ClientCost c =
+        cost_model.Cost(specs[id], size, ins.train.epochs, ins.profile ? round_profiling : nullptr);
     ResultCost rc;
     rc.time_s = c.total_s();
     rc.energy_j = c.energy_j;
-    if (ins.profile && profile_bits > 0) {
+    if (ins.profile && round_profiling) {
       const ClientCost bare = cost_model.Cost(specs[id], size, ins.train.epochs);
       rc.profiling_time_s = c.total_s() - bare.total_s();
       rc.profiling_energy_j = c.energy_j - bare.energy_j;
@@ -93,6 +104,13 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
     return rows;
   };
   clients.save_states = [&] { return transport.SaveClientStates(); };
+  if (config.GetBool("report.progress")) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "%d clients (%s partition) set up in %.1f s", n,
+                  config.GetString("partition.kind").c_str(),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    LogProgress(line);
+  }
   RunRounds(config, ServerOptionsFrom(config), data, reference, out_dir, std::move(state), resume,
             transport, clients);
 }

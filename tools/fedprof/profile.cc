@@ -1,18 +1,20 @@
 // fedprof profile / fedprof divergence: representation profiles as files.
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "fedprof/config/config.h"
-#include "fedprof/profiling/profiler.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/data/loaders.h"
 #include "fedprof/models/models.h"
+#include "fedprof/privacy/secure_matching.h"
 #include "fedprof/profiling/profile.h"
-#include "fedprof/simulation.h"
+#include "fedprof/profiling/profiler.h"
 #include "fedprof/sim/population.h"
+#include "fedprof/simulation.h"
 #include "tools/fedprof/commands.h"
 
 namespace fedprof::cli {
@@ -79,6 +81,8 @@ Runner AddDivergence(CLI::App& app) {
     std::string client, reference;
     double alpha = 10;
     bool json = false;
+    bool secure = false;
+    int key_bits = 2048;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -87,6 +91,11 @@ Runner AddDivergence(CLI::App& app) {
   sub->add_option("reference", args->reference, "Reference profile JSON")->required();
   sub->add_option("--alpha", args->alpha, "alpha of exp(-alpha div)")->capture_default_str();
   sub->add_flag("--json", args->json, "Print {\"divergence\", \"score\", \"kl\"} as JSON");
+  sub->add_flag("--secure", args->secure,
+                "Also compute it under Paillier encryption (App. C.2), both sides here, with "
+                "each side's time and bytes");
+  sub->add_option("--key-bits", args->key_bits, "Paillier key size with --secure (2048 or 3072)")
+      ->capture_default_str();
   return [args] {
     const Profile p = ProfileFromJson(ReadFile(args->client), args->client);
     const Profile r = ProfileFromJson(ReadFile(args->reference), args->reference);
@@ -97,13 +106,30 @@ Runner AddDivergence(CLI::App& app) {
     const std::vector<double> kl = UnitKl(p, r);
     const double div = Divergence(p, r);
     const double score = Score(div, args->alpha);
+    nlohmann::json j = {{"divergence", div}, {"score", score}, {"kl", kl}};
+    if (args->secure) {
+      const SecureMatchingRun run = RunSecureMatching(p, r, args->key_bits);
+      j["secure_divergence"] = run.divergence;
+      j["client_ms"] = run.client_ms;
+      j["server_ms"] = run.server_ms;
+      j["bytes_to_client"] = run.bytes_to_client;
+      j["bytes_to_server"] = run.bytes_to_server;
+      j["key_ms"] = run.key_ms;
+    }
     if (args->json) {
-      std::printf("%s\n", nlohmann::json({{"divergence", div}, {"score", score}, {"kl", kl}})
-                              .dump()
-                              .c_str());
-    } else {
-      std::printf("divergence %.6g  score %.6g  (alpha %g, %zu units)\n", div, score, args->alpha,
-                  kl.size());
+      std::printf("%s\n", j.dump().c_str());
+      return;
+    }
+    std::printf("divergence %.6g  score %.6g  (alpha %g, %zu units)\n", div, score, args->alpha,
+                kl.size());
+    if (args->secure) {
+      std::printf("secure     %.6g  (Paillier %d bits; |difference| %.3g)\n",
+                  j["secure_divergence"].get<double>(), args->key_bits,
+                  std::fabs(j["secure_divergence"].get<double>() - div));
+      std::printf("server     %.1f ms, %lld bytes to the client (public key, encrypted reference)\n",
+                  j["server_ms"].get<double>(), j["bytes_to_client"].get<long long>());
+      std::printf("client     %.1f ms, %lld bytes to the server (one ciphertext)\n",
+                  j["client_ms"].get<double>(), j["bytes_to_server"].get<long long>());
     }
   };
 }

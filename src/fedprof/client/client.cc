@@ -8,6 +8,7 @@
 #include "fedprof/core/rng.h"
 #include "fedprof/models/models.h"
 #include "fedprof/models/replicas.h"
+#include "fedprof/privacy/secure_matching.h"
 #include "fedprof/profiling/profiler.h"
 #include "fedprof/protocol/sketch.h"
 
@@ -25,7 +26,7 @@ torch::Tensor Loss(const torch::Tensor& output, const torch::Tensor& target, boo
 
 }  // namespace
 
-FitResult Client::Fit(const FitInstructions& ins, Model& model) {
+FitResult Client::Fit(const FitInstructions& ins, Model& model, bool model_holds_global) {
   using Clock = std::chrono::steady_clock;
   const auto fit_start = Clock::now();
   auto seconds_since = [](Clock::time_point t) {
@@ -50,12 +51,19 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model) {
       at += e->size;
     }
     Unflatten(start, model);
-  } else {
+  } else if (!model_holds_global) {
     Unflatten(*ins.global, model);
   }
   if (ins.profile) {
     const auto profiling = Clock::now();
     result.profile = ComputeProfile(model, data_, ins.model_version);
+    if (ins.secure_reference) {
+      // Only Enc(q·div) leaves the client; the server never sees the profile.
+      const PaillierPublicKey key = PaillierPublicKey::Parse(*ins.public_key);
+      result.encrypted_divergence = EncryptedDivergence(
+          key, SecureReference::Parse(*ins.secure_reference, key), *result.profile);
+      result.profile.reset();
+    }
     result.cost.profiling_time_s = seconds_since(profiling);
   }
   if (ins.report_loss) {

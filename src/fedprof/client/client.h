@@ -36,9 +36,12 @@ class Client {
   // Loads the global model into `model` (scratch owned by the caller),
   // profiles the local data if asked, and runs E epochs of mini-batch SGD
   // with momentum; batch order comes from (seed, round, client, epoch) alone.
-  // With E = 0 it only reports and returns no model. The result's cost is
-  // the measured wall time (a simulation replaces it with the cost model's).
-  FitResult Fit(const FitInstructions& instructions, Model& model);
+  // With E = 0 it only reports and returns no model, leaving `model`
+  // unchanged. The result's cost is the measured wall time (a simulation
+  // replaces it with the cost model's). `model_holds_global` says `model`
+  // already holds *instructions.global (a worker that just reported for
+  // another client), which saves loading it again.
+  FitResult Fit(const FitInstructions& instructions, Model& model, bool model_holds_global = false);
 
   // State kept between rounds (FedBN's batch-norm values), for checkpoints.
   const FlatParams& local_state() const { return local_batch_norm_; }

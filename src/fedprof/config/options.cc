@@ -111,6 +111,12 @@ std::vector<OptionSpec> MakeTable() {
        "test set, or one client's data (fedprof.reference_client)."},
       {"fedprof.reference_client", T::kInt, "0", 0, 1e7, "",
        "The client whose data is D_V when fedprof.reference = client."},
+      {"fedprof.secure_matching", T::kString, "none", 0, 0, "none|paillier",
+       "paillier: clients send Enc(q div) under the server's Paillier key instead of their "
+       "profile, so the server learns the divergence and nothing else (App. C.2)."},
+      {"fedprof.paillier_bits", T::kInt, "2048", 2048, 3072, "",
+       "Paillier key size for secure matching, in bits: 2048, or 3072 for longer-term security "
+       "(any multiple of 256 in between)."},
       // Baselines; defaults from each method's paper.
       {"fedprox.mu", T::kDouble, "0.01", 0, 1e3, "",
        "FedProx proximal weight mu (Li et al. 2020 tune it in {0.001, 0.01, 0.1, 1})."},
@@ -138,6 +144,9 @@ std::vector<OptionSpec> MakeTable() {
       {"cost.cycles_per_bit", T::kDouble, "400", 0, 1e9, "", "CPB, processor cycles per bit."},
       {"cost.p_trans", T::kDouble, "0.75", 0, 1e3, "", "Transmitter power P_trans, W."},
       {"cost.p_f", T::kDouble, "0.7", 0, 1e3, "", "Baseline processor power P_f, W (at 1 GHz)."},
+      {"cost.he_cycles_per_unit", T::kDouble, "0", 0, 1e12, "",
+       "Secure matching: client cycles per profiled unit; 0 = measured on x86-64 (4.8e6 for "
+       "2048-bit keys, 1.0e7 for 3072)."},
       // Source models for transfer learning (fedprof pretrain).
       {"pretrain.architecture", T::kString, "vgg_small", 0, 0, "vgg_small|lenet5",
        "Architecture fedprof pretrain trains on the data.* set."},

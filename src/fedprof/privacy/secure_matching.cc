@@ -1,5 +1,7 @@
 #include "fedprof/privacy/secure_matching.h"
 
+#include <chrono>
+
 #include <cmath>
 #include <cstdio>
 #include <initializer_list>
@@ -239,6 +241,33 @@ double DecryptDivergence(const PaillierSecretKey& key, const std::string& cipher
                 ", but a KL divergence is never negative (forged or corrupted?)");
   }
   return divergence < 0 ? 0.0 : divergence;
+}
+
+SecureMatchingRun RunSecureMatching(const Profile& client, const Profile& reference,
+                                    int key_bits) {
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  SecureMatchingRun run;
+  auto t = Clock::now();
+  const PaillierSecretKey key = PaillierSecretKey::Generate(key_bits);
+  run.key_ms = ms_since(t);
+  t = Clock::now();
+  const std::string public_key = key.public_key().Serialize();
+  const std::string sent = EncryptReference(key, reference).Serialize();
+  run.server_ms = ms_since(t);
+  run.bytes_to_client = static_cast<int64_t>(public_key.size() + sent.size());
+  t = Clock::now();
+  const PaillierPublicKey received_key = PaillierPublicKey::Parse(public_key);
+  const std::string ciphertext =
+      EncryptedDivergence(received_key, SecureReference::Parse(sent, received_key), client);
+  run.client_ms = ms_since(t);
+  run.bytes_to_server = static_cast<int64_t>(ciphertext.size());
+  t = Clock::now();
+  run.divergence = DecryptDivergence(key, ciphertext, reference.units());
+  run.server_ms += ms_since(t);
+  return run;
 }
 
 }  // namespace fedprof

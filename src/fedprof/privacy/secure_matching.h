@@ -104,6 +104,22 @@ std::string EncryptedDivergence(const PaillierPublicKey& key, const SecureRefere
 // −kMaxNegativeDivergence. Small negative rounding is returned as 0.
 double DecryptDivergence(const PaillierSecretKey& key, const std::string& ciphertext, size_t units);
 
+// Both sides of one matching run here, timed: what `fedprof divergence
+// --secure` and the cost benchmark report. server_ms covers encrypting the
+// reference (once per model version, shared by every client of a round)
+// and decrypting the result (once per client); key_ms the key generation
+// (once per run). bytes_to_client: the public key and the encrypted
+// reference; bytes_to_server: the one ciphertext.
+struct SecureMatchingRun {
+  double divergence = 0;
+  double key_ms = 0;
+  double server_ms = 0;
+  double client_ms = 0;
+  int64_t bytes_to_client = 0;
+  int64_t bytes_to_server = 0;
+};
+SecureMatchingRun RunSecureMatching(const Profile& client, const Profile& reference, int key_bits);
+
 }  // namespace fedprof
 
 #endif  // FEDPROF_PRIVACY_SECURE_MATCHING_H_

@@ -44,6 +44,11 @@ struct FitInstructions {
   // > 0: also return a count sketch of this size of the update w − θ
   // (clustered sampling compares clients through it).
   int sketch_dim = 0;
+  // Secure matching (App. C.2, privacy/secure_matching.h): the server's
+  // Paillier public key and its encrypted reference for model_version. When
+  // set, the client returns Enc(q·div) of its profile instead of the profile.
+  std::shared_ptr<const std::string> public_key;
+  std::shared_ptr<const std::string> secure_reference;
   TrainOptions train;
   uint64_t seed = 0;  // run seed; the client derives its batch order from it
 };
@@ -68,7 +73,8 @@ struct FitResult {
   FlatParams params;        // the locally trained model; empty when it only reported
   int64_t num_samples = 0;  // |D_k|, the aggregation weight
   double train_loss = 0;    // mean loss over the last local epoch
-  std::optional<Profile> profile;  // when asked for
+  std::optional<Profile> profile;  // when asked for, unless matched securely
+  std::string encrypted_divergence;  // Enc(q·div) under secure matching
   double pre_train_loss = 0;       // θ's mean loss on the local data, when asked for
   std::vector<float> sketch;       // when asked for (sketch_dim)
   ResultCost cost;

@@ -1,5 +1,6 @@
 #include "fedprof/run/run.h"
 
+#include <sys/resource.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -74,6 +75,13 @@ std::string ScoresUpTo(const std::string& path, int64_t round, const std::string
   return out;
 }
 
+// This process's peak resident memory so far, in MiB.
+double PeakRssMb() {
+  struct rusage usage;
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
 nlohmann::json Summary(const Config& config, const ServerState& state,
                        const std::vector<ClientRow>& clients, int64_t num_params) {
   nlohmann::json s;
@@ -111,6 +119,7 @@ nlohmann::json Summary(const Config& config, const ServerState& state,
   s["profiling_energy_per_round_wh"] = profiling_wh / rounds;
   s["energy_wh"] = state.energy_j / 3600.0;
   s["wall_s"] = state.history.empty() ? 0.0 : state.history.back().wall_s;
+  s["peak_rss_mb"] = PeakRssMb();
   const double target = config.GetDouble("report.target");
   s["target"] = target;
   const int64_t hit = FirstRoundReaching(state.history, target);

@@ -104,6 +104,8 @@ void Server::CollectReports(const std::vector<ClientInfo>& available, const Flat
   ins.report_loss = reports.loss;
   ins.train.epochs = 0;
   ins.seed = options_.seed;
+  strategy_.ConfigureInstructions(&ins);
+  const auto start = std::chrono::steady_clock::now();
   transport_.Fit(pending, ins, [&](size_t, FitResult&& r) {
     std::string why = Validate(r, global.size(), /*expect_model=*/false);
     if (why.empty()) why = strategy_.CheckResult(r);
@@ -114,6 +116,13 @@ void Server::CollectReports(const std::vector<ClientInfo>& available, const Flat
     }
     strategy_.Observe(r);
   });
+  if (options_.progress) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "reports of %zu clients under model version %lld in %.1f s",
+                  pending.size(), static_cast<long long>(version),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    LogProgress(line);
+  }
 }
 
 void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on_round,
@@ -150,6 +159,7 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     ins.train = options_.train;
     ins.train.lr = m.lr;
     ins.seed = options_.seed;
+    strategy_.ConfigureInstructions(&ins);
 
     Tally tally;
     sum_.Reset(state.global.size());

@@ -35,23 +35,42 @@ std::vector<ClientSpec> DrawClientSpecs(int num_clients, const CostOptions& opti
 
 // One client's costs for one round.
 struct ClientCost {
-  double comm_s = 0;    // T_comm, Eq. 29: model download + upload
-  double train_s = 0;   // T_train, Eq. 30
-  double rp_gen_s = 0;  // T_RPgen, Eq. 31: one epoch's worth of compute
-  double rp_up_s = 0;   // T_RPup, Eq. 31: profile upload
-  double energy_j = 0;  // E_k, Eqs. 28, 32-34
-  double total_s() const { return comm_s + train_s + rp_gen_s + rp_up_s; }
+  double comm_s = 0;     // T_comm, Eq. 29: model download + upload
+  double train_s = 0;    // T_train, Eq. 30
+  double rp_gen_s = 0;   // T_RPgen, Eq. 31: one epoch's worth of compute (+ HE work)
+  double rp_up_s = 0;    // T_RPup, Eq. 31: profile (or ciphertext) upload
+  double rp_down_s = 0;  // secure matching: the encrypted reference's download
+  double energy_j = 0;   // E_k, Eqs. 28, 32-34
+  double total_s() const { return comm_s + train_s + rp_gen_s + rp_up_s + rp_down_s; }
 };
+
+// What profiling adds to a client's round (Eq. 31): a forward pass over the
+// local data and the upload of `upload_bits` (the profile, 8q bytes). Secure
+// matching (App. C.2) uploads one ciphertext instead, and adds the download
+// of the public key and encrypted reference and the client's homomorphic
+// work (`extra_cycles`).
+struct ProfilingLoad {
+  double upload_bits = 0;
+  double download_bits = 0;
+  double extra_cycles = 0;
+};
+
+// The ProfilingLoad of plain matching of q units, and of secure matching
+// with a Paillier key of `key_bits` (ciphertexts of 2·key_bits bits).
+// Cycles per unit of the client's work: `cycles_per_unit`, or when 0 the
+// figures measured with bench/paillier_bench on a 2.6 GHz x86-64 core:
+// 4.8e6 (2048-bit keys), 1.0e7 (3072-bit).
+ProfilingLoad PlainProfiling(int64_t units);
+ProfilingLoad SecureProfiling(int64_t units, int key_bits, double cycles_per_unit = 0);
 
 class CostModel {
  public:
   // model_bits: msize, the model's size on the wire.
   CostModel(const CostOptions& options, double model_bits);
 
-  // profile_bits > 0 adds the profiling costs (T_RP, E_RP; RPsize = 8q bytes
-  // = 64q bits).
+  // `profiling` adds the profiling costs (T_RP, E_RP).
   ClientCost Cost(const ClientSpec& spec, int64_t num_samples, int epochs,
-                  double profile_bits = 0) const;
+                  const ProfilingLoad* profiling = nullptr) const;
 
   // Bits per second of the downlink of a client with this bandwidth.
   double DownlinkBitsPerSecond(const ClientSpec& spec) const;

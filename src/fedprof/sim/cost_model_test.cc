@@ -15,7 +15,8 @@ TEST(CostModelTest, MatchesEquations29To34) {
   const double model_bits = 61706 * 32.0;
   const CostModel model(o, model_bits);
   const ClientSpec spec{2.0, 0.5};
-  const ClientCost c = model.Cost(spec, 600, 5, /*profile_bits=*/64 * 120);
+  const ProfilingLoad plain = PlainProfiling(120);
+  const ClientCost c = model.Cost(spec, 600, 5, &plain);
   const double rate = 0.5e6 * std::log2(11.0);
   EXPECT_DOUBLE_EQ(c.comm_s, 3 * model_bits / rate);
   EXPECT_DOUBLE_EQ(c.train_s, 5 * 600 * 6272.0 * 400 / 2e9);
@@ -36,9 +37,10 @@ TEST(CostModelTest, ProfilingCostIsInTheOrderOfThePapersTable4) {
   CostOptions o;
   const CostModel model(o, 61706 * 32.0);
   const auto specs = DrawClientSpecs(25, o, 1);
+  const ProfilingLoad plain = PlainProfiling(120);
   double max_rp = 0, energy_rp = 0;
   for (const auto& s : specs) {
-    const ClientCost with = model.Cost(s, 560, 5, 64 * 120);
+    const ClientCost with = model.Cost(s, 560, 5, &plain);
     const ClientCost without = model.Cost(s, 560, 5);
     max_rp = std::max(max_rp, with.rp_gen_s + with.rp_up_s);
     energy_rp += with.energy_j - without.energy_j;
@@ -47,6 +49,28 @@ TEST(CostModelTest, ProfilingCostIsInTheOrderOfThePapersTable4) {
   EXPECT_LT(max_rp, 1.340 * 3);
   EXPECT_GT(energy_rp / 3600, 6.74e-3 / 3);
   EXPECT_LT(energy_rp / 3600, 6.74e-3 * 3);
+}
+
+// Secure matching (App. C.2) in the cost model: the encrypted reference
+// comes down, one ciphertext goes up, and the client's homomorphic work adds
+// to T_RPgen; all of it shows in time and energy.
+TEST(CostModelTest, SecureMatchingAddsItsTransfersAndWork) {
+  CostOptions o;
+  const CostModel model(o, 61706 * 32.0);
+  const ClientSpec spec{1.0, 1.0};
+  const ProfilingLoad plain = PlainProfiling(120);
+  const ProfilingLoad secure = SecureProfiling(120, 2048);
+  EXPECT_DOUBLE_EQ(secure.upload_bits, 4096);
+  EXPECT_DOUBLE_EQ(secure.download_bits, 2048 + 3 * 120 * 4096.0);
+  EXPECT_DOUBLE_EQ(secure.extra_cycles, 120 * 4.8e6);
+  const ClientCost p = model.Cost(spec, 560, 5, &plain);
+  const ClientCost s = model.Cost(spec, 560, 5, &secure);
+  const double rate = 1e6 * std::log2(11.0);
+  EXPECT_DOUBLE_EQ(s.rp_down_s, secure.download_bits / rate);
+  EXPECT_DOUBLE_EQ(s.rp_gen_s - p.rp_gen_s, 120 * 4.8e6 / 1e9);
+  EXPECT_GT(s.total_s(), p.total_s());
+  EXPECT_GT(s.energy_j, p.energy_j);
+  EXPECT_GT(SecureProfiling(120, 3072).extra_cycles, secure.extra_cycles);
 }
 
 TEST(CostModelTest, ClientSpecsFollowTheConfiguredNormals) {

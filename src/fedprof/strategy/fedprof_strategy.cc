@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fedprof/core/error.h"
+#include "fedprof/privacy/secure_matching.h"
 
 namespace fedprof {
 
@@ -14,7 +15,12 @@ FedProfStrategy::FedProfStrategy(const FedProfOptions& options,
     : Strategy("fedprof", nullptr, std::move(aggregator)),
       options_(options),
       reference_profile_(std::move(reference_profile)),
-      divergences_(num_clients, std::numeric_limits<double>::quiet_NaN()) {}
+      divergences_(num_clients, std::numeric_limits<double>::quiet_NaN()) {
+  if (options_.secure_key_bits > 0) {
+    key_ = std::make_unique<PaillierSecretKey>(PaillierSecretKey::Generate(options_.secure_key_bits));
+    public_key_ = std::make_shared<const std::string>(key_->public_key().Serialize());
+  }
+}
 
 std::vector<double> FedProfStrategy::ComputeScores() const {
   std::vector<double> scores(divergences_.size(), 0.0);
@@ -36,9 +42,29 @@ std::vector<int> FedProfStrategy::ConfigureFit(const SelectionContext& context, 
 
 void FedProfStrategy::OnGlobalModel(const FlatParams& global, int64_t version) {
   reference_ = reference_profile_(global, version);
+  if (key_) {
+    secure_reference_ =
+        std::make_shared<const std::string>(EncryptReference(*key_, *reference_).Serialize());
+  }
+}
+
+void FedProfStrategy::ConfigureInstructions(FitInstructions* instructions) const {
+  instructions->public_key = public_key_;
+  instructions->secure_reference = secure_reference_;
 }
 
 std::string FedProfStrategy::CheckResult(const FitResult& result) const {
+  if (key_) {
+    if (result.profile) return "sent its profile in the clear under secure matching";
+    if (result.encrypted_divergence.empty()) return "no encrypted divergence sent";
+    try {
+      decrypted_[result.client_id] =
+          DecryptDivergence(*key_, result.encrypted_divergence, reference_->units());
+    } catch (const Error& e) {
+      return std::string("encrypted divergence refused: ") + e.what();
+    }
+    return "";
+  }
   if (!result.profile) return "no profile sent";
   if (!reference_ || result.profile->version != reference_->version) {
     return "profile of model version " + std::to_string(result.profile->version) +
@@ -49,6 +75,13 @@ std::string FedProfStrategy::CheckResult(const FitResult& result) const {
 }
 
 void FedProfStrategy::Observe(const FitResult& result) {
+  if (key_) {
+    const auto it = decrypted_.find(result.client_id);
+    if (it == decrypted_.end()) return;
+    divergences_.at(result.client_id) = it->second;
+    decrypted_.erase(it);
+    return;
+  }
   if (!result.profile || !reference_) return;
   divergences_.at(result.client_id) = Divergence(*result.profile, *reference_);
 }

@@ -2,11 +2,13 @@
 #define FEDPROF_STRATEGY_FEDPROF_STRATEGY_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "fedprof/privacy/paillier.h"
 #include "fedprof/profiling/profile.h"
 #include "fedprof/strategy/strategy.h"
 
@@ -15,6 +17,9 @@ namespace fedprof {
 struct FedProfOptions {
   double alpha = 10;              // α of Eq. 13; 0 = uniform sampling
   bool with_replacement = false;  // the papers' random.choices
+  // Secure matching (App. C.2): clients return Enc(q·div) under a Paillier
+  // key of this many bits held by the strategy; 0 = plain profiles.
+  int secure_key_bits = 0;
 };
 
 // FedProf (Algorithm 2): clients are sampled with probability proportional
@@ -26,6 +31,12 @@ struct FedProfOptions {
 // profile arrives and only it is kept: 8 bytes per client, and the
 // reference of the current version alone. Unselected clients keep their
 // divergence. Aggregation is whichever Aggregator it is given.
+//
+// With secure matching the strategy generates a Paillier key for the run
+// (never written anywhere: divergences, not ciphertexts, are what a
+// checkpoint keeps), sends the public key and the encrypted reference of
+// each version with the instructions, and decrypts each client's Enc(q·div)
+// (privacy/secure_matching.h): it never sees a client's profile.
 class FedProfStrategy : public Strategy {
  public:
   // `reference_profile` computes RP_V on the reference set D_V for a global
@@ -39,6 +50,7 @@ class FedProfStrategy : public Strategy {
   Reports WantedReports() const override { return {/*profile=*/true, /*loss=*/false}; }
   bool HasReport(int id) const override;
   void OnGlobalModel(const FlatParams& global, int64_t version) override;
+  void ConfigureInstructions(FitInstructions* instructions) const override;
   std::string CheckResult(const FitResult& result) const override;
   void Observe(const FitResult& result) override;
   std::vector<double> LastScores() const override { return scores_; }
@@ -55,6 +67,12 @@ class FedProfStrategy : public Strategy {
   std::optional<Profile> reference_;  // RP_V of the current model version
   std::vector<double> divergences_;   // div(RP_k, RP_V(v_k)); NaN until client k reports
   std::vector<double> scores_;
+  // Secure matching: the key, what goes to clients for the current version,
+  // and divergences decrypted by CheckResult for Observe to keep.
+  std::unique_ptr<PaillierSecretKey> key_;
+  std::shared_ptr<const std::string> public_key_;
+  std::shared_ptr<const std::string> secure_reference_;
+  mutable std::map<int, double> decrypted_;
 };
 
 }  // namespace fedprof

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "fedprof/core/error.h"
+#include "fedprof/privacy/secure_matching.h"
 
 namespace fedprof {
 namespace {
@@ -127,6 +128,47 @@ TEST(FedProfStrategyTest, SelectsOnlyAmongAvailableClients) {
   ASSERT_EQ(ids.size(), 2u);
   for (int id : ids) EXPECT_TRUE(id == 1 || id == 4 || id == 5) << id;
   EXPECT_EQ(s->LastScores().size(), 6u) << "scores stay indexed by client id";
+}
+
+}  // namespace
+}  // namespace fedprof
+
+namespace fedprof {
+namespace {
+
+// Secure matching end to end inside the strategy: the instructions carry the
+// key and the encrypted reference of the current version, the client's
+// ciphertext decrypts to the plain divergence, and plain profiles are
+// refused.
+TEST(FedProfStrategyTest, SecureMatchingRecoversThePlainDivergence) {
+  FedProfOptions o;
+  o.alpha = 2;
+  o.secure_key_bits = 2048;
+  FedProfStrategy s(o, MakeWeightedAverage(AggregationMode::kPartial), 2,
+                    [](const FlatParams&, int64_t v) { return ReferenceOf(v); });
+  s.OnGlobalModel({}, 0);
+  FitInstructions ins;
+  s.ConfigureInstructions(&ins);
+  ASSERT_TRUE(ins.public_key && ins.secure_reference);
+  FitResult r = WithProfile(1, 0, 1.0);
+  const Profile profile = *r.profile;
+  EXPECT_NE(s.CheckResult(r).find("in the clear"), std::string::npos);
+  const PaillierPublicKey key = PaillierPublicKey::Parse(*ins.public_key);
+  r.encrypted_divergence =
+      EncryptedDivergence(key, SecureReference::Parse(*ins.secure_reference, key), profile);
+  r.profile.reset();
+  ASSERT_EQ(s.CheckResult(r), "");
+  s.Observe(r);
+  const double plain = Divergence(profile, ReferenceOf(0));
+  EXPECT_NEAR(s.ComputeScores()[1], std::exp(-2 * plain), 1e-12);
+  r.encrypted_divergence = std::string(r.encrypted_divergence.size(), '\0');
+  EXPECT_NE(s.CheckResult(r).find("encrypted divergence refused"), std::string::npos);
+  // A new version, a new encrypted reference.
+  s.OnGlobalModel({}, 1);
+  FitInstructions next;
+  s.ConfigureInstructions(&next);
+  EXPECT_NE(*next.secure_reference, *ins.secure_reference);
+  EXPECT_EQ(*next.public_key, *ins.public_key);
 }
 
 }  // namespace

@@ -88,6 +88,9 @@ std::unique_ptr<Strategy> MakeStrategy(const Config& config, const StrategyConte
     FedProfOptions o;
     o.alpha = config.GetDouble("fedprof.alpha");
     o.with_replacement = config.GetString("fedprof.sampling") == "with_replacement";
+    if (config.GetString("fedprof.secure_matching") == "paillier") {
+      o.secure_key_bits = static_cast<int>(config.GetInt("fedprof.paillier_bits"));
+    }
     return std::make_unique<FedProfStrategy>(o, MakeWeightedAverage(mode), context.num_clients,
                                              context.reference_profile);
   }

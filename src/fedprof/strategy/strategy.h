@@ -62,6 +62,11 @@ class Strategy {
   // > 0: clients return a count sketch of their update of this size.
   virtual int SketchDim() const { return 0; }
 
+  // Adds what the strategy sends along with the current model (FedProf's
+  // encrypted reference under secure matching) to a round's or a report's
+  // instructions.
+  virtual void ConfigureInstructions(FitInstructions* instructions) const { (void)instructions; }
+
   // μ of a proximal term in the clients' local objective (FedProx), or 0.
   double ProximalMu() const { return proximal_mu_; }
   void SetProximalMu(double mu) { proximal_mu_ = mu; }

@@ -19,6 +19,7 @@ InProcessTransport::InProcessTransport(std::vector<ClientInfo> infos, ClientFact
       cost_(std::move(cost)),
       pool_(num_threads) {
   for (int w = 0; w < pool_.size(); ++w) worker_models_.push_back(make_model());
+  worker_loaded_.resize(worker_models_.size());
   if (keep_clients_) kept_.resize(infos_.size());
 }
 
@@ -77,7 +78,16 @@ void InProcessTransport::Fit(const std::vector<int>& client_ids, const FitInstru
         const auto it = local_states_.find(id);
         client->set_local_state(it == local_states_.end() ? FlatParams() : it->second);
       }
-      result = client->Fit(instructions, *worker_models_[worker]);
+      // A report leaves the worker's model as loaded: the next client on this
+      // worker can use it as it is (a million-client report pass loads the
+      // model once per worker, not once per client).
+      std::shared_ptr<const FlatParams>& loaded = worker_loaded_[worker];
+      const bool holds = loaded == instructions.global && !instructions.keep_local_batch_norm;
+      loaded.reset();
+      result = client->Fit(instructions, *worker_models_[worker], holds);
+      if (instructions.train.epochs == 0 && !instructions.keep_local_batch_norm) {
+        loaded = instructions.global;
+      }
       if (!client->local_state().empty()) {
         std::lock_guard<std::mutex> lock(states_mutex_);
         local_states_[id] = client->local_state();

@@ -53,6 +53,8 @@ class InProcessTransport : public Transport {
   CostFn cost_;
   ThreadPool pool_;
   std::vector<std::shared_ptr<Model>> worker_models_;
+  // The global model a worker's model holds unchanged since, or null.
+  std::vector<std::shared_ptr<const FlatParams>> worker_loaded_;
   std::vector<std::optional<Client>> kept_;  // by id, when keep_clients_
   mutable std::mutex states_mutex_;
   std::map<int, FlatParams> local_states_;  // by id; only clients that keep state

@@ -36,6 +36,8 @@ void ToWire(const FitInstructions& ins, int64_t task_id, int64_t num_params, pb:
   t->set_momentum(ins.train.momentum);
   t->set_weight_decay(ins.train.weight_decay);
   out->set_seed(ins.seed);
+  if (ins.public_key) out->set_public_key(*ins.public_key);
+  if (ins.secure_reference) out->set_secure_reference(*ins.secure_reference);
 }
 
 FitInstructions FromWire(const pb::TaskHeader& h) {
@@ -64,6 +66,13 @@ FitInstructions FromWire(const pb::TaskHeader& h) {
   ins.train.momentum = t.momentum();
   ins.train.weight_decay = t.weight_decay();
   ins.seed = h.seed();
+  if (h.public_key().empty() != h.secure_reference().empty()) {
+    throw Error("task: a public key without an encrypted reference, or the reverse");
+  }
+  if (!h.public_key().empty()) {
+    ins.public_key = std::make_shared<const std::string>(h.public_key());
+    ins.secure_reference = std::make_shared<const std::string>(h.secure_reference());
+  }
   return ins;
 }
 
@@ -89,6 +98,7 @@ void ToWire(const FitResult& r, pb::ResultHeader* out) {
   out->set_cost_profiling_time_s(r.cost.profiling_time_s);
   out->set_cost_profiling_energy_j(r.cost.profiling_energy_j);
   out->set_timed_out(r.timed_out);
+  out->set_encrypted_divergence(r.encrypted_divergence);
 }
 
 FitResult FromWire(const pb::ResultHeader& h) {
@@ -97,6 +107,10 @@ FitResult FromWire(const pb::ResultHeader& h) {
   if (h.num_params() < 0) throw Error("result: negative model size");
   if (h.sketch_size() > static_cast<int>(kMaxSketchDim)) throw Error("result: sketch too large");
   if (h.error().size() > kMaxErrorLength) throw Error("result: error message too long");
+  if (h.encrypted_divergence().size() > kMaxCiphertextBytes) {
+    throw Error("result: encrypted divergence of " + std::to_string(h.encrypted_divergence().size()) +
+                " bytes, more than any key makes");
+  }
   FitResult r;
   r.client_id = h.client_id();
   r.ok = h.ok();
@@ -124,6 +138,7 @@ FitResult FromWire(const pb::ResultHeader& h) {
   r.cost.profiling_time_s = h.cost_profiling_time_s();
   r.cost.profiling_energy_j = h.cost_profiling_energy_j();
   r.timed_out = h.timed_out();
+  r.encrypted_divergence = h.encrypted_divergence();
   return r;
 }
 

@@ -27,6 +27,7 @@ std::string ProtocolMismatch(uint32_t theirs, const std::string& peer);
 constexpr size_t kMaxProfileUnits = size_t{1} << 20;
 constexpr size_t kMaxSketchDim = size_t{1} << 20;
 constexpr size_t kMaxErrorLength = 1000;
+constexpr size_t kMaxCiphertextBytes = 4096;  // a 16384-bit key's n²
 
 // FitInstructions without the model (which travels in chunks).
 void ToWire(const FitInstructions& instructions, int64_t task_id, int64_t num_params,
