@@ -7,21 +7,31 @@
 // are interleaved and the best of several repetitions is kept, since this
 // machine is shared and noisy.
 //
-//   sim_throughput [--samples N] [--clients K] [--reps R]
+// Then the default experiment's own rounds (configs/default.toml, FedAvg:
+// 10 clients of 540 samples, 2 epochs, non-IID, degraded data) against the
+// bare loop on as many samples, with evaluation off and, separately, what
+// evaluating the global model every round adds.
+//
+//   sim_throughput [--samples N] [--clients K] [--reps R] [--rounds T]
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <thread>
 
+#include "fedprof/config/config.h"
+#include "fedprof/core/files.h"
 #include "fedprof/core/params.h"
+#include "fedprof/core/text.h"
 #include "fedprof/core/single_threaded_ops.h"
 #include "fedprof/data/loaders.h"
 #include "fedprof/models/models.h"
 #include "fedprof/models/replicas.h"
 #include "fedprof/server/server.h"
+#include "fedprof/simulation.h"
 #include "fedprof/sim/population.h"
 #include "fedprof/strategy/strategy.h"
 #include "fedprof/transport/in_process.h"
@@ -95,16 +105,48 @@ double SimulatorRound(const fedprof::Dataset& data, const fedprof::Dataset& test
   return static_cast<double>(per * clients) / Seconds(start);
 }
 
+// Wall seconds per round of the default experiment over rounds 2..T-1 (the
+// first builds the clients, the last always evaluates), with the global
+// model evaluated every round or never.
+double DefaultExperimentRound(int rounds, bool evaluate, int64_t* samples_per_round) {
+  fedprof::Config config;
+  config.MergeTomlFile(FEDPROF_SOURCE_DIR "/configs/default.toml");
+  config.Set("rounds", std::to_string(rounds));
+  config.Set("eval.every", evaluate ? "1" : "1000000");
+  config.Set("report.progress", "false");
+  const std::string dir = "/tmp/fedprof_sim_throughput";
+  fedprof::RunSimulation(config, dir);
+  std::vector<double> wall;
+  {
+    const std::string metrics = fedprof::ReadFile(dir + "/metrics.csv");
+    size_t at = metrics.find('\n') + 1;
+    while (at < metrics.size()) {
+      const size_t end = metrics.find('\n', at);
+      const std::string line = metrics.substr(at, end - at);
+      wall.push_back(std::stod(line.substr(line.rfind(',') + 1)));
+      at = end + 1;
+    }
+  }
+  // Equal client sizes: a round trains K clients x size x epochs samples.
+  const std::string clients = fedprof::ReadFile(dir + "/clients.csv");
+  const std::vector<std::string> row = fedprof::Split(clients.substr(clients.find('\n') + 1), ',');
+  *samples_per_round = static_cast<int64_t>(std::lround(config.GetDouble("strategy.fraction") *
+                                                        config.GetInt("clients.count"))) *
+                       std::stoll(row[1]) * config.GetInt("train.epochs");
+  return (wall[rounds - 2] - wall[0]) / (rounds - 2);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   fedprof::EnsureSingleThreadedOps(argv);
   int64_t samples = 12000;
-  int clients = 10, reps = 3;
+  int clients = 10, reps = 3, rounds = 8;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--samples")) samples = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--clients")) clients = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--rounds")) rounds = std::max(4, std::atoi(argv[i + 1]));
   }
   const std::string dir = fedprof::DefaultDataDir("fashion-mnist");
   const fedprof::Dataset train = fedprof::LoadIdx(dir + "/train-images-idx3-ubyte.gz",
@@ -126,5 +168,26 @@ int main(int argc, char** argv) {
   }
   std::printf("2-thread speed-up: bare %.2fx, simulator %.2fx (target >= 1.8x)\n",
               bare[2] / bare[1], sim[2] / sim[1]);
+
+  // The default experiment's rounds, best of `reps`, interleaved with the
+  // bare loop on a round's samples.
+  int64_t round_samples = 0;
+  double quiet = 1e300, evaluated = 1e300, loop = 0;
+  for (int r = 0; r < reps; ++r) {
+    quiet = std::min(quiet, DefaultExperimentRound(rounds, false, &round_samples));
+    evaluated = std::min(evaluated, DefaultExperimentRound(rounds, true, &round_samples));
+    loop = std::max(loop, BareLoop(train, round_samples, 2));
+  }
+  const double round_rate = static_cast<double>(round_samples) / quiet;
+  std::printf("\ndefault experiment (configs/default.toml, FedAvg), %lld samples a round, 2 threads, "
+              "rounds 2..%d, best of %d\n",
+              static_cast<long long>(round_samples), rounds - 1, reps);
+  std::printf("%-34s %10.3f s  %8.0f samples/s\n", "round, evaluation off", quiet, round_rate);
+  std::printf("%-34s %10.3f s  %8.0f samples/s\n", "bare loop, same samples",
+              static_cast<double>(round_samples) / loop, loop);
+  std::printf("%-34s %9.1f%%  (target >= 90%%)\n", "round throughput / bare loop",
+              100 * round_rate / loop);
+  std::printf("%-34s %10.3f s  (%.1f%% of an evaluated round)\n",
+              "evaluation of the test set", evaluated - quiet, 100 * (evaluated - quiet) / evaluated);
   return 0;
 }

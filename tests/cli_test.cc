@@ -19,9 +19,13 @@
 #include "fedprof/core/rng.h"
 #include "fedprof/core/text.h"
 #include "fedprof/server/checkpoint.h"
+#include "tests/csv_columns.h"
 
 namespace fedprof {
 namespace {
+
+using testing_support::Columns;
+using testing_support::FirstColumns;
 
 struct Result {
   int code = -1;
@@ -61,32 +65,6 @@ std::string WithoutLastColumn(const std::string& path) {
   std::string line, out;
   while (std::getline(in, line)) out += line.substr(0, line.rfind(',')) + "\n";
   return out;
-}
-
-// The first `n` columns of a CSV file.
-std::string FirstColumns(const std::string& path, int n) {
-  std::istringstream in(ReadFile(path));
-  std::string line, out;
-  while (std::getline(in, line)) {
-    size_t at = 0;
-    for (int i = 0; i < n && at != std::string::npos; ++i) at = line.find(',', at + (i > 0));
-    out += line.substr(0, at) + "\n";
-  }
-  return out;
-}
-
-// The columns of a CSV file, by header name.
-std::map<std::string, std::vector<std::string>> Columns(const std::string& path) {
-  std::istringstream in(ReadFile(path));
-  std::string line;
-  std::getline(in, line);
-  const std::vector<std::string> names = Split(line, ',');
-  std::map<std::string, std::vector<std::string>> cols;
-  while (std::getline(in, line)) {
-    const std::vector<std::string> cells = Split(line, ',');
-    for (size_t i = 0; i < names.size() && i < cells.size(); ++i) cols[names[i]].push_back(cells[i]);
-  }
-  return cols;
 }
 
 // metrics.csv without wall_s, the one column that is not reproducible.

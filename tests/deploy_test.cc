@@ -11,11 +11,13 @@
 
 #include "fedprof/core/files.h"
 #include "fedprof/core/text.h"
+#include "tests/csv_columns.h"
 #include "tests/processes.h"
 
 namespace fedprof {
 namespace {
 
+using testing_support::Columns;
 using testing_support::Processes;
 using testing_support::WaitUntil;
 
@@ -49,20 +51,6 @@ std::string MakeCerts(const std::string& dir, int n, const std::string& name = "
                           std::to_string(n) + " > /dev/null 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0);
   return certs;
-}
-
-// The columns of a metrics.csv, by name.
-std::map<std::string, std::vector<std::string>> Columns(const std::string& path) {
-  std::istringstream in(ReadFile(path));
-  std::string line;
-  std::getline(in, line);
-  const std::vector<std::string> names = Split(line, ',');
-  std::map<std::string, std::vector<std::string>> cols;
-  while (std::getline(in, line)) {
-    const std::vector<std::string> cells = Split(line, ',');
-    for (size_t i = 0; i < names.size() && i < cells.size(); ++i) cols[names[i]].push_back(cells[i]);
-  }
-  return cols;
 }
 
 int CountRows(const std::string& path) {

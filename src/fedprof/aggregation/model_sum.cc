@@ -10,9 +10,27 @@ namespace {
 
 constexpr int kFractionBits = 64;
 
-// v in units of 2^-64, rounded to nearest (|v| < 2^62, so it fits).
+// v in units of 2^-64, rounded to the nearest (ties away from zero), read
+// straight from v's bits: |v| < 2^62, so it fits. (ldexp + a cast through
+// the runtime's double-to-int128 conversion cost five times as much.)
 __int128 ToFixed(double v) {
-  return static_cast<__int128>(std::nearbyint(std::ldexp(v, kFractionBits)));
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  const int exponent = static_cast<int>((bits >> 52) & 0x7ff);
+  if (exponent == 0) return 0;  // zero or subnormal: far below 2^-65
+  const uint64_t mantissa = (bits & ((uint64_t{1} << 52) - 1)) | (uint64_t{1} << 52);
+  // v = mantissa * 2^(exponent - 1075), so v * 2^64 = mantissa * 2^shift.
+  const int shift = exponent - 1075 + kFractionBits;
+  unsigned __int128 magnitude;
+  if (shift >= 0) {
+    magnitude = static_cast<unsigned __int128>(mantissa) << shift;
+  } else if (shift > -54) {
+    magnitude = (mantissa + (uint64_t{1} << (-shift - 1))) >> -shift;
+  } else {
+    magnitude = 0;  // below half a unit
+  }
+  const __int128 fixed = static_cast<__int128>(magnitude);
+  return (bits >> 63) != 0 ? -fixed : fixed;
 }
 
 double FromFixed(__int128 f) { return std::ldexp(static_cast<double>(f), -kFractionBits); }

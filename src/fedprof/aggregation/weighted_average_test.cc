@@ -96,6 +96,26 @@ TEST(ModelSumTest, OrderAndGroupingNeverChangeABit) {
   EXPECT_FLOAT_EQ(reference[3], static_cast<float>(num / den));
 }
 
+// Each value is held to the nearest multiple of 2^-64, whatever its size.
+TEST(ModelSumTest, HoldsValuesToTheNearestTwoToTheMinus64) {
+  for (float v : {0.0f, 1e-30f, 3e-20f, 1e-10f, 0.3f, -7.5f, 123456.789f, -5e8f, 1.0995e12f / 2}) {
+    ModelSum sum;
+    sum.Reset(1);
+    sum.Add({v}, 1);
+    const long double exact = static_cast<long double>(v);
+    EXPECT_LE(std::fabs(static_cast<long double>(sum.Centered(0, 0.0f)) - exact),
+              std::ldexp(1.0L, -65) + std::fabs(exact) * std::ldexp(1.0L, -53))
+        << v;
+    ExactSum e;
+    e.Add(-static_cast<double>(v));
+    e.Add(static_cast<double>(v));
+    EXPECT_EQ(e.value(), 0.0) << v;
+  }
+  ExactSum half;  // a tie (2^-65) rounds away from zero, to one unit
+  half.Add(std::ldexp(1.0, -65));
+  EXPECT_EQ(half.value(), std::ldexp(1.0, -64));
+}
+
 TEST(ModelSumTest, RefusesWhatItCannotHoldExactly) {
   ModelSum sum;
   sum.Reset(2);
