@@ -233,6 +233,34 @@ TEST(DeployTest, KilledServerResumesAndClientsReconnect) {
   }
 }
 
+// Clients that join after round 1 report their profile first (FedProf
+// scores them), then take part like the others.
+TEST(DeployTest, LateClientsReportAndJoinTheRounds) {
+  const std::string dir = FreshDir("late");
+  const std::string certs = MakeCerts(dir, 5);
+  const std::string run = SmallRun(5, 1.0, 30) + " --set strategy.name=fedprof " +
+                          "--set deploy.min_clients=3 --set report.progress=true" + kFastFaults;
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  StartClients(&d, 0, 3, run + " --tls-dir " + certs, dir);
+  const std::string metrics = dir + "/server/metrics.csv";
+  ASSERT_TRUE(WaitUntil([&] { return CountRows(metrics) >= 1; }, 120)) << d.procs.Output(d.server);
+  StartClients(&d, 3, 5, run + " --tls-dir " + certs, dir);
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  const auto cols = Columns(metrics);
+  ASSERT_EQ(cols.at("round").size(), 30u);
+  EXPECT_EQ(cols.at("selected").front(), "3");
+  EXPECT_EQ(cols.at("selected").back(), "5") << ReadFile(metrics);
+  const std::string log = d.procs.Output(d.server);
+  EXPECT_NE(log.find("reports of 3 clients under model version 0"), std::string::npos) << log;
+  EXPECT_TRUE(log.find("reports of 2 clients") != std::string::npos ||
+              log.find("reports of 1 clients") != std::string::npos)
+      << log;
+  const auto clients = Columns(dir + "/server/clients.csv");
+  EXPECT_NE(clients.at("times_selected")[3], "0");
+  EXPECT_NE(clients.at("times_selected")[4], "0");
+}
+
 TEST(DeployTest, InsecureIsForLoopbackOnlyAndSaysSo) {
   Processes p;
   const std::string dir = FreshDir("insecure");
