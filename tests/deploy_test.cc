@@ -83,10 +83,10 @@ void StartClients(Deployment* d, int from, int to, const std::string& args, cons
 
 // The identity the deployment promises: N client processes on loopback give
 // the accuracy and loss of `fedprof simulate`, bit for bit.
-void ExpectSameNumbersAsSimulation(const std::string& strategy) {
-  const std::string dir = FreshDir("identity_" + strategy);
+void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& settings) {
+  const std::string dir = FreshDir("identity_" + name);
   const std::string certs = MakeCerts(dir, 5);
-  const std::string run = SmallRun(5, 0.6, 3) + " --set strategy.name=" + strategy;
+  const std::string run = SmallRun(5, 0.6, 3) + " " + settings;
   Processes sim;
   const int s = sim.Start(kCli, "simulate " + run + " --out " + dir + "/sim", dir + "/sim.log");
   ASSERT_EQ(sim.Wait(s, 120), 0) << sim.Output(s);
@@ -108,9 +108,20 @@ void ExpectSameNumbersAsSimulation(const std::string& strategy) {
   EXPECT_TRUE(FileExists(dir + "/server/clients.csv"));
 }
 
-TEST(DeployTest, FedAvgOverTheNetworkEqualsSimulation) { ExpectSameNumbersAsSimulation("fedavg"); }
+TEST(DeployTest, FedAvgOverTheNetworkEqualsSimulation) {
+  ExpectSameNumbersAsSimulation("fedavg", "--set strategy.name=fedavg");
+}
 
-TEST(DeployTest, FedProfOverTheNetworkEqualsSimulation) { ExpectSameNumbersAsSimulation("fedprof"); }
+TEST(DeployTest, FedProfOverTheNetworkEqualsSimulation) {
+  ExpectSameNumbersAsSimulation("fedprof", "--set strategy.name=fedprof");
+}
+
+// The encrypted reference goes out with the tasks, Enc(q div) comes back.
+TEST(DeployTest, SecureMatchingOverTheNetworkEqualsSimulation) {
+  ExpectSameNumbersAsSimulation("secure", "--set strategy.name=fedprof --set "
+                                          "fedprof.secure_matching=paillier --set "
+                                          "model.profile_layer=conv2");
+}
 
 // 3 of 10 clients killed in the middle of a round: they time out of it, the
 // run finishes all its rounds with the others.
