@@ -2,12 +2,16 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/log.h"
+#include "fedprof/distributed/distributed_transport.h"
+#include "fedprof/distributed/rank_group.h"
 #include "fedprof/models/models.h"
 #include "fedprof/report/comparison.h"
 #include "fedprof/run/run.h"
@@ -40,84 +44,182 @@ CostOptions CostOptionsFrom(const Config& c, const Dataset& train) {
   return o;
 }
 
-// Builds the simulated population and runs rounds state.round + 1 .. rounds.
-void Run(const Config& config, const std::string& out_dir, ServerState state, bool resume) {
-  const auto start = std::chrono::steady_clock::now();
-  const uint64_t seed = static_cast<uint64_t>(config.GetInt("seed"));
-  const TrainTest data = LoadData(config);
-  const Population population(data.train, config);
-  const int n = population.size();
-  const Dataset reference = ReferenceSet(config, data, &population);
+// The clients of a config as one process holds them: the data, the
+// population, each client's device and the cost model (Eqs. 27-34) that
+// gives each result its virtual time and energy, and the transport that
+// trains them. Every rank of a distributed run builds the same.
+struct LocalClients {
+  TrainTest data;
+  std::unique_ptr<Population> population;
+  std::vector<ClientSpec> specs;
+  std::unique_ptr<CostModel> cost_model;
+  // What profiling adds to a round (Eq. 31; App. C.2 with secure matching);
+  // null without profiling.
+  std::unique_ptr<ProfilingLoad> profiling;
+  std::vector<double> expected_time_s;  // a round of each client alone
+  std::unique_ptr<InProcessTransport> transport;
+};
 
-  // The cost model (Eqs. 27-34) gives each result its virtual time and
-  // energy; a client's time alone is what CFCFM races clients by.
-  const ModelSpec spec = SpecFor(config, data.train);
+// Builds them, the transport training `threads` clients at once.
+std::shared_ptr<LocalClients> BuildClients(const Config& config, int threads) {
+  auto local = std::make_shared<LocalClients>();
+  const uint64_t seed = static_cast<uint64_t>(config.GetInt("seed"));
+  local->data = LoadData(config);
+  local->population = std::make_unique<Population>(local->data.train, config);
+  const Population& population = *local->population;
+  const int n = population.size();
+
+  const ModelSpec spec = SpecFor(config, local->data.train);
   std::shared_ptr<Model> model = InitialModel(config, spec);
   const double model_bits = 32.0 * static_cast<double>(Flatten(*model).size());
-  const CostOptions cost_options = CostOptionsFrom(config, data.train);
-  const std::vector<ClientSpec> specs = DrawClientSpecs(n, cost_options, seed);
-  const CostModel cost_model(cost_options, model_bits);
+  const CostOptions cost_options = CostOptionsFrom(config, local->data.train);
+  local->specs = DrawClientSpecs(n, cost_options, seed);
+  local->cost_model = std::make_unique<CostModel>(cost_options, model_bits);
   const int epochs = static_cast<int>(config.GetInt("train.epochs"));
-  // What profiling adds to a round (Eq. 31; App. C.2 with secure matching),
-  // q = units of the profiled layer.
-  const bool profiles = MakeStrategy(config, {n, nullptr})->WantedReports().profile;
-  const int64_t units = profiles ? ProfiledUnits(*model, data.train) : 0;
-  const ProfilingLoad profiling =
-      config.GetString("fedprof.secure_matching") == "paillier"
-          ? SecureProfiling(units, static_cast<int>(config.GetInt("fedprof.paillier_bits")),
-                            config.GetDouble("cost.he_cycles_per_unit"))
-          : PlainProfiling(units);
-  const ProfilingLoad* round_profiling = profiles ? &profiling : nullptr;
+  if (MakeStrategy(config, {n, nullptr})->WantedReports().profile) {
+    const int64_t units = ProfiledUnits(*model, local->data.train);  // q
+    local->profiling = std::make_unique<ProfilingLoad>(
+        config.GetString("fedprof.secure_matching") == "paillier"
+            ? SecureProfiling(units, static_cast<int>(config.GetInt("fedprof.paillier_bits")),
+                              config.GetDouble("cost.he_cycles_per_unit"))
+            : PlainProfiling(units));
+  }
   std::vector<ClientInfo> infos(n);
   for (int k = 0; k < n; ++k) {
     infos[k].id = k;
     infos[k].num_samples = population.num_samples(k);
     infos[k].expected_time_s =
-        cost_model.Cost(specs[k], infos[k].num_samples, epochs, round_profiling).total_s();
+        local->cost_model
+            ->Cost(local->specs[k], infos[k].num_samples, epochs, local->profiling.get())
+            .total_s();
+    local->expected_time_s.push_back(infos[k].expected_time_s);
   }
-  auto cost = [&](int id, const FitInstructions& ins) {
-    const int64_t size = population.num_samples(id);
-    const ClientCost c =
-        cost_model.Cost(specs[id], size, ins.train.epochs, ins.profile ? round_profiling : nullptr);
+  const LocalClients* self = local.get();  // owns the transport, so outlives it
+  auto cost = [self](int id, const FitInstructions& ins) {
+    const int64_t size = self->population->num_samples(id);
+    const ProfilingLoad* profiling = ins.profile ? self->profiling.get() : nullptr;
+    const ClientCost c = self->cost_model->Cost(self->specs[id], size, ins.train.epochs, profiling);
     ResultCost rc;
     rc.time_s = c.total_s();
     rc.energy_j = c.energy_j;
-    if (ins.profile && round_profiling) {
-      const ClientCost bare = cost_model.Cost(specs[id], size, ins.train.epochs);
+    if (profiling != nullptr) {
+      const ClientCost bare = self->cost_model->Cost(self->specs[id], size, ins.train.epochs);
       rc.profiling_time_s = c.total_s() - bare.total_s();
       rc.profiling_energy_j = c.energy_j - bare.energy_j;
     }
     return rc;
   };
-  InProcessTransport transport(
-      infos, [&](int id) { return population.MakeClient(id); }, !population.on_demand(),
-      [spec] { return MakeModel(spec); }, static_cast<int>(config.GetInt("threads")), cost);
-  transport.LoadClientStates(state.client_states);
+  local->transport = std::make_unique<InProcessTransport>(
+      infos, [self](int id) { return self->population->MakeClient(id); }, !population.on_demand(),
+      [spec] { return MakeModel(spec); }, threads, cost);
+  return local;
+}
+
+// Clients a rank trains at once: `threads`, or with 0 in a distributed run
+// its share of the machine's cores (LOCAL_WORLD_SIZE ranks share them).
+int ThreadsPerRank(const Config& config, const DistEnv& env) {
+  const int threads = static_cast<int>(config.GetInt("threads"));
+  if (threads > 0 || !env.distributed()) return threads;
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(1, cores / env.local_world_size);
+}
+
+// What the ranks of a distributed run sent per round (messages as Gloo
+// carried them, startup included), for the progress output.
+std::string TrafficLine(const std::vector<int64_t>& sent, int64_t rounds) {
+  const double scale = 1e-6 / static_cast<double>(std::max<int64_t>(1, rounds));
+  double mean = 0, max = 0;
+  for (size_t r = 1; r < sent.size(); ++r) {
+    mean += static_cast<double>(sent[r]) * scale / static_cast<double>(sent.size() - 1);
+    max = std::max(max, static_cast<double>(sent[r]) * scale);
+  }
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "distributed: %zu ranks, MB sent per round (over %lld rounds): rank 0 %.3f, "
+                "each other rank %.3f on average, %.3f at most",
+                sent.size(), static_cast<long long>(rounds), static_cast<double>(sent[0]) * scale,
+                mean, max);
+  return line;
+}
+
+// Runs rounds state.round + 1 .. rounds: over clients in this process, or
+// as rank 0 of a distributed run over the clients of every rank.
+void Run(const Config& config, const std::string& out_dir, ServerState state, bool resume) {
+  const auto start = std::chrono::steady_clock::now();
+  const DistEnv env = ReadDistEnv();
+  std::unique_ptr<RankGroup> group;
+  if (env.distributed()) {
+    group = std::make_unique<RankGroup>(env, config.GetDouble("dist.timeout_s"));
+    SendConfig(*group, config.ToToml(), resume);  // the workers build while this rank does
+  }
+  const std::shared_ptr<LocalClients> local = BuildClients(config, ThreadsPerRank(config, env));
+  const int n = local->population->size();
+  const Dataset reference = ReferenceSet(config, local->data, local->population.get());
+
+  Transport* transport = local->transport.get();
+  std::unique_ptr<DistributedTransport> distributed;
+  if (group) {
+    distributed = std::make_unique<DistributedTransport>(*group, *local->transport);
+    distributed->Start();
+    distributed->LoadClientStates(state.client_states);
+    transport = distributed.get();
+  } else {
+    local->transport->LoadClientStates(state.client_states);
+  }
 
   ClientSide clients;
   clients.rows = [&] {
     std::vector<ClientRow> rows(n);
     for (int k = 0; k < n; ++k) {
-      rows[k] = {population.num_samples(k), DataKindName(population.kind(k)), specs[k].speed_ghz,
-                 specs[k].bandwidth_mhz, infos[k].expected_time_s};
+      rows[k] = {local->population->num_samples(k), DataKindName(local->population->kind(k)),
+                 local->specs[k].speed_ghz, local->specs[k].bandwidth_mhz,
+                 local->expected_time_s[k]};
     }
     return rows;
   };
-  clients.save_states = [&] { return transport.SaveClientStates(); };
-  if (config.GetBool("report.progress")) {
+  clients.save_states = [&] {
+    return distributed ? distributed->SaveClientStates() : local->transport->SaveClientStates();
+  };
+  clients.on_ready = [&] {
+    if (!config.GetBool("report.progress")) return;
     char line[160];
     std::snprintf(line, sizeof(line), "%d clients (%s partition) set up in %.1f s", n,
                   config.GetString("partition.kind").c_str(),
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     LogProgress(line);
+  };
+  const int64_t first_round = state.round + 1;
+  RunRounds(config, ServerOptionsFrom(config), local->data, reference, out_dir, std::move(state),
+            resume, *transport, clients);
+  if (distributed) {
+    if (config.GetBool("report.progress")) {
+      LogProgress(TrafficLine(distributed->BytesSentByRank(),
+                              config.GetInt("rounds") - first_round + 1));
+    }
+    distributed->Stop();
   }
-  RunRounds(config, ServerOptionsFrom(config), data, reference, out_dir, std::move(state), resume,
-            transport, clients);
 }
 
 }  // namespace
 
+void RunSimulationWorker(double rendezvous_timeout_s) {
+  const DistEnv env = ReadDistEnv();
+  if (!env.distributed() || env.rank == 0) {
+    throw Error("RANK: a simulation worker is a rank > 0 of a distributed run (WORLD_SIZE > 1)");
+  }
+  RankGroup group(env, rendezvous_timeout_s);
+  RunWorker(group, [&env](const Config& config) {
+    const std::shared_ptr<LocalClients> local = BuildClients(config, ThreadsPerRank(config, env));
+    return std::shared_ptr<InProcessTransport>(local, local->transport.get());
+  });
+}
+
 void RunSimulation(const Config& config, const std::string& out_dir) {
+  const DistEnv env = ReadDistEnv();
+  if (env.distributed() && env.rank > 0) {
+    RunSimulationWorker(config.GetDouble("dist.timeout_s"));
+    return;
+  }
   MakeDirs(out_dir);
   WriteFileAtomic(out_dir + "/config.toml", config.ToToml());
   Run(config, out_dir, ServerState(), /*resume=*/false);
@@ -187,8 +289,15 @@ std::shared_ptr<Model> LoadRunModel(const std::string& run, const Dataset& data,
 }
 
 void ResumeSimulation(const std::string& out_dir, const std::vector<std::string>& overrides) {
+  const DistEnv env = ReadDistEnv();
+  if (env.distributed() && env.rank > 0) {
+    Config given;
+    for (const std::string& assignment : overrides) given.SetAssignment(assignment);
+    RunSimulationWorker(given.GetDouble("dist.timeout_s"));
+    return;
+  }
   ServerState state = LoadCheckpoint(out_dir + "/checkpoint.bin");
-  const Config config = ResumeConfig(out_dir, overrides);
+  const Config config = ResumeConfig(out_dir, overrides, {"dist.timeout_s"});
   Run(config, out_dir, std::move(state), /*resume=*/true);
 }
 

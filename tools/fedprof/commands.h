@@ -12,6 +12,7 @@ namespace fedprof::cli {
 using Runner = std::function<void()>;
 
 Runner AddSimulate(CLI::App& app);
+Runner AddLaunch(CLI::App& app);
 Runner AddCompare(CLI::App& app);
 Runner AddProfile(CLI::App& app);
 Runner AddDivergence(CLI::App& app);

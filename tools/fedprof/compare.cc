@@ -14,6 +14,7 @@
 
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
+#include "fedprof/distributed/rank_group.h"
 #include "fedprof/core/text.h"
 #include "fedprof/simulation.h"
 #include "tools/fedprof/commands.h"
@@ -94,6 +95,10 @@ Runner AddCompare(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--out", args->out, "Output directory (default runs/<config>-compare-<time>)");
   return [args] {
+    if (ReadDistEnv().distributed()) {
+      throw Error("compare: runs in one process (WORLD_SIZE is set); launch each run with "
+                  "fedprof launch --nproc N -- simulate ...");
+    }
     Config config;
     if (!args->config.empty()) config.MergeTomlFile(args->config);
     for (const auto& s : args->sets) config.SetAssignment(s);

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommands({})[before], std::move(run));
   };
   add(fedprof::cli::AddSimulate);
+  add(fedprof::cli::AddLaunch);
   add(fedprof::cli::AddCompare);
   add(fedprof::cli::AddProfile);
   add(fedprof::cli::AddDivergence);

@@ -9,6 +9,7 @@
 #include "fedprof/config/config.h"
 #include "fedprof/config/options.h"
 #include "fedprof/core/error.h"
+#include "fedprof/distributed/rank_group.h"
 #include "fedprof/simulation.h"
 #include "tools/fedprof/commands.h"
 
@@ -41,8 +42,21 @@ Runner AddSimulate(CLI::App& app) {
   sub->add_option("--set", args->sets, "Override a config key: --set key=value (repeatable)");
   sub->add_option("--out", args->out, "Output directory (default runs/<config>-<time>)");
   sub->add_option("--resume", args->resume, "Continue the killed run in this output directory");
-  sub->footer("Every option: fedprof options");
+  sub->footer(
+      "Every option: fedprof options\n"
+      "Distributed (torchrun environment: MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK): rank 0 runs\n"
+      "the server and writes the outputs; see fedprof launch.");
   return [args] {
+    // A rank > 0 of a distributed run takes the config from rank 0: it reads
+    // no --config file, no --resume folder and writes no --out (a --set of
+    // dist.timeout_s bounds its wait for the others).
+    const DistEnv env = ReadDistEnv();
+    if (env.distributed() && env.rank > 0) {
+      Config given;
+      for (const auto& s : args->sets) given.SetAssignment(s);
+      RunSimulationWorker(given.GetDouble("dist.timeout_s"));
+      return;
+    }
     if (!args->resume.empty()) {
       if (!args->config.empty() || !args->out.empty()) {
         throw Error("--resume DIR: takes its config from DIR; drop --config and --out");

@@ -233,6 +233,11 @@ std::vector<OptionSpec> MakeTable() {
        "Models travel in chunks of this many KiB, below gRPC's 4 MiB message limit."},
       {"deploy.max_samples", T::kInt, "1000000", 1, 2147483647, "",
        "Largest sample count (aggregation weight) a client may claim at registration."},
+      // Distributed simulation (torchrun environment, fedprof launch).
+      {"dist.timeout_s", T::kDouble, "1800", 1, 1e6, "",
+       "Distributed simulation: the longest any rank waits for another (rendezvous, a command, "
+       "a client's result); past it, or when a rank is lost, every rank ends with an error "
+       "naming it. Must exceed the slowest client's training and rank 0's evaluation."},
   };
 }
 

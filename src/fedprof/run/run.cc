@@ -258,6 +258,7 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
   std::string scores = ScoresHeader(per_client_outputs ? num_clients : 0);
   if (resume) scores = ScoresUpTo(scores_path, state.round, scores);
   const double wall_offset = state.history.empty() ? 0.0 : state.history.back().wall_s;
+  if (clients.on_ready) clients.on_ready();
   server.Run(
       state,
       [&](ServerState& s) {

@@ -36,6 +36,9 @@ struct ClientSide {
   // State the clients keep between rounds, saved with every checkpoint
   // (simulated FedBN clients), or null.
   std::function<std::string()> save_states;
+  // Called once the run's config has passed every check, just before round
+  // 1 (or the first resumed round), or null.
+  std::function<void()> on_ready;
 };
 
 // The model `config` describes for samples like those of `data`.

@@ -1,0 +1,452 @@
+#include "fedprof/distributed/distributed_transport.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "federation.pb.h"
+#include "fedprof/config/config.h"
+#include "fedprof/core/error.h"
+#include "fedprof/distributed/rank_group.h"
+#include "fedprof/transport/in_process.h"
+#include "fedprof/transport/wire.h"
+
+namespace fedprof {
+namespace {
+
+namespace pb = federation::v1;
+
+// RankMessage kinds.
+enum Kind : int64_t {
+  // Rank 0 to a worker.
+  kConfig = 1,
+  kFit = 2,
+  kSaveStates = 3,
+  kLoadStates = 4,
+  kStop = 5,
+  kAbort = 6,
+  // A worker to rank 0.
+  kReady = 101,
+  kResult = 102,
+  kStates = 103,
+  kAck = 104,
+  kFailed = 105,
+};
+
+// A worker told by rank 0 to end the run.
+class Aborted : public Error {
+ public:
+  Aborted() : Error("rank 0 ended the run with an error (its message says why)") {}
+};
+
+// The first failure among several threads.
+class FirstFailure {
+ public:
+  void Record(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_) error_ = std::move(e);
+  }
+  bool failed() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return error_ != nullptr;
+  }
+  // Rethrows it; a fedprof::Error gains `prefix` (when not empty).
+  void RethrowIfAny(const std::string& prefix) {
+    if (!error_) return;
+    if (prefix.empty()) std::rethrow_exception(error_);
+    try {
+      std::rethrow_exception(error_);
+    } catch (const Error& e) {
+      throw Error(prefix + e.what());
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::exception_ptr error_;
+};
+
+// What rank 0 and a worker compare to see that they built the same clients.
+std::string Fingerprint(const std::vector<ClientInfo>& clients) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the client sizes
+  for (const ClientInfo& c : clients) {
+    const uint64_t v = static_cast<uint64_t>(c.num_samples);
+    for (int b = 0; b < 8; ++b) {
+      h ^= (v >> (8 * b)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  }
+  return std::to_string(clients.size()) + " clients, sizes hash " + std::to_string(h);
+}
+
+std::string Rank(int r) { return "rank " + std::to_string(r); }
+
+// Checks that `m` from rank `from` is of `kind`: a FAILED message is that
+// rank's own error, anything else a broken protocol.
+void Expect(const RankMessage& m, int from, int64_t kind) {
+  if (m.kind == kFailed) throw Error(Rank(from) + " failed: " + m.bytes);
+  if (m.kind != kind) {
+    throw RankError(from, Rank(from) + " sent a message of kind " + std::to_string(m.kind) +
+                              ", expected kind " + std::to_string(kind));
+  }
+}
+
+RankMessage Message(int64_t kind, int64_t arg = 0, std::string bytes = "") {
+  RankMessage m;
+  m.kind = kind;
+  m.arg = arg;
+  m.bytes = std::move(bytes);
+  return m;
+}
+
+}  // namespace
+
+std::vector<int> AssignRanks(const std::vector<int>& client_ids, bool keeps_state, int world,
+                             const std::vector<int64_t>& sizes) {
+  std::vector<int> rank_of(client_ids.size());
+  if (keeps_state) {
+    for (size_t i = 0; i < client_ids.size(); ++i) rank_of[i] = client_ids[i] % world;
+    return rank_of;
+  }
+  std::vector<size_t> order(client_ids.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto size_of = [&](size_t i) { return sizes.at(static_cast<size_t>(client_ids[i])); };
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return size_of(a) != size_of(b) ? size_of(a) > size_of(b) : client_ids[a] < client_ids[b];
+  });
+  std::vector<int64_t> load(world, 0);
+  for (size_t i : order) {
+    const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    rank_of[i] = r;
+    load[r] += size_of(i);
+  }
+  return rank_of;
+}
+
+DistributedTransport::DistributedTransport(RankGroup& group, InProcessTransport& local)
+    : group_(group), local_(local) {
+  for (const ClientInfo& c : local_.Available()) sizes_.push_back(c.num_samples);
+}
+
+DistributedTransport::~DistributedTransport() {
+  if (!started_ || stopped_ || group_.cancelled()) return;
+  // Best effort, a few seconds at most: workers waiting for a command end
+  // with "rank 0 ended the run" rather than noticing rank 0's exit.
+  group_.set_timeout(std::min(group_.timeout_s(), 5.0));
+  std::vector<std::thread> threads;
+  for (int r = 1; r < group_.size(); ++r) {
+    threads.emplace_back([this, r] {
+      try {
+        group_.Send(r, Message(kAbort));
+      } catch (...) {
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+void DistributedTransport::ForEachWorker(const std::string& context,
+                                         const std::function<void(int)>& fn) {
+  FirstFailure failure;
+  std::vector<std::thread> threads;
+  for (int r = 1; r < group_.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const RankError&) {
+        failure.Record(std::current_exception());
+        group_.Cancel();  // the run is over: stop waiting for the others
+      } catch (...) {
+        failure.Record(std::current_exception());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  failure.RethrowIfAny(Rank(group_.rank()) + ": " + context + ": ");
+}
+
+void DistributedTransport::Start() {
+  started_ = true;
+  const std::string fingerprint = Fingerprint(local_.Available());
+  ForEachWorker("start", [&](int r) {
+    const RankMessage reply = group_.Recv(r);
+    Expect(reply, r, kReady);
+    if (reply.bytes != fingerprint) {
+      throw Error(Rank(r) + " built other clients (" + reply.bytes + ") than rank 0 (" +
+                  fingerprint + "); are its data files the same?");
+    }
+  });
+}
+
+int DistributedTransport::num_clients() const { return local_.num_clients(); }
+
+std::vector<ClientInfo> DistributedTransport::Available() { return local_.Available(); }
+
+void DistributedTransport::Fit(const std::vector<int>& client_ids, const FitInstructions& ins,
+                               const ResultSink& sink) {
+  const int world = group_.size();
+  const std::vector<int> rank_of = AssignRanks(client_ids, ins.keep_local_batch_norm, world, sizes_);
+  std::vector<std::vector<int32_t>> share(world);
+  std::unordered_map<int, size_t> index_of;
+  for (size_t i = 0; i < client_ids.size(); ++i) {
+    share[rank_of[i]].push_back(client_ids[i]);
+    index_of[client_ids[i]] = i;
+  }
+  if (ins.keep_local_batch_norm) may_keep_states_ = true;
+  const int64_t task_id = ++task_id_;
+  pb::TaskHeader header;
+  ToWire(ins, task_id, static_cast<int64_t>(ins.global->size()), &header);
+  RankMessage task = Message(kFit, 0, header.SerializeAsString());
+  task.floats = ins.global;
+
+  std::mutex sink_mutex;
+  auto deliver = [&](FitResult&& r) {
+    std::lock_guard<std::mutex> lock(sink_mutex);
+    sink(index_of.at(r.client_id), std::move(r));
+  };
+  FirstFailure failure;
+  std::vector<std::thread> threads;
+  for (int r = 1; r < world; ++r) {
+    if (share[r].empty()) continue;
+    threads.emplace_back([&, r] {
+      try {
+        RankMessage mine = task;
+        mine.ids = share[r];
+        group_.Send(r, mine);
+        std::set<int> pending(share[r].begin(), share[r].end());
+        while (!pending.empty()) {
+          const RankMessage m = group_.Recv(r);
+          Expect(m, r, kResult);
+          pb::ResultHeader rh;
+          if (!rh.ParseFromString(m.bytes)) throw RankError(r, Rank(r) + " sent a malformed result");
+          FitResult result = FromWire(rh);
+          const int64_t values = m.floats ? static_cast<int64_t>(m.floats->size()) : 0;
+          if (rh.task_id() != task_id || pending.erase(result.client_id) == 0 ||
+              values != rh.num_params()) {
+            throw RankError(r, Rank(r) + " sent a result (client " +
+                                   std::to_string(result.client_id) + ", task " +
+                                   std::to_string(rh.task_id()) +
+                                   ") that is not one it owes for task " + std::to_string(task_id));
+          }
+          if (m.floats) result.params = *m.floats;
+          deliver(std::move(result));
+        }
+      } catch (const RankError&) {
+        failure.Record(std::current_exception());
+        group_.Cancel();
+      } catch (...) {
+        failure.Record(std::current_exception());
+      }
+    });
+  }
+  // Rank 0's share, trained while the other ranks' results arrive.
+  try {
+    if (!share[0].empty()) {
+      const std::vector<int> mine(share[0].begin(), share[0].end());
+      local_.Fit(mine, ins, [&](size_t, FitResult&& r) { deliver(std::move(r)); });
+    }
+  } catch (...) {
+    failure.Record(std::current_exception());
+  }
+  for (std::thread& t : threads) t.join();
+  const std::string round = ins.train.epochs > 0 ? "round " + std::to_string(ins.round)
+                                                 : "reports for round " + std::to_string(ins.round + 1);
+  failure.RethrowIfAny(Rank(group_.rank()) + ": " + round + ": ");
+}
+
+std::string DistributedTransport::SaveClientStates() {
+  // Only FedBN's clients keep state; other runs save what one process would.
+  if (!may_keep_states_) return local_.SaveClientStates();
+  std::vector<std::string> parts(group_.size());
+  ForEachWorker("checkpoint", [&](int r) {
+    group_.Send(r, Message(kSaveStates));
+    RankMessage reply = group_.Recv(r);
+    Expect(reply, r, kStates);
+    parts[r] = std::move(reply.bytes);
+  });
+  parts[0] = local_.SaveClientStates();
+  nlohmann::json all = nlohmann::json::object();
+  for (size_t r = 0; r < parts.size(); ++r) {
+    nlohmann::json part;
+    try {
+      part = nlohmann::json::parse(parts[r]);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(Rank(static_cast<int>(r)) + " sent malformed client states: " + e.what());
+    }
+    if (!part.is_object()) {
+      throw Error(Rank(static_cast<int>(r)) + " sent client states that are not a JSON object");
+    }
+    for (auto& [key, value] : part.items()) all[key] = std::move(value);
+  }
+  return all.dump();  // keys sorted, as one process writes them
+}
+
+void DistributedTransport::LoadClientStates(const std::string& text) {
+  if (text.empty()) return;
+  const int world = group_.size();
+  std::vector<nlohmann::json> parts(world, nlohmann::json::object());
+  try {
+    const nlohmann::json states = nlohmann::json::parse(text);
+    if (!states.is_object()) throw Error("checkpoint: client states are not a JSON object");
+    for (const auto& [key, value] : states.items()) {
+      char* end = nullptr;
+      const long id = std::strtol(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || id < 0 || id >= num_clients()) {
+        throw Error("checkpoint: state of client " + key + ", not one of the " +
+                    std::to_string(num_clients()) + " clients of this run");
+      }
+      parts[id % world][key] = value;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("checkpoint: client states: ") + e.what());
+  }
+  local_.LoadClientStates(parts[0].dump());
+  bool any = !parts[0].empty();
+  for (int r = 1; r < world; ++r) any = any || !parts[r].empty();
+  if (!any) return;
+  may_keep_states_ = true;
+  ForEachWorker("resume", [&](int r) {
+    group_.Send(r, Message(kLoadStates, 0, parts[r].dump()));
+    Expect(group_.Recv(r), r, kAck);
+  });
+}
+
+std::vector<int64_t> DistributedTransport::BytesSentByRank() const {
+  std::vector<int64_t> sent(group_.size(), 0);
+  for (int r = 1; r < group_.size(); ++r) {
+    sent[0] += group_.bytes_sent(r);
+    sent[r] = group_.bytes_received(r);
+  }
+  return sent;
+}
+
+void SendConfig(RankGroup& group, const std::string& config_toml, bool resume) {
+  FirstFailure failure;
+  std::vector<std::thread> threads;
+  for (int r = 1; r < group.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        group.Send(r, Message(kConfig, resume ? 1 : 0, config_toml));
+      } catch (...) {
+        failure.Record(std::current_exception());
+        group.Cancel();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  failure.RethrowIfAny(Rank(group.rank()) + ": start: ");
+}
+
+void DistributedTransport::Stop() {
+  ForEachWorker("stop", [&](int r) { group_.Send(r, Message(kStop)); });
+  stopped_ = true;
+}
+
+namespace {
+
+// One FIT command on a worker: trains the rank's clients and sends each
+// result to rank 0 as it is made.
+void ServeFit(RankGroup& group, InProcessTransport& clients, const RankMessage& m) {
+  pb::TaskHeader header;
+  if (!header.ParseFromString(m.bytes)) throw Error("task: malformed header from rank 0");
+  FitInstructions ins = FromWire(header);
+  const int64_t values = m.floats ? static_cast<int64_t>(m.floats->size()) : 0;
+  if (values != header.num_params()) {
+    throw Error("task: a model of " + std::to_string(values) + " values, the header says " +
+                std::to_string(header.num_params()));
+  }
+  ins.global = m.floats ? m.floats : std::make_shared<const FlatParams>();
+  std::vector<int> ids;
+  for (int32_t id : m.ids) {
+    if (id < 0 || id >= clients.num_clients() ||
+        (ins.keep_local_batch_norm && id % group.size() != group.rank())) {
+      throw Error("task: client " + std::to_string(id) + " does not live on this rank");
+    }
+    ids.push_back(id);
+  }
+  FirstFailure failure;
+  clients.Fit(ids, ins, [&](size_t, FitResult&& r) {
+    if (failure.failed()) return;  // rank 0 is gone: nothing more to send
+    try {
+      pb::ResultHeader rh;
+      ToWire(r, &rh);
+      rh.set_task_id(header.task_id());
+      RankMessage out = Message(kResult, 0, rh.SerializeAsString());
+      if (!r.params.empty()) out.floats = std::make_shared<const FlatParams>(std::move(r.params));
+      group.Send(0, out);
+    } catch (...) {
+      failure.Record(std::current_exception());
+      group.Cancel();
+    }
+  });
+  failure.RethrowIfAny("");
+}
+
+void Serve(RankGroup& group, const LocalClientsFactory& make_clients) {
+  const RankMessage first = group.Recv(0);
+  if (first.kind == kAbort) throw Aborted();
+  if (first.kind != kConfig) {
+    throw RankError(0, "rank 0 sent a message of kind " + std::to_string(first.kind) +
+                           " first, expected the run's config");
+  }
+  Config config;
+  config.MergeTomlString(first.bytes, "rank 0's config");
+  group.set_timeout(config.GetDouble("dist.timeout_s"));
+  const std::shared_ptr<InProcessTransport> clients = make_clients(config);
+  group.Send(0, Message(kReady, 0, Fingerprint(clients->Available())));
+  for (;;) {
+    const RankMessage m = group.Recv(0);
+    switch (m.kind) {
+      case kFit:
+        ServeFit(group, *clients, m);
+        break;
+      case kSaveStates:
+        group.Send(0, Message(kStates, 0, clients->SaveClientStates()));
+        break;
+      case kLoadStates:
+        clients->LoadClientStates(m.bytes);
+        group.Send(0, Message(kAck));
+        break;
+      case kStop:
+        return;
+      case kAbort:
+        throw Aborted();
+      default:
+        throw RankError(0, "rank 0 sent an unknown command " + std::to_string(m.kind));
+    }
+  }
+}
+
+}  // namespace
+
+void RunWorker(RankGroup& group, const LocalClientsFactory& make_clients) {
+  const std::string me = Rank(group.rank()) + ": ";
+  try {
+    Serve(group, make_clients);
+  } catch (const Aborted& e) {
+    throw Error(me + e.what());
+  } catch (const RankError& e) {
+    group.Cancel();
+    throw Error(me + e.what());
+  } catch (const std::exception& e) {
+    // This rank's own failure (its data, a malformed task): tell rank 0,
+    // briefly, so that its line names the cause too.
+    if (!group.cancelled()) {
+      group.set_timeout(std::min(group.timeout_s(), 10.0));
+      try {
+        group.Send(0, Message(kFailed, 0, e.what()));
+      } catch (...) {
+      }
+    }
+    if (dynamic_cast<const Error*>(&e) != nullptr) throw Error(me + e.what());
+    throw;
+  }
+}
+
+}  // namespace fedprof

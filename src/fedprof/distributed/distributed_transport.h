@@ -1,0 +1,124 @@
+#ifndef FEDPROF_DISTRIBUTED_DISTRIBUTED_TRANSPORT_H_
+#define FEDPROF_DISTRIBUTED_DISTRIBUTED_TRANSPORT_H_
+
+// Distributed simulation: the clients of one simulated population spread
+// over the ranks of a RankGroup. Rank 0 runs the server over a
+// DistributedTransport; every other rank runs RunWorker.
+//
+// Each Fit call's clients are split over the ranks by AssignRanks: by work,
+// so that the ranks finish together, except that a client keeping state
+// between rounds (FedBN's batch norm) always lives on rank k mod W. Every
+// rank builds the same population from the run's config and trains its
+// share of each Fit call through its own InProcessTransport (`threads` per
+// rank), computing each result's virtual cost itself. Results do not depend on which rank trained
+// what, and the server's aggregation is an exact sum, so the metrics are
+// those of a single process for any number of ranks and threads.
+//
+// Rank 0 drives the others with commands, each a point-to-point RankMessage:
+//   CONFIG       the resolved config as TOML and whether the run resumes;
+//                the worker builds its clients and answers READY or FAILED.
+//   FIT          a TaskHeader (proto/federation.proto), the global model and
+//                the rank's client ids; the worker sends one RESULT per
+//                client (a ResultHeader and the model) as each is made.
+//   SAVE_STATES  the worker answers STATES: its clients' kept state (JSON).
+//   LOAD_STATES  its clients' share of a checkpoint's states; answer ACK.
+//   STOP         the run is complete: the worker returns.
+//   ABORT        rank 0 failed: the worker ends with an error.
+// Any failure ends the run on every rank with one line naming the rank and
+// what happened; no wait is longer than the group's timeout (dist.timeout_s).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fedprof/transport/transport.h"
+
+namespace fedprof {
+
+class Config;
+class InProcessTransport;
+class RankGroup;
+
+// Which rank trains each of `client_ids` in one Fit call. When clients
+// keep state between rounds (`keeps_state`: FedBN), client k always lives on
+// rank k mod `world`. Otherwise the work is balanced: largest client first
+// (`sizes` by id; ties by id), each to the rank with the fewest samples so
+// far (ties: the lowest rank), so that the ranks finish a round together.
+// Deterministic; results never depend on it.
+std::vector<int> AssignRanks(const std::vector<int>& client_ids, bool keeps_state, int world,
+                             const std::vector<int64_t>& sizes);
+
+// Rank 0's transport. Thread-compatible, like the server that uses it.
+class DistributedTransport : public Transport {
+ public:
+  // `group` is this process's group (rank 0); `local` holds every client of
+  // the population and trains rank 0's share. Both must outlive this.
+  DistributedTransport(RankGroup& group, InProcessTransport& local);
+  // A transport destroyed before Stop (rank 0 failed) tells the workers to
+  // abort, waiting a few seconds at most.
+  ~DistributedTransport() override;
+
+  // Waits until every worker has built its clients (after SendConfig).
+  // Throws fedprof::Error naming a rank that failed or whose clients differ
+  // from rank 0's.
+  void Start();
+
+  int num_clients() const override;
+  std::vector<ClientInfo> Available() override;
+  // Trains rank 0's share locally while the others' results arrive; hands
+  // each result to `sink` as it comes. Throws fedprof::Error naming the
+  // round and the rank when a rank is lost, silent past the timeout or
+  // failed.
+  void Fit(const std::vector<int>& client_ids, const FitInstructions& instructions,
+           const ResultSink& sink) override;
+
+  // Every client's kept state, gathered from the ranks, in the format of
+  // InProcessTransport::SaveClientStates (and equal to what one process
+  // would write), and back.
+  std::string SaveClientStates();
+  void LoadClientStates(const std::string& states);
+
+  // Releases the workers once the run is complete.
+  void Stop();
+
+  // Bytes each rank has sent so far (rank r at index r): workers send only
+  // to rank 0, so rank 0 counts them all.
+  std::vector<int64_t> BytesSentByRank() const;
+
+ private:
+  // Runs fn(rank) for every worker rank at once, one thread each, then
+  // rethrows the first failure with `context` and this rank named.
+  void ForEachWorker(const std::string& context, const std::function<void(int)>& fn);
+
+  RankGroup& group_;
+  InProcessTransport& local_;
+  std::vector<int64_t> sizes_;  // |D_k|, by client id
+  int64_t task_id_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
+  bool may_keep_states_ = false;  // a client may hold state (FedBN) on some rank
+};
+
+// Rank 0's first command: sends every worker the run's config (TOML) and
+// whether it resumes, so that the workers build their clients while rank 0
+// builds its own; then DistributedTransport::Start. Throws fedprof::Error
+// naming a rank that is lost.
+void SendConfig(RankGroup& group, const std::string& config_toml, bool resume);
+
+// Builds this rank's clients (the whole population; only its share will be
+// trained) from the run's config.
+using LocalClientsFactory =
+    std::function<std::shared_ptr<InProcessTransport>(const Config& config)>;
+
+// The life of a rank > 0: receives the config from rank 0, builds its
+// clients with `make_clients`, serves commands until STOP and returns.
+// Throws fedprof::Error ("rank R: ...") when rank 0 is lost, silent past the
+// timeout or aborts the run, or when building the clients fails (after
+// telling rank 0).
+void RunWorker(RankGroup& group, const LocalClientsFactory& make_clients);
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_DISTRIBUTED_DISTRIBUTED_TRANSPORT_H_

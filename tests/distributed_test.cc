@@ -1,0 +1,329 @@
+// End-to-end tests of distributed simulation: `fedprof launch` starting
+// ranks on loopback. Every wait is bounded; every process started is gone
+// when a test ends.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fedprof/core/files.h"
+#include "fedprof/server/checkpoint.h"
+
+namespace fedprof {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string FreshDir(const std::string& name) {
+  const std::string dir = testing::TempDir() + "/fedprof_dist_" + name;
+  std::filesystem::remove_all(dir);
+  MakeDirs(dir);
+  return dir;
+}
+
+bool HaveFashionMnist() { return FileExists("/usr/share/datasets/fashion-mnist"); }
+
+// tests/cli_test.cc's small but real run: 3000 Fashion-MNIST images among
+// 10 clients, 4 per round.
+const char* kSmallRun =
+    "--set data.train_limit=3000 --set data.test_limit=500 --set clients.count=10 "
+    "--set strategy.fraction=0.4 --set train.epochs=1 --set quality.blurred=0.2 "
+    "--set quality.salt_pepper=0.2 --set quality.irrelevant=0.1 --set report.progress=false";
+
+// The CLI with `args` as a process of its own process group (so that the
+// launcher and its ranks can all be killed), output into `log`.
+class CliProcess {
+ public:
+  CliProcess(const std::string& args, const std::string& log) : log_(log) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      const std::string cmd = std::string("exec ") + FEDPROF_CLI + " " + args + " >" + log + " 2>&1";
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::setpgid(pid_, pid_);  // also here: no race with the child's own call
+  }
+  ~CliProcess() {
+    if (pid_ > 0) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+
+  // Waits up to `timeout_s` for the exit code (-1: killed by a signal);
+  // past it kills the whole process group and returns -2.
+  int Wait(double timeout_s) {
+    const auto start = Clock::now();
+    while (SecondsSince(start) < timeout_s) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ::kill(-pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    return -2;
+  }
+  std::string Output() const { return FileExists(log_) ? ReadFile(log_) : ""; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
+};
+
+struct Result {
+  int code = -1;
+  std::string output;
+};
+
+Result RunCli(const std::string& args, const std::string& log, double timeout_s = 120) {
+  CliProcess p(args, log);
+  Result r;
+  r.code = p.Wait(timeout_s);
+  r.output = p.Output();
+  return r;
+}
+
+std::string Launch(int ranks, const std::string& simulate_args) {
+  return "launch --nproc " + std::to_string(ranks) + " -- simulate " + simulate_args;
+}
+
+// A /proc file (their size reads as 0, so not ReadFile); "" when gone.
+std::string ReadProcFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// Live processes whose command line contains `marker`, with their RANK.
+struct Rank {
+  pid_t pid;
+  std::string rank;  // "" for a process without RANK (the launcher)
+};
+std::vector<Rank> ProcessesWith(const std::string& marker) {
+  std::vector<Rank> found;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* e = ::readdir(proc)) {
+    const std::string name = e->d_name;
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    const pid_t pid = std::stoi(name);
+    if (pid == ::getpid()) continue;
+    std::string cmdline = ReadProcFile("/proc/" + name + "/cmdline");
+    const std::string environ = ReadProcFile("/proc/" + name + "/environ");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(marker) == std::string::npos) continue;
+    Rank r{pid, ""};
+    std::istringstream vars(environ);
+    std::string var;
+    while (std::getline(vars, var, '\0')) {
+      if (var.rfind("RANK=", 0) == 0) r.rank = var.substr(5);
+    }
+    found.push_back(r);
+  }
+  ::closedir(proc);
+  return found;
+}
+
+// Waits up to `timeout_s` until `dir`'s checkpoint holds round >= `round`.
+int64_t WaitForCheckpoint(const std::string& dir, int64_t round, double timeout_s) {
+  const auto start = Clock::now();
+  int64_t at = -1;
+  while (SecondsSince(start) < timeout_s) {
+    if (FileExists(dir + "/checkpoint.bin")) {
+      try {
+        at = LoadCheckpoint(dir + "/checkpoint.bin").round;
+      } catch (...) {
+      }
+      if (at >= round) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return at;
+}
+
+std::string WithoutLastColumn(const std::string& path) {
+  std::istringstream in(ReadFile(path));
+  std::string line, out;
+  while (std::getline(in, line)) out += line.substr(0, line.rfind(',')) + "\n";
+  return out;
+}
+
+// metrics.csv without wall_s, the one column that is not reproducible.
+std::string MetricsWithoutWall(const std::string& dir) { return WithoutLastColumn(dir + "/metrics.csv"); }
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+// One process, then 1, 2 and 3 ranks, with different thread counts: the
+// same metrics, clients and scores, bit for bit.
+void ExpectIdenticalForAnyRanks(const std::string& strategy) {
+  const std::string base = FreshDir(strategy + "_ranks");
+  const std::string run = std::string(kSmallRun) + " --set rounds=3 --set data.holdout_share=0.1" +
+                          " --set strategy.name=" + strategy;
+  const std::string plain = base + "/plain";
+  const Result p = RunCli("simulate " + run + " --set threads=2 --out " + plain, base + "/plain.log");
+  ASSERT_EQ(p.code, 0) << p.output;
+  for (int ranks : {1, 2, 3}) {
+    const std::string out = base + "/ranks" + std::to_string(ranks);
+    const std::string threads = ranks == 2 ? "2" : "1";
+    const Result r = RunCli(Launch(ranks, run + " --set threads=" + threads + " --out " + out),
+                            out + ".log");
+    ASSERT_EQ(r.code, 0) << ranks << " ranks:\n" << r.output;
+    EXPECT_NE(r.output.find("outputs in " + out), std::string::npos) << r.output;
+    EXPECT_EQ(MetricsWithoutWall(plain), MetricsWithoutWall(out)) << ranks << " ranks";
+    EXPECT_EQ(ReadFile(plain + "/clients.csv"), ReadFile(out + "/clients.csv")) << ranks << " ranks";
+    EXPECT_EQ(FileExists(plain + "/scores.csv"), FileExists(out + "/scores.csv"));
+    if (FileExists(plain + "/scores.csv")) {
+      EXPECT_EQ(ReadFile(plain + "/scores.csv"), ReadFile(out + "/scores.csv")) << ranks << " ranks";
+    }
+    EXPECT_TRUE(ProcessesWith(out).empty());
+  }
+}
+
+TEST(DistributedTest, FedAvgMetricsAreIdenticalForOneTwoAndThreeRanks) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  ExpectIdenticalForAnyRanks("fedavg");
+}
+
+TEST(DistributedTest, FedProfMetricsAreIdenticalForOneTwoAndThreeRanks) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  ExpectIdenticalForAnyRanks("fedprof");
+}
+
+// A rank killed mid-run: rank 0 names it in one line, the launcher stops
+// the others and exits non-zero, well within dist.timeout_s; nothing is left.
+TEST(DistributedTest, KilledRankEndsTheRunWithOneLineAndNoProcessLeft) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string dir = FreshDir("killed_rank");
+  const std::string out = dir + "/out";
+  CliProcess launch(Launch(3, std::string(kSmallRun) +
+                                  " --set rounds=500 --set threads=1 --set dist.timeout_s=60 --out " +
+                                  out),
+                    dir + "/log");
+  ASSERT_GE(WaitForCheckpoint(out, 1, 60), 1) << launch.Output();
+  pid_t victim = -1;
+  for (const Rank& r : ProcessesWith(out)) {
+    if (r.rank == "2") victim = r.pid;
+  }
+  ASSERT_GT(victim, 0) << "rank 2 not found";
+  const auto killed = Clock::now();
+  ::kill(victim, SIGKILL);
+  const int code = launch.Wait(60);
+  const double seconds = SecondsSince(killed);
+  const std::string output = launch.Output();
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_LT(seconds, 60) << "not within dist.timeout_s";
+  EXPECT_LT(LoadCheckpoint(out + "/checkpoint.bin").round, 500);
+  // Rank 0's line names the lost rank; the launcher's says how it ended.
+  int rank0_lines = 0;
+  for (const std::string& line : Lines(output)) {
+    if (line.rfind("fedprof: error: rank 0: ", 0) == 0) {
+      ++rank0_lines;
+      EXPECT_NE(line.find("rank 2 was lost"), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(rank0_lines, 1) << output;
+  EXPECT_NE(output.find("fedprof: error: launch: rank 2 was killed by signal 9"), std::string::npos)
+      << output;
+  EXPECT_TRUE(ProcessesWith(out).empty());
+}
+
+// A rank that stops answering (SIGSTOP) ends the run after dist.timeout_s.
+TEST(DistributedTest, SilentRankEndsTheRunAfterTheTimeout) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string dir = FreshDir("silent_rank");
+  const std::string out = dir + "/out";
+  CliProcess launch(Launch(2, std::string(kSmallRun) +
+                                  " --set rounds=500 --set threads=1 --set dist.timeout_s=3 --out " +
+                                  out),
+                    dir + "/log");
+  ASSERT_GE(WaitForCheckpoint(out, 1, 60), 1) << launch.Output();
+  pid_t victim = -1;
+  for (const Rank& r : ProcessesWith(out)) {
+    if (r.rank == "1") victim = r.pid;
+  }
+  ASSERT_GT(victim, 0) << "rank 1 not found";
+  ::kill(victim, SIGSTOP);
+  const int code = launch.Wait(60);
+  const std::string output = launch.Output();
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_NE(output.find("fedprof: error: rank 0: "), std::string::npos) << output;
+  EXPECT_NE(output.find("for 3 s (dist.timeout_s)"), std::string::npos) << output;
+  EXPECT_TRUE(ProcessesWith(out).empty());
+}
+
+// FedBN keeps each client's batch norm on the client's rank: a 2-rank run
+// stopped after round 2 and resumed equals an uninterrupted run (one
+// process: the same for any number of ranks), client states included.
+TEST(DistributedTest, StoppedRunResumesToTheSameMetrics) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string dir = FreshDir("resume");
+  const std::string run = std::string(kSmallRun) + " --set strategy.name=fedbn --set model.name=cnn" +
+                          " --set threads=1 --set rounds=4";
+  const std::string whole = dir + "/whole", parts = dir + "/parts";
+  Result r = RunCli("simulate " + run + " --out " + whole, whole + ".log");
+  ASSERT_EQ(r.code, 0) << r.output;
+
+  // Stop the launcher (SIGTERM) once round 2 is checkpointed.
+  {
+    CliProcess launch(Launch(2, run + " --out " + parts), parts + ".log");
+    WaitForCheckpoint(parts, 2, 60);
+    ::kill(launch.pid(), SIGTERM);
+    EXPECT_EQ(launch.Wait(30), 1) << launch.Output();
+    EXPECT_NE(launch.Output().find("launch: stopped by"), std::string::npos) << launch.Output();
+  }
+  EXPECT_TRUE(ProcessesWith(parts).empty());
+  const ServerState stopped = LoadCheckpoint(parts + "/checkpoint.bin");
+  ASSERT_GE(stopped.round, 2);
+  ASSERT_LT(stopped.round, 4) << "the run ended before it could be stopped";
+  EXPECT_NE(stopped.client_states, "{}");
+  r = RunCli("launch --nproc 2 -- simulate --resume " + parts, parts + "-resume.log");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(MetricsWithoutWall(whole), MetricsWithoutWall(parts));
+  EXPECT_EQ(ReadFile(whole + "/clients.csv"), ReadFile(parts + "/clients.csv"));
+  EXPECT_EQ(LoadCheckpoint(whole + "/checkpoint.bin").client_states,
+            LoadCheckpoint(parts + "/checkpoint.bin").client_states);
+}
+
+TEST(DistributedTest, MalformedEnvironmentIsOneLineNamingTheVariable) {
+  const std::string dir = FreshDir("env");
+  const std::string cmd = std::string("env WORLD_SIZE=2 RANK=5 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 ") +
+                          FEDPROF_CLI + " simulate --out " + dir + "/x > " + dir + "/bad.log 2>&1";
+  ASSERT_NE(std::system(cmd.c_str()), 0);
+  const std::string output = ReadFile(dir + "/bad.log");
+  EXPECT_EQ(Lines(output).size(), 1u) << output;
+  EXPECT_NE(output.find("RANK: '5' is not a rank in 0..1"), std::string::npos) << output;
+  const Result launch = RunCli("launch --nproc 2 -- compare", dir + "/compare.log");
+  EXPECT_EQ(launch.code, 1);
+  EXPECT_NE(launch.output.find("launch: runs 'simulate'"), std::string::npos) << launch.output;
+}
+
+}  // namespace
+}  // namespace fedprof
