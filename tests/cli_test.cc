@@ -561,3 +561,25 @@ TEST(CliTest, CifarSetupRunsOnCifarBinaryFiles) {
 
 }  // namespace
 }  // namespace fedprof
+
+namespace fedprof {
+namespace {
+
+TEST(CliTest, VersionNamesTheProjectAndLibTorch) {
+  const Result r = RunCli("--version");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("fedprof " FEDPROF_VERSION " (LibTorch 1.", 0), 0u) << r.output;
+  EXPECT_EQ(CountLines(r.output), 1) << r.output;
+}
+
+TEST(CliTest, PrivacyDpWithoutStepsIsNoLoss) {
+  const Result r = RunCli("privacy dp --noise-multiplier 1.1 --sample-rate 0.01 --steps 0");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("epsilon = 0 at delta = 1e-06 (no release, 0 steps"), std::string::npos)
+      << r.output;
+  const Result one = RunCli("privacy dp --noise-multiplier 1.1 --sample-rate 0.01 --steps 1");
+  EXPECT_EQ(one.output.find("epsilon = 0 "), std::string::npos) << one.output;
+}
+
+}  // namespace
+}  // namespace fedprof
