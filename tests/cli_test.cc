@@ -581,5 +581,85 @@ TEST(CliTest, PrivacyDpWithoutStepsIsNoLoss) {
   EXPECT_EQ(one.output.find("epsilon = 0 "), std::string::npos) << one.output;
 }
 
+// One column of a metrics.csv, by name.
+std::vector<std::string> Column(const std::string& dir, const std::string& name) {
+  std::istringstream in(ReadFile(dir + "/metrics.csv"));
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> names = Split(line, ',');
+  const size_t at = std::find(names.begin(), names.end(), name) - names.begin();
+  std::vector<std::string> cells;
+  while (std::getline(in, line)) cells.push_back(Split(line, ',').at(at));
+  return cells;
+}
+
+// Strategies composed from a selector and an aggregator: the same
+// composition reached from a preset or spelled out gives the same run, bit
+// for bit; FedProf's selection with FedAdam's aggregation runs end to end
+// and resumes exactly.
+TEST(FedProfCliTest, ComposedStrategiesRunAndEqualTheirPresets) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string out = FreshDir("composed");
+  const Result r = RunCli(std::string("compare ") + kFedProfRun +
+                          " --set rounds=2 --strategies fedprof,fedprof+average,fedprof+fedadam,"
+                          "uniform+fedadam --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string preset = out + "/fedprof-full/seed-1", spelled = out + "/fedprof+average-full/seed-1",
+                    adam = out + "/fedprof+fedadam-full/seed-1", fedadam = out + "/uniform+fedadam-full/seed-1";
+  EXPECT_EQ(MetricsWithoutWall(preset), MetricsWithoutWall(spelled));
+  EXPECT_EQ(ReadFile(preset + "/scores.csv"), ReadFile(spelled + "/scores.csv"));
+  // FedProf+FedAdam: FedProf's scores, FedAdam's server step.
+  EXPECT_TRUE(FileExists(adam + "/scores.csv"));
+  EXPECT_EQ(FirstColumns(adam + "/scores.csv", 3), FirstColumns(preset + "/scores.csv", 3))
+      << "the first round's selection is the same";
+  EXPECT_NE(Column(adam, "loss"), Column(preset, "loss"));
+  EXPECT_NE(Column(adam, "loss"), Column(fedadam, "loss"));
+  const auto summary = nlohmann::json::parse(ReadFile(adam + "/summary.json"));
+  EXPECT_EQ(summary.at("selector"), "fedprof");
+  EXPECT_EQ(summary.at("aggregator"), "fedadam");
+  // The same composition through the options: a preset plus an override.
+  const std::string via = FreshDir("composed_via_options");
+  ASSERT_EQ(RunCli(std::string("simulate ") + kFedProfRun +
+                   " --set rounds=2 --set strategy.name=fedadam --set strategy.selector=fedprof --out " + via)
+                .code,
+            0);
+  EXPECT_EQ(MetricsWithoutWall(via), MetricsWithoutWall(adam));
+  // Resumed after round 1, it ends as the uninterrupted run.
+  const std::string parts = FreshDir("composed_parts");
+  ASSERT_EQ(RunCli(std::string("simulate ") + kFedProfRun +
+                   " --set rounds=1 --set strategy.aggregator=fedadam --out " + parts)
+                .code,
+            0);
+  const Result resumed = RunCli("simulate --resume " + parts + " --set rounds=2");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_EQ(MetricsWithoutWall(parts), MetricsWithoutWall(adam));
+  EXPECT_EQ(ReadFile(parts + "/scores.csv"), ReadFile(adam + "/scores.csv"));
+}
+
+TEST(FedProfCliTest, CompositionsThatCannotWorkAreRefused) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string dir = FreshDir("refused_compositions");
+  Result r = RunCli(std::string("simulate ") + kSmallRun + " --set strategy.name=fedbn --out " + dir + "/a");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(CountLines(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("model lenet5 has none; use a model with batch norm"), std::string::npos)
+      << r.output;
+  r = RunCli(std::string("simulate ") + kSmallRun + " --set strategy.aggregator=fedbn --out " + dir + "/b");
+  EXPECT_NE(r.output.find("(strategy.aggregator = fedbn)"), std::string::npos) << r.output;
+  r = RunCli("simulate --set strategy.selector=fedprox --out " + dir + "/c");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("'fedprox' is not one of uniform|size|fedprof|afl|cfcfm|clustered"),
+            std::string::npos)
+      << r.output;
+  r = RunCli("compare --strategies fedavg,uniform+average --out " + dir + "/d");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("uniform+average is fedavg-full again"), std::string::npos) << r.output;
+  EXPECT_FALSE(FileExists(dir + "/d/fedavg-full"));
+  r = RunCli("compare --strategies fedprof+median --out " + dir + "/e");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("'median' is not one of average|fedadam|fedbn"), std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace fedprof

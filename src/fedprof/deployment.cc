@@ -15,6 +15,7 @@
 #include "fedprof/run/run.h"
 #include "fedprof/server/checkpoint.h"
 #include "fedprof/sim/population.h"
+#include "fedprof/strategy/strategy.h"
 #include "fedprof/transport/grpc_client.h"
 #include "fedprof/transport/grpc_server.h"
 
@@ -52,7 +53,10 @@ void Serve(const Config& config, const std::string& out_dir, const ServeOptions&
   o.tls_dir = serve.tls_dir;
   o.num_clients = static_cast<int>(config.GetInt("clients.count"));
   o.model = spec;
-  o.num_params = static_cast<int64_t>(Flatten(*InitialModel(config, spec)).size());
+  const std::shared_ptr<Model> initial = InitialModel(config, spec);
+  // Refused before any client is waited for.
+  CheckStrategyFitsModel(*MakeStrategy(config, {o.num_clients, nullptr}), *initial, config);
+  o.num_params = static_cast<int64_t>(Flatten(*initial).size());
   o.heartbeat_s = config.GetDouble("deploy.heartbeat_s");
   o.heartbeat_timeout_s = config.GetDouble("deploy.heartbeat_timeout_s");
   o.round_timeout_s = config.GetDouble("deploy.round_timeout_s");

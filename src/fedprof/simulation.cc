@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "fedprof/core/error.h"
@@ -55,8 +56,10 @@ void Run(const Config& config, const std::string& out_dir, ServerState state, bo
   const std::vector<ClientSpec> specs = DrawClientSpecs(n, cost_options, seed);
   const CostModel cost_model(cost_options, model_bits);
   const int epochs = static_cast<int>(config.GetInt("train.epochs"));
+  const std::unique_ptr<Strategy> strategy = MakeStrategy(config, {n, nullptr});
+  CheckStrategyFitsModel(*strategy, *model, config);
   // RPsize = 8q bytes (Eq. 31), q = units of the profiled layer.
-  const bool profiles = MakeStrategy(config, {n, nullptr})->WantedReports().profile;
+  const bool profiles = strategy->WantedReports().profile;
   const double profile_bits =
       profiles ? 64.0 * static_cast<double>(ProfiledUnits(*model, data.train)) : 0;
   std::vector<ClientInfo> infos(n);
@@ -115,9 +118,24 @@ std::vector<PlannedRun> PlanComparison(const Config& base, const std::vector<std
   for (const std::string& spec : strategies) {
     Config c = base;
     const auto colon = spec.find(':');
-    c.Set("strategy.name", spec.substr(0, colon), "--strategies");
+    const std::string name = spec.substr(0, colon);
+    const auto plus = name.find('+');
+    if (plus == std::string::npos) {  // a preset, as it comes
+      c.Set("strategy.name", name, "--strategies");
+      c.Set("strategy.selector", "", "--strategies");
+      c.Set("strategy.aggregator", "", "--strategies");
+    } else {  // selector+aggregator
+      c.Set("strategy.name", "fedavg", "--strategies");
+      c.Set("strategy.selector", name.substr(0, plus), "--strategies " + spec);
+      c.Set("strategy.aggregator", name.substr(plus + 1), "--strategies " + spec);
+    }
     if (colon != std::string::npos) c.Set("strategy.aggregation", spec.substr(colon + 1), "--strategies");
-    labels.push_back(c.GetString("strategy.name") + "-" + c.GetString("strategy.aggregation"));
+    const std::string label =
+        ResolveStrategy(c).Label() + "-" + c.GetString("strategy.aggregation");
+    if (std::find(labels.begin(), labels.end(), label) != labels.end()) {
+      throw Error("--strategies: " + spec + " is " + label + " again; name each strategy once");
+    }
+    labels.push_back(label);
     configs.push_back(std::move(c));
   }
   std::vector<PlannedRun> runs;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/params.h"
 #include "fedprof/core/text.h"
 
 namespace fedprof {
@@ -378,6 +379,13 @@ std::shared_ptr<Model> MakeModel(const ModelSpec& spec) {
   }
   if (!spec.profile_layer.empty()) model->SetProfiledLayer(spec.profile_layer);
   return model;
+}
+
+bool HasBatchNorm(const Model& model) {
+  for (const auto& e : LayoutOf(model).entries) {
+    if (e.is_batch_norm) return true;
+  }
+  return false;
 }
 
 int64_t CountParameters(const torch::nn::Module& module) {

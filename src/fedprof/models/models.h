@@ -38,6 +38,9 @@ class Model : public torch::nn::Module {
 // take, or an unknown profile layer.
 std::shared_ptr<Model> MakeModel(const ModelSpec& spec);
 
+// Whether `model` has batch-norm layers (entries FedBN keeps local).
+bool HasBatchNorm(const Model& model);
+
 // Number of trainable parameters.
 int64_t CountParameters(const torch::nn::Module& module);
 

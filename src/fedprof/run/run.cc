@@ -77,7 +77,11 @@ std::string ScoresUpTo(const std::string& path, int64_t round, const std::string
 nlohmann::json Summary(const Config& config, const ServerState& state,
                        const std::vector<ClientRow>& clients, int64_t num_params) {
   nlohmann::json s;
+  const StrategySpec strategy = ResolveStrategy(config);
   s["strategy"] = config.GetString("strategy.name");
+  s["selector"] = strategy.selector;
+  s["aggregator"] = strategy.aggregator;
+  s["proximal_mu"] = strategy.proximal_mu;
   s["aggregation"] = config.GetString("strategy.aggregation");
   s["seed"] = config.GetInt("seed");
   s["rounds"] = state.round;
@@ -160,6 +164,15 @@ std::shared_ptr<Model> InitialModel(const Config& config, const ModelSpec& spec)
   return MakeModel(spec);
 }
 
+void CheckStrategyFitsModel(const Strategy& strategy, const Model& model, const Config& config) {
+  const std::string model_name = "model " + config.GetString("model.name");
+  if (strategy.KeepsLocalBatchNorm() && !HasBatchNorm(model)) {
+    throw Error("strategy " + strategy.name() + " keeps each client's batch-norm layers local "
+                "(strategy.aggregator = fedbn), but " + model_name + " has none; use a model with "
+                "batch norm (cnn, shufflenet_v2, resnet18)");
+  }
+}
+
 int64_t ProfiledUnits(Model& model, const Dataset& data) {
   torch::NoGradGuard no_grad;
   model.eval();
@@ -228,6 +241,7 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
     return ComputeProfile(server_models, reference, version);
   };
   std::unique_ptr<Strategy> strategy = MakeStrategy(config, strategy_context);
+  CheckStrategyFitsModel(*strategy, *global_model, config);
   if (strategy->WantedReports().profile && reference.size() == 0) {
     throw Error("fedprof.reference: 'holdout' needs data.holdout_share > 0 (or use test|client)");
   }
