@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "fedprof/client/client.h"
+#include "fedprof/core/digest.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/log.h"
@@ -148,10 +149,22 @@ void RunClient(const Config& config, const ClientOptions& options) {
   at::set_num_threads(1);  // as a simulated client trains: the same numbers
 
   std::shared_ptr<Model> model;
-  auto prepare = [&](const ModelSpec& spec, int64_t num_params) {
+  // The server sends a TorchScript module's hash, never the module: this
+  // client builds it from its own copy (model.file), which must hash alike.
+  const std::string& module_file = config.GetString("model.file");
+  const std::string module_sha256 = module_file.empty() ? "" : FileSha256Hex(module_file);
+  auto prepare = [&](ModelSpec spec, int64_t num_params) {
+    const std::string what = spec.name == "torchscript" ? "its TorchScript module" : spec.name;
+    if (spec.name == "torchscript") {
+      if (module_file.empty()) {
+        throw Error("the server trains a TorchScript module (SHA-256 " + spec.file_sha256 +
+                    "); give this client the same file with --set model.file=PATH");
+      }
+      spec.file = module_file;
+    }
     const std::vector<int64_t> shape = client.data().x.sizes().slice(1).vec();
     if (shape != spec.input_shape) {
-      throw Error("the server trains " + spec.name + " on samples of another shape than this "
+      throw Error("the server trains " + what + " on samples of another shape than this "
                   "client's data");
     }
     if (!client.data().is_regression() &&
@@ -182,6 +195,7 @@ void RunClient(const Config& config, const ClientOptions& options) {
   o.num_samples = client.num_samples();
   o.speed_ghz = options.speed_ghz;
   o.bandwidth_mhz = options.bandwidth_mhz;
+  o.model_sha256 = module_sha256;
   o.give_up_s = options.give_up_s;
   o.progress = config.GetBool("report.progress");
   RunGrpcClient(o, prepare, fit);

@@ -7,6 +7,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/params.h"
 #include "fedprof/core/text.h"
+#include "fedprof/models/scripted_model.h"
 
 namespace fedprof {
 namespace {
@@ -351,6 +352,10 @@ void Model::SetProfiledLayer(const std::string& layer) {
 }
 
 std::shared_ptr<Model> MakeModel(const ModelSpec& spec) {
+  if (spec.name == "torchscript") {
+    if (spec.file.empty()) throw Error("model.file: a TorchScript model needs its file");
+    return LoadScriptedModel(spec);
+  }
   std::shared_ptr<Model> model;
   const auto& in = spec.input_shape;
   if (spec.name == "lenet5" || spec.name == "cnn" || spec.name == "shufflenet_v2" ||

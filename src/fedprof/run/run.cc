@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "fedprof/core/digest.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/rng.h"
@@ -86,7 +87,9 @@ nlohmann::json Summary(const Config& config, const ServerState& state,
   s["seed"] = config.GetInt("seed");
   s["rounds"] = state.round;
   s["clients"] = clients.size();
-  s["model"] = config.GetString("model.name");
+  const std::string& file = config.GetString("model.file");
+  s["model"] = file.empty() ? config.GetString("model.name") : file;
+  if (!state.model_sha256.empty()) s["model_sha256"] = state.model_sha256;
   s["model_parameters"] = num_params;
   double best = -1e300;
   int64_t best_round = 0;
@@ -150,6 +153,12 @@ nlohmann::json Summary(const Config& config, const ServerState& state,
 ModelSpec SpecFor(const Config& config, const Dataset& data) {
   ModelSpec spec;
   spec.name = config.GetString("model.name");
+  spec.file = config.GetString("model.file");
+  if (!spec.file.empty()) {
+    spec.name = "torchscript";
+    if (!FileExists(spec.file)) throw Error("model.file " + spec.file + ": no such file");
+    spec.file_sha256 = FileSha256Hex(spec.file);
+  }
   spec.input_shape = data.x.sizes().slice(1).vec();
   spec.outputs = data.is_regression() ? data.y.size(1) : data.num_classes;
   spec.hidden = ParseWidths(config.GetString("model.hidden"));
@@ -165,11 +174,17 @@ std::shared_ptr<Model> InitialModel(const Config& config, const ModelSpec& spec)
 }
 
 void CheckStrategyFitsModel(const Strategy& strategy, const Model& model, const Config& config) {
-  const std::string model_name = "model " + config.GetString("model.name");
+  const std::string& file = config.GetString("model.file");
+  const std::string model_name = file.empty() ? "model " + config.GetString("model.name")
+                                              : "model.file " + file;
   if (strategy.KeepsLocalBatchNorm() && !HasBatchNorm(model)) {
     throw Error("strategy " + strategy.name() + " keeps each client's batch-norm layers local "
                 "(strategy.aggregator = fedbn), but " + model_name + " has none; use a model with "
-                "batch norm (cnn, shufflenet_v2, resnet18)");
+                "batch norm (cnn, shufflenet_v2, resnet18, or a model.file with BatchNorm layers)");
+  }
+  if (strategy.WantedReports().profile && model.profiled_layer().empty()) {
+    throw Error("strategy " + strategy.name() + " selects clients by their profiles "
+                "(strategy.selector = fedprof): " + model.why_not_profileable());
   }
 }
 
@@ -229,6 +244,12 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
     throw Error(checkpoint_path + ": model has " + std::to_string(state.global.size()) +
                 " values, the configured model " + std::to_string(initial.size()));
   }
+  if (resume && state.model_sha256 != spec.file_sha256) {
+    throw Error("model.file " + spec.file + ": content has SHA-256 " + spec.file_sha256 +
+                ", the run in " + out_dir + " was started with " + state.model_sha256 +
+                "; restore that file to resume");
+  }
+  state.model_sha256 = spec.file_sha256;
   if (!resume) state.global = std::move(initial);
 
   // Server-side inference (evaluation, reference profiles) on all threads.
