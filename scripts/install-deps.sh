@@ -11,7 +11,7 @@ packages=(
   libtorch-dev libopenblas0-pthread
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
-  libgloo-dev openssl
+  libgloo-dev openssl libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev libgmp-dev
   gnuplot-nox dataset-fashion-mnist
   python3-torch

@@ -13,6 +13,7 @@
 #include "fedprof/core/text.h"
 #include "tests/csv_columns.h"
 #include "tests/processes.h"
+#include "tests/torchscript_export.h"
 
 namespace fedprof {
 namespace {
@@ -270,6 +271,51 @@ TEST(DeployTest, LateClientsReportAndJoinTheRounds) {
   const auto clients = Columns(dir + "/server/clients.csv");
   EXPECT_NE(clients.at("times_selected")[3], "0");
   EXPECT_NE(clients.at("times_selected")[4], "0");
+}
+
+// A TorchScript model (model.file) over the network: the server sends its
+// SHA-256, never the module; clients bring their own copy, and one whose
+// copy differs, or that has none, is refused at registration in one line
+// naming both hashes. The run equals the simulation.
+TEST(DeployTest, TorchScriptModelOverTheNetworkEqualsSimulation) {
+  const std::string dir = FreshDir("model_file");
+  const std::string certs = MakeCerts(dir, 3);
+  ASSERT_EQ(testing_support::RunPyTorch(dir, "export", R"(
+torch.manual_seed(0)
+torch.jit.script(lenet5()).save(out + '/lenet.pt')
+torch.jit.script(lenet5()).save(out + '/other.pt')
+)"),
+            0);
+  const std::string base = SmallRun(3, 1.0, 2) + " --set strategy.name=fedprof";
+  const std::string run = base + " --set model.file=" + dir + "/lenet.pt";
+  Processes sim;
+  const int s = sim.Start(kCli, "simulate " + run + " --out " + dir + "/sim", dir + "/sim.log");
+  ASSERT_EQ(sim.Wait(s, 120), 0) << sim.Output(s);
+
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  const int other = d.procs.Start(kCli, "client --server " + d.address + " --id 0 --tls-dir " + certs +
+                                            " " + base + " --set model.file=" + dir + "/other.pt",
+                                  dir + "/other.log");
+  const int none = d.procs.Start(kCli, "client --server " + d.address + " --id 1 --tls-dir " + certs +
+                                           " " + base, dir + "/none.log");
+  EXPECT_EQ(d.procs.Wait(other, 60), 1) << d.procs.Output(other);
+  EXPECT_NE(d.procs.Output(other).find("client 0's model.file has SHA-256 "), std::string::npos)
+      << d.procs.Output(other);
+  EXPECT_NE(d.procs.Output(other).find("but the server trains the TorchScript module with SHA-256"),
+            std::string::npos)
+      << d.procs.Output(other);
+  EXPECT_EQ(d.procs.Wait(none, 60), 1) << d.procs.Output(none);
+  EXPECT_NE(d.procs.Output(none).find("client 1 has no model.file"), std::string::npos)
+      << d.procs.Output(none);
+  StartClients(&d, 0, 3, run + " --tls-dir " + certs, dir);
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+  const auto simulated = Columns(dir + "/sim/metrics.csv");
+  const auto deployed = Columns(dir + "/server/metrics.csv");
+  for (const char* col : {"round", "selected", "returned", "refused", "train_loss", "accuracy", "loss"}) {
+    EXPECT_EQ(deployed.at(col), simulated.at(col)) << col;
+  }
 }
 
 TEST(DeployTest, InsecureIsForLoopbackOnlyAndSaysSo) {

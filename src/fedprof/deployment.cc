@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "fedprof/client/client.h"
+#include "fedprof/core/digest.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/log.h"
@@ -15,6 +16,7 @@
 #include "fedprof/run/run.h"
 #include "fedprof/server/checkpoint.h"
 #include "fedprof/sim/population.h"
+#include "fedprof/strategy/strategy.h"
 #include "fedprof/transport/grpc_client.h"
 #include "fedprof/transport/grpc_server.h"
 
@@ -52,7 +54,10 @@ void Serve(const Config& config, const std::string& out_dir, const ServeOptions&
   o.tls_dir = serve.tls_dir;
   o.num_clients = static_cast<int>(config.GetInt("clients.count"));
   o.model = spec;
-  o.num_params = static_cast<int64_t>(Flatten(*InitialModel(config, spec)).size());
+  const std::shared_ptr<Model> initial = InitialModel(config, spec);
+  // Refused before any client is waited for.
+  CheckStrategyFitsModel(*MakeStrategy(config, {o.num_clients, nullptr}), *initial, config);
+  o.num_params = static_cast<int64_t>(Flatten(*initial).size());
   o.heartbeat_s = config.GetDouble("deploy.heartbeat_s");
   o.heartbeat_timeout_s = config.GetDouble("deploy.heartbeat_timeout_s");
   o.round_timeout_s = config.GetDouble("deploy.round_timeout_s");
@@ -144,10 +149,22 @@ void RunClient(const Config& config, const ClientOptions& options) {
   at::set_num_threads(1);  // as a simulated client trains: the same numbers
 
   std::shared_ptr<Model> model;
-  auto prepare = [&](const ModelSpec& spec, int64_t num_params) {
+  // The server sends a TorchScript module's hash, never the module: this
+  // client builds it from its own copy (model.file), which must hash alike.
+  const std::string& module_file = config.GetString("model.file");
+  const std::string module_sha256 = module_file.empty() ? "" : FileSha256Hex(module_file);
+  auto prepare = [&](ModelSpec spec, int64_t num_params) {
+    const std::string what = spec.name == "torchscript" ? "its TorchScript module" : spec.name;
+    if (spec.name == "torchscript") {
+      if (module_file.empty()) {
+        throw Error("the server trains a TorchScript module (SHA-256 " + spec.file_sha256 +
+                    "); give this client the same file with --set model.file=PATH");
+      }
+      spec.file = module_file;
+    }
     const std::vector<int64_t> shape = client.data().x.sizes().slice(1).vec();
     if (shape != spec.input_shape) {
-      throw Error("the server trains " + spec.name + " on samples of another shape than this "
+      throw Error("the server trains " + what + " on samples of another shape than this "
                   "client's data");
     }
     if (!client.data().is_regression() &&
@@ -178,6 +195,7 @@ void RunClient(const Config& config, const ClientOptions& options) {
   o.num_samples = client.num_samples();
   o.speed_ghz = options.speed_ghz;
   o.bandwidth_mhz = options.bandwidth_mhz;
+  o.model_sha256 = module_sha256;
   o.give_up_s = options.give_up_s;
   o.progress = config.GetBool("report.progress");
   RunGrpcClient(o, prepare, fit);

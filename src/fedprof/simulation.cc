@@ -76,7 +76,9 @@ std::shared_ptr<LocalClients> BuildClients(const Config& config, int threads) {
   local->specs = DrawClientSpecs(n, cost_options, seed);
   local->cost_model = std::make_unique<CostModel>(cost_options, model_bits);
   const int epochs = static_cast<int>(config.GetInt("train.epochs"));
-  if (MakeStrategy(config, {n, nullptr})->WantedReports().profile) {
+  const std::unique_ptr<Strategy> strategy = MakeStrategy(config, {n, nullptr});
+  CheckStrategyFitsModel(*strategy, *model, config);
+  if (strategy->WantedReports().profile) {
     const int64_t units = ProfiledUnits(*model, local->data.train);  // q
     local->profiling = std::make_unique<ProfilingLoad>(
         config.GetString("fedprof.secure_matching") == "paillier"
@@ -235,9 +237,24 @@ std::vector<PlannedRun> PlanComparison(const Config& base, const std::vector<std
   for (const std::string& spec : strategies) {
     Config c = base;
     const auto colon = spec.find(':');
-    c.Set("strategy.name", spec.substr(0, colon), "--strategies");
+    const std::string name = spec.substr(0, colon);
+    const auto plus = name.find('+');
+    if (plus == std::string::npos) {  // a preset, as it comes
+      c.Set("strategy.name", name, "--strategies");
+      c.Set("strategy.selector", "", "--strategies");
+      c.Set("strategy.aggregator", "", "--strategies");
+    } else {  // selector+aggregator
+      c.Set("strategy.name", "fedavg", "--strategies");
+      c.Set("strategy.selector", name.substr(0, plus), "--strategies " + spec);
+      c.Set("strategy.aggregator", name.substr(plus + 1), "--strategies " + spec);
+    }
     if (colon != std::string::npos) c.Set("strategy.aggregation", spec.substr(colon + 1), "--strategies");
-    labels.push_back(c.GetString("strategy.name") + "-" + c.GetString("strategy.aggregation"));
+    const std::string label =
+        ResolveStrategy(c).Label() + "-" + c.GetString("strategy.aggregation");
+    if (std::find(labels.begin(), labels.end(), label) != labels.end()) {
+      throw Error("--strategies: " + spec + " is " + label + " again; name each strategy once");
+    }
+    labels.push_back(label);
     configs.push_back(std::move(c));
   }
   std::vector<PlannedRun> runs;

@@ -30,11 +30,16 @@ void RunSimulation(const Config& config, const std::string& out_dir);
 // fedprof::Error ("rank R: ...") when the run fails on any rank.
 void RunSimulationWorker(double rendezvous_timeout_s);
 
-// Runs `strategies` ("name" or "name:full|partial", e.g. "fedavg:partial")
-// for seeds seed, seed+1, ..., seed+seeds-1 on otherwise identical configs
-// (same partitions, noise and client specs per seed) into
-// out_dir/<name>-<aggregation>/seed-<s>/, then writes the comparison
-// (report/comparison.h). Returns its Markdown table.
+// Runs `strategies` for seeds seed, seed+1, ..., seed+seeds-1 on otherwise
+// identical configs (same partitions, noise and client specs per seed) into
+// out_dir/<label>-<aggregation>/seed-<s>/, then writes the comparison
+// (report/comparison.h). Returns its Markdown table. Each strategy is
+// "preset[:full|partial]" (e.g. "fedavg:partial"; the preset as it comes:
+// strategy.selector and strategy.aggregator are cleared) or
+// "selector+aggregator[:full|partial]" (e.g. "fedprof+fedadam"); every
+// other option, train.proximal_mu included, is `base`'s. The label is the
+// preset's name, or the composition's (StrategySpec::Label); two entries
+// with the same label are refused.
 std::string RunComparison(const Config& base, const std::vector<std::string>& strategies,
                           int seeds, const std::string& out_dir);
 

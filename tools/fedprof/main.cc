@@ -1,6 +1,9 @@
 // fedprof: the command-line tool. One file per subcommand; this one parses
 // the command line and turns expected failures into one-line errors.
+#include <torch/version.h>
+
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "fedprof/core/error.h"
@@ -10,6 +13,8 @@
 int main(int argc, char** argv) {
   fedprof::EnsureSingleThreadedOps(argv);
   CLI::App app{"FedProf: federated learning simulator with representation-profiling client selection"};
+  app.set_version_flag("--version", std::string("fedprof ") + FEDPROF_VERSION + " (LibTorch " +
+                                        TORCH_VERSION + ")");
   app.require_subcommand(1);
   std::vector<std::pair<CLI::App*, fedprof::cli::Runner>> commands;
   auto add = [&](fedprof::cli::Runner (*adder)(CLI::App&)) {

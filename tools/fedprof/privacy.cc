@@ -54,6 +54,11 @@ Runner AddPrivacy(CLI::App& app) {
     if (dp_cmd->parsed()) {
       const EpsilonAtOrder e =
           SampledGaussianEpsilon(dp->sample_rate, dp->noise_multiplier, dp->steps, dp->delta);
+      if (e.order == 0) {
+        std::printf("epsilon = 0 at delta = %g (%s: nothing depends on the data)\n", dp->delta,
+                    dp->steps == 0 ? "no release, 0 steps" : "no record sampled, q = 0");
+        return;
+      }
       std::printf("epsilon = %.6g at delta = %g (RDP order %g; q = %g, sigma = %g, %lld steps)\n",
                   e.epsilon, dp->delta, e.order, dp->sample_rate, dp->noise_multiplier,
                   static_cast<long long>(dp->steps));

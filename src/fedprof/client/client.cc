@@ -43,17 +43,21 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model, bool model_holds
       if (e.is_batch_norm) batch_norm.push_back(&e);
     }
   }
-  if (!batch_norm.empty() && !local_batch_norm_.empty()) {
-    FlatParams start = *ins.global;
+  // FedBN: training starts from θ with this client's own batch norm.
+  const bool own_batch_norm = !batch_norm.empty() && !local_batch_norm_.empty();
+  FlatParams with_own;
+  if (own_batch_norm) {
+    with_own = *ins.global;
     size_t at = 0;
     for (const auto* e : batch_norm) {
-      std::copy_n(local_batch_norm_.begin() + at, e->size, start.begin() + e->offset);
+      std::copy_n(local_batch_norm_.begin() + at, e->size, with_own.begin() + e->offset);
       at += e->size;
     }
-    Unflatten(start, model);
-  } else if (!model_holds_global) {
-    Unflatten(*ins.global, model);
   }
+  // Reports are of θ as the server sent it: FedProf matches the profile
+  // with its reference profile of θ, AFL values the received model.
+  const bool reports = ins.profile || ins.report_loss;
+  if ((!own_batch_norm || reports) && !model_holds_global) Unflatten(*ins.global, model);
   if (ins.profile) {
     const auto profiling = Clock::now();
     result.profile = ComputeProfile(model, data_, ins.model_version);
@@ -70,12 +74,14 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model, bool model_holds
     ModelReplicas single(model);
     result.pre_train_loss = Evaluate(single, data_).loss;
   }
+  if (own_batch_norm) Unflatten(with_own, model);
   result.ok = true;
   if (ins.train.epochs <= 0) {  // a report only
     result.cost.time_s = seconds_since(fit_start);
     return result;
   }
-  // FedProx's anchor: the received global parameters.
+  // FedProx's anchor: the parameters training starts from (the received
+  // global ones; under FedBN with the client's batch norm).
   std::vector<torch::Tensor> anchor;
   if (ins.prox_mu > 0) {
     for (const auto& p : model.parameters()) anchor.push_back(p.detach().clone());
@@ -119,7 +125,11 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model, bool model_holds
   }
   result.train_loss = epoch_loss;
   result.params = Flatten(model);
-  if (ins.sketch_dim > 0) result.sketch = UpdateSketch(result.params, *ins.global, ins.sketch_dim);
+  // The update is what training changed: from θ, or under FedBN from θ
+  // with the client's batch norm.
+  if (ins.sketch_dim > 0) {
+    result.sketch = UpdateSketch(result.params, own_batch_norm ? with_own : *ins.global, ins.sketch_dim);
+  }
   if (!batch_norm.empty()) {
     local_batch_norm_.clear();
     for (const auto* e : batch_norm) {

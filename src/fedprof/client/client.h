@@ -34,13 +34,16 @@ class Client {
   int64_t num_samples() const { return data_.size(); }
 
   // Loads the global model into `model` (scratch owned by the caller),
-  // profiles the local data if asked, and runs E epochs of mini-batch SGD
-  // with momentum; batch order comes from (seed, round, client, epoch) alone.
-  // With E = 0 it only reports and returns no model, leaving `model`
-  // unchanged. The result's cost is the measured wall time (a simulation
-  // replaces it with the cost model's). `model_holds_global` says `model`
-  // already holds *instructions.global (a worker that just reported for
-  // another client), which saves loading it again.
+  // profiles the local data and/or reports the model's loss on it if asked,
+  // and runs E epochs of mini-batch SGD with momentum; batch order comes
+  // from (seed, round, client, epoch) alone. Under FedBN training starts
+  // from the global model with this client's batch-norm values, while
+  // reports are always of the global model as received. With E = 0 it only
+  // reports and returns no model (`model` is left as training would start).
+  // The result's cost is the measured wall time (a simulation replaces it
+  // with the cost model's). `model_holds_global` says `model` already holds
+  // *instructions.global (a worker that just reported for another client),
+  // which saves loading it again.
   FitResult Fit(const FitInstructions& instructions, Model& model, bool model_holds_global = false);
 
   // State kept between rounds (FedBN's batch-norm values), for checkpoints.

@@ -16,6 +16,7 @@ namespace {
 std::string Canonical(const OptionSpec& spec, const std::string& key, const std::string& value,
                       const std::string& origin) {
   const std::string where = "config key '" + key + "' (" + origin + ")";
+  if (value.empty() && MayBeEmpty(spec)) return value;  // not set
   switch (spec.type) {
     case OptionType::kInt:
     case OptionType::kDouble: {
@@ -50,7 +51,7 @@ std::string Canonical(const OptionSpec& spec, const std::string& key, const std:
       while (std::getline(ss, c, '|')) {
         if (c == value) return value;
       }
-      throw Error(where + ": '" + value + "' is not one of " + choices);
+      throw Error(where + ": '" + value + "' is not one of " + ValidValues(spec));
     }
   }
   return value;
@@ -133,8 +134,17 @@ const std::string& Config::Raw(const std::string& key) const {
   return it->second;
 }
 
-int64_t Config::GetInt(const std::string& key) const { return std::stoll(Raw(key)); }
-double Config::GetDouble(const std::string& key) const { return std::stod(Raw(key)); }
+int64_t Config::GetInt(const std::string& key) const {
+  const std::string& raw = Raw(key);
+  if (raw.empty()) throw Error("config key '" + key + "' is not set");
+  return std::stoll(raw);
+}
+double Config::GetDouble(const std::string& key) const {
+  const std::string& raw = Raw(key);
+  if (raw.empty()) throw Error("config key '" + key + "' is not set");
+  return std::stod(raw);
+}
+bool Config::IsEmpty(const std::string& key) const { return Raw(key).empty(); }
 bool Config::GetBool(const std::string& key) const { return Raw(key) == "true"; }
 const std::string& Config::GetString(const std::string& key) const { return Raw(key); }
 
@@ -160,7 +170,8 @@ std::string Config::ToToml() const {
       section = sec;
     }
     const std::string& v = values_.at(name);
-    out << key << " = " << (o.type == OptionType::kString ? quote(v) : v) << "\n";
+    // An empty value (an option left unset) is written as "" whatever its type.
+    out << key << " = " << (o.type == OptionType::kString || v.empty() ? quote(v) : v) << "\n";
   }
   return out.str();
 }

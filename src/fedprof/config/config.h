@@ -27,6 +27,9 @@ class Config {
   double GetDouble(const std::string& key) const;
   bool GetBool(const std::string& key) const;
   const std::string& GetString(const std::string& key) const;
+  // Whether the option is left empty ("not set"), which options with an
+  // empty default allow; GetInt and GetDouble throw fedprof::Error on one.
+  bool IsEmpty(const std::string& key) const;
 
   // The resolved config as TOML (every option, grouped by section), which
   // MergeTomlString reads back to an equal Config.

@@ -73,12 +73,20 @@ std::vector<OptionSpec> MakeTable() {
       // Model.
       {"model.name", T::kString, "lenet5", 0, 0, "lenet5|cnn|mlp|shufflenet_v2|resnet18",
        "LeNet-5, a small CNN with batch norm, an MLP for tabular data, ShuffleNet v2, or "
-       "ResNet-18 (CIFAR form)."},
+       "ResNet-18 (CIFAR form). Not used when model.file is set."},
+      {"model.file", T::kString, "", 0, 0, "",
+       "A TorchScript module exported from PyTorch (torch.jit.script(net).save(path)) to train "
+       "instead of model.name, from its saved parameters. It maps a batch shaped like the data to "
+       "[n, classes] (or [n, targets]). To be profiled (FedProf) its top-level children must run "
+       "in sequence, as an nn.Sequential's do; FedBN keeps its BatchNorm submodules local. "
+       "Deployment clients need the same file in their own config. See docs/models.md."},
       {"model.width", T::kDouble, "1.0", 0.5, 2, "",
        "ShuffleNet v2 width multiplier: 0.5, 1.0, 1.5 or 2.0."},
       {"model.hidden", T::kString, "64", 0, 0, "", "MLP hidden layer widths, comma-separated."},
       {"model.profile_layer", T::kString, "", 0, 0, "",
-       "Layer whose representations are profiled; empty = the model's default."},
+       "Layer whose representations are profiled (model.file: a top-level child, or a dotted path "
+       "through nn.Sequential-like children); empty = the model's default (the first dense "
+       "layer)."},
       // Local training.
       {"train.epochs", T::kInt, "5", 1, 10000, "", "Local epochs E per round."},
       {"train.batch_size", T::kInt, "32", 1, 1e6, "", "Local mini-batch size."},
@@ -86,13 +94,26 @@ std::vector<OptionSpec> MakeTable() {
       {"train.lr_decay", T::kDouble, "0.99", 0, 1, "", "Learning rate factor per round."},
       {"train.momentum", T::kDouble, "0.9", 0, 0.999, "", "SGD momentum."},
       {"train.weight_decay", T::kDouble, "0", 0, 1, "", "SGD weight decay."},
+      {"train.proximal_mu", T::kDouble, "", 0, 1e3, "",
+       "mu of a proximal term mu/2 ||w - w_global||^2 in the local loss (FedProx), with any "
+       "strategy; empty = the preset's (fedprox: fedprox.mu, the others: 0)."},
       // Strategy.
       {"strategy.name", T::kString, "fedavg", 0, 0, "fedavg|fedprof|fedavg-rp|fedprox|fedadam|afl|fedbn|cfcfm|clustered",
-       "Federated strategy: fedavg (uniform selection), fedprof (score-weighted selection), "
-       "fedavg-rp (uniform, always partial), fedprox (size-weighted selection, proximal term), "
-       "fedadam (Adam on the server), afl (loss-valued active selection), fedbn (batch norm "
-       "kept local), cfcfm (the K fastest clients), clustered (one client per cluster of "
-       "similar updates)."},
+       "Federated strategy, a preset of selector + aggregator: fedavg (uniform + average), "
+       "fedprof (fedprof + average), fedavg-rp (uniform + average, always partial), fedprox "
+       "(size + average, proximal term fedprox.mu), fedadam (uniform + fedadam), afl (afl + "
+       "average), fedbn (uniform + fedbn), cfcfm (cfcfm + average), clustered (clustered + "
+       "average). strategy.selector, strategy.aggregator and train.proximal_mu override it."},
+      {"strategy.selector", T::kString, "", 0, 0, "uniform|size|fedprof|afl|cfcfm|clustered",
+       "Which clients train each round; empty = the preset's. uniform: K at random; size: by "
+       "data size; fedprof: by representation-profile score (fedprof.*); afl: by loss valuation "
+       "(afl.*); cfcfm: the K fastest; clustered: one per cluster of similar updates "
+       "(clustered.*)."},
+      {"strategy.aggregator", T::kString, "", 0, 0, "average|fedadam|fedbn",
+       "How results become the next global model; empty = the preset's. average: size-weighted "
+       "averaging (strategy.aggregation); fedadam: Adam on the server over the average "
+       "(fedadam.*); fedbn: averaging, clients keep their batch-norm layers (needs a model with "
+       "batch norm)."},
       {"strategy.fraction", T::kDouble, "0.1", 1e-9, 1, "",
        "Client fraction C: K = max(1, round(N C)) clients per round."},
       {"strategy.aggregation", T::kString, "full", 0, 0, "full|partial",
@@ -105,7 +126,8 @@ std::vector<OptionSpec> MakeTable() {
       {"fedprof.sampling", T::kString, "without_replacement", 0, 0,
        "without_replacement|with_replacement",
        "K distinct clients by successive weighted draws, or K independent draws as the papers' "
-       "random.choices (a client drawn twice trains once)."},
+       "random.choices (a client drawn twice trains once). The fedprof selector's alone; the "
+       "others ignore it."},
       {"fedprof.reference", T::kString, "holdout", 0, 0, "holdout|test|client",
        "Reference set D_V: the held-out share of the training data (data.holdout_share), the "
        "test set, or one client's data (fedprof.reference_client)."},
@@ -119,7 +141,8 @@ std::vector<OptionSpec> MakeTable() {
        "(any multiple of 256 in between)."},
       // Baselines; defaults from each method's paper.
       {"fedprox.mu", T::kDouble, "0.01", 0, 1e3, "",
-       "FedProx proximal weight mu (Li et al. 2020 tune it in {0.001, 0.01, 0.1, 1})."},
+       "The fedprox preset's proximal weight mu (Li et al. 2020 tune it in {0.001, 0.01, 0.1, "
+       "1}); train.proximal_mu overrides it."},
       {"fedadam.server_lr", T::kDouble, "0.01", 0, 1e3, "",
        "FedAdam server learning rate eta (Reddi et al. 2021)."},
       {"fedadam.beta1", T::kDouble, "0.9", 0, 0.999999, "", "FedAdam first-moment decay."},
@@ -303,13 +326,16 @@ std::string NearestOption(const std::string& name) {
   return best;
 }
 
+bool MayBeEmpty(const OptionSpec& option) { return *option.default_value == '\0'; }
+
 std::string ValidValues(const OptionSpec& o) {
+  const std::string or_empty = MayBeEmpty(o) ? " or empty" : "";
   switch (o.type) {
     case OptionType::kInt:
     case OptionType::kDouble:
-      return "[" + FormatBound(o.min) + ", " + FormatBound(o.max) + "]";
+      return "[" + FormatBound(o.min) + ", " + FormatBound(o.max) + "]" + or_empty;
     case OptionType::kBool: return "true|false";
-    case OptionType::kString: return *o.choices ? o.choices : "text";
+    case OptionType::kString: return *o.choices ? o.choices + or_empty : "text";
   }
   return "";
 }

@@ -29,7 +29,12 @@ const OptionSpec* FindOption(const std::string& name);
 // The option name closest to `name` by edit distance (for "did you mean").
 std::string NearestOption(const std::string& name);
 
-// "[min, max]", "a|b|c", "true|false" or "text".
+// Whether the option may be left empty, meaning "not set": those whose
+// default is empty (numeric and choice options included).
+bool MayBeEmpty(const OptionSpec& option);
+
+// "[min, max]", "a|b|c", "true|false" or "text", with " or empty" when the
+// option may be empty.
 std::string ValidValues(const OptionSpec& option);
 
 // The table as Markdown (name, type, default, valid values, description).

@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/params.h"
 #include "fedprof/core/text.h"
+#include "fedprof/models/scripted_model.h"
 
 namespace fedprof {
 namespace {
@@ -350,6 +352,10 @@ void Model::SetProfiledLayer(const std::string& layer) {
 }
 
 std::shared_ptr<Model> MakeModel(const ModelSpec& spec) {
+  if (spec.name == "torchscript") {
+    if (spec.file.empty()) throw Error("model.file: a TorchScript model needs its file");
+    return LoadScriptedModel(spec);
+  }
   std::shared_ptr<Model> model;
   const auto& in = spec.input_shape;
   if (spec.name == "lenet5" || spec.name == "cnn" || spec.name == "shufflenet_v2" ||
@@ -378,6 +384,13 @@ std::shared_ptr<Model> MakeModel(const ModelSpec& spec) {
   }
   if (!spec.profile_layer.empty()) model->SetProfiledLayer(spec.profile_layer);
   return model;
+}
+
+bool HasBatchNorm(const Model& model) {
+  for (const auto& e : LayoutOf(model).entries) {
+    if (e.is_batch_norm) return true;
+  }
+  return false;
 }
 
 int64_t CountParameters(const torch::nn::Module& module) {

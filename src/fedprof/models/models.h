@@ -25,18 +25,29 @@ class Model : public torch::nn::Module {
 
   // Layers that can be profiled, in forward order.
   virtual std::vector<std::string> ProfileableLayers() const = 0;
+  // The profiled layer; empty when the model has none, and then
+  // why_not_profileable() says why in one line and Forward refuses
+  // (fedprof::Error) to give a representation.
   const std::string& profiled_layer() const { return profiled_layer_; }
+  const std::string& why_not_profileable() const { return why_not_profileable_; }
   // Throws fedprof::Error naming the valid layers if `layer` is not one.
-  void SetProfiledLayer(const std::string& layer);
+  virtual void SetProfiledLayer(const std::string& layer);
 
  protected:
   std::string profiled_layer_;
+  std::string why_not_profileable_;
 };
 
-// Builds a model with parameters initialised from the current torch seed.
-// Throws fedprof::Error on an unknown name, an input shape the model cannot
-// take, or an unknown profile layer.
+// Builds the model `spec` describes: a built-in model with parameters
+// initialised from the current torch seed, or (spec.name "torchscript") the
+// TorchScript module in spec.file with its saved parameters
+// (models/scripted_model.h). Throws fedprof::Error on an unknown name, an
+// input shape the model cannot take, an unknown profile layer, or a module
+// file that cannot serve.
 std::shared_ptr<Model> MakeModel(const ModelSpec& spec);
+
+// Whether `model` has batch-norm layers (entries FedBN keeps local).
+bool HasBatchNorm(const Model& model);
 
 // Number of trainable parameters.
 int64_t CountParameters(const torch::nn::Module& module);

@@ -1,5 +1,6 @@
 #include "fedprof/privacy/rdp.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -41,6 +42,10 @@ double SampledGaussianRdp(double q, double sigma, int64_t steps, int order) {
 EpsilonAtOrder EpsilonFromRdp(const std::vector<double>& orders, const std::vector<double>& rdp,
                               double delta) {
   if (!(delta > 0 && delta < 1)) throw Error("--delta: expected a value in (0, 1)");
+  // RDP 0 at every order means the outputs do not depend on the data at all
+  // (no release, or no record ever sampled): ε = 0 for any δ. The
+  // conversion below is not tight there and would give log(1/δ)-sized ε.
+  if (std::all_of(rdp.begin(), rdp.end(), [](double r) { return r == 0; })) return {0, 0};
   EpsilonAtOrder best{std::numeric_limits<double>::infinity(), 0};
   for (size_t i = 0; i < orders.size(); ++i) {
     const double a = orders[i];

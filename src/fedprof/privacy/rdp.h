@@ -19,12 +19,14 @@ double SampledGaussianRdp(double sample_rate, double noise_multiplier, int64_t s
 
 struct EpsilonAtOrder {
   double epsilon = 0;
-  double order = 0;
+  double order = 0;  // 0 when no conversion was needed (ε = 0: nothing released)
 };
 
 // The smallest ε over `orders` for which RDP ε_α implies (ε, δ)-DP, using the
 // conversion ε = ε_α + log(1 − 1/α) − (log δ + log α) / (α − 1) (Balle et
 // al. 2020, Thm. 21; Canonne, Kamath and Steinke 2020), never below 0.
+// RDP 0 at every order (no step, or sampling rate 0) gives ε = 0, order 0:
+// the output is independent of the data.
 EpsilonAtOrder EpsilonFromRdp(const std::vector<double>& orders, const std::vector<double>& rdp,
                               double delta);
 

@@ -47,5 +47,19 @@ TEST(RdpTest, EpsilonMovesTheRightWay) {
   EXPECT_THROW(SampledGaussianEpsilon(0.1, 1.0, 10, 0), Error);
 }
 
+// Nothing released (0 steps), or no record ever sampled (q = 0): the
+// output does not depend on the data, so ε = 0, not the conversion's
+// log(1/δ)-sized bound.
+TEST(RdpTest, NoReleaseIsNoLoss) {
+  for (double delta : {1e-5, 1e-6, 0.1}) {
+    const EpsilonAtOrder none = SampledGaussianEpsilon(0.01, 1.1, 0, delta);
+    EXPECT_EQ(none.epsilon, 0.0) << delta;
+    EXPECT_EQ(none.order, 0.0);
+    EXPECT_EQ(SampledGaussianEpsilon(0.0, 1.1, 1000, delta).epsilon, 0.0) << delta;
+  }
+  EXPECT_EQ(SampledGaussianEpsilon(0.5, 0.0, 0, 1e-5).epsilon, 0.0);  // no noise, no release
+  EXPECT_GT(SampledGaussianEpsilon(0.01, 1.1, 1, 1e-5).epsilon, 0.0);   // one release
+}
+
 }  // namespace
 }  // namespace fedprof

@@ -42,7 +42,8 @@ struct FitInstructions {
   // replacing θ's with them (after its first round).
   bool keep_local_batch_norm = false;
   // > 0: also return a count sketch of this size of the update w − θ
-  // (clustered sampling compares clients through it).
+  // (under FedBN, w minus θ with the client's batch norm: what training
+  // changed); clustered sampling compares clients through it.
   int sketch_dim = 0;
   // Secure matching (App. C.2, privacy/secure_matching.h): the server's
   // Paillier public key and its encrypted reference for model_version. When

@@ -1,7 +1,9 @@
 #include "fedprof/report/plots.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -59,13 +61,22 @@ bool RunGnuplot(const std::string& script, const std::string& png_path) {
   return true;
 }
 
-bool PlotLines(const std::vector<Series>& series, const std::string& title,
-               const std::string& x_label, const std::string& y_label,
-               const std::string& png_path, bool log_x) {
+std::string LinesScript(const std::vector<Series>& series, const std::string& title,
+                        const std::string& x_label, const std::string& y_label, bool log_x) {
   std::ostringstream s;
   s << "set title " << Quote(title) << "\nset xlabel " << Quote(x_label) << "\nset ylabel "
     << Quote(y_label) << "\nset key bottom right\nset grid\n";
   if (log_x) s << "set logscale x\nset format x \"1e%T\"\n";
+  // The axis spans the data (gnuplot would extend it to the next tic).
+  double lo = INFINITY, hi = -INFINITY;
+  for (const Series& line : series) {
+    for (double x : line.x) {
+      if (log_x && !(x > 0)) continue;
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+    }
+  }
+  if (lo < hi) s << "set xrange [" << FormatDouble(lo, "%.17g") << ":" << FormatDouble(hi, "%.17g") << "]\n";
   for (size_t i = 0; i < series.size(); ++i) {
     s << "$d" << i << " << EOD\n";
     for (size_t j = 0; j < series[i].x.size(); ++j) {
@@ -79,7 +90,13 @@ bool PlotLines(const std::vector<Series>& series, const std::string& title,
       << Quote(series[i].label);
   }
   s << "\n";
-  return RunGnuplot(s.str(), png_path);
+  return s.str();
+}
+
+bool PlotLines(const std::vector<Series>& series, const std::string& title,
+               const std::string& x_label, const std::string& y_label,
+               const std::string& png_path, bool log_x) {
+  return RunGnuplot(LinesScript(series, title, x_label, y_label, log_x), png_path);
 }
 
 bool PlotRun(const std::string& run_dir) {
@@ -139,7 +156,13 @@ bool PlotRun(const std::string& run_dir) {
       heat << (i ? ", " : "") << Quote(kinds_present[i]) << " " << start + count / 2.0;
       start += count;
     }
-    heat << ")\n$s << EOD\n";
+    // Round r's column spans [r - 0.5, r + 0.5]: the axis ends with the last round's.
+    if (scores.size() > 1) {
+      heat << ")\nset xrange [" << std::strtod(scores[1][0].c_str(), nullptr) - 0.5 << ":"
+           << std::strtod(scores.back()[0].c_str(), nullptr) + 0.5 << "]\n$s << EOD\n";
+    } else {
+      heat << ")\n$s << EOD\n";
+    }
     for (size_t r = 1; r < scores.size(); ++r) {
       for (size_t pos = 0; pos < order.size(); ++pos) {
         heat << scores[r][0] << ' ' << pos << ' ' << scores[r][order[pos] + 1] << '\n';

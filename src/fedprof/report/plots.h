@@ -21,9 +21,14 @@ struct Series {
   std::vector<double> x;
   std::vector<double> y;
 };
+// The x axis spans the data exactly (gnuplot's autoscale would pad it to
+// the next tic): a plot per round ends at the last round.
 bool PlotLines(const std::vector<Series>& series, const std::string& title,
                const std::string& x_label, const std::string& y_label,
                const std::string& png_path, bool log_x = false);
+// The gnuplot script PlotLines runs (without terminal and output).
+std::string LinesScript(const std::vector<Series>& series, const std::string& title,
+                        const std::string& x_label, const std::string& y_label, bool log_x = false);
 
 // Runs gnuplot on `script`, whose output must be `png_path`; false on failure.
 bool RunGnuplot(const std::string& script, const std::string& png_path);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "fedprof/core/digest.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/rng.h"
@@ -85,12 +86,18 @@ double PeakRssMb() {
 nlohmann::json Summary(const Config& config, const ServerState& state,
                        const std::vector<ClientRow>& clients, int64_t num_params) {
   nlohmann::json s;
+  const StrategySpec strategy = ResolveStrategy(config);
   s["strategy"] = config.GetString("strategy.name");
+  s["selector"] = strategy.selector;
+  s["aggregator"] = strategy.aggregator;
+  s["proximal_mu"] = strategy.proximal_mu;
   s["aggregation"] = config.GetString("strategy.aggregation");
   s["seed"] = config.GetInt("seed");
   s["rounds"] = state.round;
   s["clients"] = clients.size();
-  s["model"] = config.GetString("model.name");
+  const std::string& file = config.GetString("model.file");
+  s["model"] = file.empty() ? config.GetString("model.name") : file;
+  if (!state.model_sha256.empty()) s["model_sha256"] = state.model_sha256;
   s["model_parameters"] = num_params;
   double best = -1e300;
   int64_t best_round = 0;
@@ -155,6 +162,12 @@ nlohmann::json Summary(const Config& config, const ServerState& state,
 ModelSpec SpecFor(const Config& config, const Dataset& data) {
   ModelSpec spec;
   spec.name = config.GetString("model.name");
+  spec.file = config.GetString("model.file");
+  if (!spec.file.empty()) {
+    spec.name = "torchscript";
+    if (!FileExists(spec.file)) throw Error("model.file " + spec.file + ": no such file");
+    spec.file_sha256 = FileSha256Hex(spec.file);
+  }
   spec.input_shape = data.x.sizes().slice(1).vec();
   spec.outputs = data.is_regression() ? data.y.size(1) : data.num_classes;
   spec.hidden = ParseWidths(config.GetString("model.hidden"));
@@ -167,6 +180,21 @@ std::shared_ptr<Model> InitialModel(const Config& config, const ModelSpec& spec)
   const uint64_t seed = static_cast<uint64_t>(config.GetInt("seed"));
   torch::manual_seed(Mix64(seed ^ static_cast<uint64_t>(Stream::kModelInit)));
   return MakeModel(spec);
+}
+
+void CheckStrategyFitsModel(const Strategy& strategy, const Model& model, const Config& config) {
+  const std::string& file = config.GetString("model.file");
+  const std::string model_name = file.empty() ? "model " + config.GetString("model.name")
+                                              : "model.file " + file;
+  if (strategy.KeepsLocalBatchNorm() && !HasBatchNorm(model)) {
+    throw Error("strategy " + strategy.name() + " keeps each client's batch-norm layers local "
+                "(strategy.aggregator = fedbn), but " + model_name + " has none; use a model with "
+                "batch norm (cnn, shufflenet_v2, resnet18, or a model.file with BatchNorm layers)");
+  }
+  if (strategy.WantedReports().profile && model.profiled_layer().empty()) {
+    throw Error("strategy " + strategy.name() + " selects clients by their profiles "
+                "(strategy.selector = fedprof): " + model.why_not_profileable());
+  }
 }
 
 int64_t ProfiledUnits(Model& model, const Dataset& data) {
@@ -225,6 +253,12 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
     throw Error(checkpoint_path + ": model has " + std::to_string(state.global.size()) +
                 " values, the configured model " + std::to_string(initial.size()));
   }
+  if (resume && state.model_sha256 != spec.file_sha256) {
+    throw Error("model.file " + spec.file + ": content has SHA-256 " + spec.file_sha256 +
+                ", the run in " + out_dir + " was started with " + state.model_sha256 +
+                "; restore that file to resume");
+  }
+  state.model_sha256 = spec.file_sha256;
   if (!resume) state.global = std::move(initial);
 
   // Server-side inference (evaluation, reference profiles) on all threads.
@@ -237,6 +271,7 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
     return ComputeProfile(server_models, reference, version);
   };
   std::unique_ptr<Strategy> strategy = MakeStrategy(config, strategy_context);
+  CheckStrategyFitsModel(*strategy, *global_model, config);
   if (strategy->WantedReports().profile && reference.size() == 0) {
     throw Error("fedprof.reference: 'holdout' needs data.holdout_share > 0 (or use test|client)");
   }

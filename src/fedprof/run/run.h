@@ -47,6 +47,13 @@ ModelSpec SpecFor(const Config& config, const Dataset& data);
 // The run's initial global model (seeded by `seed`).
 std::shared_ptr<Model> InitialModel(const Config& config, const ModelSpec& spec);
 
+class Strategy;
+
+// Refuses (fedprof::Error, one line) a strategy that `model` cannot serve:
+// FedBN with a model without batch norm, selection by profiles with a model
+// that cannot be profiled.
+void CheckStrategyFitsModel(const Strategy& strategy, const Model& model, const Config& config);
+
 // q: the units of `model`'s profiled layer, from one sample of `data`.
 int64_t ProfiledUnits(Model& model, const Dataset& data);
 

@@ -1,10 +1,14 @@
 #ifndef FEDPROF_SELECTION_SELECTOR_H_
 #define FEDPROF_SELECTION_SELECTOR_H_
 
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "fedprof/core/params.h"
 #include "fedprof/core/rng.h"
+#include "fedprof/protocol/messages.h"
 #include "fedprof/transport/transport.h"
 
 namespace fedprof {
@@ -16,12 +20,80 @@ struct SelectionContext {
   const std::vector<ClientInfo>* clients;  // the available clients, increasing id
 };
 
-// Picks the clients that train in a round among the available ones. Returns
-// distinct client ids in increasing order.
+// Picks the clients that train in a round among the available ones, and
+// owns whatever it knows of each client to do so: the reports it asks the
+// clients for (profiles, losses, update sketches), what it keeps of them
+// between rounds, and the scores behind its choice. Any selector combines
+// with any aggregator (strategy/strategy.h); per-client state is indexed by
+// client id (ids 0 .. N-1; not every client need ever appear).
+//
+// Hook order (the server's, through Strategy): OnGlobalModel(initial, 0) (or
+// LoadState, then OnGlobalModel(global, round) on resume); then per round:
+// Observe for the reports of available clients that HasReport says lack one
+// (before round 1: everyone), Select, CheckResult and Observe for each
+// result as it arrives (results that fail CheckResult are not observed),
+// OnGlobalModel(next, round), LastScores and SaveState. Not thread-safe: the
+// server calls one hook at a time.
 class Selector {
  public:
   virtual ~Selector() = default;
+
+  // Distinct ids of clients in context.clients, in increasing order.
   virtual std::vector<int> Select(const SelectionContext& context, Rng& rng) = 0;
+
+  // What selected clients report besides their model: a profile of their
+  // data, or the received model's loss on it. When anything is asked, the
+  // server also collects a report from every client that has none (all of
+  // them before round 1) and hands them to Observe.
+  struct Reports {
+    bool profile = false;
+    bool loss = false;
+    bool any() const { return profile || loss; }
+  };
+  virtual Reports WantedReports() const { return {}; }
+  // Whether the selector holds a usable report of client `id`.
+  virtual bool HasReport(int id) const {
+    (void)id;
+    return true;
+  }
+
+  // > 0: clients return a count sketch of their update of this size.
+  virtual int SketchDim() const { return 0; }
+
+  // Adds what the selector sends along with the current model (FedProf's
+  // encrypted reference under secure matching) to a round's or a report's
+  // instructions.
+  virtual void ConfigureInstructions(FitInstructions* instructions) const { (void)instructions; }
+
+  // The global model of version `version` (0 = the initial model, then the
+  // round that produced it), before each round and after each aggregation.
+  virtual void OnGlobalModel(const FlatParams& global, int64_t version) {
+    (void)global;
+    (void)version;
+  }
+
+  // Why a result that passed the server's checks is still unusable (e.g. a
+  // malformed profile), or "". A refused result is skipped for the round.
+  virtual std::string CheckResult(const FitResult& result) const {
+    (void)result;
+    return "";
+  }
+
+  // Sees one valid result of a round (or a report), in any order.
+  virtual void Observe(const FitResult& result) { (void)result; }
+
+  // Per-client scores behind the last selection (one per client id), or
+  // empty if the selector does not score clients.
+  virtual std::vector<double> LastScores() const { return {}; }
+
+  // Whether the selector keeps state between rounds. If so, SaveState gives
+  // it as a JSON object (the strategy adds its aggregator's state under the
+  // key "aggregator", which LoadState ignores), and LoadState(SaveState())
+  // restores it, throwing fedprof::Error when the state does not fit this
+  // selector (another population size, malformed text).
+  virtual bool KeepsState() const { return false; }
+  virtual std::string SaveState() const { return ""; }
+  virtual void LoadState(const std::string& state) { (void)state; }
 };
 
 // K distinct clients uniformly at random (FedAvg, FedAvg-RP).

@@ -54,7 +54,7 @@ class SizeWeightedSelector : public Selector {
   std::vector<int> Select(const SelectionContext& context, Rng& rng) override {
     std::vector<double> sizes;
     for (const ClientInfo& c : *context.clients) sizes.push_back(static_cast<double>(c.num_samples));
-    return SampleByWeight(sizes, context.num_to_select, /*with_replacement=*/false, rng);
+    return IdsAt(context, SampleByWeight(sizes, context.num_to_select, /*with_replacement=*/false, rng));
   }
 };
 

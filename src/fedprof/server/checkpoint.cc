@@ -67,6 +67,7 @@ void SaveCheckpoint(const std::string& path, const ServerState& state) {
                            {"client_states", state.client_states},
                            {"history", nlohmann::json::array()}};
   for (const auto& m : state.history) header["history"].push_back(ToJson(m));
+  if (!state.model_sha256.empty()) header["model_sha256"] = state.model_sha256;
   // dump() of doubles round-trips exactly (shortest representation).
   std::string out = kMagic;
   out += header.dump();
@@ -95,6 +96,7 @@ ServerState LoadCheckpoint(const std::string& path) {
     state.energy_j = h.at("energy_j");
     state.strategy_state = h.at("strategy_state");
     state.client_states = h.at("client_states");
+    state.model_sha256 = h.value("model_sha256", "");
     for (const auto& m : h.at("history")) state.history.push_back(FromJson(m));
     const size_t num_params = h.at("num_params");
     const size_t bytes = num_params * sizeof(float);

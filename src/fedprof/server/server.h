@@ -45,6 +45,7 @@ struct ServerState {
   double energy_j = 0;
   std::string strategy_state;  // Strategy::SaveState() after the last round
   std::string client_states;   // state simulated clients keep between rounds
+  std::string model_sha256;    // model.file's SHA-256 when the run trains one, else empty
 };
 
 // Most samples a client may claim: its claim is its aggregation weight, which

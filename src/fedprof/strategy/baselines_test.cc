@@ -10,8 +10,8 @@
 #include "fedprof/core/text.h"
 #include "fedprof/models/models.h"
 #include "fedprof/protocol/sketch.h"
-#include "fedprof/strategy/afl_strategy.h"
-#include "fedprof/strategy/clustered_strategy.h"
+#include "fedprof/selection/afl_selector.h"
+#include "fedprof/selection/clustered_selector.h"
 #include "fedprof/strategy/strategy.h"
 
 namespace fedprof {
@@ -102,7 +102,7 @@ TEST(AflTest, SelectionKeepsToHighValuesWithARandomShare) {
 }
 
 TEST(AflTest, ValuationIsSqrtSizeTimesLoss) {
-  AflStrategy s(AflOptions(), MakeWeightedAverage(AggregationMode::kPartial), 2);
+  AflSelector s(AflOptions(), 2);
   FitResult r;
   r.client_id = 1;
   r.num_samples = 16;
@@ -115,7 +115,7 @@ TEST(AflTest, ValuationIsSqrtSizeTimesLoss) {
   EXPECT_EQ(s.LastScores(), (std::vector<double>{0.0, 2.0}));
   r.pre_train_loss = NAN;
   EXPECT_NE(s.CheckResult(r), "");
-  AflStrategy t(AflOptions(), MakeWeightedAverage(AggregationMode::kPartial), 2);
+  AflSelector t(AflOptions(), 2);
   t.LoadState(s.SaveState());
   EXPECT_EQ(t.LastScores(), s.LastScores());
   EXPECT_TRUE(t.HasReport(1));
@@ -220,7 +220,7 @@ TEST(ClusteredTest, AverageLinkageGroupsNearbyItems) {
 
 TEST(ClusteredTest, DrawsOneClientFromEachGroupOfSimilarUpdates) {
   // Clients 0-3 moved the model one way, clients 4-7 the opposite way.
-  ClusteredStrategy s(ClusteredOptions{64}, MakeWeightedAverage(AggregationMode::kPartial), 8);
+  ClusteredSelector s(ClusteredOptions{64}, 8);
   EXPECT_EQ(s.SketchDim(), 64);
   const FlatParams global(100, 0.0f);
   s.OnGlobalModel(global, 0);
@@ -241,12 +241,12 @@ TEST(ClusteredTest, DrawsOneClientFromEachGroupOfSimilarUpdates) {
   for (int k = 0; k < 8; ++k) infos.push_back({k, 10, -1});
   for (int t = 0; t < 50; ++t) {
     Rng rng = MakeRng(3, Stream::kSelection, {static_cast<uint64_t>(t)});
-    const std::vector<int> ids = s.ConfigureFit({t, 2, &infos}, rng);
+    const std::vector<int> ids = s.Select({t, 2, &infos}, rng);
     ASSERT_EQ(ids.size(), 2u);
     EXPECT_LT(ids[0], 4);
     EXPECT_GE(ids[1], 4);
   }
-  ClusteredStrategy restored(ClusteredOptions{64}, MakeWeightedAverage(AggregationMode::kPartial), 8);
+  ClusteredSelector restored(ClusteredOptions{64}, 8);
   restored.LoadState(s.SaveState());
   EXPECT_EQ(restored.SaveState(), s.SaveState());
 }

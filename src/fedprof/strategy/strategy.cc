@@ -1,89 +1,64 @@
 #include "fedprof/strategy/strategy.h"
 
+#include <nlohmann/json.hpp>
+
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
-#include "fedprof/strategy/afl_strategy.h"
-#include "fedprof/strategy/clustered_strategy.h"
-#include "fedprof/strategy/fedprof_strategy.h"
+#include "fedprof/selection/afl_selector.h"
+#include "fedprof/selection/clustered_selector.h"
+#include "fedprof/selection/fedprof_selector.h"
 
 namespace fedprof {
+namespace {
 
-Strategy::Strategy(std::string name, std::unique_ptr<Selector> selector,
-                   std::unique_ptr<Aggregator> aggregator)
-    : name_(std::move(name)), selector_(std::move(selector)), aggregator_(std::move(aggregator)) {}
-
-std::vector<int> Strategy::ConfigureFit(const SelectionContext& context, Rng& rng) {
-  return selector_->Select(context, rng);
-}
-
-void Strategy::AggregateFit(const FlatParams& global, const ModelSum& sum, int64_t total_samples,
-                            FlatParams* next) {
-  aggregator_->Aggregate(global, sum, total_samples, next);
-}
-
-std::string Strategy::SaveState() const { return aggregator_->SaveState(); }
-
-void Strategy::LoadState(const std::string& state) { aggregator_->LoadState(state); }
-
-AggregationMode ParseAggregationMode(const std::string& name) {
-  if (name == "full") return AggregationMode::kFull;
-  if (name == "partial") return AggregationMode::kPartial;
-  throw Error("strategy.aggregation: '" + name + "' is not one of full|partial");
-}
-
-std::unique_ptr<Strategy> MakeStrategy(const Config& config, const StrategyContext& context) {
-  const std::string& name = config.GetString("strategy.name");
-  const AggregationMode mode = ParseAggregationMode(config.GetString("strategy.aggregation"));
-  if (name == "fedavg") {
+// The presets strategy.name offers, each a composition from the literature.
+struct Preset {
+  const char* name;
+  const char* selector;
+  const char* aggregator;
+  bool always_partial;  // the mode is part of the method
+  bool prox;            // local objective with fedprox.mu
+};
+constexpr Preset kPresets[] = {
     // McMahan et al. 2017: uniform selection, data-size weighted averaging.
-    return std::make_unique<Strategy>(name, MakeUniformSelector(), MakeWeightedAverage(mode));
-  }
-  if (name == "fedavg-rp") {
-    // Li et al. 2020, "On the convergence of FedAvg on non-IID data", Scheme
-    // II: uniform selection, always partial averaging.
-    return std::make_unique<Strategy>(name, MakeUniformSelector(),
-                                      MakeWeightedAverage(AggregationMode::kPartial));
-  }
-  if (name == "fedprox") {
+    {"fedavg", "uniform", "average", false, false},
+    // Li et al. 2020, "On the convergence of FedAvg on non-IID data",
+    // Scheme II: uniform selection, always partial averaging.
+    {"fedavg-rp", "uniform", "average", true, false},
     // Li et al. 2020, "Federated Optimization in Heterogeneous Networks":
     // clients sampled by data size, proximal term μ/2 ||w − w_global||².
-    auto s = std::make_unique<Strategy>(name, MakeSizeWeightedSelector(), MakeWeightedAverage(mode));
-    s->SetProximalMu(config.GetDouble("fedprox.mu"));
-    return s;
-  }
-  if (name == "cfcfm") {
-    // Wu et al., SAFA (IEEE TC 2021): the K clients that finish first.
-    return std::make_unique<Strategy>(name, MakeFirstComeSelector(), MakeWeightedAverage(mode));
-  }
-  if (name == "clustered") {
-    ClusteredOptions o;
-    o.sketch_dim = static_cast<int>(config.GetInt("clustered.sketch_dim"));
-    return std::make_unique<ClusteredStrategy>(o, MakeWeightedAverage(mode), context.num_clients);
-  }
-  if (name == "fedbn") {
+    {"fedprox", "size", "average", false, true},
+    // Reddi et al. 2021: Adam on the server over the averaged update.
+    {"fedadam", "uniform", "fedadam", false, false},
+    // Goetz et al. 2019: loss-valued active selection.
+    {"afl", "afl", "average", false, false},
     // Li et al. 2021, "FedBN: Federated Learning on Non-IID Features via
     // Local Batch Normalization": uniform selection; clients keep their
     // batch-norm layers. The server still averages them, but only its own
     // evaluation of the global model uses the average.
-    auto s = std::make_unique<Strategy>(name, MakeUniformSelector(), MakeWeightedAverage(mode));
-    s->SetKeepsLocalBatchNorm(true);
-    return s;
+    {"fedbn", "uniform", "fedbn", false, false},
+    // Wu et al., SAFA (IEEE TC 2021): the K clients that finish first.
+    {"cfcfm", "cfcfm", "average", false, false},
+    // Fraboni et al. 2021: one client per cluster of similar updates.
+    {"clustered", "clustered", "average", false, false},
+    // The FedProf papers: selection by representation-profile score.
+    {"fedprof", "fedprof", "average", false, false},
+};
+
+const Preset& FindPreset(const std::string& name) {
+  for (const Preset& p : kPresets) {
+    if (name == p.name) return p;
   }
-  if (name == "fedadam") {
-    FedAdamOptions o;
-    o.server_lr = config.GetDouble("fedadam.server_lr");
-    o.beta1 = config.GetDouble("fedadam.beta1");
-    o.beta2 = config.GetDouble("fedadam.beta2");
-    o.tau = config.GetDouble("fedadam.tau");
-    return std::make_unique<Strategy>(name, MakeUniformSelector(), MakeFedAdam(mode, o));
-  }
-  if (name == "afl") {
-    AflOptions o;
-    o.drop_share = config.GetDouble("afl.drop_share");
-    o.temperature = config.GetDouble("afl.temperature");
-    o.random_share = config.GetDouble("afl.random_share");
-    return std::make_unique<AflStrategy>(o, MakeWeightedAverage(mode), context.num_clients);
-  }
+  std::string names;
+  for (const Preset& p : kPresets) names += std::string(names.empty() ? "" : "|") + p.name;
+  throw Error("strategy.name: unknown strategy '" + name + "'; expected " + names);
+}
+
+std::unique_ptr<Selector> MakeSelector(const std::string& name, const Config& config,
+                                       const StrategyContext& context) {
+  if (name == "uniform") return MakeUniformSelector();
+  if (name == "size") return MakeSizeWeightedSelector();
+  if (name == "cfcfm") return MakeFirstComeSelector();
   if (name == "fedprof") {
     FedProfOptions o;
     o.alpha = config.GetDouble("fedprof.alpha");
@@ -91,10 +66,113 @@ std::unique_ptr<Strategy> MakeStrategy(const Config& config, const StrategyConte
     if (config.GetString("fedprof.secure_matching") == "paillier") {
       o.secure_key_bits = static_cast<int>(config.GetInt("fedprof.paillier_bits"));
     }
-    return std::make_unique<FedProfStrategy>(o, MakeWeightedAverage(mode), context.num_clients,
-                                             context.reference_profile);
+    return std::make_unique<FedProfSelector>(o, context.num_clients, context.reference_profile);
   }
-  throw Error("strategy.name: unknown strategy '" + name + "'");
+  if (name == "afl") {
+    AflOptions o;
+    o.drop_share = config.GetDouble("afl.drop_share");
+    o.temperature = config.GetDouble("afl.temperature");
+    o.random_share = config.GetDouble("afl.random_share");
+    return std::make_unique<AflSelector>(o, context.num_clients);
+  }
+  if (name == "clustered") {
+    ClusteredOptions o;
+    o.sketch_dim = static_cast<int>(config.GetInt("clustered.sketch_dim"));
+    return std::make_unique<ClusteredSelector>(o, context.num_clients);
+  }
+  throw Error("strategy.selector: unknown selector '" + name + "'");
+}
+
+std::unique_ptr<Aggregator> MakeAggregator(const std::string& name, AggregationMode mode,
+                                           const Config& config) {
+  if (name == "average" || name == "fedbn") return MakeWeightedAverage(mode);
+  if (name == "fedadam") {
+    FedAdamOptions o;
+    o.server_lr = config.GetDouble("fedadam.server_lr");
+    o.beta1 = config.GetDouble("fedadam.beta1");
+    o.beta2 = config.GetDouble("fedadam.beta2");
+    o.tau = config.GetDouble("fedadam.tau");
+    return MakeFedAdam(mode, o);
+  }
+  throw Error("strategy.aggregator: unknown aggregator '" + name + "'");
+}
+
+}  // namespace
+
+Strategy::Strategy(std::string name, std::unique_ptr<Selector> selector,
+                   std::unique_ptr<Aggregator> aggregator)
+    : name_(std::move(name)), selector_(std::move(selector)), aggregator_(std::move(aggregator)) {
+  if (!selector_ || !aggregator_)
+    throw Error("strategy " + name_ + ": needs a selector and an aggregator");
+}
+
+std::string Strategy::SaveState() const {
+  if (!selector_->KeepsState()) return aggregator_->SaveState();
+  // One JSON object; its keys are sorted, so the text does not depend on
+  // who added what first.
+  nlohmann::json j = nlohmann::json::parse(selector_->SaveState());
+  j["aggregator"] = aggregator_->SaveState();
+  return j.dump();
+}
+
+void Strategy::LoadState(const std::string& state) {
+  if (!selector_->KeepsState()) {
+    aggregator_->LoadState(state);
+    return;
+  }
+  std::string aggregator_state;
+  try {
+    aggregator_state = nlohmann::json::parse(state).at("aggregator").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("checkpoint: strategy state: ") + e.what());
+  }
+  selector_->LoadState(state);
+  aggregator_->LoadState(aggregator_state);
+}
+
+AggregationMode ParseAggregationMode(const std::string& name) {
+  if (name == "full") return AggregationMode::kFull;
+  if (name == "partial") return AggregationMode::kPartial;
+  throw Error("strategy.aggregation: '" + name + "' is not one of full|partial");
+}
+
+std::string StrategySpec::Label() const {
+  if (!overridden) return preset;
+  return selector + "+" + aggregator + (proximal_mu > 0 ? "+prox" : "");
+}
+
+StrategySpec ResolveStrategy(const Config& config) {
+  const Preset& preset = FindPreset(config.GetString("strategy.name"));
+  StrategySpec spec;
+  spec.preset = preset.name;
+  spec.selector = preset.selector;
+  spec.aggregator = preset.aggregator;
+  spec.mode = preset.always_partial
+                  ? AggregationMode::kPartial
+                  : ParseAggregationMode(config.GetString("strategy.aggregation"));
+  spec.proximal_mu = preset.prox ? config.GetDouble("fedprox.mu") : 0.0;
+  const StrategySpec as_preset = spec;
+  if (!config.GetString("strategy.selector").empty())
+    spec.selector = config.GetString("strategy.selector");
+  if (!config.GetString("strategy.aggregator").empty()) {
+    spec.aggregator = config.GetString("strategy.aggregator");
+  }
+  if (!config.IsEmpty("train.proximal_mu"))
+    spec.proximal_mu = config.GetDouble("train.proximal_mu");
+  spec.overridden = spec.selector != as_preset.selector ||
+                    spec.aggregator != as_preset.aggregator ||
+                    spec.proximal_mu != as_preset.proximal_mu;
+  return spec;
+}
+
+std::unique_ptr<Strategy> MakeStrategy(const Config& config, const StrategyContext& context) {
+  const StrategySpec spec = ResolveStrategy(config);
+  auto strategy =
+      std::make_unique<Strategy>(spec.Label(), MakeSelector(spec.selector, config, context),
+                                 MakeAggregator(spec.aggregator, spec.mode, config));
+  strategy->SetProximalMu(spec.proximal_mu);
+  strategy->SetKeepsLocalBatchNorm(spec.aggregator == "fedbn");
+  return strategy;
 }
 
 }  // namespace fedprof

@@ -51,6 +51,7 @@ ModelSpec FromWire(const pb::ModelSpec& m) {
   spec.hidden.assign(m.hidden().begin(), m.hidden().end());
   spec.profile_layer = m.profile_layer();
   spec.width = m.width();
+  spec.file_sha256 = m.file_sha256();
   return spec;
 }
 
@@ -121,6 +122,7 @@ class Session {
     request.set_num_samples(options_.num_samples);
     request.set_speed_ghz(options_.speed_ghz);
     request.set_bandwidth_mhz(options_.bandwidth_mhz);
+    request.set_model_sha256(options_.model_sha256);
     pb::RegisterReply reply;
     grpc::ClientContext context;
     context.set_deadline(In(10));

@@ -19,6 +19,9 @@ struct GrpcClientOptions {
   int64_t num_samples = 0;  // |D_k|, the claim the client registers with
   double speed_ghz = 0;     // optional device figures; 0 = not stated
   double bandwidth_mhz = 0;
+  // SHA-256 (hex) of the TorchScript module this client would train
+  // (model.file), stated at registration; empty = none.
+  std::string model_sha256;
   // Keeps trying to reach the server this long (back-off from 0.25 s to
   // 5 heartbeat intervals, 1 to 10 s, between tries) before giving up, at
   // the start and after losing it.

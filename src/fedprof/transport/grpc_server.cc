@@ -230,6 +230,10 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
       return Refuse(grpc::StatusCode::INVALID_ARGUMENT,
                     "client " + std::to_string(id) + " states an impossible speed or bandwidth");
     }
+    const std::string module_mismatch = ModuleMismatch(id, request->model_sha256());
+    if (!module_mismatch.empty()) {
+      return Refuse(grpc::StatusCode::FAILED_PRECONDITION, module_mismatch);
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     ClientState& c = clients_[id];
     if (c.claimed > 0 && c.claimed != n) {
@@ -257,6 +261,7 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     *m->mutable_hidden() = {options_.model.hidden.begin(), options_.model.hidden.end()};
     m->set_profile_layer(options_.model.profile_layer);
     m->set_width(options_.model.width);
+    m->set_file_sha256(options_.model.file_sha256);
     arrive_cv_.notify_all();
     return grpc::Status::OK;
   }
@@ -454,6 +459,22 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
       return pb::DONE;
     }
     return pb::WAIT;
+  }
+
+  // Why client `id`, whose model.file has SHA-256 `sha256` ("" = none),
+  // cannot build the server's model, or "".
+  std::string ModuleMismatch(int id, const std::string& sha256) const {
+    const std::string client = "client " + std::to_string(id);
+    const std::string& ours = options_.model.file_sha256;
+    if (ours.empty()) {
+      return sha256.empty() ? "" : client + " names a model.file (SHA-256 " + sha256 +
+                                       "), but the server trains the built-in model " +
+                                       options_.model.name + "; drop model.file from its config";
+    }
+    if (sha256 == ours) return "";
+    return client + (sha256.empty() ? " has no model.file" : "'s model.file has SHA-256 " + sha256) +
+           ", but the server trains the TorchScript module with SHA-256 " + ours +
+           "; give the client the same file (--set model.file=PATH)";
   }
 
   grpc::Status Refuse(grpc::StatusCode code, const std::string& why) {

@@ -1,6 +1,7 @@
-#ifndef FEDPROF_STRATEGY_FEDPROF_STRATEGY_H_
-#define FEDPROF_STRATEGY_FEDPROF_STRATEGY_H_
+#ifndef FEDPROF_SELECTION_FEDPROF_SELECTOR_H_
+#define FEDPROF_SELECTION_FEDPROF_SELECTOR_H_
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -10,7 +11,7 @@
 
 #include "fedprof/privacy/paillier.h"
 #include "fedprof/profiling/profile.h"
-#include "fedprof/strategy/strategy.h"
+#include "fedprof/selection/selector.h"
 
 namespace fedprof {
 
@@ -18,35 +19,35 @@ struct FedProfOptions {
   double alpha = 10;              // α of Eq. 13; 0 = uniform sampling
   bool with_replacement = false;  // the papers' random.choices
   // Secure matching (App. C.2): clients return Enc(q·div) under a Paillier
-  // key of this many bits held by the strategy; 0 = plain profiles.
+  // key of this many bits held by the selector; 0 = plain profiles.
   int secure_key_bits = 0;
 };
 
-// FedProf (Algorithm 2): clients are sampled with probability proportional
-// to λ_k = exp(−α · div(RP_k, RP_V)), where RP_k is the last profile client k
-// sent and RP_V the reference profile of the SAME model version (profiles
-// are version-aligned). A client profiles its data with the model version
-// the server sent it, whose reference profile the server computed right
-// after producing that version; so the divergence is computed when the
-// profile arrives and only it is kept: 8 bytes per client, and the
-// reference of the current version alone. Unselected clients keep their
-// divergence. Aggregation is whichever Aggregator it is given.
+// FedProf's selection (Algorithm 2): clients are sampled with probability
+// proportional to λ_k = exp(−α · div(RP_k, RP_V)), where RP_k is the last
+// profile client k sent and RP_V the reference profile of the SAME model
+// version (profiles are version-aligned). A client profiles its data with
+// the model version the server sent it, whose reference profile the server
+// computed right after producing that version; so the divergence is
+// computed when the profile arrives and only it is kept: 8 bytes per
+// client, and the reference of the current version alone. Unselected
+// clients keep their divergence.
 //
-// With secure matching the strategy generates a Paillier key for the run
+// With secure matching the selector generates a Paillier key for the run
 // (never written anywhere: divergences, not ciphertexts, are what a
 // checkpoint keeps), sends the public key and the encrypted reference of
 // each version with the instructions, and decrypts each client's Enc(q·div)
 // (privacy/secure_matching.h): it never sees a client's profile.
-class FedProfStrategy : public Strategy {
+class FedProfSelector : public Selector {
  public:
   // `reference_profile` computes RP_V on the reference set D_V for a global
   // model and its version.
   using ReferenceProfiler = std::function<Profile(const FlatParams& global, int64_t version)>;
 
-  FedProfStrategy(const FedProfOptions& options, std::unique_ptr<Aggregator> aggregator,
-                  int num_clients, ReferenceProfiler reference_profile);
+  FedProfSelector(const FedProfOptions& options, int num_clients,
+                  ReferenceProfiler reference_profile);
 
-  std::vector<int> ConfigureFit(const SelectionContext& context, Rng& rng) override;
+  std::vector<int> Select(const SelectionContext& context, Rng& rng) override;
   Reports WantedReports() const override { return {/*profile=*/true, /*loss=*/false}; }
   bool HasReport(int id) const override;
   void OnGlobalModel(const FlatParams& global, int64_t version) override;
@@ -54,6 +55,7 @@ class FedProfStrategy : public Strategy {
   std::string CheckResult(const FitResult& result) const override;
   void Observe(const FitResult& result) override;
   std::vector<double> LastScores() const override { return scores_; }
+  bool KeepsState() const override { return true; }
   std::string SaveState() const override;
   void LoadState(const std::string& state) override;
 
@@ -77,4 +79,4 @@ class FedProfStrategy : public Strategy {
 
 }  // namespace fedprof
 
-#endif  // FEDPROF_STRATEGY_FEDPROF_STRATEGY_H_
+#endif  // FEDPROF_SELECTION_FEDPROF_SELECTOR_H_

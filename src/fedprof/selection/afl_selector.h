@@ -1,11 +1,10 @@
-#ifndef FEDPROF_STRATEGY_AFL_STRATEGY_H_
-#define FEDPROF_STRATEGY_AFL_STRATEGY_H_
+#ifndef FEDPROF_SELECTION_AFL_SELECTOR_H_
+#define FEDPROF_SELECTION_AFL_SELECTOR_H_
 
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "fedprof/strategy/strategy.h"
+#include "fedprof/selection/selector.h"
 
 namespace fedprof {
 
@@ -15,25 +14,26 @@ namespace fedprof {
 // SelectAfl. Values come from an initial report of every client and are
 // refreshed whenever a client is selected; the others keep theirs. A client
 // that has not reported yet is valued 0.
-class AflStrategy : public Strategy {
+class AflSelector : public Selector {
  public:
-  AflStrategy(const AflOptions& options, std::unique_ptr<Aggregator> aggregator, int num_clients);
+  AflSelector(const AflOptions& options, int num_clients);
 
-  std::vector<int> ConfigureFit(const SelectionContext& context, Rng& rng) override;
+  std::vector<int> Select(const SelectionContext& context, Rng& rng) override;
   Reports WantedReports() const override { return {/*profile=*/false, /*loss=*/true}; }
   bool HasReport(int id) const override { return reported_.at(id) != 0; }
   std::string CheckResult(const FitResult& result) const override;
   void Observe(const FitResult& result) override;
   std::vector<double> LastScores() const override { return values_; }
+  bool KeepsState() const override { return true; }
   std::string SaveState() const override;
   void LoadState(const std::string& state) override;
 
  private:
   AflOptions options_;
-  std::vector<double> values_;   // 0 until the client reports
+  std::vector<double> values_;  // 0 until the client reports
   std::vector<char> reported_;
 };
 
 }  // namespace fedprof
 
-#endif  // FEDPROF_STRATEGY_AFL_STRATEGY_H_
+#endif  // FEDPROF_SELECTION_AFL_SELECTOR_H_

@@ -1,4 +1,4 @@
-#include "fedprof/strategy/fedprof_strategy.h"
+#include "fedprof/selection/fedprof_selector.h"
 
 #include <gtest/gtest.h>
 
@@ -30,13 +30,12 @@ FitResult WithProfile(int id, int64_t version, double mean0) {
   return r;
 }
 
-std::unique_ptr<FedProfStrategy> Make(double alpha, int n) {
+std::unique_ptr<FedProfSelector> Make(double alpha, int n) {
   FedProfOptions o;
   o.alpha = alpha;
-  return std::make_unique<FedProfStrategy>(o, MakeWeightedAverage(AggregationMode::kPartial), n,
-                                           [](const FlatParams&, int64_t v) {
-                                             return ReferenceOf(v);
-                                           });
+  return std::make_unique<FedProfSelector>(o, n, [](const FlatParams&, int64_t v) {
+    return ReferenceOf(v);
+  });
 }
 
 TEST(FedProfStrategyTest, ScoresAreVersionAligned) {
@@ -95,7 +94,7 @@ TEST(FedProfStrategyTest, SelectionFavoursHighScores) {
   int good = 0, bad = 0;
   for (int t = 0; t < 200; ++t) {
     Rng rng = MakeRng(1, Stream::kSelection, {static_cast<uint64_t>(t)});
-    for (int id : s->ConfigureFit({t, 3, &infos}, rng)) (id < 5 ? good : bad)++;
+    for (int id : s->Select({t, 3, &infos}, rng)) (id < 5 ? good : bad)++;
   }
   EXPECT_EQ(good + bad, 600);
   EXPECT_LT(bad, good / 50);  // exp(-10) odds per draw
@@ -124,7 +123,7 @@ TEST(FedProfStrategyTest, SelectsOnlyAmongAvailableClients) {
   for (int k = 0; k < 6; ++k) s->Observe(WithProfile(k, 0, 0.0));
   std::vector<ClientInfo> available = {{1, 10, -1}, {4, 10, -1}, {5, 10, -1}};
   Rng rng = MakeRng(1, Stream::kSelection);
-  const std::vector<int> ids = s->ConfigureFit({1, 2, &available}, rng);
+  const std::vector<int> ids = s->Select({1, 2, &available}, rng);
   ASSERT_EQ(ids.size(), 2u);
   for (int id : ids) EXPECT_TRUE(id == 1 || id == 4 || id == 5) << id;
   EXPECT_EQ(s->LastScores().size(), 6u) << "scores stay indexed by client id";
@@ -136,7 +135,7 @@ TEST(FedProfStrategyTest, SelectsOnlyAmongAvailableClients) {
 namespace fedprof {
 namespace {
 
-// Secure matching end to end inside the strategy: the instructions carry the
+// Secure matching end to end inside the selector: the instructions carry the
 // key and the encrypted reference of the current version, the client's
 // ciphertext decrypts to the plain divergence, and plain profiles are
 // refused.
@@ -144,8 +143,7 @@ TEST(FedProfStrategyTest, SecureMatchingRecoversThePlainDivergence) {
   FedProfOptions o;
   o.alpha = 2;
   o.secure_key_bits = 2048;
-  FedProfStrategy s(o, MakeWeightedAverage(AggregationMode::kPartial), 2,
-                    [](const FlatParams&, int64_t v) { return ReferenceOf(v); });
+  FedProfSelector s(o, 2, [](const FlatParams&, int64_t v) { return ReferenceOf(v); });
   s.OnGlobalModel({}, 0);
   FitInstructions ins;
   s.ConfigureInstructions(&ins);

@@ -1,4 +1,4 @@
-#include "fedprof/strategy/fedprof_strategy.h"
+#include "fedprof/selection/fedprof_selector.h"
 
 #include <cmath>
 #include <limits>
@@ -9,11 +9,9 @@
 
 namespace fedprof {
 
-FedProfStrategy::FedProfStrategy(const FedProfOptions& options,
-                                 std::unique_ptr<Aggregator> aggregator, int num_clients,
+FedProfSelector::FedProfSelector(const FedProfOptions& options, int num_clients,
                                  ReferenceProfiler reference_profile)
-    : Strategy("fedprof", nullptr, std::move(aggregator)),
-      options_(options),
+    : options_(options),
       reference_profile_(std::move(reference_profile)),
       divergences_(num_clients, std::numeric_limits<double>::quiet_NaN()) {
   if (options_.secure_key_bits > 0) {
@@ -22,7 +20,7 @@ FedProfStrategy::FedProfStrategy(const FedProfOptions& options,
   }
 }
 
-std::vector<double> FedProfStrategy::ComputeScores() const {
+std::vector<double> FedProfSelector::ComputeScores() const {
   std::vector<double> scores(divergences_.size(), 0.0);
   for (size_t k = 0; k < divergences_.size(); ++k) {
     if (!std::isnan(divergences_[k])) scores[k] = Score(divergences_[k], options_.alpha);
@@ -30,17 +28,18 @@ std::vector<double> FedProfStrategy::ComputeScores() const {
   return scores;
 }
 
-bool FedProfStrategy::HasReport(int id) const { return !std::isnan(divergences_.at(id)); }
+bool FedProfSelector::HasReport(int id) const { return !std::isnan(divergences_.at(id)); }
 
-std::vector<int> FedProfStrategy::ConfigureFit(const SelectionContext& context, Rng& rng) {
+std::vector<int> FedProfSelector::Select(const SelectionContext& context, Rng& rng) {
   scores_ = ComputeScores();
   std::vector<double> weights;
   weights.reserve(context.clients->size());
   for (const ClientInfo& c : *context.clients) weights.push_back(scores_.at(c.id));
-  return IdsAt(context, SampleByWeight(weights, context.num_to_select, options_.with_replacement, rng));
+  return IdsAt(context,
+               SampleByWeight(weights, context.num_to_select, options_.with_replacement, rng));
 }
 
-void FedProfStrategy::OnGlobalModel(const FlatParams& global, int64_t version) {
+void FedProfSelector::OnGlobalModel(const FlatParams& global, int64_t version) {
   reference_ = reference_profile_(global, version);
   if (key_) {
     secure_reference_ =
@@ -48,12 +47,12 @@ void FedProfStrategy::OnGlobalModel(const FlatParams& global, int64_t version) {
   }
 }
 
-void FedProfStrategy::ConfigureInstructions(FitInstructions* instructions) const {
+void FedProfSelector::ConfigureInstructions(FitInstructions* instructions) const {
   instructions->public_key = public_key_;
   instructions->secure_reference = secure_reference_;
 }
 
-std::string FedProfStrategy::CheckResult(const FitResult& result) const {
+std::string FedProfSelector::CheckResult(const FitResult& result) const {
   if (key_) {
     if (result.profile) return "sent its profile in the clear under secure matching";
     if (result.encrypted_divergence.empty()) return "no encrypted divergence sent";
@@ -74,7 +73,7 @@ std::string FedProfStrategy::CheckResult(const FitResult& result) const {
   return why.empty() ? "" : "malformed profile: " + why;
 }
 
-void FedProfStrategy::Observe(const FitResult& result) {
+void FedProfSelector::Observe(const FitResult& result) {
   if (key_) {
     const auto it = decrypted_.find(result.client_id);
     if (it == decrypted_.end()) return;
@@ -86,27 +85,25 @@ void FedProfStrategy::Observe(const FitResult& result) {
   divergences_.at(result.client_id) = Divergence(*result.profile, *reference_);
 }
 
-std::string FedProfStrategy::SaveState() const {
-  nlohmann::json j;
-  j["aggregator"] = Strategy::SaveState();
+std::string FedProfSelector::SaveState() const {
   nlohmann::json div = nlohmann::json::array();
   for (double d : divergences_) div.push_back(std::isnan(d) ? nlohmann::json() : nlohmann::json(d));
+  nlohmann::json j;
   j["divergences"] = std::move(div);
   return j.dump();
 }
 
-void FedProfStrategy::LoadState(const std::string& state) {
+void FedProfSelector::LoadState(const std::string& state) {
   try {
     const nlohmann::json j = nlohmann::json::parse(state);
-    Strategy::LoadState(j.at("aggregator"));
     const auto& div = j.at("divergences");
     if (div.size() != divergences_.size()) {
       throw Error("checkpoint: FedProf state holds " + std::to_string(div.size()) +
                   " clients, the run has " + std::to_string(divergences_.size()));
     }
     for (size_t k = 0; k < div.size(); ++k) {
-      divergences_[k] = div[k].is_null() ? std::numeric_limits<double>::quiet_NaN()
-                                         : div[k].get<double>();
+      divergences_[k] =
+          div[k].is_null() ? std::numeric_limits<double>::quiet_NaN() : div[k].get<double>();
     }
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("checkpoint: FedProf state: ") + e.what());

@@ -1,5 +1,6 @@
-#include "fedprof/strategy/clustered_strategy.h"
+#include "fedprof/selection/clustered_selector.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -70,18 +71,17 @@ std::vector<int> AverageLinkage(int n, int k, const std::function<double(int, in
   return cluster;
 }
 
-ClusteredStrategy::ClusteredStrategy(const ClusteredOptions& options,
-                                     std::unique_ptr<Aggregator> aggregator, int num_clients)
-    : Strategy("clustered", nullptr, std::move(aggregator)), options_(options) {
+ClusteredSelector::ClusteredSelector(const ClusteredOptions& options, int num_clients)
+    : options_(options) {
   if (num_clients > kMaxClusteredClients) {
-    throw Error("strategy.name: clustered sampling compares every pair of clients; " +
+    throw Error("strategy.selector: clustered sampling compares every pair of clients; " +
                 std::to_string(num_clients) + " clients is above its limit of " +
                 std::to_string(kMaxClusteredClients));
   }
   sketches_.resize(num_clients);
 }
 
-std::string ClusteredStrategy::CheckResult(const FitResult& result) const {
+std::string ClusteredSelector::CheckResult(const FitResult& result) const {
   if (result.sketch.size() != static_cast<size_t>(options_.sketch_dim)) {
     return "update sketch has " + std::to_string(result.sketch.size()) + " values, expected " +
            std::to_string(options_.sketch_dim);
@@ -92,11 +92,11 @@ std::string ClusteredStrategy::CheckResult(const FitResult& result) const {
   return "";
 }
 
-void ClusteredStrategy::Observe(const FitResult& result) {
+void ClusteredSelector::Observe(const FitResult& result) {
   if (!result.sketch.empty()) sketches_.at(result.client_id) = result.sketch;
 }
 
-std::vector<int> ClusteredStrategy::ConfigureFit(const SelectionContext& context, Rng& rng) {
+std::vector<int> ClusteredSelector::Select(const SelectionContext& context, Rng& rng) {
   const std::vector<ClientInfo>& clients = *context.clients;
   const int n = static_cast<int>(clients.size());
   const int k = std::min(context.num_to_select, n);
@@ -116,16 +116,15 @@ std::vector<int> ClusteredStrategy::ConfigureFit(const SelectionContext& context
   return IdsAt(context, chosen);
 }
 
-std::string ClusteredStrategy::SaveState() const {
+std::string ClusteredSelector::SaveState() const {
   nlohmann::json sketches = nlohmann::json::array();
   for (const auto& s : sketches_) sketches.push_back(EncodeFloats(s));
-  return nlohmann::json({{"aggregator", Strategy::SaveState()}, {"sketches", sketches}}).dump();
+  return nlohmann::json({{"sketches", sketches}}).dump();
 }
 
-void ClusteredStrategy::LoadState(const std::string& state) {
+void ClusteredSelector::LoadState(const std::string& state) {
   try {
     const nlohmann::json j = nlohmann::json::parse(state);
-    Strategy::LoadState(j.at("aggregator"));
     const auto& sketches = j.at("sketches");
     if (sketches.size() != sketches_.size()) {
       throw Error("checkpoint: clustered-sampling state holds " + std::to_string(sketches.size()) +

@@ -1,0 +1,222 @@
+// Strategies composed from a selector and an aggregator: presets, overrides,
+// every combination, state, and the refusals.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "fedprof/config/config.h"
+#include "fedprof/core/error.h"
+#include "fedprof/models/models.h"
+#include "fedprof/run/run.h"
+#include "fedprof/strategy/strategy.h"
+
+namespace fedprof {
+namespace {
+
+Config With(const std::vector<std::pair<std::string, std::string>>& settings) {
+  Config c;
+  for (const auto& [key, value] : settings) c.Set(key, value);
+  return c;
+}
+
+// A reference profile per model version (mean = version) for the fedprof
+// selector.
+StrategyContext Context(int n) {
+  StrategyContext context;
+  context.num_clients = n;
+  context.reference_profile = [](const FlatParams&, int64_t version) {
+    Profile p;
+    p.version = version;
+    p.layer = "fc1";
+    p.mean = {static_cast<double>(version), 0.0};
+    p.var = {1.0, 1.0};
+    return p;
+  };
+  return context;
+}
+
+TEST(CompositionTest, PresetsAreTheirCompositions) {
+  struct Case {
+    std::string preset, selector, aggregator;
+    double mu;
+  };
+  const std::vector<Case> cases = {
+      {"fedavg", "uniform", "average", 0},  {"fedavg-rp", "uniform", "average", 0},
+      {"fedprox", "size", "average", 0.01}, {"fedadam", "uniform", "fedadam", 0},
+      {"afl", "afl", "average", 0},         {"fedbn", "uniform", "fedbn", 0},
+      {"cfcfm", "cfcfm", "average", 0},     {"clustered", "clustered", "average", 0},
+      {"fedprof", "fedprof", "average", 0},
+  };
+  for (const Case& c : cases) {
+    const StrategySpec spec = ResolveStrategy(With({{"strategy.name", c.preset}}));
+    EXPECT_EQ(spec.selector, c.selector) << c.preset;
+    EXPECT_EQ(spec.aggregator, c.aggregator) << c.preset;
+    EXPECT_DOUBLE_EQ(spec.proximal_mu, c.mu) << c.preset;
+    EXPECT_FALSE(spec.overridden) << c.preset;
+    EXPECT_EQ(spec.Label(), c.preset);
+    EXPECT_EQ(spec.mode,
+              c.preset == "fedavg-rp" ? AggregationMode::kPartial : AggregationMode::kFull);
+    auto strategy = MakeStrategy(With({{"strategy.name", c.preset}}), Context(4));
+    EXPECT_EQ(strategy->name(), c.preset);
+    EXPECT_EQ(strategy->KeepsLocalBatchNorm(), c.preset == "fedbn");
+    EXPECT_DOUBLE_EQ(strategy->ProximalMu(), c.mu);
+  }
+}
+
+// Overrides win; an empty override is the preset's; overriding with the
+// preset's own part changes nothing.
+TEST(CompositionTest, OverridesWinAndEmptyMeansThePresets) {
+  StrategySpec s =
+      ResolveStrategy(With({{"strategy.name", "fedprof"}, {"strategy.aggregator", "fedadam"}}));
+  EXPECT_EQ(s.selector, "fedprof");
+  EXPECT_EQ(s.aggregator, "fedadam");
+  EXPECT_EQ(s.Label(), "fedprof+fedadam");
+  s = ResolveStrategy(With({{"strategy.name", "fedprox"}, {"train.proximal_mu", "0"}}));
+  EXPECT_EQ(s.selector, "size");
+  EXPECT_DOUBLE_EQ(s.proximal_mu, 0);
+  EXPECT_EQ(s.Label(), "size+average");
+  s = ResolveStrategy(With({{"strategy.name", "fedprox"}, {"fedprox.mu", "0.5"}}));
+  EXPECT_DOUBLE_EQ(s.proximal_mu, 0.5);
+  EXPECT_EQ(s.Label(), "fedprox");
+  s = ResolveStrategy(With(
+      {{"strategy.name", "fedavg"}, {"train.proximal_mu", "0.1"}, {"strategy.selector", "afl"}}));
+  EXPECT_EQ(s.Label(), "afl+average+prox");
+  EXPECT_DOUBLE_EQ(s.proximal_mu, 0.1);
+  s = ResolveStrategy(With({{"strategy.name", "fedprof"},
+                            {"strategy.selector", "fedprof"},
+                            {"strategy.aggregator", ""}}));
+  EXPECT_FALSE(s.overridden);
+  EXPECT_EQ(s.Label(), "fedprof");
+  // FedAvg-RP is partial by definition, whatever else is composed with it.
+  s = ResolveStrategy(With({{"strategy.name", "fedavg-rp"},
+                            {"strategy.aggregator", "fedadam"},
+                            {"strategy.aggregation", "full"}}));
+  EXPECT_EQ(s.mode, AggregationMode::kPartial);
+}
+
+// Every selector with every aggregator: the reports, sketches and local
+// batch norm are the parts'.
+TEST(CompositionTest, EverySelectorCombinesWithEveryAggregator) {
+  for (const std::string selector : {"uniform", "size", "fedprof", "afl", "cfcfm", "clustered"}) {
+    for (const std::string aggregator : {"average", "fedadam", "fedbn"}) {
+      auto s = MakeStrategy(
+          With({{"strategy.selector", selector}, {"strategy.aggregator", aggregator}}), Context(6));
+      EXPECT_EQ(s->WantedReports().profile, selector == "fedprof") << selector << aggregator;
+      EXPECT_EQ(s->WantedReports().loss, selector == "afl") << selector << aggregator;
+      EXPECT_EQ(s->SketchDim() > 0, selector == "clustered") << selector << aggregator;
+      EXPECT_EQ(s->KeepsLocalBatchNorm(), aggregator == "fedbn") << selector << aggregator;
+      // One round: select 3 of 6, aggregate a result.
+      s->OnGlobalModel({0.0f, 0.0f}, 0);
+      std::vector<ClientInfo> infos;
+      for (int k = 0; k < 6; ++k) infos.push_back({k, 10 + k, 1.0 + k});
+      Rng rng = MakeRng(1, Stream::kSelection);
+      EXPECT_EQ(s->ConfigureFit({1, 3, &infos}, rng).size(), 3u) << selector << aggregator;
+      ModelSum sum;
+      sum.Reset(2);
+      sum.Add({1.0f, 2.0f}, 10);
+      FlatParams next;
+      s->AggregateFit({0.0f, 0.0f}, sum, 100, &next);
+      EXPECT_GT(next[0], 0.0f) << selector << aggregator;
+    }
+  }
+}
+
+// FedProf's selection with FedAdam's aggregation keeps both parts' state:
+// the clients' divergences and the server's moments.
+TEST(CompositionTest, ComposedStateRoundTrips) {
+  const Config c = With({{"strategy.name", "fedprof"}, {"strategy.aggregator", "fedadam"}});
+  auto s = MakeStrategy(c, Context(3));
+  s->OnGlobalModel({0.0f, 0.0f}, 0);
+  FitResult r;
+  r.client_id = 1;
+  r.ok = true;
+  r.profile = Context(3).reference_profile({}, 0);
+  r.profile->mean[0] = 0.5;
+  ASSERT_EQ(s->CheckResult(r), "");
+  s->Observe(r);
+  ModelSum sum;
+  sum.Reset(2);
+  sum.Add({1.0f, -1.0f}, 10);
+  FlatParams next;
+  s->AggregateFit({0.0f, 0.0f}, sum, 10, &next);
+  const std::string state = s->SaveState();
+  const nlohmann::json j = nlohmann::json::parse(state);
+  EXPECT_TRUE(j.contains("divergences"));
+  EXPECT_TRUE(nlohmann::json::parse(j.at("aggregator").get<std::string>()).contains("m"));
+
+  auto restored = MakeStrategy(c, Context(3));
+  restored->LoadState(state);
+  EXPECT_EQ(restored->SaveState(), state);
+  EXPECT_TRUE(restored->HasReport(1));
+  EXPECT_FALSE(restored->HasReport(0));
+  FlatParams a, b;
+  s->AggregateFit({0.0f, 0.0f}, sum, 10, &a);
+  restored->AggregateFit({0.0f, 0.0f}, sum, 10, &b);
+  EXPECT_EQ(a, b);  // the moments came back too
+  EXPECT_THROW(MakeStrategy(c, Context(4))->LoadState(state), Error);
+  EXPECT_THROW(restored->LoadState("{\"divergences\": [null, null, null]}"), Error);
+}
+
+// A preset's checkpoint state keeps the form it had before strategies were
+// composed, so runs checkpointed then resume now.
+TEST(CompositionTest, PresetStateKeepsItsForm) {
+  EXPECT_EQ(MakeStrategy(With({{"strategy.name", "fedavg"}}), Context(2))->SaveState(), "");
+  const nlohmann::json adam = nlohmann::json::parse(
+      MakeStrategy(With({{"strategy.name", "fedadam"}}), Context(2))->SaveState());
+  EXPECT_TRUE(adam.contains("m") && adam.contains("v"));
+  auto fedprof = MakeStrategy(With({{"strategy.name", "fedprof"}}), Context(2));
+  EXPECT_EQ(fedprof->SaveState(), "{\"aggregator\":\"\",\"divergences\":[null,null]}");
+  auto afl = MakeStrategy(With({{"strategy.name", "afl"}}), Context(2));
+  EXPECT_EQ(afl->SaveState(), "{\"aggregator\":\"\",\"reported\":[0,0],\"values\":[0.0,0.0]}");
+}
+
+TEST(CompositionTest, OptionsMayBeLeftEmpty) {
+  Config c;
+  EXPECT_TRUE(c.IsEmpty("train.proximal_mu"));
+  EXPECT_THROW(c.GetDouble("train.proximal_mu"), Error);
+  c.Set("train.proximal_mu", "0.25");
+  EXPECT_DOUBLE_EQ(c.GetDouble("train.proximal_mu"), 0.25);
+  c.Set("train.proximal_mu", "");
+  EXPECT_TRUE(c.IsEmpty("train.proximal_mu"));
+  // An empty numeric option survives the round trip through config.toml.
+  Config back;
+  back.MergeTomlString(c.ToToml(), "config.toml");
+  EXPECT_TRUE(back == c);
+  try {
+    c.Set("strategy.selector", "greedy");
+    ADD_FAILURE() << "unknown selector accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("uniform|size|fedprof|afl|cfcfm|clustered or empty"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(c.Set("train.proximal_mu", "-1"), Error);
+  EXPECT_THROW(c.Set("strategy.name", ""), Error);  // a preset is always named
+}
+
+// FedBN needs batch norm; selection by profiles needs a layer to profile.
+TEST(CompositionTest, StrategiesTheModelCannotServeAreRefused) {
+  torch::manual_seed(1);
+  auto lenet = MakeModel({"lenet5", {1, 28, 28}, 10, {}, ""});
+  auto cnn = MakeModel({"cnn", {1, 28, 28}, 10, {}, ""});
+  const Config fedbn = With({{"strategy.name", "fedprof"}, {"strategy.aggregator", "fedbn"}});
+  auto strategy = MakeStrategy(fedbn, Context(2));
+  EXPECT_NO_THROW(CheckStrategyFitsModel(*strategy, *cnn, fedbn));
+  try {
+    CheckStrategyFitsModel(*strategy, *lenet, fedbn);
+    ADD_FAILURE() << "FedBN accepted a model without batch norm";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("strategy fedprof+fedbn keeps each client's batch-norm layers local"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("model lenet5 has none"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace fedprof
