@@ -208,6 +208,7 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
                const Dataset& reference, const std::string& out_dir, ServerState state,
                bool resume, Transport& transport, const ClientSide& clients) {
   const std::string checkpoint_path = out_dir + "/checkpoint.bin";
+  const std::string fingerprint = config.Fingerprint();
   const ModelSpec spec = SpecFor(config, data.train.size() > 0 ? data.train : data.test);
   std::shared_ptr<Model> global_model = InitialModel(config, spec);
   const int64_t num_params = CountParameters(*global_model);
@@ -259,7 +260,7 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
           scores += ScoresRow(s.round, round_scores);
           WriteFileAtomic(scores_path, scores);
         }
-        SaveCheckpoint(checkpoint_path, s);
+        SaveCheckpoint(checkpoint_path, s, fingerprint);
       },
       wall_offset);
 
@@ -286,7 +287,6 @@ Config ResumeConfig(const std::string& out_dir, const std::vector<std::string>& 
     }
     config.SetAssignment(assignment);
   }
-  WriteFileAtomic(out_dir + "/config.toml", config.ToToml());
   return config;
 }
 

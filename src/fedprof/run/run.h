@@ -66,7 +66,9 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
 
 // The config of the run in `out_dir` with the --set `overrides` a resume
 // allows (rounds, threads, report.progress and the keys in `also`); any
-// other key is an error. Writes the result back to out_dir/config.toml.
+// other key is an error. The caller writes it back to out_dir/config.toml
+// once the checkpoint has been accepted (LoadCheckpoint with its
+// Fingerprint()), so a refused resume changes nothing.
 Config ResumeConfig(const std::string& out_dir, const std::vector<std::string>& overrides,
                     const std::vector<std::string>& also = {});
 
