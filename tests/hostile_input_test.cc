@@ -96,6 +96,31 @@ TEST(HostileInputTest, EmptyValuesDecodeToAnEmptyVector) {
   EXPECT_TRUE(DecodeFloats("").empty());
 }
 
+// fuzz_transfer (make fuzz): with low = -4096 and high = 8.8e-12, the top
+// code decoded to low + 3 · step, which rounding put above high: a value
+// outside the range the message declares.
+TEST(HostileInputTest, QuantisedValuesStayWithinTheirRange) {
+  const std::string input = Corpus("fuzz_transfer", "regress-above-high");
+  wire::FeatureUpload up;
+  ASSERT_TRUE(up.ParseFromString(input.substr(1)));
+  const wire::Values& v = up.features();
+  ASSERT_GT(v.high(), 0);
+  ASSERT_LT(v.high(), 1e-10);
+  for (float x : DecodeValues(v, 64, "feature upload")) {
+    EXPECT_GE(x, v.low());
+    EXPECT_LE(x, v.high());
+  }
+  // The top code is exactly high, the bottom code exactly low.
+  wire::Values w;
+  w.set_length(2);
+  w.set_bits(2);
+  w.set_kept(2);
+  w.set_low(-4096);
+  w.set_high(8.76e-12f);
+  w.set_packed(std::string(1, static_cast<char>(0b0011)));  // codes 3, 0
+  EXPECT_EQ(DecodeValues(w, 2, "test"), (std::vector<float>{8.76e-12f, -4096}));
+}
+
 // fuzz_csv: a finite double beyond float32 (1e39) became an infinite
 // feature or regression target.
 TEST(HostileInputTest, CsvValueBeyondFloat32IsRefused) {

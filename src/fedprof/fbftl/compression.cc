@@ -216,7 +216,12 @@ std::vector<float> DecodeValues(const wire::Values& in, int64_t max_length, cons
       throw Error(where + ": code " + std::to_string(code) + " beyond the " +
                   std::to_string(levels) + " levels");
     }
-    v[index[k]] = static_cast<float>(in.low() + static_cast<double>(code) * step);
+    // low + c·step can round past high (or below low) by an ulp of |low|
+    // when the range is much narrower than its ends: the levels lie within
+    // [low, high], so the value is clamped to them.
+    v[index[k]] = static_cast<float>(std::clamp(in.low() + static_cast<double>(code) * step,
+                                                static_cast<double>(in.low()),
+                                                static_cast<double>(in.high())));
   }
   return v;
 }
