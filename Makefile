@@ -1,4 +1,7 @@
 # The two entry points: `make run` (default experiment) and `make test`.
+# Hostile input: `make test-asan` (the whole suite under ASan + UBSan) and
+# `make fuzz` (every libFuzzer target for FUZZ_SECONDS each); both use the
+# clang sanitizer build in $(ASAN_BUILD).
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=Release
@@ -6,7 +9,20 @@ CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=Release
 # thread (see tools/fedprof/main.cc).
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: all deps build run test bench clean
+.PHONY: all deps build run test bench clean asan-build test-asan fuzz
+
+# The sanitizer build: clang-14 with AddressSanitizer, UndefinedBehaviorSanitizer
+# and libFuzzer's coverage instrumentation (CMakeLists.txt, FEDPROF_FUZZ), at
+# -O1 with debug information for readable reports.
+ASAN_BUILD ?= build-asan
+ASAN_CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" -DCMAKE_CXX_COMPILER=clang++-14 -DFEDPROF_FUZZ=ON
+FUZZ_SECONDS ?= 60
+SANITIZERS := $(CURDIR)/scripts/sanitizers
+# Any finding aborts; leaks are reported; suppressions name third-party code only.
+SANITIZER_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$(SANITIZERS)/ubsan.supp \
+  LSAN_OPTIONS=suppressions=$(SANITIZERS)/lsan.supp:print_suppressions=0
 
 all: build
 
@@ -28,5 +44,20 @@ test: build
 bench: build
 	$(BUILD)/sim_throughput
 
+$(ASAN_BUILD)/build.ninja:
+	cmake -S . -B $(ASAN_BUILD) $(ASAN_CMAKE_FLAGS)
+
+# The test binary lists its tests at build time (gtest_discover_tests), so
+# the sanitizer settings apply to the build too.
+asan-build: deps $(ASAN_BUILD)/build.ninja
+	$(SANITIZER_ENV) cmake --build $(ASAN_BUILD) -j $(JOBS) --target fedprof_tests fedprof_cli rogue_client fuzz_targets
+
+test-asan: asan-build
+	cd $(ASAN_BUILD) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS)
+
+fuzz: deps $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target fuzz_targets
+	bash scripts/fuzz.sh $(ASAN_BUILD) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD)

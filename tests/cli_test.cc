@@ -4,12 +4,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -243,7 +245,7 @@ TEST(CliTest, KilledRunResumesToTheSameMetrics) {
   while (std::chrono::steady_clock::now() < deadline) {
     if (FileExists(killed + "/checkpoint.bin")) {
       try {
-        killed_at = LoadCheckpoint(killed + "/checkpoint.bin").round;
+        killed_at = DecodeCheckpoint(ReadFile(killed + "/checkpoint.bin"), "ckpt").state.round;
       } catch (...) {
       }
       if (killed_at >= 2) break;
@@ -254,7 +256,7 @@ TEST(CliTest, KilledRunResumesToTheSameMetrics) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it could be killed";
-  killed_at = LoadCheckpoint(killed + "/checkpoint.bin").round;
+  killed_at = DecodeCheckpoint(ReadFile(killed + "/checkpoint.bin"), "ckpt").state.round;
   ASSERT_LT(killed_at, 8);
 
   const Result resumed = RunCli("simulate --resume " + killed);
@@ -264,6 +266,39 @@ TEST(CliTest, KilledRunResumesToTheSameMetrics) {
   const Result bad = RunCli("simulate --resume " + killed + " --set train.lr=0.5");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.output.find("cannot change on --resume"), std::string::npos) << bad.output;
+
+  // Corrupted or foreign state is refused with one line, and a refused
+  // resume leaves the run's files as they were.
+  const std::string checkpoint = killed + "/checkpoint.bin";
+  const std::string config = ReadFile(killed + "/config.toml");
+  const std::string good = ReadFile(checkpoint);
+  auto refused = [&](const std::string& what) {
+    const Result r = RunCli("simulate --resume " + killed);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find(what), std::string::npos) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_EQ(ReadFile(killed + "/config.toml"), config);
+  };
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x10;
+  WriteFileAtomic(checkpoint, flipped);
+  refused("checksum mismatch");
+  WriteFileAtomic(checkpoint, good.substr(0, good.size() - 100));
+  refused("checksum mismatch");
+  std::string old_format = good;
+  old_format.replace(0, std::string("FEDPROF-CHECKPOINT 2").size(), "FEDPROF-CHECKPOINT 1");
+  WriteFileAtomic(checkpoint, old_format);
+  refused("checkpoint format 1 is from an older FedProf");
+  WriteFileAtomic(checkpoint, good);
+  // The checkpoint of another config: config.toml edited by hand.
+  const std::string edited = std::regex_replace(config, std::regex("\nlr = [^\n]*"), "\nlr = 0.5");
+  ASSERT_NE(edited, config);
+  WriteFileAtomic(killed + "/config.toml", edited);
+  const Result foreign = RunCli("simulate --resume " + killed);
+  EXPECT_EQ(foreign.code, 1);
+  EXPECT_NE(foreign.output.find("written by a run of another config"), std::string::npos)
+      << foreign.output;
+  EXPECT_EQ(ReadFile(checkpoint), good);
 }
 
 }  // namespace

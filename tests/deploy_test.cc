@@ -24,6 +24,21 @@ using testing_support::WaitUntil;
 
 const std::string kCli = FEDPROF_CLI;
 
+// Under AddressSanitizer (make test-asan) a client takes several times as
+// long to load its data and register; the windows the server gives them
+// grow with it.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kTimeScale = 4;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr int kTimeScale = 4;
+#else
+constexpr int kTimeScale = 1;
+#endif
+#else
+constexpr int kTimeScale = 1;
+#endif
+
 // A small real run: 3000 Fashion-MNIST images among the clients.
 std::string SmallRun(int clients, double fraction, int rounds) {
   return "--set data.train_limit=3000 --set data.test_limit=500 --set clients.count=" +
@@ -162,7 +177,8 @@ TEST(DeployTest, ForeignCertificatesAndVersionsAreRefused) {
                              std::filesystem::copy_options::overwrite_existing);
   std::filesystem::copy_file(certs + "/client-1.crt", swapped + "/client-0.crt");
   std::filesystem::copy_file(certs + "/client-1.key", swapped + "/client-0.key");
-  const std::string run = SmallRun(3, 1.0, 1) + " --set deploy.start_timeout_s=10";
+  const std::string run =
+      SmallRun(3, 1.0, 1) + " --set deploy.start_timeout_s=" + std::to_string(10 * kTimeScale);
   Deployment d;
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
   const int outsider = d.procs.Start(
@@ -173,18 +189,18 @@ TEST(DeployTest, ForeignCertificatesAndVersionsAreRefused) {
       dir + "/impostor.log");
   const int old = d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 1 --tls-dir " + certs +
                                                   " --mode version", dir + "/version.log");
-  EXPECT_EQ(d.procs.Wait(outsider, 60), 1) << d.procs.Output(outsider);
+  EXPECT_EQ(d.procs.Wait(outsider, 60 * kTimeScale), 1) << d.procs.Output(outsider);
   EXPECT_NE(d.procs.Output(outsider).find("giving up"), std::string::npos) << d.procs.Output(outsider);
-  EXPECT_EQ(d.procs.Wait(impostor, 60), 1);
+  EXPECT_EQ(d.procs.Wait(impostor, 60 * kTimeScale), 1);
   EXPECT_NE(d.procs.Output(impostor).find("certificate of client 1 used to speak as client 0"),
             std::string::npos)
       << d.procs.Output(impostor);
-  EXPECT_EQ(d.procs.Wait(old, 60), 1);
+  EXPECT_EQ(d.procs.Wait(old, 60 * kTimeScale), 1);
   EXPECT_NE(d.procs.Output(old).find("speaks protocol version 2, this side version 1"),
             std::string::npos)
       << d.procs.Output(old);
   // Nobody got in: the server gives up waiting, with one line saying so.
-  EXPECT_EQ(d.procs.Wait(d.server, 60), 1);
+  EXPECT_EQ(d.procs.Wait(d.server, 60 * kTimeScale), 1);
   EXPECT_NE(d.procs.Output(d.server).find("only 0 of the 3 clients"), std::string::npos)
       << d.procs.Output(d.server);
 }

@@ -153,7 +153,7 @@ int64_t WaitForCheckpoint(const std::string& dir, int64_t round, double timeout_
   while (SecondsSince(start) < timeout_s) {
     if (FileExists(dir + "/checkpoint.bin")) {
       try {
-        at = LoadCheckpoint(dir + "/checkpoint.bin").round;
+        at = DecodeCheckpoint(ReadFile(dir + "/checkpoint.bin"), "checkpoint").state.round;
       } catch (...) {
       }
       if (at >= round) break;
@@ -240,7 +240,7 @@ TEST(DistributedTest, KilledRankEndsTheRunWithOneLineAndNoProcessLeft) {
   const std::string output = launch.Output();
   EXPECT_EQ(code, 1) << output;
   EXPECT_LT(seconds, 60) << "not within dist.timeout_s";
-  EXPECT_LT(LoadCheckpoint(out + "/checkpoint.bin").round, 500);
+  EXPECT_LT(DecodeCheckpoint(ReadFile(out + "/checkpoint.bin"), "checkpoint").state.round, 500);
   // Rank 0's line names the lost rank; the launcher's says how it ended.
   int rank0_lines = 0;
   for (const std::string& line : Lines(output)) {
@@ -300,7 +300,7 @@ TEST(DistributedTest, StoppedRunResumesToTheSameMetrics) {
     EXPECT_NE(launch.Output().find("launch: stopped by"), std::string::npos) << launch.Output();
   }
   EXPECT_TRUE(ProcessesWith(parts).empty());
-  const ServerState stopped = LoadCheckpoint(parts + "/checkpoint.bin");
+  const ServerState stopped = DecodeCheckpoint(ReadFile(parts + "/checkpoint.bin"), "checkpoint").state;
   ASSERT_GE(stopped.round, 2);
   ASSERT_LT(stopped.round, 4) << "the run ended before it could be stopped";
   EXPECT_NE(stopped.client_states, "{}");
@@ -308,8 +308,8 @@ TEST(DistributedTest, StoppedRunResumesToTheSameMetrics) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(MetricsWithoutWall(whole), MetricsWithoutWall(parts));
   EXPECT_EQ(ReadFile(whole + "/clients.csv"), ReadFile(parts + "/clients.csv"));
-  EXPECT_EQ(LoadCheckpoint(whole + "/checkpoint.bin").client_states,
-            LoadCheckpoint(parts + "/checkpoint.bin").client_states);
+  EXPECT_EQ(DecodeCheckpoint(ReadFile(whole + "/checkpoint.bin"), "checkpoint").state.client_states,
+            DecodeCheckpoint(ReadFile(parts + "/checkpoint.bin"), "checkpoint").state.client_states);
 }
 
 TEST(DistributedTest, MalformedEnvironmentIsOneLineNamingTheVariable) {

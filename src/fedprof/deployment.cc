@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "fedprof/client/client.h"
-#include "fedprof/core/digest.h"
+#include "fedprof/core/hash.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/log.h"
@@ -126,12 +126,10 @@ void RunServer(const Config& config, const std::string& out_dir, const ServeOpti
 
 void ResumeServer(const std::string& out_dir, const std::vector<std::string>& overrides,
                   const ServeOptions& serve) {
-  ServerState state = LoadCheckpoint(out_dir + "/checkpoint.bin");
-  std::vector<std::string> deploy_keys;
-  for (const OptionSpec& o : AllOptions()) {
-    if (std::string(o.name).rfind("deploy.", 0) == 0) deploy_keys.push_back(o.name);
-  }
-  const Config config = ResumeConfig(out_dir, overrides, deploy_keys);
+  // The config first: the checkpoint must be one of its runs.
+  const Config config = ResumeConfig(out_dir, overrides);
+  ServerState state = LoadCheckpoint(out_dir + "/checkpoint.bin", config.Fingerprint());
+  WriteFileAtomic(out_dir + "/config.toml", config.ToToml());
   Serve(config, out_dir, serve, std::move(state), /*resume=*/true);
 }
 

@@ -294,7 +294,7 @@ std::shared_ptr<Model> LoadRunModel(const std::string& run, const Dataset& data,
   const std::string checkpoint = is_file ? run : run + "/checkpoint.bin";
   Config config;
   config.MergeTomlFile(dir + "/config.toml");
-  const ServerState state = LoadCheckpoint(checkpoint);
+  const ServerState state = LoadCheckpoint(checkpoint, config.Fingerprint());
   std::shared_ptr<Model> model = MakeModel(SpecFor(config, data));
   try {
     Unflatten(state.global, *model);
@@ -313,8 +313,10 @@ void ResumeSimulation(const std::string& out_dir, const std::vector<std::string>
     RunSimulationWorker(given.GetDouble("dist.timeout_s"));
     return;
   }
-  ServerState state = LoadCheckpoint(out_dir + "/checkpoint.bin");
-  const Config config = ResumeConfig(out_dir, overrides, {"dist.timeout_s"});
+  // The config first: the checkpoint must be one of its runs.
+  const Config config = ResumeConfig(out_dir, overrides);
+  ServerState state = LoadCheckpoint(out_dir + "/checkpoint.bin", config.Fingerprint());
+  WriteFileAtomic(out_dir + "/config.toml", config.ToToml());
   Run(config, out_dir, std::move(state), /*resume=*/true);
 }
 

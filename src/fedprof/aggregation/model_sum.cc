@@ -48,7 +48,7 @@ void ModelSum::Add(const FlatParams& w, int64_t n) {
     throw Error("aggregation: model of " + std::to_string(w.size()) + " values added to a sum of " +
                 std::to_string(sum_.size()));
   }
-  if (n < 1 || count_ >= kMaxModelSumTerms) {
+  if (n < 1 || n > kMaxModelSumWeight || count_ >= kMaxModelSumTerms) {
     throw Error("aggregation: weight " + std::to_string(n) + " or term count out of range");
   }
   const double dn = static_cast<double>(n);
@@ -67,13 +67,22 @@ void ModelSum::Merge(const ModelSum& other) {
     throw Error("aggregation: cannot merge sums of " + std::to_string(other.sum_.size()) + " and " +
                 std::to_string(sum_.size()) + " values");
   }
+  if (other.count_ > kMaxModelSumTerms - count_) {
+    throw Error("aggregation: merging sums of " + std::to_string(count_) + " and " +
+                std::to_string(other.count_) + " models, more than " +
+                std::to_string(kMaxModelSumTerms));
+  }
   for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += other.sum_[i];
   count_ += other.count_;
   weight_ += other.weight_;
 }
 
 double ModelSum::Centered(size_t i, float base) const {
-  return FromFixed(sum_[i] - ToFixed(static_cast<double>(weight_) * base));
+  const double shift = static_cast<double>(weight_) * base;
+  // |sum_[i]| <= 2^126 (Parse, Add, Merge) and |ToFixed(shift)| < 2^125: the
+  // difference cannot overflow.
+  if (std::fabs(shift) < 0x1p61) return FromFixed(sum_[i] - ToFixed(shift));
+  return FromFixed(sum_[i]) - shift;
 }
 
 std::string ModelSum::Serialize() const {
@@ -93,11 +102,23 @@ ModelSum ModelSum::Parse(const std::string& bytes, const std::string& origin) {
   ModelSum s;
   std::memcpy(&s.count_, bytes.data(), sizeof(int64_t));
   std::memcpy(&s.weight_, bytes.data() + sizeof(int64_t), sizeof(int64_t));
-  if (s.count_ < 0 || s.count_ > kMaxModelSumTerms || s.weight_ < 0) {
-    throw Error(origin + ": model sum holds an impossible count or weight");
+  // What Add and Merge can make: count terms, each of weight 1..2^31 - 1 and
+  // of values below 2^40 (2^104 in fixed point).
+  if (s.count_ < 0 || s.count_ > kMaxModelSumTerms || s.weight_ < s.count_ ||
+      s.weight_ > s.count_ * kMaxModelSumWeight) {
+    throw Error(origin + ": model sum of " + std::to_string(s.count_) + " models of weight " +
+                std::to_string(s.weight_) + ", expected 0.." + std::to_string(kMaxModelSumTerms) +
+                " models of weight 1.." + std::to_string(kMaxModelSumWeight) + " each");
   }
   s.sum_.resize((bytes.size() - head) / sizeof(__int128));
   if (!s.sum_.empty()) std::memcpy(s.sum_.data(), bytes.data() + head, bytes.size() - head);
+  const __int128 bound = static_cast<__int128>(s.count_) << (kFractionBits + 40);
+  for (size_t i = 0; i < s.sum_.size(); ++i) {
+    if (s.sum_[i] > bound || s.sum_[i] < -bound) {
+      throw Error(origin + ": model sum value " + std::to_string(i) + " is beyond what " +
+                  std::to_string(s.count_) + " models below 2^40 can add up to");
+    }
+  }
   return s;
 }
 

@@ -15,6 +15,9 @@ namespace fedprof {
 // cannot overflow. Server::Validate refuses results beyond it.
 constexpr double kMaxModelSumTerm = 0x1p40;
 constexpr int64_t kMaxModelSumTerms = int64_t{1} << 22;
+// Largest weight n of one term (the sample count a client may claim), so
+// that weight() < 2^53 stays exact.
+constexpr int64_t kMaxModelSumWeight = (int64_t{1} << 31) - 1;
 
 // Σ n_k · w_k over the clients' models, accumulated exactly: each product
 // n_k · w_k,i is rounded once, to a multiple of 2^-64, and the integers are
@@ -31,20 +34,25 @@ class ModelSum {
   int64_t count() const { return count_; }    // models added
   int64_t weight() const { return weight_; }  // Σ n_k
 
-  // Adds n · w. Requires w.size() == size(), n >= 1 and |n · w_i| <
-  // kMaxModelSumTerm (Server::Validate checks it); throws fedprof::Error
-  // otherwise and leaves the sum unchanged.
+  // Adds n · w. Requires w.size() == size(), 1 <= n <= kMaxModelSumWeight
+  // and |n · w_i| < kMaxModelSumTerm (Server::Validate checks it); throws
+  // fedprof::Error otherwise and leaves the sum unchanged.
   void Add(const FlatParams& w, int64_t n);
 
-  // Adds another sum of the same size (a rank's share, say).
+  // Adds another sum of the same size (a rank's share, say). Throws
+  // fedprof::Error, leaving the sum unchanged, if the sizes differ or the
+  // terms would exceed kMaxModelSumTerms.
   void Merge(const ModelSum& other);
 
   // Σ n_k w_k,i − weight() · base_i, rounded once to a double (base_i = 0
-  // gives the plain sum).
+  // gives the plain sum) while |weight() · base_i| < 2^61; beyond that (a
+  // global model its clients pushed towards 2^40) the plain sum minus
+  // weight() · base_i in double, still independent of the terms' order.
   double Centered(size_t i, float base) const;
 
   // Raw bytes (count, weight, then the 128-bit sums), and back; Parse throws
-  // fedprof::Error naming `origin` on malformed input.
+  // fedprof::Error naming `origin` on malformed input or on a sum that Add
+  // could not have made (a count, weight or value out of range).
   std::string Serialize() const;
   static ModelSum Parse(const std::string& bytes, const std::string& origin);
 

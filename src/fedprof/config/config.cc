@@ -9,6 +9,8 @@
 
 #include "fedprof/config/options.h"
 #include "fedprof/core/error.h"
+#include "fedprof/core/hash.h"
+#include "fedprof/core/text.h"
 
 namespace fedprof {
 namespace {
@@ -22,16 +24,20 @@ std::string Canonical(const OptionSpec& spec, const std::string& key, const std:
     case OptionType::kDouble: {
       errno = 0;
       char* end = nullptr;
-      const double v = std::strtod(value.c_str(), &end);
+      // + 0.0 turns -0 into 0: ToToml would write "-0", which TOML reads
+      // back as the integer 0, and the config would not round-trip.
+      const double v = std::strtod(value.c_str(), &end) + 0.0;
       if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
-        throw Error(where + ": '" + value + "' is not a number; expected " + ValidValues(spec));
+        throw Error(where + ": '" + Printable(value) + "' is not a number; expected " +
+                    ValidValues(spec));
       }
       if (spec.type == OptionType::kInt && v != std::floor(v)) {
-        throw Error(where + ": '" + value + "' is not a whole number; expected " +
+        throw Error(where + ": '" + Printable(value) + "' is not a whole number; expected " +
                     ValidValues(spec));
       }
       if (v < spec.min || v > spec.max) {
-        throw Error(where + ": " + value + " is out of range; expected " + ValidValues(spec));
+        throw Error(where + ": " + Printable(value) + " is out of range; expected " +
+                    ValidValues(spec));
       }
       if (spec.type == OptionType::kInt) return std::to_string(static_cast<int64_t>(v));
       std::ostringstream ss;
@@ -42,8 +48,12 @@ std::string Canonical(const OptionSpec& spec, const std::string& key, const std:
     case OptionType::kBool:
       if (value == "true" || value == "1") return "true";
       if (value == "false" || value == "0") return "false";
-      throw Error(where + ": '" + value + "' is not a boolean; expected true|false");
+      throw Error(where + ": '" + Printable(value) + "' is not a boolean; expected true|false");
     case OptionType::kString: {
+      // config.toml must hold every value as written (ToToml).
+      if (const std::string why = TextProblem(value); !why.empty()) {
+        throw Error(where + ": '" + Printable(value) + "': " + why);
+      }
       if (!*spec.choices) return value;
       std::string choices = spec.choices;
       std::stringstream ss(choices);
@@ -51,7 +61,7 @@ std::string Canonical(const OptionSpec& spec, const std::string& key, const std:
       while (std::getline(ss, c, '|')) {
         if (c == value) return value;
       }
-      throw Error(where + ": '" + value + "' is not one of " + ValidValues(spec));
+      throw Error(where + ": '" + Printable(value) + "' is not one of " + ValidValues(spec));
     }
   }
   return value;
@@ -77,7 +87,7 @@ void Flatten(const toml::table& table, const std::string& prefix, const std::str
     } else if (node.is_boolean()) {
       config.Set(key, *node.value<bool>() ? "true" : "false", where);
     } else {
-      throw Error("config key '" + key + "' (" + where +
+      throw Error("config key '" + Printable(key) + "' (" + where +
                   "): unsupported value type; expected a number, string or boolean");
     }
   }
@@ -94,8 +104,8 @@ Config::Config() {
 void Config::Set(const std::string& key, const std::string& value, const std::string& origin) {
   const OptionSpec* spec = FindOption(key);
   if (spec == nullptr) {
-    throw Error("config key '" + key + "' (" + origin + ") is unknown; did you mean '" +
-                NearestOption(key) + "'?");
+    throw Error("config key '" + Printable(key) + "' (" + Printable(origin) +
+                ") is unknown; did you mean '" + NearestOption(key) + "'?");
   }
   values_[key] = Canonical(*spec, key, value, origin);
 }
@@ -103,7 +113,7 @@ void Config::Set(const std::string& key, const std::string& value, const std::st
 void Config::SetAssignment(const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
-    throw Error("--set '" + assignment + "': expected key=value");
+    throw Error("--set '" + Printable(assignment) + "': expected key=value");
   }
   Set(assignment.substr(0, eq), assignment.substr(eq + 1));
 }
@@ -115,7 +125,7 @@ void Config::MergeTomlString(const std::string& text, const std::string& origin)
   } catch (const toml::parse_error& e) {
     const auto& b = e.source().begin;
     throw Error(origin + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) + ": " +
-                std::string(e.description()));
+                Printable(std::string(e.description()), 200));
   }
   Flatten(table, "", origin, *this);
 }
@@ -147,6 +157,16 @@ double Config::GetDouble(const std::string& key) const {
 bool Config::IsEmpty(const std::string& key) const { return Raw(key).empty(); }
 bool Config::GetBool(const std::string& key) const { return Raw(key) == "true"; }
 const std::string& Config::GetString(const std::string& key) const { return Raw(key); }
+
+std::string Config::Fingerprint() const {
+  // Length-prefixed values: no two configs serialise alike.
+  std::string text = "fedprof config fingerprint 1\n";
+  for (const auto& [name, value] : values_) {
+    if (MayChangeOnResume(name)) continue;
+    text += name + "=" + std::to_string(value.size()) + ":" + value + "\n";
+  }
+  return Sha256Hex(text);
+}
 
 std::string Config::ToToml() const {
   // Top-level keys first, then one table per section, in table order.

@@ -35,6 +35,11 @@ class Config {
   // MergeTomlString reads back to an equal Config.
   std::string ToToml() const;
 
+  // SHA-256 (hex) of every option that may not change on resume
+  // (MayChangeOnResume): two configs that give the same rounds have the
+  // same fingerprint. Checkpoints store it; a resume checks it.
+  std::string Fingerprint() const;
+
   bool operator==(const Config& other) const { return values_ == other.values_; }
 
  private:

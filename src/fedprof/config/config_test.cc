@@ -73,6 +73,34 @@ TEST(ConfigTest, ResolvedTomlRoundTrips) {
   EXPECT_TRUE(back == c);
 }
 
+TEST(ConfigTest, FingerprintCoversWhatMayNotChangeOnResume) {
+  const Config base;
+  EXPECT_EQ(base.Fingerprint().size(), 64u);
+  // What a resume may change leaves the fingerprint alone...
+  for (const char* set : {"rounds=7", "threads=2", "report.progress=false",
+                          "deploy.round_timeout_s=5", "deploy.min_results=3"}) {
+    Config c;
+    c.SetAssignment(set);
+    EXPECT_EQ(c.Fingerprint(), base.Fingerprint()) << set;
+    EXPECT_TRUE(MayChangeOnResume(std::string(set).substr(0, std::string(set).find('='))));
+  }
+  // ...every other option changes it.
+  for (const char* set : {"seed=2", "train.lr=0.02", "data.name=mnist", "model.hidden=32",
+                          "strategy.name=fedprof", "report.target=0.5"}) {
+    Config c;
+    c.SetAssignment(set);
+    EXPECT_NE(c.Fingerprint(), base.Fingerprint()) << set;
+  }
+  EXPECT_FALSE(MayChangeOnResume("deployment"));
+  // Values are length-prefixed: moving text between two options shows.
+  Config a, b;
+  a.Set("data.train_file", "ab");
+  a.Set("data.test_file", "c");
+  b.Set("data.train_file", "a");
+  b.Set("data.test_file", "bc");
+  EXPECT_NE(a.Fingerprint(), b.Fingerprint());
+}
+
 TEST(OptionsTest, MarkdownListsEveryOption) {
   const std::string md = OptionsMarkdown();
   for (const auto& o : AllOptions()) {

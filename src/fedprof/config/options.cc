@@ -340,6 +340,11 @@ std::string ValidValues(const OptionSpec& o) {
   return "";
 }
 
+bool MayChangeOnResume(const std::string& name) {
+  return name == "rounds" || name == "threads" || name == "report.progress" ||
+         name == "dist.timeout_s" || name.rfind("deploy.", 0) == 0;
+}
+
 std::string OptionsMarkdown() {
   std::ostringstream md;
   md << "| option | type | default | valid | description |\n|---|---|---|---|---|\n";

@@ -37,6 +37,12 @@ bool MayBeEmpty(const OptionSpec& option);
 // option may be empty.
 std::string ValidValues(const OptionSpec& option);
 
+// Options a resumed run may change (--resume with --set): they change how
+// far or how a run proceeds (rounds, threads, report.progress, deploy.*),
+// never the numbers of its rounds. Every other option is part of
+// Config::Fingerprint(), which a checkpoint must match.
+bool MayChangeOnResume(const std::string& name);
+
 // The table as Markdown (name, type, default, valid values, description).
 std::string OptionsMarkdown();
 

@@ -13,31 +13,47 @@
 
 namespace fedprof {
 
+namespace {
+
+// The directory holding `path` ("." for a bare name).
+std::string DirectoryOf(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
 void WriteFileAtomic(const std::string& path, const std::string& contents) {
   const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw Error(path + ": cannot write: " + std::strerror(errno));
+  // Every failure below removes the temporary file and leaves `path` as it
+  // was: the previous contents or nothing.
+  auto fail = [&](int fd, const char* what, int error) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw Error(path + ": cannot " + what + ": " + std::strerror(error));
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(path + ": cannot write " + tmp + ": " + std::strerror(errno));
   size_t done = 0;
   while (done < contents.size()) {
     const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const std::string reason = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error(path + ": cannot write: " + reason);
-    }
+    if (n < 0 && errno == EINTR) continue;
+    // A write that makes no progress (n == 0) would loop forever.
+    if (n <= 0) fail(fd, "write", n < 0 ? errno : ENOSPC);
     done += static_cast<size_t>(n);
   }
-  // fsync so that a crash after the rename cannot expose an empty file.
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    throw Error(path + ": cannot write: " + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw Error(path + ": cannot replace: " + reason);
+  // fsync so that a crash after the rename cannot expose an empty file; a
+  // full disk may only show here (delayed allocation) or at close.
+  if (::fsync(fd) != 0) fail(fd, "write (fsync)", errno);
+  if (::close(fd) != 0) fail(-1, "write (close)", errno);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(-1, "replace", errno);
+  // Make the rename itself durable. Some file systems refuse fsync on a
+  // directory (EINVAL); the file is complete either way.
+  const int dir = ::open(DirectoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
   }
 }
 

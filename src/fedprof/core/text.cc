@@ -20,6 +20,58 @@ std::vector<std::string> Split(const std::string& s, char sep) {
   return pieces;
 }
 
+std::string Printable(const std::string& s, size_t max_bytes) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < max_bytes; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > max_bytes) out += "...";
+  return out;
+}
+
+std::string TextProblem(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\t') || c == 0x7f) {
+        return "control character at byte " + std::to_string(i) + ", expected printable text";
+      }
+      ++i;
+      continue;
+    }
+    // Lead byte: sequence length and the smallest code point it may encode.
+    size_t n = 0;
+    uint32_t cp = 0, min = 0;
+    if ((c & 0xe0) == 0xc0) {
+      n = 2, cp = c & 0x1f, min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+      n = 3, cp = c & 0x0f, min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+      n = 4, cp = c & 0x07, min = 0x10000;
+    }
+    bool ok = n > 0 && i + n <= s.size();
+    for (size_t k = 1; ok && k < n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      ok = (cc & 0xc0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    if (!ok || cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+      return "invalid UTF-8 at byte " + std::to_string(i) + ", expected UTF-8 text";
+    }
+    i += n;
+  }
+  return "";
+}
+
 std::vector<std::string> SplitList(const std::string& s) {
   std::vector<std::string> items;
   for (std::string& item : Split(s, ',')) {
@@ -74,7 +126,7 @@ std::vector<float> DecodeFloats(const std::string& text) {
   }
   if (bytes.size() % sizeof(float) != 0) throw Error("base64 data: not a whole number of floats");
   std::vector<float> values(bytes.size() / sizeof(float));
-  std::memcpy(values.data(), bytes.data(), bytes.size());
+  if (!values.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
   return values;
 }
 

@@ -17,6 +17,15 @@ std::vector<std::string> SplitList(const std::string& s);
 std::string EncodeFloats(const std::vector<float>& values);
 std::vector<float> DecodeFloats(const std::string& text);
 
+// `s` as it may appear in a one-line error message: control characters
+// written as \xNN, and cut to `max_bytes` (with "...").
+std::string Printable(const std::string& s, size_t max_bytes = 80);
+
+// "" if `s` is valid UTF-8 without control characters other than tab (text
+// that TOML and JSON files can hold as written); else the problem and its
+// byte offset.
+std::string TextProblem(const std::string& s);
+
 // `value` printed with a printf format for one double.
 std::string FormatDouble(double value, const char* format = "%g");
 

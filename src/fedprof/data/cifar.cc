@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/files.h"
 #include "fedprof/data/loaders.h"
 
 namespace fedprof {
@@ -22,15 +23,23 @@ constexpr int64_t kCifarClasses = 10;
 }  // namespace
 
 Dataset LoadCifar10(const std::vector<std::string>& paths) {
-  if (paths.empty()) throw Error("CIFAR-10: no files given");
+  std::vector<NamedBytes> files;
+  files.reserve(paths.size());
+  for (const std::string& path : paths) files.push_back({path, ReadFile(path)});
+  return DecodeCifar10(std::move(files));
+}
+
+Dataset DecodeCifar10(std::vector<NamedBytes> named) {
+  if (named.empty()) throw Error("CIFAR-10: no files given");
 
   // Validate every file before allocating the tensor, so nothing partial is
   // ever built; the raw bytes are far smaller than the float tensor.
   std::vector<std::string> files;
-  files.reserve(paths.size());
+  files.reserve(named.size());
   int64_t total = 0;
-  for (const std::string& path : paths) {
-    std::string bytes = ReadMaybeGzipped(path);
+  for (NamedBytes& file : named) {
+    const std::string& path = file.name;
+    std::string bytes = MaybeGunzip(path, std::move(file.bytes));
     const auto size = static_cast<int64_t>(bytes.size());
     if (size == 0) {
       throw Error(path + ": byte 0: empty file, expected records of " +
@@ -80,9 +89,9 @@ Dataset LoadCifar10(const std::vector<std::string>& paths) {
   }
   data.num_classes = kCifarClasses;
   data.name =
-      paths.size() == 1
-          ? paths[0]
-          : paths[0] + " (+" + std::to_string(paths.size() - 1) + " more)";
+      named.size() == 1
+          ? named[0].name
+          : named[0].name + " (+" + std::to_string(named.size() - 1) + " more)";
   return data;
 }
 

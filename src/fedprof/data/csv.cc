@@ -6,12 +6,14 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/files.h"
 #include "fedprof/data/loaders.h"
 
 namespace fedprof {
@@ -104,7 +106,12 @@ std::string JoinHeader(const std::vector<std::string>& header) {
 }  // namespace
 
 Dataset LoadCsv(const std::string& path, const CsvOptions& options) {
-  const std::string text = ReadMaybeGzipped(path);
+  return ParseCsv({path, ReadFile(path)}, options);
+}
+
+Dataset ParseCsv(const NamedBytes& file, const CsvOptions& options) {
+  const std::string& path = file.name;
+  const std::string text = MaybeGunzip(path, file.bytes);
   std::string_view rest(text);
   if (rest.substr(0, 3) == "\xEF\xBB\xBF") rest.remove_prefix(3);  // UTF-8 BOM
 
@@ -207,6 +214,15 @@ Dataset LoadCsv(const std::string& path, const CsvOptions& options) {
                     "\"): expected a number, found " +
                     (cells[c].empty() ? std::string("an empty cell")
                                       : "\"" + cells[c] + "\""));
+      }
+      if (!options.classification || role[c] >= 0) {
+        // Cells become float32 (features, regression targets): a finite
+        // double beyond its range would silently turn into infinity.
+        if (std::fabs(value) > std::numeric_limits<float>::max()) {
+          throw Error(Where(path, line_number) + ", column " + std::to_string(c + 1) + " (\"" +
+                      header[c] + "\"): " + cells[c] +
+                      " is beyond the float32 range, expected |value| <= 3.4e38");
+        }
       }
       if (role[c] >= 0) {
         feature_row[role[c]] = static_cast<float>(value);

@@ -125,18 +125,30 @@ void CheckHeader(const std::string& path, const std::string& bytes,
 
 }  // namespace
 
-std::string ReadMaybeGzipped(const std::string& path) {
-  std::string bytes = ReadFile(path);
+std::string MaybeGunzip(const std::string& name, std::string bytes) {
   if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
       static_cast<unsigned char>(bytes[1]) == 0x8b) {
-    return Gunzip(path, bytes);
+    return Gunzip(name, bytes);
   }
   return bytes;
 }
 
+std::string ReadMaybeGzipped(const std::string& path) {
+  return MaybeGunzip(path, ReadFile(path));
+}
+
 Dataset LoadIdx(const std::string& images_path, const std::string& labels_path,
                 int64_t num_classes) {
-  const std::string images = ReadMaybeGzipped(images_path);
+  NamedBytes images{images_path, ReadFile(images_path)};
+  NamedBytes labels{labels_path, ReadFile(labels_path)};
+  return DecodeIdx(images, labels, num_classes);
+}
+
+Dataset DecodeIdx(const NamedBytes& images_file, const NamedBytes& labels_file,
+                  int64_t num_classes) {
+  const std::string& images_path = images_file.name;
+  const std::string& labels_path = labels_file.name;
+  const std::string images = MaybeGunzip(images_path, images_file.bytes);
   CheckHeader(images_path, images, kImagesHeaderBytes, kIdxImagesMagic,
               "IDX images");
   const uint64_t n = ReadBigEndian32(images, 4);
@@ -168,7 +180,7 @@ Dataset LoadIdx(const std::string& images_path, const std::string& labels_path,
                 " extra bytes");
   }
 
-  const std::string labels = ReadMaybeGzipped(labels_path);
+  const std::string labels = MaybeGunzip(labels_path, labels_file.bytes);
   CheckHeader(labels_path, labels, kLabelsHeaderBytes, kIdxLabelsMagic,
               "IDX labels");
   const uint64_t num_labels = ReadBigEndian32(labels, 4);

@@ -41,6 +41,19 @@ Dataset LoadCsv(const std::string& path, const CsvOptions& options);
 // gzip magic. Errors name the file.
 std::string ReadMaybeGzipped(const std::string& path);
 
+// The same loaders on contents already in memory, `name` standing for the
+// file in every message: what the file loaders call once they have read
+// their files, and what the fuzz targets drive (fuzz/). Contents may be
+// gzip-compressed, as files may.
+struct NamedBytes {
+  std::string name;
+  std::string bytes;
+};
+std::string MaybeGunzip(const std::string& name, std::string bytes);
+Dataset DecodeIdx(const NamedBytes& images, const NamedBytes& labels, int64_t num_classes = 0);
+Dataset DecodeCifar10(std::vector<NamedBytes> files);
+Dataset ParseCsv(const NamedBytes& file, const CsvOptions& options);
+
 }  // namespace fedprof
 
 #endif  // FEDPROF_DATA_LOADERS_H_

@@ -91,8 +91,9 @@ void EncodeValues(const std::vector<float>& v, const Compression& c, wire::Value
   if (c.is_dense()) {
     std::string* dense = out->mutable_dense();
     dense->resize(v.size() * sizeof(float));
-    // The wire is little-endian, as is every platform this builds on.
-    std::memcpy(dense->data(), v.data(), dense->size());
+    // The wire is little-endian, as is every platform this builds on. (An
+    // empty vector's data() may be null, which memcpy may not be given.)
+    if (!v.empty()) std::memcpy(dense->data(), v.data(), dense->size());
     return;
   }
   if (c.bits < 1 || c.bits > 32) throw Error("compression bits must be in 1..32");
@@ -162,12 +163,15 @@ std::vector<float> DecodeValues(const wire::Values& in, int64_t max_length, cons
       throw Error(where + ": dense payload of " + std::to_string(in.dense().size()) +
                   " bytes for " + std::to_string(n) + " float32 values");
     }
-    std::memcpy(v.data(), in.dense().data(), in.dense().size());
+    if (!v.empty()) std::memcpy(v.data(), in.dense().data(), in.dense().size());
     return v;
   }
   if (in.bits() > 32) throw Error(where + ": " + std::to_string(in.bits()) + " bits per value, not 1..32");
+  // Compared unsigned: a kept count beyond 2^63 must not wrap to a negative.
+  if (in.kept() > in.length()) {
+    throw Error(where + ": keeps " + std::to_string(in.kept()) + " of " + std::to_string(n) + " values");
+  }
   const auto kept = static_cast<int64_t>(in.kept());
-  if (kept > n) throw Error(where + ": keeps " + std::to_string(kept) + " of " + std::to_string(n) + " values");
   const bool sparse = kept < n;
   if (sparse && static_cast<int>(in.index_bits()) != IndexBits(n)) {
     throw Error(where + ": index width " + std::to_string(in.index_bits()) + " bits, expected " +
@@ -193,6 +197,13 @@ std::vector<float> DecodeValues(const wire::Values& in, int64_t max_length, cons
     throw Error(where + ": " + std::to_string(in.levels()) + " levels do not fit " +
                 std::to_string(in.bits()) + "-bit codes");
   }
+  // EncodeValues writes finite low <= high; anything else would decode to
+  // NaN or infinite values.
+  if (quantised && kept > 0 &&
+      !(std::isfinite(in.low()) && std::isfinite(in.high()) && in.low() <= in.high())) {
+    throw Error(where + ": quantiser range [" + std::to_string(in.low()) + ", " +
+                std::to_string(in.high()) + "], expected finite low <= high");
+  }
   const double step =
       quantised ? (static_cast<double>(in.high()) - in.low()) / static_cast<double>(levels - 1) : 0;
   for (int64_t k = 0; k < kept; ++k) {
@@ -205,7 +216,12 @@ std::vector<float> DecodeValues(const wire::Values& in, int64_t max_length, cons
       throw Error(where + ": code " + std::to_string(code) + " beyond the " +
                   std::to_string(levels) + " levels");
     }
-    v[index[k]] = static_cast<float>(in.low() + static_cast<double>(code) * step);
+    // low + c·step can round past high (or below low) by an ulp of |low|
+    // when the range is much narrower than its ends: the levels lie within
+    // [low, high], so the value is clamped to them.
+    v[index[k]] = static_cast<float>(std::clamp(in.low() + static_cast<double>(code) * step,
+                                                static_cast<double>(in.low()),
+                                                static_cast<double>(in.high())));
   }
   return v;
 }

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "fedprof/core/digest.h"
+#include "fedprof/core/hash.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "fedprof/client/client.h"
-#include "fedprof/core/digest.h"
+#include "fedprof/core/hash.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/params.h"

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/text.h"
 
 namespace fedprof {
 
@@ -199,7 +200,7 @@ BigInt BigInt::FromDecimal(const std::string& text) {
   const size_t digits_from = (!text.empty() && text[0] == '-') ? 1 : 0;
   bool ok = text.size() > digits_from;
   for (size_t i = digits_from; ok && i < text.size(); ++i) ok = text[i] >= '0' && text[i] <= '9';
-  if (!ok) throw Error("big integer: '" + text + "' is not a decimal integer");
+  if (!ok) throw Error("big integer: '" + Printable(text) + "' is not a decimal integer");
   BigInt x;
   mpz_set_str(Z(x), text.c_str(), 10);
   return x;

@@ -1,5 +1,6 @@
 #include "fedprof/profiling/profile.h"
 
+#include <climits>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -9,7 +10,14 @@ namespace fedprof {
 
 double GaussianKl(double mean_k, double var_k, double mean_v, double var_v) {
   const double d = mean_k - mean_v;
-  return 0.5 * std::log(var_v / var_k) + (var_k - var_v) / (2 * var_v) + d * d / (2 * var_v);
+  const double kl =
+      0.5 * std::log(var_v / var_k) + (var_k - var_v) / (2 * var_v) + d * d / (2 * var_v);
+  if (!std::isnan(kl)) return kl;
+  // Values near the double range overflow in the form above (inf − inf,
+  // inf / inf). The same terms, arranged so that none overflows to a
+  // negative infinity: the KL is then +inf or finite, never NaN.
+  return 0.5 * (std::log(var_v) - std::log(var_k)) + 0.5 * (var_k / var_v - 1) +
+         0.5 * std::fabs(d) * (std::fabs(d) / var_v);
 }
 
 std::vector<double> UnitKl(const Profile& client, const Profile& reference) {
@@ -64,7 +72,15 @@ Profile ProfileFromJson(const std::string& text, const std::string& origin) {
   Profile p;
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
-    p.version = j.at("version").get<int64_t>();
+    // get<int64_t>() would convert a float such as 1e300 with undefined
+    // behaviour; the version must be an integer.
+    const nlohmann::json& version = j.at("version");
+    if (!version.is_number_integer() ||
+        (version.is_number_unsigned() &&
+         version.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
+      throw Error(origin + ": not a profile: \"version\" must be an integer model version");
+    }
+    p.version = version.get<int64_t>();
     p.layer = j.at("layer").get<std::string>();
     p.mean = j.at("mean").get<std::vector<double>>();
     p.var = j.at("var").get<std::vector<double>>();

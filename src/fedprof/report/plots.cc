@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
@@ -40,6 +41,21 @@ std::string Quote(const std::string& s) {
   return q + "\"";
 }
 
+// Whether `path` is a PNG file that was written to its end.
+bool CompletePng(const std::string& path) {
+  if (!FileExists(path)) return false;
+  static const std::string kSignature("\x89PNG\r\n\x1a\n", 8);
+  static const std::string kEnd("\0\0\0\0IEND\xae\x42\x60\x82", 12);
+  try {
+    const std::string png = ReadFile(path);
+    return png.size() >= kSignature.size() + kEnd.size() &&
+           png.compare(0, kSignature.size(), kSignature) == 0 &&
+           png.compare(png.size() - kEnd.size(), kEnd.size(), kEnd) == 0;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 bool RunGnuplot(const std::string& script, const std::string& png_path) {
@@ -51,9 +67,12 @@ bool RunGnuplot(const std::string& script, const std::string& png_path) {
     LogWarning("cannot start gnuplot; " + png_path + " not drawn");
     return false;
   }
-  std::fwrite(full.data(), 1, full.size(), p);
+  const bool sent = std::fwrite(full.data(), 1, full.size(), p) == full.size();
   const int status = ::pclose(p);
-  if (status != 0 || !FileExists(tmp) || std::rename(tmp.c_str(), png_path.c_str()) != 0) {
+  // gnuplot may exit 0 after a failed write (a full disk): only a PNG that
+  // ends with its IEND chunk replaces the previous plot.
+  if (!sent || status != 0 || !CompletePng(tmp) ||
+      std::rename(tmp.c_str(), png_path.c_str()) != 0) {
     std::remove(tmp.c_str());
     LogWarning("gnuplot failed; " + png_path + " not drawn");
     return false;

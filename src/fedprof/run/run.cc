@@ -9,7 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "fedprof/core/digest.h"
+#include "fedprof/core/hash.h"
+#include "fedprof/config/options.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/rng.h"
@@ -245,6 +246,7 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
                const Dataset& reference, const std::string& out_dir, ServerState state,
                bool resume, Transport& transport, const ClientSide& clients) {
   const std::string checkpoint_path = out_dir + "/checkpoint.bin";
+  const std::string fingerprint = config.Fingerprint();
   const ModelSpec spec = SpecFor(config, data.train.size() > 0 ? data.train : data.test);
   std::shared_ptr<Model> global_model = InitialModel(config, spec);
   const int64_t num_params = CountParameters(*global_model);
@@ -304,7 +306,7 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
           scores += ScoresRow(s.round, round_scores);
           WriteFileAtomic(scores_path, scores);
         }
-        SaveCheckpoint(checkpoint_path, s);
+        SaveCheckpoint(checkpoint_path, s, fingerprint);
       },
       wall_offset);
 
@@ -315,23 +317,17 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
   if (per_client_outputs) PlotRun(out_dir);
 }
 
-Config ResumeConfig(const std::string& out_dir, const std::vector<std::string>& overrides,
-                    const std::vector<std::string>& also) {
+Config ResumeConfig(const std::string& out_dir, const std::vector<std::string>& overrides) {
   Config config;
   config.MergeTomlFile(out_dir + "/config.toml");
   for (const std::string& assignment : overrides) {
     const std::string key = assignment.substr(0, assignment.find('='));
-    std::vector<std::string> allowed = {"rounds", "threads", "report.progress"};
-    allowed.insert(allowed.end(), also.begin(), also.end());
-    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-      std::string list;
-      for (const std::string& k : allowed) list += (list.empty() ? "" : ", ") + k;
-      throw Error("--set " + key + ": cannot change on --resume (only " + list +
-                  "); start a new run instead");
+    if (!MayChangeOnResume(key)) {
+      throw Error("--set " + key + ": cannot change on --resume (only rounds, threads, "
+                  "report.progress, dist.timeout_s and deploy.*); start a new run instead");
     }
     config.SetAssignment(assignment);
   }
-  WriteFileAtomic(out_dir + "/config.toml", config.ToToml());
   return config;
 }
 

@@ -75,10 +75,10 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
                bool resume, Transport& transport, const ClientSide& clients);
 
 // The config of the run in `out_dir` with the --set `overrides` a resume
-// allows (rounds, threads, report.progress and the keys in `also`); any
-// other key is an error. Writes the result back to out_dir/config.toml.
-Config ResumeConfig(const std::string& out_dir, const std::vector<std::string>& overrides,
-                    const std::vector<std::string>& also = {});
+// allows (MayChangeOnResume: rounds, threads, report.progress,
+// dist.timeout_s, deploy.*); any other key is an error. The caller checks
+// it against the checkpoint's fingerprint before writing it back.
+Config ResumeConfig(const std::string& out_dir, const std::vector<std::string>& overrides);
 
 }  // namespace fedprof
 

@@ -50,7 +50,7 @@ struct ServerState {
 
 // Most samples a client may claim: its claim is its aggregation weight, which
 // no server can verify, so it is bounded.
-constexpr int64_t kMaxClaimedSamples = (int64_t{1} << 31) - 1;
+constexpr int64_t kMaxClaimedSamples = kMaxModelSumWeight;
 
 // The round loop: select, send θ, fold each result into the aggregate as it
 // arrives, aggregate, evaluate. The same over every transport.

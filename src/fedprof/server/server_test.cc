@@ -5,10 +5,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
+#include "fedprof/core/hash.h"
 #include "fedprof/models/models.h"
 #include "fedprof/models/replicas.h"
 #include "fedprof/server/checkpoint.h"
@@ -17,6 +19,10 @@
 
 namespace fedprof {
 namespace {
+
+// A config fingerprint for the checkpoint tests (any 64 hex digits).
+constexpr char kFingerprint[] =
+    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 // Two Gaussian blobs in 4 dimensions, split among `n` clients.
 std::vector<Client> BlobClients(int n, int per_client, uint64_t seed) {
@@ -134,8 +140,8 @@ TEST(CheckpointTest, ResumedRunEqualsUninterruptedRun) {
   const ServerState full = RunBlobs(2, AggregationMode::kFull, BlobClients(6, 30, 3), 5);
   const ServerState part = RunBlobs(2, AggregationMode::kFull, BlobClients(6, 30, 3), 2);
   const std::string path = testing::TempDir() + "/ckpt_test.bin";
-  SaveCheckpoint(path, part);
-  const ServerState loaded = LoadCheckpoint(path);
+  SaveCheckpoint(path, part, kFingerprint);
+  const ServerState loaded = LoadCheckpoint(path, kFingerprint);
   EXPECT_EQ(loaded.global, part.global);
   EXPECT_EQ(loaded.times_selected, part.times_selected);
   EXPECT_EQ(loaded.history.size(), 2u);
@@ -147,21 +153,120 @@ TEST(CheckpointTest, ResumedRunEqualsUninterruptedRun) {
   EXPECT_EQ(resumed.virtual_time_s, full.virtual_time_s);
 }
 
+// Runs `f`, expects a fedprof::Error of one line containing `substring`.
+template <typename F>
+void ExpectCheckpointError(F f, const std::string& substring) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing '" << substring << "'";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(substring), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+ServerState SmallState() {
+  ServerState s;
+  s.round = 2;
+  s.global = {1, -2.5f, 3};
+  s.times_selected = {1, 0, 1};
+  s.strategy_state = "{\"a\":1}";
+  s.history.resize(2);
+  s.history[0].round = 1;
+  s.history[1].round = 2;
+  s.history[1].loss = 0.75;
+  return s;
+}
+
 TEST(CheckpointTest, CorruptFilesAreRefused) {
   const std::string path = testing::TempDir() + "/ckpt_bad.bin";
   WriteFileAtomic(path, "hello\n");
-  EXPECT_THROW(LoadCheckpoint(path), Error);
-  ServerState s;
-  s.global = {1, 2, 3};
-  SaveCheckpoint(path, s);
-  std::string data = ReadFile(path);
-  WriteFileAtomic(path, data.substr(0, data.size() - 2));  // truncated
-  try {
-    LoadCheckpoint(path);
-    FAIL() << "truncated checkpoint accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("bytes"), std::string::npos) << e.what();
+  ExpectCheckpointError([&] { LoadCheckpoint(path, kFingerprint); }, "not a FedProf checkpoint");
+  const std::string good = EncodeCheckpoint(SmallState(), kFingerprint);
+  // Every truncation, and a flip of every bit of every byte, is caught.
+  for (size_t size = 0; size < good.size(); ++size) {
+    EXPECT_THROW(DecodeCheckpoint(good.substr(0, size), path), Error) << size;
   }
+  for (size_t i = 0; i < good.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string flipped = good;
+      flipped[i] = static_cast<char>(flipped[i] ^ (1 << bit));
+      EXPECT_THROW(DecodeCheckpoint(flipped, path), Error) << i << ":" << bit;
+    }
+  }
+  WriteFileAtomic(path, good.substr(0, good.size() - 2));
+  ExpectCheckpointError([&] { LoadCheckpoint(path, kFingerprint); }, "checksum mismatch");
+  std::string flipped = good;
+  flipped[good.size() / 2] ^= 1;
+  WriteFileAtomic(path, flipped);
+  ExpectCheckpointError([&] { LoadCheckpoint(path, kFingerprint); }, "checksum mismatch");
+}
+
+TEST(CheckpointTest, OlderFormatAndOtherConfigAreRefused) {
+  const std::string path = testing::TempDir() + "/ckpt_other.bin";
+  // Format 1 (no checksum, no fingerprint), as earlier versions wrote it.
+  WriteFileAtomic(path, std::string("FEDPROF-CHECKPOINT 1\n{\"round\":0}\n"));
+  ExpectCheckpointError([&] { LoadCheckpoint(path, kFingerprint); },
+                        "checkpoint format 1 is from an older FedProf");
+  WriteFileAtomic(path, std::string("FEDPROF-CHECKPOINT 3\n{}\n"));
+  ExpectCheckpointError([&] { LoadCheckpoint(path, kFingerprint); }, "is newer than");
+  SaveCheckpoint(path, SmallState(), kFingerprint);
+  const std::string other(64, 'e');
+  ExpectCheckpointError([&] { LoadCheckpoint(path, other); }, "written by a run of another config");
+  EXPECT_EQ(LoadCheckpoint(path, kFingerprint).global, SmallState().global);
+}
+
+TEST(CheckpointTest, NonFiniteMetricsRoundTrip) {
+  // A diverged run (NaN loss, infinite energy) must stay resumable: JSON has
+  // no NaN, and nlohmann writes it as null.
+  ServerState s = SmallState();
+  s.history[0].loss = std::numeric_limits<double>::quiet_NaN();
+  s.history[1].train_loss = std::numeric_limits<double>::infinity();
+  s.energy_j = -std::numeric_limits<double>::infinity();
+  const ServerState back = DecodeCheckpoint(EncodeCheckpoint(s, kFingerprint), "x").state;
+  EXPECT_TRUE(std::isnan(back.history[0].loss));
+  EXPECT_EQ(back.history[1].train_loss, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(back.energy_j, -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(back.history[1].loss, 0.75);
+}
+
+// A sealed checkpoint (correct checksum) around `header` and `model`.
+std::string Sealed(const std::string& header, const std::string& model = "") {
+  std::string body = "FEDPROF-CHECKPOINT 2\n" + header + "\n" + model;
+  const Sha256Digest sum = Sha256(body);
+  return body + std::string(reinterpret_cast<const char*>(sum.data()), sum.size());
+}
+
+TEST(CheckpointTest, MalformedHeadersBehindAValidChecksumAreRefused) {
+  // Found by fuzz/fuzz_checkpoint.cc's design: a header whose checksum is
+  // right but whose fields are not what SaveCheckpoint writes.
+  const std::string fp = "\"config_fingerprint\":\"" + std::string(kFingerprint) + "\"";
+  const std::string rest = "\"times_selected\":[],\"virtual_time_s\":0,\"energy_j\":0,"
+                           "\"strategy_state\":\"\",\"client_states\":\"\",\"history\":[]," + fp;
+  // num_params * 4 wraps to 0 in 64 bits: once resized to 2^62 floats.
+  ExpectCheckpointError(
+      [&] { DecodeCheckpoint(Sealed("{\"round\":0,\"num_params\":4611686018427387904," + rest + "}"), "x"); },
+      "num_params");
+  // A float where an integer belongs (undefined behaviour when converted).
+  ExpectCheckpointError(
+      [&] { DecodeCheckpoint(Sealed("{\"round\":1e300,\"num_params\":0," + rest + "}"), "x"); },
+      "'round'");
+  ExpectCheckpointError(
+      [&] { DecodeCheckpoint(Sealed("{\"round\":3,\"num_params\":0," + rest + "}"), "x"); },
+      "one entry per completed round");
+  ExpectCheckpointError([&] { DecodeCheckpoint(Sealed("[1,2]"), "x"); }, "a JSON object");
+  ExpectCheckpointError([&] { DecodeCheckpoint(Sealed("{\"round\":0"), "x"); },
+                        "bad checkpoint header");
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  ExpectCheckpointError(
+      [&] {
+        DecodeCheckpoint(Sealed("{\"round\":0,\"num_params\":1," + rest + "}",
+                                std::string(reinterpret_cast<const char*>(&nan), 4)),
+                         "x");
+      },
+      "not finite");
+  EXPECT_NO_THROW(DecodeCheckpoint(Sealed("{\"round\":0,\"num_params\":0," + rest + "}"), "x"));
 }
 
 }  // namespace

@@ -43,18 +43,6 @@ bool Permanent(const grpc::Status& s) {
   }
 }
 
-ModelSpec FromWire(const pb::ModelSpec& m) {
-  ModelSpec spec;
-  spec.name = m.name();
-  spec.input_shape.assign(m.input_shape().begin(), m.input_shape().end());
-  spec.outputs = m.outputs();
-  spec.hidden.assign(m.hidden().begin(), m.hidden().end());
-  spec.profile_layer = m.profile_layer();
-  spec.width = m.width();
-  spec.file_sha256 = m.file_sha256();
-  return spec;
-}
-
 class Session {
  public:
   explicit Session(const GrpcClientOptions& options) : options_(options) {
@@ -163,7 +151,8 @@ class Session {
           *task_id = chunk.header().task_id();
           const size_t expected = static_cast<size_t>(chunk.header().num_params());
           auto global = std::make_shared<FlatParams>();
-          global->reserve(expected);
+          // What a server announces is not believed before it arrives.
+          global->reserve(std::min<size_t>(expected, size_t{1} << 24));
           while (reader->Read(&chunk) && chunk.has_params()) AppendFloats(chunk.params(), expected, global.get());
           got = global->size() == expected;
           ins->global = std::move(global);

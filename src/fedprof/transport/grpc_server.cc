@@ -343,7 +343,9 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
       }
       return Refuse(grpc::StatusCode::INVALID_ARGUMENT, why);
     }
-    const pb::ResultHeader& header = chunk.header();
+    // A copy: reading the model chunks into `chunk` below replaces its
+    // header (a oneof), which a reference would then dangle into.
+    const pb::ResultHeader header = chunk.header();
     int id = -1;
     grpc::Status refused = Authenticate(*context, header.protocol_version(), header.client_id(), &id);
     if (!refused.ok()) return refused;

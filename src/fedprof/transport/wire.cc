@@ -1,9 +1,12 @@
 #include "fedprof/transport/wire.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "federation.pb.h"
 #include "fedprof/core/error.h"
+#include "fedprof/core/text.h"
 
 namespace fedprof {
 
@@ -43,7 +46,10 @@ void ToWire(const FitInstructions& ins, int64_t task_id, int64_t num_params, pb:
 FitInstructions FromWire(const pb::TaskHeader& h) {
   const std::string mismatch = ProtocolMismatch(h.protocol_version(), "the server");
   if (!mismatch.empty()) throw Error(mismatch);
-  if (h.num_params() < 0) throw Error("task: negative model size");
+  if (h.num_params() < 0 || static_cast<uint64_t>(h.num_params()) > kMaxModelValues) {
+    throw Error("task: model of " + std::to_string(h.num_params()) + " values, expected 0.." +
+                std::to_string(kMaxModelValues));
+  }
   if (h.sketch_dim() < 0 || static_cast<size_t>(h.sketch_dim()) > kMaxSketchDim) {
     throw Error("task: sketch size " + std::to_string(h.sketch_dim()) + " out of range");
   }
@@ -76,6 +82,61 @@ FitInstructions FromWire(const pb::TaskHeader& h) {
   return ins;
 }
 
+ModelSpec FromWire(const pb::ModelSpec& m) {
+  static const char* const kNames[] = {"lenet5",   "cnn",      "mlp",
+                                       "shufflenet_v2", "resnet18", "torchscript"};
+  if (std::find(std::begin(kNames), std::end(kNames), m.name()) == std::end(kNames)) {
+    throw Error("register reply: model '" + Printable(m.name(), 64) +
+                "' is not one of lenet5|cnn|mlp|shufflenet_v2|resnet18|torchscript");
+  }
+  const bool scripted = m.name() == "torchscript";
+  if (scripted != !m.file_sha256().empty() ||
+      (scripted && (m.file_sha256().size() != 64 ||
+                    m.file_sha256().find_first_not_of("0123456789abcdef") != std::string::npos))) {
+    throw Error("register reply: a TorchScript model comes with the SHA-256 of its file, and "
+                "only it");
+  }
+  int64_t values = 1;
+  for (int64_t d : m.input_shape()) {
+    if (d < 1 || d > (int64_t{1} << 24)) {
+      throw Error("register reply: sample dimension " + std::to_string(d) + " outside 1..2^24");
+    }
+    values *= d;  // both factors at most 2^24: no overflow
+    if (values > (int64_t{1} << 24)) break;
+  }
+  if (m.input_shape_size() < 1 || m.input_shape_size() > 3 || values > (int64_t{1} << 24)) {
+    throw Error("register reply: sample shape of " + std::to_string(m.input_shape_size()) +
+                " dimensions and " + std::to_string(values) +
+                " values, expected 1..3 dimensions of at most 2^24 values");
+  }
+  if (m.outputs() < 1 || m.outputs() > (int64_t{1} << 20)) {
+    throw Error("register reply: " + std::to_string(m.outputs()) + " outputs, expected 1..2^20");
+  }
+  if (m.hidden_size() > 64) {
+    throw Error("register reply: " + std::to_string(m.hidden_size()) +
+                " hidden layers, expected at most 64");
+  }
+  for (int64_t h : m.hidden()) {
+    if (h < 1 || h > (int64_t{1} << 20)) {
+      throw Error("register reply: hidden layer of " + std::to_string(h) +
+                  " units, expected 1..2^20");
+    }
+  }
+  if (m.profile_layer().size() > 256) throw Error("register reply: profiled layer name too long");
+  if (!(m.width() >= 0.5 && m.width() <= 2)) {  // model.width's range; NaN fails too
+    throw Error("register reply: width " + std::to_string(m.width()) + ", expected 0.5..2");
+  }
+  ModelSpec spec;
+  spec.name = m.name();
+  spec.input_shape.assign(m.input_shape().begin(), m.input_shape().end());
+  spec.outputs = m.outputs();
+  spec.hidden.assign(m.hidden().begin(), m.hidden().end());
+  spec.profile_layer = m.profile_layer();
+  spec.width = m.width();
+  spec.file_sha256 = m.file_sha256();
+  return spec;
+}
+
 void ToWire(const FitResult& r, pb::ResultHeader* out) {
   out->set_protocol_version(kProtocolVersion);
   out->set_client_id(r.client_id);
@@ -104,7 +165,10 @@ void ToWire(const FitResult& r, pb::ResultHeader* out) {
 FitResult FromWire(const pb::ResultHeader& h) {
   const std::string mismatch = ProtocolMismatch(h.protocol_version(), "the client");
   if (!mismatch.empty()) throw Error(mismatch);
-  if (h.num_params() < 0) throw Error("result: negative model size");
+  if (h.num_params() < 0 || static_cast<uint64_t>(h.num_params()) > kMaxModelValues) {
+    throw Error("result: model of " + std::to_string(h.num_params()) + " values, expected 0.." +
+                std::to_string(kMaxModelValues));
+  }
   if (h.sketch_size() > static_cast<int>(kMaxSketchDim)) throw Error("result: sketch too large");
   if (h.error().size() > kMaxErrorLength) throw Error("result: error message too long");
   if (h.encrypted_divergence().size() > kMaxCiphertextBytes) {
@@ -114,7 +178,8 @@ FitResult FromWire(const pb::ResultHeader& h) {
   FitResult r;
   r.client_id = h.client_id();
   r.ok = h.ok();
-  r.error = h.error();
+  // The reason ends up in the server's log and errors: one line.
+  r.error = Printable(h.error(), kMaxErrorLength);
   r.num_samples = h.num_samples();
   r.train_loss = h.train_loss();
   r.pre_train_loss = h.pre_train_loss();

@@ -9,12 +9,14 @@
 #include <cstdint>
 #include <string>
 
+#include "fedprof/models/spec.h"
 #include "fedprof/protocol/messages.h"
 
 namespace fedprof {
 namespace federation::v1 {
 class TaskHeader;
 class ResultHeader;
+class ModelSpec;
 }  // namespace federation::v1
 
 // The protocol's version; a peer speaking another one is refused.
@@ -28,6 +30,7 @@ constexpr size_t kMaxProfileUnits = size_t{1} << 20;
 constexpr size_t kMaxSketchDim = size_t{1} << 20;
 constexpr size_t kMaxErrorLength = 1000;
 constexpr size_t kMaxCiphertextBytes = 4096;  // a 16384-bit key's n²
+constexpr size_t kMaxModelValues = size_t{1} << 31;  // 8 GiB of float32
 
 // FitInstructions without the model (which travels in chunks).
 void ToWire(const FitInstructions& instructions, int64_t task_id, int64_t num_params,
@@ -35,6 +38,14 @@ void ToWire(const FitInstructions& instructions, int64_t task_id, int64_t num_pa
 // Throws fedprof::Error naming the malformed field. The result's `global`
 // is left null.
 FitInstructions FromWire(const federation::v1::TaskHeader& header);
+
+// The architecture in a Register reply, which the client builds. Throws
+// fedprof::Error naming the field for one no server configures: an unknown
+// model, a sample shape of other than 1..3 dimensions (2^24 values in all),
+// outputs outside 1..2^20, more than 64 hidden layers or one outside
+// 1..2^20 units, a profiled layer name over 256 bytes, or a width outside
+// model.width's 0.5..2.
+ModelSpec FromWire(const federation::v1::ModelSpec& spec);
 
 // FitResult without the model; the header says how many values follow.
 void ToWire(const FitResult& result, federation::v1::ResultHeader* out);
