@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Reproduces the baseline comparison in docs/results.md, 3 seeds each:
+# Reproduces the baseline comparison in docs/baselines.md, 3 seeds each:
 #  - partial aggregation (FedAvg-RP, FedProx, FedAdam, AFL, clustered
 #    sampling, FedProf) in the papers' EMNIST-style setup, on MNIST and
 #    Fashion-MNIST (configs/emnist_style_*.toml);
 #  - full aggregation (FedAvg, CFCFM, FedProf) on the 100-client setups
-#    (configs/default.toml and configs/mnist_prelim.toml).
-# About 90 minutes on 2 cores. Usage: bench/baselines_evidence.sh [OUT_DIR]
+#    (configs/default.toml and configs/mnist_prelim.toml);
+#  - FedProf's selector with FedAdam's aggregator (fedprof+fedadam) against
+#    FedAdam and FedProf in the EMNIST-style setup.
+# About 2 hours on 2 cores. Usage: bench/baselines_evidence.sh [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/baselines}
@@ -20,4 +22,9 @@ for setup in emnist_style_mnist emnist_style_fmnist; do
 done
 for setup in mnist_prelim default; do
   compare "$setup" fedavg,cfcfm,fedprof
+done
+# FedProf's selection with FedAdam's aggregation against each of its parts.
+for setup in emnist_style_mnist emnist_style_fmnist; do
+  "$fedprof" compare --config "configs/$setup.toml" --strategies fedadam,fedprof,fedprof+fedadam \
+    --seeds 3 --jobs 2 --set report.progress=false --out "$out/composition_$setup"
 done

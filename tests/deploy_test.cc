@@ -4,7 +4,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -97,6 +100,10 @@ void StartClients(Deployment* d, int from, int to, const std::string& args, cons
   }
 }
 
+nlohmann::json SummaryOf(const std::string& run_dir) {
+  return nlohmann::json::parse(ReadFile(run_dir + "/summary.json"));
+}
+
 // The identity the deployment promises: N client processes on loopback give
 // the accuracy and loss of `fedprof simulate`, bit for bit.
 void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& settings) {
@@ -120,7 +127,10 @@ void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& s
     EXPECT_EQ(deployed.at(col), simulated.at(col)) << col;
   }
   EXPECT_EQ(deployed.at("round").size(), 3u);
-  EXPECT_TRUE(FileExists(dir + "/server/summary.json"));
+  // The CSV prints 9 digits; the final model's hash holds every bit.
+  const std::string hash = SummaryOf(dir + "/sim").at("final_model_sha256");
+  EXPECT_EQ(hash.size(), 64u);
+  EXPECT_EQ(SummaryOf(dir + "/server").at("final_model_sha256"), hash);
   EXPECT_TRUE(FileExists(dir + "/server/clients.csv"));
 }
 
@@ -137,6 +147,15 @@ TEST(DeployTest, SecureMatchingOverTheNetworkEqualsSimulation) {
   ExpectSameNumbersAsSimulation("secure", "--set strategy.name=fedprof --set "
                                           "fedprof.secure_matching=paillier --set "
                                           "model.profile_layer=conv2");
+}
+
+// A model over gRPC's default 4 MiB message limit (an MLP of 1.2 M values,
+// 4.9 MB) goes down and up in chunks, and the run still equals simulate's.
+TEST(DeployTest, ModelOverTheMessageLimitCrossesInChunks) {
+  ExpectSameNumbersAsSimulation("large", "--set model.name=mlp --set model.hidden=1536");
+  const int64_t values =
+      SummaryOf(testing::TempDir() + "/fedprof_deploy_identity_large/server").at("model_parameters");
+  EXPECT_GT(values * 4, 4 << 20);
 }
 
 // 3 of 10 clients killed in the middle of a round: they time out of it, the
@@ -177,8 +196,10 @@ TEST(DeployTest, ForeignCertificatesAndVersionsAreRefused) {
                              std::filesystem::copy_options::overwrite_existing);
   std::filesystem::copy_file(certs + "/client-1.crt", swapped + "/client-0.crt");
   std::filesystem::copy_file(certs + "/client-1.key", swapped + "/client-0.key");
+  // The server must outlive the clients' start (loading their data), which
+  // a busy machine slows down.
   const std::string run =
-      SmallRun(3, 1.0, 1) + " --set deploy.start_timeout_s=" + std::to_string(10 * kTimeScale);
+      SmallRun(3, 1.0, 1) + " --set deploy.start_timeout_s=" + std::to_string(30 * kTimeScale);
   Deployment d;
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
   const int outsider = d.procs.Start(
@@ -332,6 +353,110 @@ torch.jit.script(lenet5()).save(out + '/other.pt')
   for (const char* col : {"round", "selected", "returned", "refused", "train_loss", "accuracy", "loss"}) {
     EXPECT_EQ(deployed.at(col), simulated.at(col)) << col;
   }
+}
+
+// A client that stays alive (heartbeats) but never answers in time leaves
+// each round at its deadline, counted as timed out. With a quorum the other
+// two meet, the rounds go on; with one they cannot meet, the round is tried
+// again among the clients not yet asked, then the server stops in one line.
+TEST(DeployTest, RoundDeadlineAndQuorum) {
+  const std::string dir = FreshDir("quorum");
+  const std::string certs = MakeCerts(dir, 3);
+  const std::string run = SmallRun(3, 1.0, 2) + " --set deploy.heartbeat_s=0.2 " +
+                          "--set deploy.round_timeout_s=" + std::to_string(5 * kTimeScale) + " ";
+  auto deploy = [&](Deployment* d, const std::string& name, const std::string& quorum) {
+    StartServer(d, run + quorum + " --tls-dir " + certs + " --out " + dir + "/" + name,
+                dir + "/" + name + ".log");
+    StartClients(d, 0, 2, run + " --tls-dir " + certs, dir + "/" + name);
+    d->procs.Start(ROGUE_CLIENT, "--server " + d->address + " --id 2 --tls-dir " + certs +
+                                     " --mode slow", dir + "/" + name + "-slow.log");
+  };
+  Deployment met, missed;
+  deploy(&met, "met", "--set deploy.min_results=2");
+  deploy(&missed, "missed", "--set deploy.min_results=3 --set deploy.round_attempts=2");
+
+  ASSERT_EQ(met.procs.Wait(met.server, 120 * kTimeScale), 0) << met.procs.Output(met.server);
+  const auto cols = Columns(dir + "/met/metrics.csv");
+  ASSERT_EQ(cols.at("round").size(), 2u);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(cols.at("selected")[r], "3");
+    EXPECT_EQ(cols.at("returned")[r], "2");
+    EXPECT_EQ(cols.at("timed_out")[r], "1");
+  }
+  EXPECT_NE(met.procs.Output(met.server).find("client 2 timed out"), std::string::npos)
+      << met.procs.Output(met.server);
+
+  ASSERT_EQ(missed.procs.Wait(missed.server, 120 * kTimeScale), 1) << missed.procs.Output(missed.server);
+  const std::string log = missed.procs.Output(missed.server);
+  EXPECT_NE(log.find("round 1: 2 usable results, fewer than the quorum of 3 (deploy.min_results); "
+                     "selecting more clients"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("error: round 1: 2 usable results, fewer than the quorum of 3 "
+                     "(deploy.min_results) after 2 attempts; the checkpoint holds round 0"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(CountRows(dir + "/missed/metrics.csv"), 0);
+}
+
+// IDX files in the classic layout: `n` images of side x side pixels and
+// labels in [0, 10).
+void WriteIdx(const std::string& dir, int n, int side) {
+  MakeDirs(dir);
+  auto be32 = [](std::ofstream& out, uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) out.put(static_cast<char>((v >> s) & 0xff));
+  };
+  std::mt19937 gen(7);
+  std::ofstream images(dir + "/train-images-idx3-ubyte", std::ios::binary);
+  be32(images, 0x803);
+  be32(images, n);
+  be32(images, side);
+  be32(images, side);
+  for (int i = 0; i < n * side * side; ++i) images.put(static_cast<char>(gen() & 0xff));
+  std::ofstream labels(dir + "/train-labels-idx1-ubyte", std::ios::binary);
+  be32(labels, 0x801);
+  be32(labels, n);
+  for (int i = 0; i < n; ++i) labels.put(static_cast<char>(gen() % 10));
+}
+
+// `client --data-dir`: a client trains on its own IDX files instead of the
+// config's partition. A directory without them, or with samples of another
+// shape than the server's model takes, is refused in one line.
+TEST(DeployTest, ClientBringsItsOwnData) {
+  const std::string dir = FreshDir("own_data");
+  const std::string certs = MakeCerts(dir, 4);
+  WriteIdx(dir + "/own", 200, 28);
+  WriteIdx(dir + "/small", 50, 16);
+  const std::string run = SmallRun(4, 1.0, 2) + " --set deploy.min_clients=3" + kFastFaults;
+  Processes p;
+  const int missing = p.Start(kCli, "client --server 127.0.0.1:1 --id 2 --tls-dir " + certs +
+                                        " --data-dir " + dir + "/nothing " + run,
+                              dir + "/missing.log");
+  EXPECT_EQ(p.Wait(missing, 60), 1);
+  EXPECT_NE(p.Output(missing).find("no train.csv and no train-images-idx3-ubyte[.gz]"),
+            std::string::npos)
+      << p.Output(missing);
+
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  const int small = d.procs.Start(kCli, "client --server " + d.address + " --id 3 --tls-dir " + certs +
+                                            " --data-dir " + dir + "/small " + run,
+                                  dir + "/small.log");
+  EXPECT_EQ(d.procs.Wait(small, 60), 1);
+  EXPECT_NE(d.procs.Output(small).find("on samples of another shape than this client's data"),
+            std::string::npos)
+      << d.procs.Output(small);
+  // Client 3 has gone silent; the round starts with the three that train.
+  StartClients(&d, 0, 2, run + " --tls-dir " + certs, dir);
+  d.clients.push_back(d.procs.Start(kCli, "client --server " + d.address + " --id 2 --tls-dir " +
+                                              certs + " --data-dir " + dir + "/own " + run,
+                                    dir + "/own.log"));
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+  const auto cols = Columns(dir + "/server/metrics.csv");
+  ASSERT_EQ(cols.at("round").size(), 2u);
+  EXPECT_EQ(cols.at("returned").back(), "3");
+  EXPECT_EQ(Columns(dir + "/server/clients.csv").at("size")[2], "200");
 }
 
 TEST(DeployTest, InsecureIsForLoopbackOnlyAndSaysSo) {

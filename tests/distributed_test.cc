@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -181,8 +182,14 @@ std::vector<std::string> Lines(const std::string& text) {
   return lines;
 }
 
+// summary.json's hash of the final global model: every bit of it.
+std::string FinalModelHash(const std::string& run_dir) {
+  return nlohmann::json::parse(ReadFile(run_dir + "/summary.json")).at("final_model_sha256");
+}
+
 // One process, then 1, 2 and 3 ranks, with different thread counts: the
-// same metrics, clients and scores, bit for bit.
+// same metrics, clients, scores and final model, bit for bit.
+
 void ExpectIdenticalForAnyRanks(const std::string& strategy) {
   const std::string base = FreshDir(strategy + "_ranks");
   const std::string run = std::string(kSmallRun) + " --set rounds=3 --set data.holdout_share=0.1" +
@@ -199,6 +206,7 @@ void ExpectIdenticalForAnyRanks(const std::string& strategy) {
     EXPECT_NE(r.output.find("outputs in " + out), std::string::npos) << r.output;
     EXPECT_EQ(MetricsWithoutWall(plain), MetricsWithoutWall(out)) << ranks << " ranks";
     EXPECT_EQ(ReadFile(plain + "/clients.csv"), ReadFile(out + "/clients.csv")) << ranks << " ranks";
+    EXPECT_EQ(FinalModelHash(plain), FinalModelHash(out)) << ranks << " ranks";
     EXPECT_EQ(FileExists(plain + "/scores.csv"), FileExists(out + "/scores.csv"));
     if (FileExists(plain + "/scores.csv")) {
       EXPECT_EQ(ReadFile(plain + "/scores.csv"), ReadFile(out + "/scores.csv")) << ranks << " ranks";

@@ -6,12 +6,14 @@
 // MODE: nan     trains nothing, returns a model full of NaN
 //       shape   returns a model one value short
 //       version speaks protocol version 2
+//       slow    sends heartbeats but takes ten minutes over every task
 #include <grpcpp/grpcpp.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "federation.grpc.pb.h"
 #include "fedprof/core/error.h"
@@ -56,6 +58,8 @@ int main(int argc, char** argv) {
           r.ok = true;
           r.num_samples = 100;
           if (ins.train.epochs == 0) return r;  // honest reports, so it gets selected
+          // Alive (heartbeats come from their own thread) but never in time.
+          if (mode == "slow") std::this_thread::sleep_for(std::chrono::minutes(10));
           r.params.assign(size - (mode == "shape" ? 1 : 0), mode == "nan" ? NAN : 0.0f);
           return r;
         });

@@ -113,7 +113,8 @@ Dataset LoadOwnData(const std::string& dir, const Config& config) {
     }
     throw Error("--data-dir " + dir + ": no train.csv and no " + stem + "[.gz]");
   };
-  return LoadIdx(find("train-images-idx3-ubyte"), find("train-labels-idx1-ubyte"));
+  const std::string images = find("train-images-idx3-ubyte");  // named first when both are missing
+  return LoadIdx(images, find("train-labels-idx1-ubyte"));
 }
 
 }  // namespace

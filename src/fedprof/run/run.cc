@@ -100,6 +100,10 @@ nlohmann::json Summary(const Config& config, const ServerState& state,
   s["model"] = file.empty() ? config.GetString("model.name") : file;
   if (!state.model_sha256.empty()) s["model_sha256"] = state.model_sha256;
   s["model_parameters"] = num_params;
+  // The final global model's bytes, hashed: two runs agree on it only if
+  // they trained bit for bit the same model.
+  s["final_model_sha256"] = Sha256Hex(std::string(
+      reinterpret_cast<const char*>(state.global.data()), state.global.size() * sizeof(float)));
   double best = -1e300;
   int64_t best_round = 0;
   const RoundMetrics* last = nullptr;

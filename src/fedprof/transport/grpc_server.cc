@@ -358,8 +358,13 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
       }
       const auto it = tasks_.find(id);
       if (it == tasks_.end() || !it->second.open || it->second.id != header.task_id()) {
-        reply->set_reason("task " + std::to_string(header.task_id()) +
-                          " is not open: its round has ended");
+        // A stale result (another model version's task, or one past its
+        // round's deadline): that round already counted the client as timed
+        // out, so it is only logged, never aggregated.
+        const std::string why =
+            "task " + std::to_string(header.task_id()) + " is not open: its round has ended";
+        LogWarning("client " + std::to_string(id) + " result ignored: " + why);
+        reply->set_reason(why);
         return grpc::Status::OK;
       }
       task = it->second;
