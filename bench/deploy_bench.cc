@@ -38,6 +38,9 @@ double Throughput(int64_t values, int clients, int rounds, const std::string& tl
   o.tls_dir = tls_dir;
   o.num_clients = clients;
   o.num_params = values;
+  // A well-formed model description (clients check it); they never build it.
+  o.model.input_shape = {values};
+  o.model.outputs = 1;
   fedprof::GrpcTransport server(o);
   std::vector<std::thread> threads;
   for (int k = 0; k < clients; ++k) {
