@@ -9,7 +9,7 @@
 #include "fedprof/core/text.h"
 #include "fedprof/core/files.h"
 #include "fedprof/fbftl/payload.h"
-#include "fedprof/fbftl/stage_network.h"
+#include "fedprof/models/staged_model.h"
 #include "tools/fedprof/commands.h"
 
 namespace fedprof::cli {
@@ -72,11 +72,11 @@ Runner AddPayload(CLI::App& app) {
         throw Error("--model: '" + args->model +
                     "' is not vgg16, vgg_small, lenet5 or an existing model file");
       }
-      auto net = is_file ? LoadStageNetwork(args->model)
-                         : MakeStageNetwork(args->model, {shape[0], shape[1], shape[2]},
-                                            args->classes);
+      const std::vector<int64_t> input = {shape[0], shape[1], shape[2]};
+      auto net = is_file ? LoadStagedModel(args->model, input, args->classes)
+                         : MakeStagedModel(args->model, input, args->classes);
       try {
-        layers = net->Describe({shape[0], shape[1], shape[2]});
+        layers = CountStageLayers(*net, input);
       } catch (const c10::Error&) {
         throw Error("--input " + args->input + ": " + args->model + " does not accept it");
       }

@@ -11,8 +11,9 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/rng.h"
+#include "fedprof/fbftl/pretrain.h"
 #include "fedprof/fbftl/schemes.h"
-#include "fedprof/fbftl/stage_network.h"
+#include "fedprof/models/staged_model.h"
 #include "fedprof/report/plots.h"
 #include "fedprof/sim/population.h"
 #include "tools/fedprof/commands.h"
@@ -60,8 +61,10 @@ Runner AddPretrain(CLI::App& app) {
     const std::vector<int64_t> shape(source.x.sizes().begin() + 1, source.x.sizes().end());
     torch::manual_seed(Mix64(static_cast<uint64_t>(config.GetInt("seed")) ^
                              static_cast<uint64_t>(Stream::kModelInit)));
-    auto network = MakeStageNetwork(config.GetString("pretrain.architecture"), shape,
-                                    source.num_classes);
+    // He initialisation: the default leaves vgg_small barely trainable.
+    auto network = MakeStagedModel(config.GetString("pretrain.architecture"), shape,
+                                   source.num_classes);
+    network->Reinitialize(0, network->num_stages());
     const double accuracy = Pretrain(config, *network, source, data.test);
     network->Save(args->out);
     std::printf("source model %s on %lld %s samples (test accuracy %.4f) written to %s\n",
@@ -82,8 +85,10 @@ Runner AddFbftl(CLI::App& app) {
     if (source_path.empty()) {
       throw Error("transfer.source_model: name the source model (fedprof pretrain writes one)");
     }
-    const auto source = LoadStageNetwork(source_path);
+    if (!FileExists(source_path)) throw Error(source_path + ": no such model file");
     const TrainTest data = LoadData(config);
+    const std::vector<int64_t> shape(data.train.x.sizes().begin() + 1, data.train.x.sizes().end());
+    const auto source = LoadStagedModel(source_path, shape, data.train.num_classes);
     const std::string out = args->out.empty() ? DefaultOutDir(args->config, "fbftl") : args->out;
     const std::vector<SchemeRun> runs = RunTransferSchemes(config, *source, data.train, data.test);
     MakeDirs(out);

@@ -1,6 +1,9 @@
 #include "fedprof/fbftl/payload.h"
 
+#include <torch/torch.h>
+
 #include "fedprof/core/error.h"
+#include "fedprof/models/staged_model.h"
 
 namespace fedprof {
 
@@ -36,6 +39,32 @@ std::vector<LayerCount> DescribeLayers(const std::string& model, int64_t channel
     l.params = dense[i + 1] * (dense[i] + 1);
     l.macs = static_cast<double>(l.params);
     layers.push_back(l);
+  }
+  return layers;
+}
+
+std::vector<LayerCount> CountStageLayers(StagedModel& model,
+                                         const std::vector<int64_t>& input_shape) {
+  torch::NoGradGuard no_grad;
+  std::vector<int64_t> shape = {1};
+  shape.insert(shape.end(), input_shape.begin(), input_shape.end());
+  at::Tensor h = torch::zeros(shape);
+  std::vector<LayerCount> layers;
+  for (size_t i = 0; i < model.num_stages(); ++i) {
+    LayerCount l;
+    l.name = model.stage_names()[i];
+    l.inputs = h.numel();
+    bool conv = false;
+    for (const auto& p : model.StageParameters(i, i + 1)) {
+      l.params += p.numel();
+      conv = conv || p.dim() == 4;
+    }
+    // A conv stage runs its kernels at every input position (stride 1, same
+    // padding, as the paper counts); a dense one once, even on image input.
+    const double spatial = conv && h.dim() == 4 ? static_cast<double>(h.size(2) * h.size(3)) : 1.0;
+    l.macs = spatial * static_cast<double>(l.params);
+    layers.push_back(l);
+    h = model.ForwardStages(h, i, i + 1);
   }
   return layers;
 }

@@ -7,6 +7,8 @@
 
 namespace fedprof {
 
+class StagedModel;
+
 // A trainable layer as the FbFTL paper counts it (Section III-D): a dense
 // layer N- -> N+ has T = N+(N- + 1) parameters and X = T multiplications per
 // sample; a conv layer (stride 1, same padding) on an a x b x c- input with
@@ -25,6 +27,14 @@ struct LayerCount {
 // 10 classes). Throws fedprof::Error naming --model for an unknown one.
 std::vector<LayerCount> DescribeLayers(const std::string& model, int64_t channels, int64_t height,
                                        int64_t width, int64_t classes);
+
+// The stages of `model` as the paper counts layers, for one sample of
+// `input_shape`: N⁻ (values entering), T (parameters) and X (multiplications:
+// T for a dense layer, input height × width × T for a conv layer, even one
+// whose stride or padding differ). Throws c10::Error when the model does not
+// accept the shape.
+std::vector<LayerCount> CountStageLayers(StagedModel& model,
+                                         const std::vector<int64_t>& input_shape);
 
 struct PayloadSetup {
   int64_t clients = 6250;             // U

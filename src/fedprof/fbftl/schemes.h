@@ -11,7 +11,7 @@
 namespace fedprof {
 
 class Config;
-class StageNetwork;
+class StagedModel;
 
 // One point of a scheme's learning curve: after `epoch` epochs (FbFTL: head
 // epochs on the server), the uplink bytes sent so far and the test accuracy.
@@ -43,10 +43,12 @@ struct SchemeRun {
 
 // Runs the schemes named by transfer.schemes on the clients' share of `train`
 // (transfer.clients × transfer.samples_per_client samples, drawn by the seed)
-// and reports test accuracy on `test`. The source network is not modified.
+// and reports test accuracy on `test`: the gradient schemes in
+// gradient_schemes.cc, FbFTL in fbftl_scheme.cc, every upload over
+// channel.h's lossy uplink. The source model is not modified.
 // Throws fedprof::Error for an unknown scheme, a cut layer the source lacks,
 // too few training samples, or a source whose output does not fit the data.
-std::vector<SchemeRun> RunTransferSchemes(const Config& config, const StageNetwork& source,
+std::vector<SchemeRun> RunTransferSchemes(const Config& config, const StagedModel& source,
                                           const Dataset& train, const Dataset& test);
 
 // The runs as a Markdown table like the FbFTL paper's Table III: measured
@@ -60,11 +62,6 @@ std::string SchemesMarkdown(const std::vector<SchemeRun>& runs);
 std::string SchemesCsv(const std::vector<SchemeRun>& runs);
 // scheme,epoch,uplink_bytes,test_accuracy for every curve point.
 std::string CurvesCsv(const std::vector<SchemeRun>& runs);
-
-// Trains a network on `data` from scratch (pretrain.*) and returns its test
-// accuracy on `test`, printing one line per epoch.
-double Pretrain(const Config& config, StageNetwork& network, const Dataset& data,
-                const Dataset& test);
 
 }  // namespace fedprof
 

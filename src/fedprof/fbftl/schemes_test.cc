@@ -3,14 +3,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
+#include <cmath>
 
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
-#include "fedprof/fbftl/stage_network.h"
+#include "fedprof/fbftl/pretrain.h"
+#include "fedprof/models/staged_model.h"
 
 namespace fedprof {
 namespace {
@@ -29,9 +28,11 @@ Dataset Synthetic(int64_t n, uint64_t seed, int64_t side = 8) {
   return d;
 }
 
-std::unique_ptr<StageNetwork> Source() {
+std::shared_ptr<StagedModel> Source() {
   torch::manual_seed(1);
-  return MakeStageNetwork("vgg_small", {1, 8, 8}, 10);
+  auto net = MakeStagedModel("vgg_small", {1, 8, 8}, 10);
+  net->Reinitialize(0, net->num_stages());
+  return net;
 }
 
 Config Small() {
@@ -49,81 +50,6 @@ const SchemeRun& Find(const std::vector<SchemeRun>& runs, const std::string& sch
     if (r.scheme == scheme) return r;
   }
   throw Error("no run " + scheme);
-}
-
-TEST(StageNetworkTest, SplitForwardEqualsTheWholeAndCountsMatch) {
-  auto net = Source();
-  EXPECT_EQ(net->stage_names(), (std::vector<std::string>{"conv1", "conv2", "fc1", "fc2", "fc3",
-                                                           "fc4", "fc5"}));
-  torch::NoGradGuard no_grad;
-  net->SetTraining(false);
-  const at::Tensor x = torch::randn({5, 1, 8, 8});
-  const size_t cut = net->StageIndex("fc2");
-  EXPECT_TRUE(torch::allclose(net->Forward(net->Forward(x, 0, cut), cut, 7), net->Forward(x)));
-  const auto layers = net->Describe({1, 8, 8});
-  EXPECT_EQ(layers[3].inputs, 256);                  // N- of fc2: fc1's 256 features
-  EXPECT_EQ(layers[3].params, 1024 * (256 + 1));     // T = N+(N- + 1)
-  EXPECT_EQ(layers[0].params, 16 * (9 + 1));         // c+(a'b'c- + 1)
-  EXPECT_EQ(layers[0].macs, 8 * 8 * 16 * (9 + 1));   // a- b- T
-  EXPECT_EQ(layers[2].macs, layers[2].params);       // dense, though its input is an image
-  EXPECT_THROW(net->StageIndex("fc9"), Error);
-}
-
-TEST(StageNetworkTest, SavedNetworkLoadsBackIdentical) {
-  auto net = Source();
-  const std::string path = ::testing::TempDir() + "/stage_net.pt";
-  net->Save(path);
-  auto loaded = LoadStageNetwork(path);
-  torch::NoGradGuard no_grad;
-  net->SetTraining(false);
-  loaded->SetTraining(false);
-  const at::Tensor x = torch::randn({3, 1, 8, 8});
-  EXPECT_TRUE(torch::equal(net->Forward(x), loaded->Forward(x)));
-  EXPECT_EQ(loaded->stage_names(), net->stage_names());
-  // A truncated file is refused with its name.
-  const std::string bytes = ReadFile(path);
-  WriteFileAtomic(path, bytes.substr(0, bytes.size() / 2));
-  try {
-    LoadStageNetwork(path);
-    FAIL() << "a truncated model loaded";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-  }
-}
-
-// A module scripted and saved by PyTorch (Debian's python3-torch) loads as a
-// chain of its children and computes what PyTorch computed.
-TEST(StageNetworkTest, LoadsATorchScriptModuleFromPyTorch) {
-  const std::string dir = ::testing::TempDir();
-  const std::string script = dir + "/export.py";
-  std::ofstream(script) << R"(import sys, collections, torch
-torch.manual_seed(0)
-net = torch.nn.Sequential(collections.OrderedDict([
-    ('conv1', torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2))),
-    ('fc1', torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 16), torch.nn.ReLU())),
-    ('fc2', torch.nn.Linear(16, 10))]))
-torch.jit.script(net).save(sys.argv[1] + '/scripted.pt')
-x = torch.arange(64, dtype=torch.float32).reshape(1, 1, 8, 8) / 64
-with open(sys.argv[1] + '/expected.txt', 'w') as f:
-    f.write(' '.join('%.8g' % v for v in net(x).flatten().tolist()))
-)";
-  const std::string command = "/usr/bin/python3 " + script + " " + dir;
-  ASSERT_EQ(std::system(command.c_str()), 0) << "needs python3-torch (scripts/install-deps.sh)";
-  auto net = LoadStageNetwork(dir + "/scripted.pt");
-  EXPECT_EQ(net->stage_names(), (std::vector<std::string>{"conv1", "fc1", "fc2"}));
-  torch::NoGradGuard no_grad;
-  net->SetTraining(false);
-  const at::Tensor out = net->Forward(torch::arange(64, torch::kFloat32).reshape({1, 1, 8, 8}) / 64);
-  std::ifstream expected(dir + "/expected.txt");
-  for (int i = 0; i < 10; ++i) {
-    double v = 0;
-    expected >> v;
-    EXPECT_NEAR(out[0][i].item<double>(), v, 1e-5) << "output " << i;
-  }
-  // Its parameters train: a cut at fc1 gives a 64-value feature vector.
-  const auto layers = net->Describe({1, 8, 8});
-  EXPECT_EQ(layers[1].inputs, 64);
-  EXPECT_EQ(layers[1].params, 16 * 65);
 }
 
 // Every byte a run serialises is counted; the values' bits equal the closed
@@ -166,7 +92,8 @@ TEST(TransferSchemesTest, FbftlLearnsLikeFtlc) {
   Config c;
   c.Set("pretrain.epochs", "6");
   torch::manual_seed(1);
-  auto source = MakeStageNetwork("lenet5", {1, 16, 16}, 10);
+  auto source = MakeStagedModel("lenet5", {1, 16, 16}, 10);
+  source->Reinitialize(0, source->num_stages());
   EXPECT_GT(Pretrain(c, *source, Synthetic(400, 3, 16), test), 0.5);
   c.Set("transfer.clients", "50");
   c.Set("transfer.samples_per_client", "8");
@@ -211,7 +138,7 @@ TEST(TransferSchemesTest, NonFiniteUploadsAreSkippedNotTrainedOn) {
   auto source = Source();
   {
     torch::NoGradGuard no_grad;
-    source->Parameters(0, 1)[0].fill_(std::nanf(""));  // the extractor emits NaN
+    source->StageParameters(0, 1)[0].fill_(std::nanf(""));  // the extractor emits NaN
   }
   Config c = Small();
   c.Set("transfer.schemes", "FTL_c,FbFTL");

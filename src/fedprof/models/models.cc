@@ -8,6 +8,7 @@
 #include "fedprof/core/params.h"
 #include "fedprof/core/text.h"
 #include "fedprof/models/scripted_model.h"
+#include "fedprof/models/staged_model.h"
 
 namespace fedprof {
 namespace {
@@ -24,46 +25,6 @@ void Capture(const std::string& layer, const std::string& wanted, const torch::T
     *representation = value.dim() == 4 ? FuseChannels(value) : value;
   }
 }
-
-// LeNet-5 (LeCun et al. 1998) as used in the FedProf experiments: two 5x5
-// conv layers with max pooling, then dense 120-84-outputs. conv1 pads by 2 so
-// 28x28 inputs reach 5x5 after the second pool, as 32x32 inputs do unpadded.
-class LeNet5 : public Model {
- public:
-  LeNet5(const std::vector<int64_t>& in, int64_t outputs) {
-    const int64_t pad = in[1] <= 28 ? 2 : 0;
-    conv1_ = register_module("conv1", torch::nn::Conv2d(
-                                          torch::nn::Conv2dOptions(in[0], 6, 5).padding(pad)));
-    conv2_ = register_module("conv2", torch::nn::Conv2d(6, 16, 5));
-    const int64_t h = ((in[1] + 2 * pad - 4) / 2 - 4) / 2;
-    const int64_t w = ((in[2] + 2 * pad - 4) / 2 - 4) / 2;
-    if (h < 1 || w < 1) throw Error("model lenet5: input too small");
-    fc1_ = register_module("fc1", torch::nn::Linear(16 * h * w, 120));
-    fc2_ = register_module("fc2", torch::nn::Linear(120, 84));
-    fc3_ = register_module("fc3", torch::nn::Linear(84, outputs));
-    profiled_layer_ = "fc1";
-  }
-  at::Tensor Forward(const at::Tensor& x, at::Tensor* rep) override {
-    auto h = conv1_->forward(x);
-    Capture("conv1", profiled_layer_, h, rep);
-    h = F::max_pool2d(torch::relu(h), F::MaxPool2dFuncOptions(2));
-    h = conv2_->forward(h);
-    Capture("conv2", profiled_layer_, h, rep);
-    h = F::max_pool2d(torch::relu(h), F::MaxPool2dFuncOptions(2)).flatten(1);
-    h = fc1_->forward(h);
-    Capture("fc1", profiled_layer_, h, rep);
-    h = fc2_->forward(torch::relu(h));
-    Capture("fc2", profiled_layer_, h, rep);
-    return fc3_->forward(torch::relu(h));
-  }
-  std::vector<std::string> ProfileableLayers() const override {
-    return {"conv1", "conv2", "fc1", "fc2"};
-  }
-
- private:
-  torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
-  torch::nn::Linear fc1_{nullptr}, fc2_{nullptr}, fc3_{nullptr};
-};
 
 // A small CNN with batch norm: two conv-BN-ReLU-pool blocks, a dense layer of
 // 128 and the output layer.
@@ -365,7 +326,7 @@ std::shared_ptr<Model> MakeModel(const ModelSpec& spec) {
                   std::to_string(in.size()) + " dimension(s) per sample");
     }
     if (spec.name == "lenet5") {
-      model = std::make_shared<LeNet5>(in, spec.outputs);
+      model = MakeStagedModel("lenet5", in, spec.outputs);
     } else if (spec.name == "cnn") {
       model = std::make_shared<SmallCnn>(in, spec.outputs);
     } else if (spec.name == "shufflenet_v2") {

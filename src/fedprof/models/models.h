@@ -39,7 +39,8 @@ class Model : public torch::nn::Module {
 };
 
 // Builds the model `spec` describes: a built-in model with parameters
-// initialised from the current torch seed, or (spec.name "torchscript") the
+// initialised from the current torch seed (lenet5 is the staged LeNet-5 of
+// models/staged_model.h, which FbFTL cuts too), or (spec.name "torchscript") the
 // TorchScript module in spec.file with its saved parameters
 // (models/scripted_model.h). Throws fedprof::Error on an unknown name, an
 // input shape the model cannot take, an unknown profile layer, or a module

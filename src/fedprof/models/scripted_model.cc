@@ -103,10 +103,10 @@ void Mirror(const torch::jit::Module& src, torch::nn::Module& dst) {
   }
 }
 
-class ScriptedModel : public Model {
+class ScriptedModel : public StagedModel {
  public:
   ScriptedModel(torch::jit::Module module, const ModelSpec& spec)
-      : module_(std::move(module)), where_("model.file " + spec.file) {
+      : module_(std::move(module)), spec_(spec), where_("model.file " + spec.file) {
     Mirror(module_, *this);
     Inspect(spec);
     train(true);
@@ -138,6 +138,39 @@ class ScriptedModel : public Model {
   void train(bool on) override {
     torch::nn::Module::train(on);
     module_.train(on);
+  }
+
+  at::Tensor ForwardStages(const at::Tensor& x, size_t from, size_t to) override {
+    at::Tensor h = x;
+    for (size_t i = from; i < to; ++i) h = Call(stages_[i], h);
+    return h;
+  }
+  std::vector<at::Tensor> StageParameters(size_t from, size_t to) override {
+    std::vector<at::Tensor> out;
+    for (size_t i = from; i < to; ++i) {
+      for (const auto& p : stages_[i].parameters()) out.push_back(p);
+    }
+    return out;
+  }
+  std::vector<at::Tensor> StageBuffers(size_t from, size_t to) override {
+    std::vector<at::Tensor> out;
+    for (size_t i = from; i < to; ++i) {
+      for (const auto& b : stages_[i].buffers()) {
+        if (b.is_floating_point()) out.push_back(b);
+      }
+    }
+    return out;
+  }
+  std::shared_ptr<StagedModel> Clone() const override {
+    auto copy = std::make_shared<ScriptedModel>(module_.clone(), spec_);
+    if (!profiled_layer_.empty()) copy->SetProfiledLayer(profiled_layer_);
+    copy->train(is_training());
+    return copy;
+  }
+  void Save(const std::string& path) const override {
+    std::ostringstream bytes;
+    module_.save(bytes);
+    WriteFileAtomic(path, bytes.str());
   }
 
  private:
@@ -188,7 +221,14 @@ class ScriptedModel : public Model {
       why_not_profileable_ = where_ + " cannot be profiled: its forward " + why +
                              " (FedProf needs a module whose top-level children run in sequence; "
                              "docs/models.md)";
-    } else if (candidates_.empty()) {
+      why_not_staged_ = where_ + " cannot be cut into stages: its forward " + why;
+    } else {
+      for (const auto& child : module_.named_children()) {
+        stage_names_.push_back(child.name);
+        stages_.push_back(child.value);
+      }
+    }
+    if (why_not_profileable_.empty() && candidates_.empty()) {
       why_not_profileable_ = where_ +
                              " cannot be profiled: none of its layers gives an output of "
                              "[n, units] or [n, channels, h, w] before the last one";
@@ -284,6 +324,8 @@ class ScriptedModel : public Model {
   }
 
   torch::jit::Module module_;
+  ModelSpec spec_;                                 // what it was built from, for Clone
+  std::vector<torch::jit::Module> stages_;         // the top-level children, when they chain
   std::string where_;                              // "model.file PATH", for messages
   std::vector<Candidate> candidates_;              // in forward order, depth first
   std::map<std::string, std::string> nested_why_;  // children that are not a sequence, and why
@@ -292,7 +334,7 @@ class ScriptedModel : public Model {
 
 }  // namespace
 
-std::shared_ptr<Model> LoadScriptedModel(const ModelSpec& spec) {
+std::shared_ptr<StagedModel> LoadScriptedModel(const ModelSpec& spec) {
   const std::string where = "model.file " + spec.file;
   if (!FileExists(spec.file)) throw Error(where + ": no such file");
   const std::string bytes = ReadFile(spec.file);

@@ -3,8 +3,8 @@
 
 #include <memory>
 
-#include "fedprof/models/models.h"
 #include "fedprof/models/spec.h"
+#include "fedprof/models/staged_model.h"
 
 namespace fedprof {
 
@@ -31,13 +31,17 @@ namespace fedprof {
 // layer is the first dense (Linear) layer so reached, as fc1 is for the
 // built-in models.
 //
+// Its stages (models/staged_model.h) are its top-level children, when they
+// reproduce the module's forward; otherwise it has none and says why. Save
+// writes the module as TorchScript.
+//
 // Throws fedprof::Error with one line naming the file or option: a missing
 // or unreadable file, content whose SHA-256 is not spec.file_sha256 (when
 // given), a module that fails on samples of spec.input_shape or gives an
 // output other than [n, spec.outputs], or a profile layer that is not one
 // (saying why: no such layer, or a forward that is not the sequence of the
 // children).
-std::shared_ptr<Model> LoadScriptedModel(const ModelSpec& spec);
+std::shared_ptr<StagedModel> LoadScriptedModel(const ModelSpec& spec);
 
 }  // namespace fedprof
 
