@@ -1,9 +1,10 @@
 #ifndef FEDPROF_TESTS_CSV_COLUMNS_H_
 #define FEDPROF_TESTS_CSV_COLUMNS_H_
 
-// Reading the CSV outputs of a run in end-to-end tests.
+// Reading the outputs of a run (its CSV files, summary.json) in end-to-end tests.
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -25,6 +26,11 @@ inline std::map<std::string, std::vector<std::string>> Columns(const std::string
     for (size_t i = 0; i < names.size() && i < cells.size(); ++i) cols[names[i]].push_back(cells[i]);
   }
   return cols;
+}
+
+// A run's summary.json.
+inline nlohmann::json Summary(const std::string& run_dir) {
+  return nlohmann::json::parse(ReadFile(run_dir + "/summary.json"));
 }
 
 // The first `n` columns of every line of a CSV file.

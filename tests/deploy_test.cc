@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
@@ -22,6 +21,7 @@ namespace fedprof {
 namespace {
 
 using testing_support::Columns;
+using testing_support::Summary;
 using testing_support::Processes;
 using testing_support::WaitUntil;
 
@@ -100,13 +100,11 @@ void StartClients(Deployment* d, int from, int to, const std::string& args, cons
   }
 }
 
-nlohmann::json SummaryOf(const std::string& run_dir) {
-  return nlohmann::json::parse(ReadFile(run_dir + "/summary.json"));
-}
-
 // The identity the deployment promises: N client processes on loopback give
-// the accuracy and loss of `fedprof simulate`, bit for bit.
-void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& settings) {
+// the accuracy and loss of `fedprof simulate`, bit for bit. The server's
+// output directory goes to `server_dir` when given.
+void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& settings,
+                                   std::string* server_dir = nullptr) {
   const std::string dir = FreshDir("identity_" + name);
   const std::string certs = MakeCerts(dir, 5);
   const std::string run = SmallRun(5, 0.6, 3) + " " + settings;
@@ -128,10 +126,11 @@ void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& s
   }
   EXPECT_EQ(deployed.at("round").size(), 3u);
   // The CSV prints 9 digits; the final model's hash holds every bit.
-  const std::string hash = SummaryOf(dir + "/sim").at("final_model_sha256");
+  const std::string hash = Summary(dir + "/sim").at("final_model_sha256");
   EXPECT_EQ(hash.size(), 64u);
-  EXPECT_EQ(SummaryOf(dir + "/server").at("final_model_sha256"), hash);
+  EXPECT_EQ(Summary(dir + "/server").at("final_model_sha256"), hash);
   EXPECT_TRUE(FileExists(dir + "/server/clients.csv"));
+  if (server_dir) *server_dir = dir + "/server";
 }
 
 TEST(DeployTest, FedAvgOverTheNetworkEqualsSimulation) {
@@ -152,9 +151,10 @@ TEST(DeployTest, SecureMatchingOverTheNetworkEqualsSimulation) {
 // A model over gRPC's default 4 MiB message limit (an MLP of 1.2 M values,
 // 4.9 MB) goes down and up in chunks, and the run still equals simulate's.
 TEST(DeployTest, ModelOverTheMessageLimitCrossesInChunks) {
-  ExpectSameNumbersAsSimulation("large", "--set model.name=mlp --set model.hidden=1536");
-  const int64_t values =
-      SummaryOf(testing::TempDir() + "/fedprof_deploy_identity_large/server").at("model_parameters");
+  std::string server;
+  ExpectSameNumbersAsSimulation("large", "--set model.name=mlp --set model.hidden=1536", &server);
+  ASSERT_FALSE(server.empty());
+  const int64_t values = Summary(server).at("model_parameters");
   EXPECT_GT(values * 4, 4 << 20);
 }
 

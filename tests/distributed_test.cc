@@ -12,7 +12,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -20,6 +19,7 @@
 
 #include "fedprof/core/files.h"
 #include "fedprof/server/checkpoint.h"
+#include "tests/csv_columns.h"
 
 namespace fedprof {
 namespace {
@@ -182,11 +182,6 @@ std::vector<std::string> Lines(const std::string& text) {
   return lines;
 }
 
-// summary.json's hash of the final global model: every bit of it.
-std::string FinalModelHash(const std::string& run_dir) {
-  return nlohmann::json::parse(ReadFile(run_dir + "/summary.json")).at("final_model_sha256");
-}
-
 // One process, then 1, 2 and 3 ranks, with different thread counts: the
 // same metrics, clients, scores and final model, bit for bit.
 
@@ -206,7 +201,8 @@ void ExpectIdenticalForAnyRanks(const std::string& strategy) {
     EXPECT_NE(r.output.find("outputs in " + out), std::string::npos) << r.output;
     EXPECT_EQ(MetricsWithoutWall(plain), MetricsWithoutWall(out)) << ranks << " ranks";
     EXPECT_EQ(ReadFile(plain + "/clients.csv"), ReadFile(out + "/clients.csv")) << ranks << " ranks";
-    EXPECT_EQ(FinalModelHash(plain), FinalModelHash(out)) << ranks << " ranks";
+    EXPECT_EQ(testing_support::Summary(plain).at("final_model_sha256"),
+              testing_support::Summary(out).at("final_model_sha256")) << ranks << " ranks";
     EXPECT_EQ(FileExists(plain + "/scores.csv"), FileExists(out + "/scores.csv"));
     if (FileExists(plain + "/scores.csv")) {
       EXPECT_EQ(ReadFile(plain + "/scores.csv"), ReadFile(out + "/scores.csv")) << ranks << " ranks";
