@@ -3,16 +3,18 @@
 // A GrpcTransport and 10 clients (threads running the real client loop over
 // real gRPC channels) exchange a model of LeNet-5's and of ResNet-18's size;
 // each client answers its task with the model it received, so a round moves
-// 10 models down and 10 up. Throughput = bytes moved / round wall time, best
+// 10 models down and 10 up. Throughput = bytes moved / round wall time, median
 // of several rounds, with mutual TLS and without.
 //
-//   deploy_bench [--clients N] [--rounds R]
+//   deploy_bench [--clients N] [--rounds R] [--model lenet5|resnet18]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "fedprof/core/single_threaded_ops.h"
@@ -31,8 +33,9 @@ double Round(fedprof::GrpcTransport& server, const std::vector<int>& ids,
   return s;
 }
 
-// Best MB/s (down + up) over `rounds` rounds of a model of `values` floats.
-double Throughput(int64_t values, int clients, int rounds, const std::string& tls_dir) {
+// Median wall time of `rounds` rounds that move a model of `values` floats
+// down to every client and back.
+double MedianRound(int64_t values, int clients, int rounds, const std::string& tls_dir) {
   fedprof::GrpcServerOptions o;
   o.listen = "127.0.0.1:0";
   o.tls_dir = tls_dir;
@@ -68,12 +71,13 @@ double Throughput(int64_t values, int clients, int rounds, const std::string& tl
   fedprof::FitInstructions ins;
   ins.global = std::make_shared<const fedprof::FlatParams>(values, 0.5f);
   ins.train.epochs = 1;
-  double best = 1e300;
-  for (int r = 0; r < rounds; ++r) best = std::min(best, Round(server, ids, ins));
+  std::vector<double> times;
+  for (int r = 0; r < rounds; ++r) times.push_back(Round(server, ids, ins));
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
   server.Finish(5);
   for (auto& t : threads) t.join();
-  const double megabytes = 2.0 * clients * static_cast<double>(values) * 4 / 1e6;
-  return megabytes / best;
+  return median;
 }
 
 }  // namespace
@@ -81,23 +85,30 @@ double Throughput(int64_t values, int clients, int rounds, const std::string& tl
 int main(int argc, char** argv) {
   fedprof::EnsureSingleThreadedOps(argv);
   int clients = 10, rounds = 5;
+  std::string only;  // one model's name, or both
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--clients")) clients = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--model")) only = argv[i + 1];
   }
   const std::string certs = "/tmp/fedprof_deploy_bench_certs";
   const std::string make = "bash " FEDPROF_SOURCE_DIR "/scripts/make-certs.sh " + certs + " " +
                            std::to_string(clients) + " > /dev/null";
   if (std::system(make.c_str()) != 0) return 1;
-  std::printf("model transfer to %d clients on loopback (down + up), best of %d rounds\n",
+  std::printf("model transfer to %d clients on loopback (down + up), median of %d rounds\n",
               clients, rounds);
-  std::printf("| model | values | MB per round | mutual TLS MB/s | plaintext MB/s |\n|---|---|---|---|---|\n");
-  for (const auto& [name, values] : {std::pair<const char*, int64_t>{"LeNet-5", 61706},
-                                     {"ResNet-18", 11173962}}) {
-    const double tls = Throughput(values, clients, rounds, certs);
-    const double plain = Throughput(values, clients, rounds, "");
-    std::printf("| %s | %lld | %.1f | %.0f | %.0f |\n", name, static_cast<long long>(values),
-                2.0 * clients * values * 4 / 1e6, tls, plain);
+  std::printf("| model | values | MB per round | mutual TLS: ms per round | MB/s | plaintext: ms per round | MB/s |\n"
+              "|---|---|---|---|---|---|---|\n");
+  for (const auto& [name, key, values] :
+       {std::tuple<const char*, const char*, int64_t>{"LeNet-5", "lenet5", 61706},
+        {"ResNet-18", "resnet18", 11173962}}) {
+    if (!only.empty() && only != key) continue;
+    const double megabytes = 2.0 * clients * static_cast<double>(values) * 4 / 1e6;
+    const double tls = MedianRound(values, clients, rounds, certs);
+    const double plain = MedianRound(values, clients, rounds, "");
+    std::printf("| %s | %lld | %.1f | %.1f | %.0f | %.1f | %.0f |\n", name,
+                static_cast<long long>(values), megabytes, 1e3 * tls, megabytes / tls, 1e3 * plain,
+                megabytes / plain);
     std::fflush(stdout);
   }
   return 0;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
+#include <vector>
 
 namespace fedprof {
 namespace {
@@ -250,8 +251,14 @@ RankGroup::~RankGroup() {
     broken = impl_->failed || impl_->cancelled;
   }
   // Tearing down a group with operations Gloo never finished could block or
-  // touch their buffers; the process is about to exit anyway.
-  if (broken) (void)impl_.release();
+  // touch their buffers; the process is about to exit anyway, so the group
+  // is parked (still reachable, not leaked) instead of destroyed.
+  if (broken) {
+    static std::mutex parked_mutex;
+    static auto* parked = new std::vector<std::unique_ptr<Impl>>();  // never destroyed
+    std::lock_guard<std::mutex> lock(parked_mutex);
+    parked->push_back(std::move(impl_));
+  }
 }
 
 namespace {

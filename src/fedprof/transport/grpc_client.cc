@@ -194,14 +194,18 @@ class Session {
       h->set_task_id(task_id);
       h->set_compute_s(compute_s);
       h->set_profiling_s(result.cost.profiling_time_s);
-      bool ok = writer->Write(head);
+      // The last message closes the stream in the same operation.
+      const FlatParams& params = result.params;
+      const auto last = grpc::WriteOptions().set_last_message();
+      bool ok = writer->Write(head, params.empty() ? last : grpc::WriteOptions());
       const size_t per_chunk = (size_t{1} << 20) / sizeof(float);
-      for (size_t at = 0; ok && at < result.params.size(); at += per_chunk) {
-        pb::ResultChunk part;
-        part.set_params(FloatBytes(result.params, at, std::min(per_chunk, result.params.size() - at)));
-        ok = writer->Write(part);
+      pb::ResultChunk part;
+      for (size_t at = 0; ok && at < params.size(); at += per_chunk) {
+        const size_t count = std::min(per_chunk, params.size() - at);
+        PutFloats(params, at, count, part.mutable_params());
+        ok = writer->Write(part, at + count == params.size() ? last : grpc::WriteOptions());
       }
-      writer->WritesDone();
+      if (!ok) writer->WritesDone();
       const grpc::Status status = writer->Finish();
       if (status.ok()) {
         Contact();

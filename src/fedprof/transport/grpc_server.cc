@@ -59,6 +59,11 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     const int limit = static_cast<int>(MessageLimit());
     builder.SetMaxReceiveMessageSize(limit);
     builder.SetMaxSendMessageSize(limit);
+    // Each waiting client holds a handler thread (PullTask long-polls). With
+    // gRPC's default of 2 idle pollers, the threads those calls free are
+    // ended and others started for the next round's calls; keep them.
+    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                                std::clamp(options.num_clients + 2, 2, 1024));
     server_ = builder.BuildAndStart();
     if (!server_ || port == 0) {
       throw Error("--listen " + options.listen + ": cannot listen there (in use, or not an address "
@@ -300,7 +305,7 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     chunk.set_status(status);
     if (status != pb::TASK) {
       lock.unlock();
-      writer->Write(chunk);
+      writer->Write(chunk, grpc::WriteOptions().set_last_message());
       return grpc::Status::OK;
     }
     // A client that lost a task (its connection broke mid-stream) pulls it
@@ -309,15 +314,20 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     lock.unlock();
     const FitInstructions& ins = *task.instructions;
     const FlatParams& global = *ins.global;
+    // The last message leaves with the call's status.
+    const auto last = grpc::WriteOptions().set_last_message();
     if (!writer->Write(chunk)) return grpc::Status::OK;
     pb::TaskChunk header;
     ToWire(ins, task.id, static_cast<int64_t>(global.size()), header.mutable_header());
-    if (!writer->Write(header)) return grpc::Status::OK;
+    if (!writer->Write(header, global.empty() ? last : grpc::WriteOptions())) {
+      return grpc::Status::OK;
+    }
     const size_t per_chunk = std::max<size_t>(1, options_.chunk_bytes / sizeof(float));
+    pb::TaskChunk part;
     for (size_t at = 0; at < global.size(); at += per_chunk) {
-      pb::TaskChunk part;
-      part.set_params(FloatBytes(global, at, std::min(per_chunk, global.size() - at)));
-      if (!writer->Write(part)) break;
+      const size_t count = std::min(per_chunk, global.size() - at);
+      PutFloats(global, at, count, part.mutable_params());
+      if (!writer->Write(part, at + count == global.size() ? last : grpc::WriteOptions())) break;
     }
     return grpc::Status::OK;
   }
@@ -375,6 +385,7 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     std::string why;
     try {
       result = FromWire(header);
+      result.params.reserve(expected);  // the server's own model size, not the client's claim
       if (header.num_params() != static_cast<int64_t>(expected)) {
         why = "announced " + std::to_string(header.num_params()) + " model values, expected " +
               std::to_string(expected);

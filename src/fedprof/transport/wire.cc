@@ -220,8 +220,8 @@ void AppendFloats(const std::string& bytes, size_t expected, FlatParams* out) {
   if (n > 0) std::memcpy(out->data() + at, bytes.data(), bytes.size());
 }
 
-std::string FloatBytes(const FlatParams& params, size_t begin, size_t count) {
-  return std::string(reinterpret_cast<const char*>(params.data() + begin), count * sizeof(float));
+void PutFloats(const FlatParams& params, size_t begin, size_t count, std::string* out) {
+  out->assign(reinterpret_cast<const char*>(params.data() + begin), count * sizeof(float));
 }
 
 }  // namespace fedprof

@@ -57,8 +57,9 @@ FitResult FromWire(const federation::v1::ResultHeader& header);
 // `out` past `expected` values.
 void AppendFloats(const std::string& bytes, size_t expected, FlatParams* out);
 
-// Values [begin, begin + count) of `params` as little-endian bytes.
-std::string FloatBytes(const FlatParams& params, size_t begin, size_t count);
+// Sets `out` to values [begin, begin + count) of `params` as little-endian
+// bytes, reusing its storage from the previous chunk.
+void PutFloats(const FlatParams& params, size_t begin, size_t count, std::string* out);
 
 }  // namespace fedprof
 
