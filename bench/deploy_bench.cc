@@ -1,10 +1,10 @@
 // Model transfer throughput of the deployment transport on loopback.
 //
-// A GrpcTransport and 10 clients (threads running the real client loop over
-// real gRPC channels) exchange a model of LeNet-5's and of ResNet-18's size;
-// each client answers its task with the model it received, so a round moves
-// 10 models down and 10 up. Throughput = bytes moved / round wall time, median
-// of several rounds, with mutual TLS and without.
+// A GrpcTransport and N clients (threads running the real client loop over
+// real gRPC channels; 10 by default) exchange a model of LeNet-5's and of
+// ResNet-18's size; each client answers its task with the model it
+// received, so a round moves N models down and N up. Printed: the median
+// round's wall time and bytes moved / that time, with mutual TLS and without.
 //
 //   deploy_bench [--clients N] [--rounds R] [--model lenet5|resnet18]
 #include <algorithm>
@@ -97,8 +97,8 @@ int main(int argc, char** argv) {
   if (std::system(make.c_str()) != 0) return 1;
   std::printf("model transfer to %d clients on loopback (down + up), median of %d rounds\n",
               clients, rounds);
-  std::printf("| model | values | MB per round | mutual TLS: ms per round | MB/s | plaintext: ms per round | MB/s |\n"
-              "|---|---|---|---|---|---|---|\n");
+  std::printf("| model | values | MB per round | mutual TLS: ms per round | MB/s |"
+              " plaintext: ms per round | MB/s |\n|---|---|---|---|---|---|---|\n");
   for (const auto& [name, key, values] :
        {std::tuple<const char*, const char*, int64_t>{"LeNet-5", "lenet5", 61706},
         {"ResNet-18", "resnet18", 11173962}}) {
