@@ -301,11 +301,13 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
       task_cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(200)));
       status = Touch(id, request->session());
     }
+    // The last message leaves with the call's status.
+    const auto last = grpc::WriteOptions().set_last_message();
     pb::TaskChunk chunk;
     chunk.set_status(status);
     if (status != pb::TASK) {
       lock.unlock();
-      writer->Write(chunk, grpc::WriteOptions().set_last_message());
+      writer->Write(chunk, last);
       return grpc::Status::OK;
     }
     // A client that lost a task (its connection broke mid-stream) pulls it
@@ -314,8 +316,6 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     lock.unlock();
     const FitInstructions& ins = *task.instructions;
     const FlatParams& global = *ins.global;
-    // The last message leaves with the call's status.
-    const auto last = grpc::WriteOptions().set_last_message();
     if (!writer->Write(chunk)) return grpc::Status::OK;
     pb::TaskChunk header;
     ToWire(ins, task.id, static_cast<int64_t>(global.size()), header.mutable_header());
