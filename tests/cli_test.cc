@@ -25,6 +25,7 @@
 #include "fedprof/run/run.h"
 #include "fedprof/server/checkpoint.h"
 #include "tests/csv_columns.h"
+#include "tests/processes.h"
 #include "tests/torchscript_export.h"
 
 namespace fedprof {
@@ -241,7 +242,7 @@ TEST(CliTest, KilledRunResumesToTheSameMetrics) {
     ::_exit(127);
   }
   int64_t killed_at = -1;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  const auto deadline = testing_support::DeadlineIn(120);
   while (std::chrono::steady_clock::now() < deadline) {
     if (FileExists(killed + "/checkpoint.bin")) {
       try {

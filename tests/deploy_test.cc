@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/text.h"
+#include "fedprof/transport/grpc_client.h"
 #include "tests/csv_columns.h"
 #include "tests/processes.h"
 #include "tests/torchscript_export.h"
@@ -21,26 +23,12 @@ namespace fedprof {
 namespace {
 
 using testing_support::Columns;
-using testing_support::Summary;
+using testing_support::kTimeScale;
 using testing_support::Processes;
+using testing_support::Summary;
 using testing_support::WaitUntil;
 
 const std::string kCli = FEDPROF_CLI;
-
-// Under AddressSanitizer (make test-asan) everything takes several times as
-// long: the windows the server gives clients, and every bound on a wait,
-// grow with it.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr int kTimeScale = 4;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr int kTimeScale = 4;
-#else
-constexpr int kTimeScale = 1;
-#endif
-#else
-constexpr int kTimeScale = 1;
-#endif
 
 // A small real run: 3000 Fashion-MNIST images among the clients.
 std::string SmallRun(int clients, double fraction, int rounds) {
@@ -110,13 +98,13 @@ void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& s
   const std::string run = SmallRun(5, 0.6, 3) + " " + settings;
   Processes sim;
   const int s = sim.Start(kCli, "simulate " + run + " --out " + dir + "/sim", dir + "/sim.log");
-  ASSERT_EQ(sim.Wait(s, 120 * kTimeScale), 0) << sim.Output(s);
+  ASSERT_EQ(sim.Wait(s, 120), 0) << sim.Output(s);
 
   Deployment d;
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
   StartClients(&d, 0, 5, run + " --tls-dir " + certs, dir);
-  ASSERT_EQ(d.procs.Wait(d.server, 180 * kTimeScale), 0) << d.procs.Output(d.server);
-  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30 * kTimeScale), 0) << d.procs.Output(c);
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
 
   const auto simulated = Columns(dir + "/sim/metrics.csv");
   const auto deployed = Columns(dir + "/server/metrics.csv");
@@ -168,10 +156,10 @@ TEST(DeployTest, RunSurvivesClientsKilledMidRound) {
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
   StartClients(&d, 0, 10, run + " --tls-dir " + certs, dir);
   const std::string metrics = dir + "/server/metrics.csv";
-  ASSERT_TRUE(WaitUntil([&] { return CountRows(metrics) >= 1; }, 120 * kTimeScale)) << d.procs.Output(d.server);
+  ASSERT_TRUE(WaitUntil([&] { return CountRows(metrics) >= 1; }, 120)) << d.procs.Output(d.server);
   // Round 2 is under way: every client has a task.
   for (int k : {2, 5, 7}) d.procs.Kill(d.clients[k]);
-  ASSERT_EQ(d.procs.Wait(d.server, 180 * kTimeScale), 0) << d.procs.Output(d.server);
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
   const auto cols = Columns(metrics);
   ASSERT_EQ(cols.at("round").size(), 4u);
   int timed_out = 0;
@@ -181,7 +169,7 @@ TEST(DeployTest, RunSurvivesClientsKilledMidRound) {
   EXPECT_EQ(cols.at("selected").back(), "7") << "the killed clients are no longer selected";
   EXPECT_EQ(cols.at("returned").back(), "7");
   EXPECT_FALSE(cols.at("accuracy").back().empty());
-  for (int k : {0, 1, 3, 4, 6, 8, 9}) EXPECT_EQ(d.procs.Wait(d.clients[k], 30 * kTimeScale), 0);
+  for (int k : {0, 1, 3, 4, 6, 8, 9}) EXPECT_EQ(d.procs.Wait(d.clients[k], 30), 0);
 }
 
 // A certificate from another CA never gets in; a certificate of one client
@@ -210,18 +198,18 @@ TEST(DeployTest, ForeignCertificatesAndVersionsAreRefused) {
       dir + "/impostor.log");
   const int old = d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 1 --tls-dir " + certs +
                                                   " --mode version", dir + "/version.log");
-  EXPECT_EQ(d.procs.Wait(outsider, 60 * kTimeScale), 1) << d.procs.Output(outsider);
+  EXPECT_EQ(d.procs.Wait(outsider, 60), 1) << d.procs.Output(outsider);
   EXPECT_NE(d.procs.Output(outsider).find("giving up"), std::string::npos) << d.procs.Output(outsider);
-  EXPECT_EQ(d.procs.Wait(impostor, 60 * kTimeScale), 1);
+  EXPECT_EQ(d.procs.Wait(impostor, 60), 1);
   EXPECT_NE(d.procs.Output(impostor).find("certificate of client 1 used to speak as client 0"),
             std::string::npos)
       << d.procs.Output(impostor);
-  EXPECT_EQ(d.procs.Wait(old, 60 * kTimeScale), 1);
+  EXPECT_EQ(d.procs.Wait(old, 60), 1);
   EXPECT_NE(d.procs.Output(old).find("speaks protocol version 2, this side version 1"),
             std::string::npos)
       << d.procs.Output(old);
   // Nobody got in: the server gives up waiting, with one line saying so.
-  EXPECT_EQ(d.procs.Wait(d.server, 60 * kTimeScale), 1);
+  EXPECT_EQ(d.procs.Wait(d.server, 60), 1);
   EXPECT_NE(d.procs.Output(d.server).find("only 0 of the 3 clients"), std::string::npos)
       << d.procs.Output(d.server);
 }
@@ -239,7 +227,7 @@ TEST(DeployTest, MalformedResultsAreRefusedAndTheRoundGoesOn) {
                                                   " --mode nan", dir + "/nan.log");
   const int shape = d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 4 --tls-dir " + certs +
                                                     " --mode shape", dir + "/shape.log");
-  ASSERT_EQ(d.procs.Wait(d.server, 180 * kTimeScale), 0) << d.procs.Output(d.server);
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
   const auto cols = Columns(dir + "/server/metrics.csv");
   ASSERT_EQ(cols.at("round").size(), 2u);
   for (size_t r = 0; r < 2; ++r) {
@@ -250,8 +238,8 @@ TEST(DeployTest, MalformedResultsAreRefusedAndTheRoundGoesOn) {
   const std::string log = d.procs.Output(d.server);
   EXPECT_NE(log.find("client 3 refused: non-finite value"), std::string::npos) << log;
   EXPECT_NE(log.find("client 4 refused: refused on arrival: announced"), std::string::npos) << log;
-  d.procs.Wait(nan, 30 * kTimeScale);
-  d.procs.Wait(shape, 30 * kTimeScale);
+  d.procs.Wait(nan, 30);
+  d.procs.Wait(shape, 30);
 }
 
 // kill -9 of the server; `server --resume` on the same address; the clients
@@ -263,18 +251,18 @@ TEST(DeployTest, KilledServerResumesAndClientsReconnect) {
   Processes sim;
   const int s = sim.Start(kCli, "simulate " + SmallRun(5, 0.6, 4) + " --set strategy.name=fedprof --out " +
                                     dir + "/sim", dir + "/sim.log");
-  ASSERT_EQ(sim.Wait(s, 120 * kTimeScale), 0) << sim.Output(s);
+  ASSERT_EQ(sim.Wait(s, 120), 0) << sim.Output(s);
 
   Deployment d;
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
   StartClients(&d, 0, 5, run + " --tls-dir " + certs + " --give-up-after 60", dir);
   const std::string metrics = dir + "/server/metrics.csv";
-  ASSERT_TRUE(WaitUntil([&] { return CountRows(metrics) >= 2; }, 120 * kTimeScale)) << d.procs.Output(d.server);
+  ASSERT_TRUE(WaitUntil([&] { return CountRows(metrics) >= 2; }, 120)) << d.procs.Output(d.server);
   d.procs.Kill(d.server);
   const int resumed = d.procs.Start(kCli, "server --resume " + dir + "/server --listen " + d.address +
                                               " --tls-dir " + certs, dir + "/resumed.log");
-  ASSERT_EQ(d.procs.Wait(resumed, 180 * kTimeScale), 0) << d.procs.Output(resumed);
-  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30 * kTimeScale), 0) << d.procs.Output(c);
+  ASSERT_EQ(d.procs.Wait(resumed, 180), 0) << d.procs.Output(resumed);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
   const auto simulated = Columns(dir + "/sim/metrics.csv");
   const auto deployed = Columns(metrics);
   for (const char* col : {"round", "selected", "returned", "train_loss", "accuracy", "loss"}) {
@@ -293,9 +281,9 @@ TEST(DeployTest, LateClientsReportAndJoinTheRounds) {
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
   StartClients(&d, 0, 3, run + " --tls-dir " + certs, dir);
   const std::string metrics = dir + "/server/metrics.csv";
-  ASSERT_TRUE(WaitUntil([&] { return CountRows(metrics) >= 1; }, 120 * kTimeScale)) << d.procs.Output(d.server);
+  ASSERT_TRUE(WaitUntil([&] { return CountRows(metrics) >= 1; }, 120)) << d.procs.Output(d.server);
   StartClients(&d, 3, 5, run + " --tls-dir " + certs, dir);
-  ASSERT_EQ(d.procs.Wait(d.server, 180 * kTimeScale), 0) << d.procs.Output(d.server);
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
   const auto cols = Columns(metrics);
   ASSERT_EQ(cols.at("round").size(), 30u);
   EXPECT_EQ(cols.at("selected").front(), "3");
@@ -327,7 +315,7 @@ torch.jit.script(lenet5()).save(out + '/other.pt')
   const std::string run = base + " --set model.file=" + dir + "/lenet.pt";
   Processes sim;
   const int s = sim.Start(kCli, "simulate " + run + " --out " + dir + "/sim", dir + "/sim.log");
-  ASSERT_EQ(sim.Wait(s, 120 * kTimeScale), 0) << sim.Output(s);
+  ASSERT_EQ(sim.Wait(s, 120), 0) << sim.Output(s);
 
   Deployment d;
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
@@ -336,18 +324,18 @@ torch.jit.script(lenet5()).save(out + '/other.pt')
                                   dir + "/other.log");
   const int none = d.procs.Start(kCli, "client --server " + d.address + " --id 1 --tls-dir " + certs +
                                            " " + base, dir + "/none.log");
-  EXPECT_EQ(d.procs.Wait(other, 60 * kTimeScale), 1) << d.procs.Output(other);
+  EXPECT_EQ(d.procs.Wait(other, 60), 1) << d.procs.Output(other);
   EXPECT_NE(d.procs.Output(other).find("client 0's model.file has SHA-256 "), std::string::npos)
       << d.procs.Output(other);
   EXPECT_NE(d.procs.Output(other).find("but the server trains the TorchScript module with SHA-256"),
             std::string::npos)
       << d.procs.Output(other);
-  EXPECT_EQ(d.procs.Wait(none, 60 * kTimeScale), 1) << d.procs.Output(none);
+  EXPECT_EQ(d.procs.Wait(none, 60), 1) << d.procs.Output(none);
   EXPECT_NE(d.procs.Output(none).find("client 1 has no model.file"), std::string::npos)
       << d.procs.Output(none);
   StartClients(&d, 0, 3, run + " --tls-dir " + certs, dir);
-  ASSERT_EQ(d.procs.Wait(d.server, 180 * kTimeScale), 0) << d.procs.Output(d.server);
-  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30 * kTimeScale), 0) << d.procs.Output(c);
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
   const auto simulated = Columns(dir + "/sim/metrics.csv");
   const auto deployed = Columns(dir + "/server/metrics.csv");
   for (const char* col : {"round", "selected", "returned", "refused", "train_loss", "accuracy", "loss"}) {
@@ -375,7 +363,7 @@ TEST(DeployTest, RoundDeadlineAndQuorum) {
   deploy(&met, "met", "--set deploy.min_results=2");
   deploy(&missed, "missed", "--set deploy.min_results=3 --set deploy.round_attempts=2");
 
-  ASSERT_EQ(met.procs.Wait(met.server, 120 * kTimeScale), 0) << met.procs.Output(met.server);
+  ASSERT_EQ(met.procs.Wait(met.server, 120), 0) << met.procs.Output(met.server);
   const auto cols = Columns(dir + "/met/metrics.csv");
   ASSERT_EQ(cols.at("round").size(), 2u);
   for (size_t r = 0; r < 2; ++r) {
@@ -386,7 +374,7 @@ TEST(DeployTest, RoundDeadlineAndQuorum) {
   EXPECT_NE(met.procs.Output(met.server).find("client 2 timed out"), std::string::npos)
       << met.procs.Output(met.server);
 
-  ASSERT_EQ(missed.procs.Wait(missed.server, 120 * kTimeScale), 1) << missed.procs.Output(missed.server);
+  ASSERT_EQ(missed.procs.Wait(missed.server, 120), 1) << missed.procs.Output(missed.server);
   const std::string log = missed.procs.Output(missed.server);
   EXPECT_NE(log.find("round 1: 2 usable results, fewer than the quorum of 3 (deploy.min_results); "
                      "selecting more clients"),
@@ -432,7 +420,7 @@ TEST(DeployTest, ClientBringsItsOwnData) {
   const int missing = p.Start(kCli, "client --server 127.0.0.1:1 --id 2 --tls-dir " + certs +
                                         " --data-dir " + dir + "/nothing " + run,
                               dir + "/missing.log");
-  EXPECT_EQ(p.Wait(missing, 60 * kTimeScale), 1);
+  EXPECT_EQ(p.Wait(missing, 60), 1);
   EXPECT_NE(p.Output(missing).find("no train.csv and no train-images-idx3-ubyte[.gz]"),
             std::string::npos)
       << p.Output(missing);
@@ -442,7 +430,7 @@ TEST(DeployTest, ClientBringsItsOwnData) {
   const int small = d.procs.Start(kCli, "client --server " + d.address + " --id 3 --tls-dir " + certs +
                                             " --data-dir " + dir + "/small " + run,
                                   dir + "/small.log");
-  EXPECT_EQ(d.procs.Wait(small, 60 * kTimeScale), 1);
+  EXPECT_EQ(d.procs.Wait(small, 60), 1);
   EXPECT_NE(d.procs.Output(small).find("on samples of another shape than this client's data"),
             std::string::npos)
       << d.procs.Output(small);
@@ -451,28 +439,61 @@ TEST(DeployTest, ClientBringsItsOwnData) {
   d.clients.push_back(d.procs.Start(kCli, "client --server " + d.address + " --id 2 --tls-dir " +
                                               certs + " --data-dir " + dir + "/own " + run,
                                     dir + "/own.log"));
-  ASSERT_EQ(d.procs.Wait(d.server, 180 * kTimeScale), 0) << d.procs.Output(d.server);
-  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30 * kTimeScale), 0) << d.procs.Output(c);
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
   const auto cols = Columns(dir + "/server/metrics.csv");
   ASSERT_EQ(cols.at("round").size(), 2u);
   EXPECT_EQ(cols.at("returned").back(), "3");
   EXPECT_EQ(Columns(dir + "/server/clients.csv").at("size")[2], "200");
 }
 
+// The server dies while a client computes, so the result's stream breaks on
+// its last message (a profile report has no model: its header is its last).
+// The client tries again and, the server being gone, gives up with an error.
+TEST(DeployTest, ResultForALostServerIsRetriedThenGivenUp) {
+  const std::string dir = FreshDir("lost_server");
+  Deployment d;
+  StartServer(&d, "--insecure " + SmallRun(1, 1.0, 1) + " --set strategy.name=fedavg --out " + dir + "/server",
+              dir + "/server.log");
+  GrpcClientOptions options;
+  options.server = d.address;
+  options.id = 0;
+  options.num_samples = 100;
+  options.give_up_s = 1;
+  options.progress = false;
+  bool computed = false;
+  const auto fit = [&](const FitInstructions&) {
+    d.procs.Kill(d.server);
+    computed = true;
+    FitResult report;
+    report.ok = true;
+    report.num_samples = options.num_samples;
+    return report;
+  };
+  try {
+    RunGrpcClient(options, [](const ModelSpec&, int64_t) {}, fit);
+    ADD_FAILURE() << "the client ended normally without its server";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot deliver a result to " + d.address), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(computed);
+}
+
 TEST(DeployTest, InsecureIsForLoopbackOnlyAndSaysSo) {
   Processes p;
   const std::string dir = FreshDir("insecure");
   const int far = p.Start(kCli, "server --listen 0.0.0.0:0 --insecure --out " + dir + "/x", dir + "/far.log");
-  EXPECT_EQ(p.Wait(far, 30 * kTimeScale), 1);
+  EXPECT_EQ(p.Wait(far, 30), 1);
   EXPECT_NE(p.Output(far).find("--insecure is for loopback addresses only"), std::string::npos)
       << p.Output(far);
   const int none = p.Start(kCli, "server --listen 127.0.0.1:0 --out " + dir + "/y", dir + "/none.log");
-  EXPECT_EQ(p.Wait(none, 30 * kTimeScale), 1);
+  EXPECT_EQ(p.Wait(none, 30), 1);
   EXPECT_NE(p.Output(none).find("--tls-dir DIR"), std::string::npos) << p.Output(none);
   const int loud = p.Start(kCli, "server --listen 127.0.0.1:0 --insecure " + SmallRun(2, 1.0, 1) +
                                      " --set deploy.start_timeout_s=1 --out " + dir + "/z",
                            dir + "/loud.log");
-  EXPECT_EQ(p.Wait(loud, 60 * kTimeScale), 1);
+  EXPECT_EQ(p.Wait(loud, 60), 1);
   EXPECT_NE(p.Output(loud).find("NO TLS"), std::string::npos) << p.Output(loud);
 }
 

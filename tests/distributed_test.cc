@@ -20,6 +20,7 @@
 #include "fedprof/core/files.h"
 #include "fedprof/server/checkpoint.h"
 #include "tests/csv_columns.h"
+#include "tests/processes.h"
 
 namespace fedprof {
 namespace {
@@ -68,11 +69,12 @@ class CliProcess {
   }
   pid_t pid() const { return pid_; }
 
-  // Waits up to `timeout_s` for the exit code (-1: killed by a signal);
-  // past it kills the whole process group and returns -2.
+  // Waits up to `timeout_s` (scaled under sanitizers) for the exit code
+  // (-1: killed by a signal); past it kills the whole process group and
+  // returns -2.
   int Wait(double timeout_s) {
-    const auto start = Clock::now();
-    while (SecondsSince(start) < timeout_s) {
+    const auto deadline = testing_support::DeadlineIn(timeout_s);
+    while (Clock::now() < deadline) {
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
@@ -147,11 +149,12 @@ std::vector<Rank> ProcessesWith(const std::string& marker) {
   return found;
 }
 
-// Waits up to `timeout_s` until `dir`'s checkpoint holds round >= `round`.
+// Waits up to `timeout_s` (scaled under sanitizers) until `dir`'s
+// checkpoint holds round >= `round`.
 int64_t WaitForCheckpoint(const std::string& dir, int64_t round, double timeout_s) {
-  const auto start = Clock::now();
+  const auto deadline = testing_support::DeadlineIn(timeout_s);
   int64_t at = -1;
-  while (SecondsSince(start) < timeout_s) {
+  while (Clock::now() < deadline) {
     if (FileExists(dir + "/checkpoint.bin")) {
       try {
         at = DecodeCheckpoint(ReadFile(dir + "/checkpoint.bin"), "checkpoint").state.round;

@@ -21,6 +21,28 @@
 
 namespace fedprof::testing_support {
 
+// Under AddressSanitizer (make test-asan) everything runs several times
+// slower: the bounds on waits below grow by this factor, and so must any
+// window a test gives a server through its options.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr int kTimeScale = 4;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr int kTimeScale = 4;
+#else
+inline constexpr int kTimeScale = 1;
+#endif
+#else
+inline constexpr int kTimeScale = 1;
+#endif
+
+// A deadline `timeout_s` from now, scaled by kTimeScale.
+inline std::chrono::steady_clock::time_point DeadlineIn(double timeout_s) {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double>(timeout_s * kTimeScale));
+}
+
 class Processes {
  public:
   ~Processes() {
@@ -53,11 +75,11 @@ class Processes {
     return static_cast<int>(children_.size()) - 1;
   }
 
-  // The exit code once the child has ended within `timeout_s`, else -1
-  // (it is then killed). A child killed by a signal gives 128 + signal.
+  // The exit code once the child has ended within `timeout_s` (scaled),
+  // else -1 (it is then killed). A child killed by a signal gives 128 + signal.
   int Wait(int handle, double timeout_s) {
     Child& c = children_.at(handle);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    const auto deadline = DeadlineIn(timeout_s);
     while (c.running) {
       int status = 0;
       const pid_t r = ::waitpid(c.pid, &status, WNOHANG);
@@ -103,11 +125,12 @@ class Processes {
     return s.str();
   }
 
-  // Waits (bounded) until the child's output matches `pattern`; returns
-  // the first capture group ("" on timeout or if the child ended first).
+  // Waits up to `timeout_s` (scaled) until the child's output matches
+  // `pattern`; returns the first capture group ("" on timeout or if the
+  // child ended first).
   std::string WaitForOutput(int handle, const std::string& pattern, double timeout_s) {
     const std::regex re(pattern);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    const auto deadline = DeadlineIn(timeout_s);
     while (std::chrono::steady_clock::now() < deadline) {
       std::smatch m;
       const std::string out = Output(handle);
@@ -128,10 +151,10 @@ class Processes {
   std::vector<Child> children_;
 };
 
-// Waits (bounded) until `predicate` holds; false on timeout.
+// Waits up to `timeout_s` (scaled) until `predicate` holds; false on timeout.
 template <typename Predicate>
 bool WaitUntil(Predicate predicate, double timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  const auto deadline = DeadlineIn(timeout_s);
   while (!predicate()) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

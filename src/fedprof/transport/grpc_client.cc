@@ -194,18 +194,21 @@ class Session {
       h->set_task_id(task_id);
       h->set_compute_s(compute_s);
       h->set_profiling_s(result.cost.profiling_time_s);
-      // The last message closes the stream in the same operation.
+      // The last message closes the stream in the same operation; a stream
+      // broken before it is closed here (closing it twice aborts in gRPC).
       const FlatParams& params = result.params;
       const auto last = grpc::WriteOptions().set_last_message();
-      bool ok = writer->Write(head, params.empty() ? last : grpc::WriteOptions());
+      bool closed = params.empty();
+      bool ok = writer->Write(head, closed ? last : grpc::WriteOptions());
       const size_t per_chunk = (size_t{1} << 20) / sizeof(float);
       pb::ResultChunk part;
       for (size_t at = 0; ok && at < params.size(); at += per_chunk) {
         const size_t count = std::min(per_chunk, params.size() - at);
         PutFloats(params, at, count, part.mutable_params());
-        ok = writer->Write(part, at + count == params.size() ? last : grpc::WriteOptions());
+        closed = at + count == params.size();
+        ok = writer->Write(part, closed ? last : grpc::WriteOptions());
       }
-      if (!ok) writer->WritesDone();
+      if (!closed) writer->WritesDone();
       const grpc::Status status = writer->Finish();
       if (status.ok()) {
         Contact();
