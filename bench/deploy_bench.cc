@@ -27,7 +27,10 @@ double Round(fedprof::GrpcTransport& server, const std::vector<int>& ids,
              const fedprof::FitInstructions& ins) {
   const auto start = std::chrono::steady_clock::now();
   size_t ok = 0;
-  server.Fit(ids, ins, [&](size_t, fedprof::FitResult&& r) { ok += r.ok ? 1 : 0; });
+  server.Fit(ids, ins, [&](size_t, fedprof::FitResult&& r) {
+    ok += r.ok ? 1 : 0;
+    return std::string();
+  });
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (ok != ids.size()) std::fprintf(stderr, "warning: %zu of %zu results\n", ok, ids.size());
   return s;

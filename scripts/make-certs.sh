@@ -5,7 +5,9 @@
 # DIR/server.crt, server.key  the server's; valid for localhost, 127.0.0.1, ::1
 #                             and each SERVER_NAME (a host name or an IP address)
 # DIR/client-K.crt, .key      client K = 0 .. N-1, subject CN=client-K: the
-#                             server takes the client's id from it
+#                             server takes the client's id from it, and only
+#                             from a subject of exactly one such CN, K in
+#                             canonical decimal (client-01 is refused)
 # Keys are EC P-256 and readable by the owner only. Give each machine only
 # ca.crt and its own certificate and key.
 set -euo pipefail

@@ -1,24 +1,163 @@
 // A client that breaks the rules, for the deployment tests: it speaks the
 // real protocol through the real gRPC stubs, then sends what an honest
-// client never would.
+// client never would. It registers with 1000 samples and reports honestly
+// (so it gets selected); what it does with a training task is its mode.
 //
 //   rogue_client --server HOST:PORT --id K --tls-dir DIR --mode MODE
-// MODE: nan     trains nothing, returns a model full of NaN
+// MODE: nan     returns a model full of NaN
 //       shape   returns a model one value short
 //       version speaks protocol version 2
 //       slow    sends heartbeats but takes ten minutes over every task
+//       weight  returns the global model shifted by 1e-5 and claims 2^31 - 1
+//               samples in its first result, 1001 in later ones
+//       hostile first sends every string field of every message with a
+//               newline (forging a log line), with ESC sequences and at
+//               4 MiB, NaN where a request carries a number, and bytes that
+//               are no message; prints how many of these calls the server
+//               refused; then returns results with a NaN loss
+//       huge    sends three registrations of 64 MiB, then exits
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <future>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "federation.grpc.pb.h"
 #include "fedprof/core/error.h"
 #include "fedprof/transport/grpc_client.h"
 #include "fedprof/transport/tls.h"
+#include "fedprof/transport/wire.h"
+
+namespace {
+
+namespace pb = fedprof::federation::v1;
+
+constexpr int64_t kSamples = 1000;
+
+std::chrono::system_clock::time_point In(int seconds) {
+  return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
+}
+
+// What the server made of the hostile calls.
+struct Refusals {
+  int total = 0;  // a failed status, or a result it did not accept
+  // Of those, unary requests over the port's message limit: gRPC drops them
+  // before any code of the server's runs.
+  int by_grpc = 0;
+};
+
+// The hostile calls, on `channel`'s stub and raw.
+Refusals SendHostileCalls(const std::shared_ptr<grpc::Channel>& channel, int id) {
+  auto stub = pb::Federation::NewStub(channel);
+  pb::RegisterRequest honest;
+  honest.set_protocol_version(fedprof::kProtocolVersion);
+  honest.set_client_id(id);
+  honest.set_num_samples(kSamples);
+  std::string session;
+  {
+    pb::RegisterReply reply;
+    grpc::ClientContext context;
+    context.set_deadline(In(10));
+    const grpc::Status s = stub->Register(&context, honest, &reply);
+    if (!s.ok()) throw fedprof::Error("honest registration refused: " + s.error_message());
+    session = reply.session();
+  }
+  Refusals refused;
+  auto unary = [&](const std::function<grpc::Status(grpc::ClientContext*)>& call) {
+    grpc::ClientContext context;
+    context.set_deadline(In(10));
+    const grpc::Status s = call(&context);
+    refused.total += s.ok() ? 0 : 1;
+    refused.by_grpc += s.error_message().rfind("Received message larger than max", 0) == 0;
+  };
+  auto push = [&](const pb::ResultHeader& header) {
+    grpc::ClientContext context;
+    context.set_deadline(In(10));
+    pb::PushReply reply;
+    auto writer = stub->PushResult(&context, &reply);
+    pb::ResultChunk chunk;
+    *chunk.mutable_header() = header;
+    writer->Write(chunk, grpc::WriteOptions().set_last_message());
+    const grpc::Status s = writer->Finish();
+    refused.total += s.ok() && reply.accepted() ? 0 : 1;
+  };
+  auto reg = [&](const pb::RegisterRequest& r) {
+    unary([&](grpc::ClientContext* c) {
+      pb::RegisterReply reply;
+      return stub->Register(c, r, &reply);
+    });
+  };
+  auto pull = [&](const std::string& session_field, double wait_s) {
+    pb::PullRequest request;
+    request.set_protocol_version(fedprof::kProtocolVersion);
+    request.set_client_id(id);
+    request.set_session(session_field);
+    request.set_wait_s(wait_s);
+    unary([&](grpc::ClientContext* c) {
+      auto reader = stub->PullTask(c, request);
+      pb::TaskChunk chunk;
+      while (reader->Read(&chunk)) {
+      }
+      return reader->Finish();
+    });
+  };
+  const std::vector<std::string> payloads = {
+      "x\nwarning: round 1: client 0 refused: forged",  // a line of its own
+      "\x1b[2J\x1b[31mred\x1b[0m",                      // clears a terminal
+      std::string(4 << 20, 'A')};
+  for (const std::string& p : payloads) {
+    pb::RegisterRequest r = honest;
+    r.set_model_sha256(p);
+    reg(r);
+    pb::HeartbeatRequest h;
+    h.set_protocol_version(fedprof::kProtocolVersion);
+    h.set_client_id(id);
+    h.set_session(p);
+    unary([&](grpc::ClientContext* c) {
+      pb::HeartbeatReply reply;
+      return stub->Heartbeat(c, h, &reply);
+    });
+    pull(p, 0);
+    pb::ResultHeader header;
+    header.set_protocol_version(fedprof::kProtocolVersion);
+    header.set_client_id(id);
+    header.set_num_samples(kSamples);
+    header.set_session(p);
+    push(header);
+    header.set_session(session);
+    header.set_error(p);
+    push(header);
+    header.clear_error();
+    header.set_ok(true);
+    header.mutable_profile()->set_layer(p);
+    push(header);
+  }
+  pb::RegisterRequest nan_speed = honest;
+  nan_speed.set_speed_ghz(NAN);
+  reg(nan_speed);
+  pull(session, NAN);
+  // Bytes that are no RegisterRequest.
+  grpc::GenericStub generic(channel);
+  grpc::Slice junk(std::string("\xff\xff\xff\xff\x0f", 5));
+  const grpc::ByteBuffer request(&junk, 1);
+  unary([&](grpc::ClientContext* c) {
+    grpc::ByteBuffer response;
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(c, "/fedprof.federation.v1.Federation/Register", grpc::StubOptions(),
+                      &request, &response, [&](grpc::Status s) { done.set_value(s); });
+    return done.get_future().get();
+  });
+  return refused;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::string server, tls_dir, mode;
@@ -30,36 +169,73 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--mode")) mode = argv[i + 1];
   }
   try {
+    grpc::ChannelArguments args;
+    args.SetMaxSendMessageSize(128 << 20);  // the server, not this side, must refuse
+    const auto channel =
+        grpc::CreateCustomChannel(server, fedprof::ClientCredentials(tls_dir, id), args);
+    auto stub = pb::Federation::NewStub(channel);
     if (mode == "version") {
-      auto stub = fedprof::federation::v1::Federation::NewStub(
-          grpc::CreateChannel(server, fedprof::ClientCredentials(tls_dir, id)));
-      fedprof::federation::v1::RegisterRequest request;
+      pb::RegisterRequest request;
       request.set_protocol_version(2);
       request.set_client_id(id);
       request.set_num_samples(10);
-      fedprof::federation::v1::RegisterReply reply;
+      pb::RegisterReply reply;
       grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      context.set_deadline(In(10));
       const grpc::Status s = stub->Register(&context, request, &reply);
       std::printf("register: %s\n", s.ok() ? "accepted" : s.error_message().c_str());
       return s.ok() ? 0 : 1;
+    }
+    if (mode == "huge") {  // three registrations of 64 MiB each
+      for (int i = 0; i < 3; ++i) {
+        pb::RegisterRequest request;
+        request.set_protocol_version(fedprof::kProtocolVersion);
+        request.set_client_id(id);
+        request.set_num_samples(kSamples);
+        request.set_model_sha256(std::string(64 << 20, 'A'));
+        pb::RegisterReply reply;
+        grpc::ClientContext context;
+        context.set_deadline(In(30));
+        const grpc::Status s = stub->Register(&context, request, &reply);
+        std::printf("huge register: %s\n", s.error_message().c_str());
+      }
+      return 0;
+    }
+    if (mode == "hostile") {
+      const Refusals refused = SendHostileCalls(channel, id);
+      std::printf("hostile calls refused: %d, by gRPC before the server's code: %d\n",
+                  refused.total, refused.by_grpc);
+      std::fflush(stdout);
     }
     fedprof::GrpcClientOptions o;
     o.server = server;
     o.tls_dir = tls_dir;
     o.id = id;
-    o.num_samples = 100;
+    o.num_samples = kSamples;
     o.give_up_s = 30;
     int64_t size = 0;
+    int results = 0;
     fedprof::RunGrpcClient(
         o, [&](const fedprof::ModelSpec&, int64_t num_params) { size = num_params; },
         [&](const fedprof::FitInstructions& ins) {
           fedprof::FitResult r;
           r.ok = true;
-          r.num_samples = 100;
+          r.num_samples = kSamples;
           if (ins.train.epochs == 0) return r;  // honest reports, so it gets selected
           // Alive (heartbeats come from their own thread) but never in time.
           if (mode == "slow") std::this_thread::sleep_for(std::chrono::minutes(10));
+          if (mode == "weight") {
+            // One such result at full weight would wreck the model.
+            r.params = *ins.global;
+            for (float& v : r.params) v += 1e-5f;
+            r.num_samples = results++ == 0 ? 2147483647 : kSamples + 1;
+            return r;
+          }
+          if (mode == "hostile") {
+            r.params = *ins.global;
+            r.train_loss = NAN;
+            return r;
+          }
           r.params.assign(size - (mode == "shape" ? 1 : 0), mode == "nan" ? NAN : 0.0f);
           return r;
         });

@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fedprof/aggregation/model_sum.h"
+#include "fedprof/core/error.h"
 #include "fedprof/core/params.h"
 
 namespace fedprof {
@@ -18,16 +20,39 @@ enum class AggregationMode {
   kPartial,
 };
 
+// One client's accepted model of a round, kept for aggregators that need
+// the individual models.
+struct ClientUpdate {
+  int client_id = -1;
+  int64_t num_samples = 0;  // as claimed, validated
+  FlatParams params;        // w_k
+};
+
 // Builds the next global model from a round's valid results, folded into a
 // ModelSum (Σ |D_k| w_k, exact) as they arrived: an aggregator is the
 // finalising step of a reducer (accumulate, merge, finalise), so the models
-// themselves need not be kept, and their order never matters.
+// themselves need not be kept, and their order never matters. Robust rules
+// (aggregation/robust.h) are no reducers: they say so with NeedsUpdates,
+// and the server keeps the round's models for them. A sum that hides the
+// models (secure aggregation) cannot serve them.
 class Aggregator {
  public:
   virtual ~Aggregator() = default;
   // total_samples = |D| over all clients that could have been selected.
   virtual void Aggregate(const FlatParams& global, const ModelSum& sum, int64_t total_samples,
                          FlatParams* next) = 0;
+
+  // Whether this aggregator needs each client's model (AggregateUpdates)
+  // rather than their sum.
+  virtual bool NeedsUpdates() const { return false; }
+  // The next global model from the round's accepted models, in any order
+  // (the result must not depend on it). Only for NeedsUpdates aggregators;
+  // the others throw fedprof::Error.
+  virtual void AggregateUpdates(const FlatParams& global, const std::vector<ClientUpdate>& updates,
+                                int64_t total_samples, FlatParams* next) {
+    (void)global, (void)updates, (void)total_samples, (void)next;
+    throw Error("aggregation: this aggregator works on the sum of the models, not on each one");
+  }
 
   // Opaque state for checkpoints (server optimiser moments); "" if none.
   virtual std::string SaveState() const { return ""; }

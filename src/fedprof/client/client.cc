@@ -125,11 +125,6 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model, bool model_holds
   }
   result.train_loss = epoch_loss;
   result.params = Flatten(model);
-  // The update is what training changed: from θ, or under FedBN from θ
-  // with the client's batch norm.
-  if (ins.sketch_dim > 0) {
-    result.sketch = UpdateSketch(result.params, own_batch_norm ? with_own : *ins.global, ins.sketch_dim);
-  }
   if (!batch_norm.empty()) {
     local_batch_norm_.clear();
     for (const auto* e : batch_norm) {
@@ -137,6 +132,12 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model, bool model_holds
                                result.params.begin() + e->offset + e->size);
     }
   }
+  // The update is what training changed: from θ, or under FedBN from θ
+  // with the client's batch norm. An attacker keeps its honest batch norm
+  // and poisons what it sends, its sketch included.
+  const FlatParams& start = own_batch_norm ? with_own : *ins.global;
+  ApplyAttack(attack_, start, &result.params);
+  if (ins.sketch_dim > 0) result.sketch = UpdateSketch(result.params, start, ins.sketch_dim);
   result.cost.time_s = seconds_since(fit_start);
   return result;
 }

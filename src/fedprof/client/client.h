@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "fedprof/client/attack.h"
 #include "fedprof/core/params.h"
 #include "fedprof/data/dataset.h"
 #include "fedprof/data/quality.h"
@@ -46,6 +47,11 @@ class Client {
   // which saves loading it again.
   FitResult Fit(const FitInstructions& instructions, Model& model, bool model_holds_global = false);
 
+  // A simulated attacker (client/attack.h) trains honestly, then returns
+  // the attack's model; the default attack is none.
+  const Attack& attack() const { return attack_; }
+  void set_attack(const Attack& attack) { attack_ = attack; }
+
   // State kept between rounds (FedBN's batch-norm values), for checkpoints.
   const FlatParams& local_state() const { return local_batch_norm_; }
   void set_local_state(FlatParams state) { local_batch_norm_ = std::move(state); }
@@ -54,6 +60,7 @@ class Client {
   int id_;
   Dataset data_;
   DataKind kind_;
+  Attack attack_;
   FlatParams local_batch_norm_;  // batch-norm entries in layout order; empty until kept
 };
 

@@ -109,11 +109,14 @@ std::vector<OptionSpec> MakeTable() {
        "data size; fedprof: by representation-profile score (fedprof.*); afl: by loss valuation "
        "(afl.*); cfcfm: the K fastest; clustered: one per cluster of similar updates "
        "(clustered.*)."},
-      {"strategy.aggregator", T::kString, "", 0, 0, "average|fedadam|fedbn",
+      {"strategy.aggregator", T::kString, "", 0, 0,
+       "average|fedadam|fedbn|median|trimmed_mean|krum|multi_krum",
        "How results become the next global model; empty = the preset's. average: size-weighted "
        "averaging (strategy.aggregation); fedadam: Adam on the server over the average "
        "(fedadam.*); fedbn: averaging, clients keep their batch-norm layers (needs a model with "
-       "batch norm)."},
+       "batch norm). Robust to poisoned models (robust.*, docs/robustness.md): median "
+       "(coordinate-wise), trimmed_mean (coordinate-wise), krum and multi_krum; they replace "
+       "the average in both aggregation modes."},
       {"strategy.fraction", T::kDouble, "0.1", 1e-9, 1, "",
        "Client fraction C: K = max(1, round(N C)) clients per round."},
       {"strategy.aggregation", T::kString, "full", 0, 0, "full|partial",
@@ -156,6 +159,30 @@ std::vector<OptionSpec> MakeTable() {
        "AFL alpha2: selection probability proportional to exp(alpha2 * valuation)."},
       {"afl.random_share", T::kDouble, "0.1", 0, 1, "",
        "AFL alpha3: share of the K clients picked uniformly at random."},
+      // Robust aggregation (docs/robustness.md).
+      {"robust.trim_share", T::kDouble, "0.2", 0, 0.499, "",
+       "trimmed_mean: share beta of each coordinate's values cut from each end (floor(beta n) "
+       "of n); tolerates up to that share of poisoned models (Yin et al. 2018)."},
+      {"robust.byzantine", T::kInt, "", 0, 1e6, "",
+       "krum, multi_krum: poisoned models f tolerated per round; needs more than 2f + 2 "
+       "clients per round (Blanchard et al. 2017). Empty = the most each round's n results "
+       "allow, floor((n - 3) / 2); a round with too few results for f runs with that most."},
+      {"robust.multi_krum_select", T::kInt, "0", 0, 1e7, "",
+       "multi_krum: how many of the lowest-scoring models are averaged (m); 0 = n - f."},
+      {"robust.max_update_norm", T::kDouble, "0", 0, 1e9, "",
+       "Bound on each result's update relative to the global model, ||w_k - theta|| / "
+       "||theta||, with any aggregator; 0 = none."},
+      {"robust.norm_action", T::kString, "clip", 0, 0, "clip|refuse",
+       "A result beyond robust.max_update_norm: clip (its update scaled down onto the bound) or "
+       "refuse (refused like an invalid result, counted in refused)."},
+      // Simulated attackers (docs/robustness.md).
+      {"attack.share", T::kDouble, "0", 0, 1, "",
+       "Share of the clients that poison their models: round(share N) of them, chosen from the "
+       "seed; the same in simulate, launch and a client built from the config (fedprof client)."},
+      {"attack.kind", T::kString, "sign_flip", 0, 0, "scale|sign_flip",
+       "What an attacker returns after training honestly to w: scale: theta + lambda (w - "
+       "theta); sign_flip: theta - lambda (w - theta); with its true sample count."},
+      {"attack.scale", T::kDouble, "4", 0, 1e6, "", "The attack's lambda."},
       // Cost model (Eqs. 27-34).
       {"cost.speed_mean", T::kDouble, "1.0", 1e-3, 1e3, "", "Client speed s_k mean, GHz."},
       {"cost.speed_sd", T::kDouble, "0.2", 0, 1e3, "", "Client speed s_k standard deviation, GHz."},

@@ -26,6 +26,7 @@ enum class Stream : uint64_t {
   kLocalTraining = 7,
   kReferenceSplit = 8,
   kPrivacy = 9,
+  kAttackers = 10,  // which simulated clients attack (client/attack.h)
 };
 
 // SplitMix64 finaliser: a bijective 64-bit mixer.

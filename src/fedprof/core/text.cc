@@ -1,5 +1,6 @@
 #include "fedprof/core/text.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -22,10 +23,12 @@ std::vector<std::string> Split(const std::string& s, char sep) {
 
 std::string Printable(const std::string& s, size_t max_bytes) {
   static const char kHex[] = "0123456789abcdef";
+  const size_t kept = std::min(s.size(), max_bytes);
   std::string out;
-  for (size_t i = 0; i < s.size() && i < max_bytes; ++i) {
+  out.reserve(kept + 32);
+  for (size_t i = 0; i < kept; ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
+    if (c < 0x20 || c >= 0x7f) {
       out += "\\x";
       out += kHex[c >> 4];
       out += kHex[c & 15];
@@ -33,7 +36,7 @@ std::string Printable(const std::string& s, size_t max_bytes) {
       out += static_cast<char>(c);
     }
   }
-  if (s.size() > max_bytes) out += "...";
+  if (kept < s.size()) out += "...[+" + std::to_string(s.size() - kept) + " bytes]";
   return out;
 }
 

@@ -17,8 +17,13 @@ std::vector<std::string> SplitList(const std::string& s);
 std::string EncodeFloats(const std::vector<float>& values);
 std::vector<float> DecodeFloats(const std::string& text);
 
-// `s` as it may appear in a one-line error message: control characters
-// written as \xNN, and cut to `max_bytes` (with "...").
+// The one sanitiser for text that someone else wrote (a client's strings, a
+// config value) before it is logged, echoed or stored: every byte outside
+// printable ASCII (control characters, DEL, and the bytes of multi-byte
+// characters, which a terminal may take for control sequences) is written
+// as \xNN, so the result is one line that cannot forge another, and text
+// already made printable passes unchanged; at most `max_bytes` of `s` are
+// kept, and a cut says how much was left out ("...[+4194244 bytes]").
 std::string Printable(const std::string& s, size_t max_bytes = 80);
 
 // "" if `s` is valid UTF-8 without control characters other than tab (text

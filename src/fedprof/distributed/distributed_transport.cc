@@ -208,7 +208,7 @@ void DistributedTransport::Fit(const std::vector<int>& client_ids, const FitInst
   std::mutex sink_mutex;
   auto deliver = [&](FitResult&& r) {
     std::lock_guard<std::mutex> lock(sink_mutex);
-    sink(index_of.at(r.client_id), std::move(r));
+    return sink(index_of.at(r.client_id), std::move(r));
   };
   FirstFailure failure;
   std::vector<std::thread> threads;
@@ -249,7 +249,7 @@ void DistributedTransport::Fit(const std::vector<int>& client_ids, const FitInst
   try {
     if (!share[0].empty()) {
       const std::vector<int> mine(share[0].begin(), share[0].end());
-      local_.Fit(mine, ins, [&](size_t, FitResult&& r) { deliver(std::move(r)); });
+      local_.Fit(mine, ins, [&](size_t, FitResult&& r) { return deliver(std::move(r)); });
     }
   } catch (...) {
     failure.Record(std::current_exception());
@@ -371,8 +371,9 @@ void ServeFit(RankGroup& group, InProcessTransport& clients, const RankMessage& 
     ids.push_back(id);
   }
   FirstFailure failure;
-  clients.Fit(ids, ins, [&](size_t, FitResult&& r) {
-    if (failure.failed()) return;  // rank 0 is gone: nothing more to send
+  clients.Fit(ids, ins, [&](size_t, FitResult&& r) -> std::string {
+    // Rank 0 checks what it receives; this rank only forwards.
+    if (failure.failed()) return "";  // rank 0 is gone: nothing more to send
     try {
       pb::ResultHeader rh;
       ToWire(r, &rh);
@@ -384,6 +385,7 @@ void ServeFit(RankGroup& group, InProcessTransport& clients, const RankMessage& 
       failure.Record(std::current_exception());
       group.Cancel();
     }
+    return "";
   });
   failure.RethrowIfAny("");
 }

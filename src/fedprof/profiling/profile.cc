@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/text.h"
 
 namespace fedprof {
 
@@ -48,7 +49,8 @@ std::string CheckProfile(const Profile& p, const Profile& reference) {
   }
   if (p.units() == 0) return "profile is empty";
   if (p.layer != reference.layer) {
-    return "profile is of layer '" + p.layer + "', the reference of '" + reference.layer + "'";
+    return "profile is of layer '" + Printable(p.layer) + "', the reference of '" +
+           Printable(reference.layer) + "'";
   }
   if (p.version != reference.version) {
     return "profile is of model version " + std::to_string(p.version) + ", the reference of " +

@@ -41,13 +41,41 @@ int Server::ClientsPerRound() const {
   return std::max(1, std::min(n, k));
 }
 
+namespace {
+
+// Every number a client sends is finite, or its result is refused whole;
+// what is not, or "". (The model's values are Validate's.)
+std::string NonFiniteNumber(const FitResult& r) {
+  if (!std::isfinite(r.train_loss) || !std::isfinite(r.pre_train_loss)) return "a non-finite loss";
+  if (r.profile) {
+    for (size_t u = 0; u < r.profile->mean.size(); ++u) {
+      if (!std::isfinite(r.profile->mean[u]) || !std::isfinite(r.profile->var[u]) ||
+          r.profile->var[u] < 0) {
+        return "profile unit " + std::to_string(u) + " is not a finite mean and variance";
+      }
+    }
+  }
+  for (float v : r.sketch) {
+    if (!std::isfinite(v)) return "a non-finite value in its update sketch";
+  }
+  const ResultCost& c = r.cost;
+  if (!std::isfinite(c.time_s) || !std::isfinite(c.energy_j) || !std::isfinite(c.profiling_time_s) ||
+      !std::isfinite(c.profiling_energy_j)) {
+    return "a non-finite cost";
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string Server::Validate(const FitResult& r, size_t num_params, bool expect_model) {
   if (!r.ok) return r.error.empty() ? "client failed" : r.error;
   if (r.num_samples < 1 || r.num_samples > kMaxClaimedSamples) {
     return "claims " + std::to_string(r.num_samples) + " samples, outside [1, " +
            std::to_string(kMaxClaimedSamples) + "]";
   }
-  if (!expect_model) return "";
+  const std::string numbers = NonFiniteNumber(r);
+  if (!expect_model) return numbers;
   if (r.params.size() != num_params) {
     return "model has " + std::to_string(r.params.size()) + " values, expected " +
            std::to_string(num_params);
@@ -60,14 +88,14 @@ std::string Server::Validate(const FitResult& r, size_t num_params, bool expect_
     }
   }
   if (!(std::fabs(r.train_loss) < kMaxModelSumTerm)) return "non-finite training loss";
-  return "";
+  return numbers;
 }
 
 void Server::TrainSelected(int64_t round, const std::vector<int>& selected,
                            const FitInstructions& ins, Tally* tally) {
   const size_t num_params = ins.global->size();
   tally->selected += static_cast<int>(selected.size());
-  transport_.Fit(selected, ins, [&](size_t, FitResult&& r) {
+  transport_.Fit(selected, ins, [&](size_t, FitResult&& r) -> std::string {
     tally->time_s = std::max(tally->time_s, r.cost.time_s);
     tally->time_without_profiling_s =
         std::max(tally->time_without_profiling_s, r.cost.time_s - r.cost.profiling_time_s);
@@ -75,16 +103,21 @@ void Server::TrainSelected(int64_t round, const std::vector<int>& selected,
     tally->profiling_energy_j.Add(r.cost.profiling_energy_j);
     std::string why = Validate(r, num_params, /*expect_model=*/true);
     if (why.empty()) why = strategy_.CheckResult(r);
+    if (why.empty()) why = strategy_.BoundUpdate(*ins.global, &r);  // may clip r.params
     if (!why.empty()) {
       ++(r.timed_out ? tally->timed_out : tally->refused);
       LogWarning("round " + std::to_string(round) + ": client " + std::to_string(r.client_id) +
                  (r.timed_out ? " timed out: " : " refused: ") + why);
-      return;
+      return why;
     }
     ++tally->returned;
     strategy_.Observe(r);
     sum_.Add(r.params, r.num_samples);
     tally->train_loss.Add(r.train_loss);
+    if (strategy_.NeedsUpdates()) {
+      updates_.push_back({r.client_id, r.num_samples, std::move(r.params)});
+    }
+    return "";
   });
 }
 
@@ -106,15 +139,16 @@ void Server::CollectReports(const std::vector<ClientInfo>& available, const Flat
   ins.seed = options_.seed;
   strategy_.ConfigureInstructions(&ins);
   const auto start = std::chrono::steady_clock::now();
-  transport_.Fit(pending, ins, [&](size_t, FitResult&& r) {
+  transport_.Fit(pending, ins, [&](size_t, FitResult&& r) -> std::string {
     std::string why = Validate(r, global.size(), /*expect_model=*/false);
     if (why.empty()) why = strategy_.CheckResult(r);
     if (!why.empty()) {
       LogWarning("report of client " + std::to_string(r.client_id) + " under model version " +
                  std::to_string(version) + " refused: " + why);
-      return;
+      return why;
     }
     strategy_.Observe(r);
+    return "";
   });
   if (options_.progress) {
     char line[160];
@@ -163,6 +197,7 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
 
     Tally tally;
     sum_.Reset(state.global.size());
+    updates_.clear();
     int64_t total_samples = -1;  // |D| of the clients available when the round starts
     std::vector<char> asked(n, 0);
     for (int attempt = 0;; ++attempt) {
@@ -207,7 +242,7 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     m.train_loss = tally.returned == 0 ? 0 : tally.train_loss.value() / tally.returned;
 
     FlatParams next;
-    strategy_.AggregateFit(state.global, sum_, total_samples, &next);
+    strategy_.AggregateFit(state.global, sum_, updates_, total_samples, &next);
     state.global = std::move(next);
     strategy_.OnGlobalModel(state.global, round);
     state.strategy_state = strategy_.SaveState();

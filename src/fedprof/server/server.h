@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "fedprof/aggregation/aggregator.h"
 #include "fedprof/aggregation/model_sum.h"
 #include "fedprof/core/params.h"
 #include "fedprof/protocol/messages.h"
@@ -76,7 +77,8 @@ class Server {
   int ClientsPerRound() const;
 
   // Why a result must be refused, or "" if it is usable: a failed client, a
-  // sample count outside [1, kMaxClaimedSamples], a non-finite or
+  // sample count outside [1, kMaxClaimedSamples], any number that is not
+  // finite (losses, profile, sketch, cost; a negative variance too), an
   // out-of-range loss, and when `expect_model` a model of the wrong size or
   // with a value that is not finite or beyond aggregation's range.
   static std::string Validate(const FitResult& result, size_t num_params, bool expect_model);
@@ -98,6 +100,9 @@ class Server {
   ModelReplicas& evaluator_;
   const Dataset& test_;
   ModelSum sum_;  // reused across rounds
+  // The round's accepted models, kept only for an aggregator that
+  // NeedsUpdates (robust rules).
+  std::vector<ClientUpdate> updates_;
 };
 
 }  // namespace fedprof

@@ -5,8 +5,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
@@ -134,6 +137,33 @@ TEST(ServerTest, ValidateNamesWhatIsWrong) {
   r.ok = false;
   r.error = "out of memory";
   EXPECT_EQ(Server::Validate(r, 2, true), "out of memory");
+}
+
+// NaN or Inf in any number a client sends refuses the result, a report's too.
+TEST(ServerTest, ValidateRefusesANonFiniteNumberAnywhere) {
+  FitResult ok;
+  ok.ok = true;
+  ok.num_samples = 3;
+  ok.params = {1.0f, 2.0f};
+  ok.profile = Profile{0, "fc1", {0.5, 1.5}, {1.0, 2.0}};
+  ok.sketch = {0.25f, -1.0f};
+  ASSERT_EQ(Server::Validate(ok, 2, true), "");
+  const std::vector<std::pair<std::function<void(FitResult&)>, std::string>> cases = {
+      {[](FitResult& r) { r.pre_train_loss = NAN; }, "a non-finite loss"},
+      {[](FitResult& r) { r.profile->mean[1] = INFINITY; }, "profile unit 1"},
+      {[](FitResult& r) { r.profile->var[0] = NAN; }, "profile unit 0"},
+      {[](FitResult& r) { r.profile->var[0] = -1; }, "profile unit 0"},
+      {[](FitResult& r) { r.sketch[1] = NAN; }, "update sketch"},
+      {[](FitResult& r) { r.cost.time_s = NAN; }, "a non-finite cost"},
+      {[](FitResult& r) { r.cost.profiling_energy_j = -INFINITY; }, "a non-finite cost"},
+  };
+  for (const auto& [spoil, why] : cases) {
+    FitResult r = ok;
+    spoil(r);
+    for (bool expect_model : {true, false}) {
+      EXPECT_NE(Server::Validate(r, 2, expect_model).find(why), std::string::npos) << why;
+    }
+  }
 }
 
 TEST(CheckpointTest, ResumedRunEqualsUninterruptedRun) {

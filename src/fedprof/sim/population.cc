@@ -184,6 +184,7 @@ Population::Population(const Dataset& train, const Config& config)
     throw Error("quality.polluted: feature pollution needs tabular data");
   }
   kinds_ = AssignDataKinds(n, quality_, seed_);
+  attacks_ = MakeAttackPlan(config, n);
 
   const std::string& source = config.GetString("quality.irrelevant_source");
   if (quality_.irrelevant > 0 && source != "synthetic") {
@@ -210,7 +211,9 @@ Client Population::MakeClient(int k) const {
     case DataKind::kGaussianNoise: ApplyGaussianNoise(d.x, quality_.noise_sigma, rng); break;
     case DataKind::kPolluted: ApplyPollution(d.x, quality_.pollute_share, rng); break;
   }
-  return Client(k, std::move(d), kinds_[k]);
+  Client client(k, std::move(d), kinds_[k]);
+  client.set_attack(attacks_.For(k));
+  return client;
 }
 
 }  // namespace fedprof

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "fedprof/client/attack.h"
 #include "fedprof/client/client.h"
 #include "fedprof/data/dataset.h"
 #include "fedprof/data/quality.h"
@@ -54,7 +55,8 @@ class Population {
   // clients are cheap to describe and should not all be kept.
   bool on_demand() const { return sampled_ != nullptr; }
 
-  // Client k holding its own copy of its samples, degraded by its kind.
+  // Client k holding its own copy of its samples, degraded by its kind, and
+  // attacking when the attack.* options make it an attacker.
   Client MakeClient(int k) const;
 
  private:
@@ -63,6 +65,7 @@ class Population {
   QualityOptions quality_;
   Dataset irrelevant_source_;
   std::vector<DataKind> kinds_;
+  AttackPlan attacks_;
   std::vector<int32_t> sizes_;
   std::vector<std::vector<int64_t>> parts_;           // disjoint partitions
   std::unique_ptr<class SampledPartition> sampled_;  // sampled partitions

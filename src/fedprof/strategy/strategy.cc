@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
+
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
 #include "fedprof/selection/afl_selector.h"
@@ -83,6 +86,34 @@ std::unique_ptr<Selector> MakeSelector(const std::string& name, const Config& co
   throw Error("strategy.selector: unknown selector '" + name + "'");
 }
 
+constexpr const char* kAggregators = "average|fedadam|fedbn|median|trimmed_mean|krum|multi_krum";
+
+// Krum's options, checked against the clients a round asks for (K, as
+// Server::ClientsPerRound): a round with fewer results (refusals, time-outs,
+// a deployment's absences) lowers f itself (robust.h).
+KrumOptions MakeKrumOptions(const std::string& name, const Config& config) {
+  KrumOptions o;
+  const int64_t n = config.GetInt("clients.count");
+  const double c = config.GetDouble("strategy.fraction");
+  const int64_t k =
+      std::max<int64_t>(1, std::min<int64_t>(n, std::llround(static_cast<double>(n) * c)));
+  if (!config.IsEmpty("robust.byzantine")) {
+    o.byzantine = static_cast<int>(config.GetInt("robust.byzantine"));
+    if (k <= 2 * int64_t{o.byzantine} + 2) {
+      throw Error("robust.byzantine: " + name + " with f = " + std::to_string(o.byzantine) +
+                  " needs more than 2f + 2 = " + std::to_string(2 * o.byzantine + 2) +
+                  " clients per round, and strategy.fraction x clients.count gives " +
+                  std::to_string(k));
+    }
+  }
+  o.select = name == "krum" ? 1 : static_cast<int>(config.GetInt("robust.multi_krum_select"));
+  if (o.select > k) {
+    throw Error("robust.multi_krum_select: " + std::to_string(o.select) + " models of " +
+                std::to_string(k) + " clients per round (strategy.fraction x clients.count)");
+  }
+  return o;
+}
+
 std::unique_ptr<Aggregator> MakeAggregator(const std::string& name, AggregationMode mode,
                                            const Config& config) {
   if (name == "average" || name == "fedbn") return MakeWeightedAverage(mode);
@@ -94,7 +125,24 @@ std::unique_ptr<Aggregator> MakeAggregator(const std::string& name, AggregationM
     o.tau = config.GetDouble("fedadam.tau");
     return MakeFedAdam(mode, o);
   }
-  throw Error("strategy.aggregator: unknown aggregator '" + name + "'");
+  if (name == "median") return MakeCoordinateMedian(mode);
+  if (name == "trimmed_mean") return MakeTrimmedMean(mode, config.GetDouble("robust.trim_share"));
+  if (name == "krum" || name == "multi_krum") return MakeKrum(mode, MakeKrumOptions(name, config));
+  throw Error("strategy.aggregator: unknown aggregator '" + name + "'; expected " + kAggregators);
+}
+
+UpdateNormBound MakeUpdateNormBound(const Config& config) {
+  UpdateNormBound bound;
+  bound.max_ratio = config.GetDouble("robust.max_update_norm");
+  const std::string& action = config.GetString("robust.norm_action");
+  if (action == "clip") {
+    bound.action = NormAction::kClip;
+  } else if (action == "refuse") {
+    bound.action = NormAction::kRefuse;
+  } else {
+    throw Error("robust.norm_action: '" + action + "' is not one of clip|refuse");
+  }
+  return bound;
 }
 
 }  // namespace
@@ -172,6 +220,7 @@ std::unique_ptr<Strategy> MakeStrategy(const Config& config, const StrategyConte
                                  MakeAggregator(spec.aggregator, spec.mode, config));
   strategy->SetProximalMu(spec.proximal_mu);
   strategy->SetKeepsLocalBatchNorm(spec.aggregator == "fedbn");
+  strategy->SetUpdateNormBound(MakeUpdateNormBound(config));
   return strategy;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fedprof/aggregation/aggregator.h"
+#include "fedprof/aggregation/robust.h"
 #include "fedprof/profiling/profile.h"
 #include "fedprof/selection/selector.h"
 
@@ -24,10 +25,10 @@ class Config;
 // The server calls, per run: OnGlobalModel(initial, 0) (or LoadState, then
 // OnGlobalModel(global, round) on resume); then per round: Observe for the
 // reports of available clients that HasReport says lack one (before round 1:
-// everyone), ConfigureFit, CheckResult and Observe for each result as it
-// arrives (results that fail CheckResult are not observed), AggregateFit,
-// OnGlobalModel(next, round), LastScores and SaveState. The client-facing
-// hooks are the selector's (selection/selector.h).
+// everyone), ConfigureFit, CheckResult, BoundUpdate and Observe for each
+// result as it arrives (results that fail CheckResult or BoundUpdate are not
+// observed), AggregateFit, OnGlobalModel(next, round), LastScores and
+// SaveState. The client-facing hooks are the selector's (selection/selector.h).
 class Strategy {
  public:
   using Reports = Selector::Reports;
@@ -45,11 +46,30 @@ class Strategy {
     return selector_->Select(context, rng);
   }
 
-  // The next global model from the round's valid results, summed in `sum`.
+  // The next global model from the round's valid results, summed in `sum`
+  // and, when the aggregator NeedsUpdates, kept one by one in `updates`.
+  void AggregateFit(const FlatParams& global, const ModelSum& sum,
+                    const std::vector<ClientUpdate>& updates, int64_t total_samples,
+                    FlatParams* next) {
+    if (aggregator_->NeedsUpdates()) {
+      aggregator_->AggregateUpdates(global, updates, total_samples, next);
+    } else {
+      aggregator_->Aggregate(global, sum, total_samples, next);
+    }
+  }
   void AggregateFit(const FlatParams& global, const ModelSum& sum, int64_t total_samples,
                     FlatParams* next) {
-    aggregator_->Aggregate(global, sum, total_samples, next);
+    AggregateFit(global, sum, {}, total_samples, next);
   }
+  bool NeedsUpdates() const { return aggregator_->NeedsUpdates(); }
+
+  // The bound on each update's norm (robust.max_update_norm), applied to a
+  // result that passed CheckResult: "" when it is usable (its model maybe
+  // clipped), else why it is refused.
+  std::string BoundUpdate(const FlatParams& global, FitResult* result) const {
+    return ApplyUpdateNormBound(norm_bound_, global, result->num_samples, &result->params);
+  }
+  void SetUpdateNormBound(const UpdateNormBound& bound) { norm_bound_ = bound; }
 
   Reports WantedReports() const { return selector_->WantedReports(); }
   bool HasReport(int id) const { return selector_->HasReport(id); }
@@ -83,6 +103,7 @@ class Strategy {
   std::string name_;
   double proximal_mu_ = 0;
   bool local_batch_norm_ = false;
+  UpdateNormBound norm_bound_;
   std::unique_ptr<Selector> selector_;
   std::unique_ptr<Aggregator> aggregator_;
 };
@@ -95,7 +116,7 @@ AggregationMode ParseAggregationMode(const std::string& name);
 struct StrategySpec {
   std::string preset;      // strategy.name
   std::string selector;    // uniform | size | fedprof | afl | cfcfm | clustered
-  std::string aggregator;  // average | fedadam | fedbn
+  std::string aggregator;  // average | fedadam | fedbn | median | trimmed_mean | krum | multi_krum
   AggregationMode mode = AggregationMode::kFull;
   double proximal_mu = 0;
   bool overridden = false;  // some override changed the preset

@@ -13,6 +13,7 @@
 #include "federation.grpc.pb.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
+#include "fedprof/core/text.h"
 #include "fedprof/transport/tls.h"
 #include "fedprof/transport/wire.h"
 
@@ -28,6 +29,10 @@ std::chrono::system_clock::time_point In(double seconds) {
          std::chrono::duration_cast<std::chrono::system_clock::duration>(
              std::chrono::duration<double>(seconds));
 }
+
+// What a status says, as this client may log it: the server's words are
+// not trusted to be one line either.
+std::string Said(const grpc::Status& s) { return Printable(s.error_message(), 400); }
 
 // Refusals no retry can mend.
 bool Permanent(const grpc::Status& s) {
@@ -116,8 +121,8 @@ class Session {
     context.set_deadline(In(10));
     const grpc::Status status = stub_->Register(&context, request, &reply);
     if (!status.ok()) {
-      if (Permanent(status)) throw Error("server " + options_.server + " refused: " + status.error_message());
-      BackOff("cannot register with " + options_.server + ": " + status.error_message());
+      if (Permanent(status)) throw Error("server " + options_.server + " refused: " + Said(status));
+      BackOff("cannot register with " + options_.server + ": " + Said(status));
       return;
     }
     const std::string mismatch = ProtocolMismatch(reply.protocol_version(), "the server");
@@ -127,6 +132,10 @@ class Session {
     std::lock_guard<std::mutex> lock(mutex_);
     session_ = reply.session();
     heartbeat_s_ = std::clamp(reply.heartbeat_s(), 0.05, 3600.0);
+    // An older server states no chunk size: 1 MiB, its default.
+    chunk_bytes_ = reply.chunk_bytes() > 0
+                       ? static_cast<size_t>(std::clamp<int64_t>(reply.chunk_bytes(), 1024, 3 << 20))
+                       : size_t{1} << 20;
     stop_cv_.notify_all();  // the heartbeat thread picks up the new interval
   }
 
@@ -167,9 +176,9 @@ class Session {
     const grpc::Status finished = reader->Finish();
     if (!finished.ok()) {
       if (Permanent(finished)) {
-        throw Error("server " + options_.server + " refused: " + finished.error_message());
+        throw Error("server " + options_.server + " refused: " + Said(finished));
       }
-      BackOff("lost " + options_.server + ": " + finished.error_message());
+      BackOff("lost " + options_.server + ": " + Said(finished));
       return false;
     }
     Contact();
@@ -200,7 +209,7 @@ class Session {
       const auto last = grpc::WriteOptions().set_last_message();
       bool closed = params.empty();
       bool ok = writer->Write(head, closed ? last : grpc::WriteOptions());
-      const size_t per_chunk = (size_t{1} << 20) / sizeof(float);
+      const size_t per_chunk = chunk_bytes() / sizeof(float);
       pb::ResultChunk part;
       for (size_t at = 0; ok && at < params.size(); at += per_chunk) {
         const size_t count = std::min(per_chunk, params.size() - at);
@@ -214,13 +223,13 @@ class Session {
         Contact();
         if (!reply.accepted()) {
           LogWarning("client " + std::to_string(options_.id) + ": result not accepted: " +
-                     reply.reason());
+                     Printable(reply.reason(), 400));
           if (reply.reason().rfind("unknown session", 0) == 0) Forget();
         }
         return;
       }
-      if (Permanent(status)) throw Error("server " + options_.server + " refused: " + status.error_message());
-      BackOff("cannot deliver a result to " + options_.server + ": " + status.error_message());
+      if (Permanent(status)) throw Error("server " + options_.server + " refused: " + Said(status));
+      BackOff("cannot deliver a result to " + options_.server + ": " + Said(status));
     }
   }
 
@@ -278,6 +287,10 @@ class Session {
     std::lock_guard<std::mutex> lock(mutex_);
     return session_;
   }
+  size_t chunk_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return chunk_bytes_;
+  }
   void Forget() {
     std::lock_guard<std::mutex> lock(mutex_);
     session_.clear();
@@ -294,6 +307,7 @@ class Session {
   bool stop_ = false;
   std::string session_;  // empty: not registered
   double heartbeat_s_ = 2;
+  size_t chunk_bytes_ = size_t{1} << 20;  // of a result's model chunks, as the server asks
   Clock::time_point last_contact_;
   double backoff_s_ = 0;
 };

@@ -1,6 +1,8 @@
 #include "fedprof/transport/grpc_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/server_interceptor.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,6 +16,8 @@
 #include "federation.grpc.pb.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
+#include "fedprof/core/text.h"
+#include "fedprof/transport/refusal_log.h"
 #include "fedprof/transport/tls.h"
 #include "fedprof/transport/wire.h"
 
@@ -37,6 +41,91 @@ std::string NewSession() {
   for (int i = 0; i < 32; ++i) s += hex[device() % 16];
   return s;
 }
+
+// What each call may weigh. gRPC bounds every message of a port by one limit
+// (the model chunks' size); these bound each call's own request on arrival.
+constexpr size_t kMaxRegisterBytes = 1024;   // numbers and a 64-digit hash
+constexpr size_t kMaxSmallRequestBytes = 256;  // Heartbeat, PullTask: numbers and a session
+// Room beside a model chunk for a result header (a profile of 2^16 units, a
+// sketch of 2^16 values or a ciphertext).
+constexpr size_t kHeaderAllowance = size_t{1} << 20;
+
+// `digits` lowercase hexadecimal digits (a SHA-256 has 64, a session 32).
+bool IsHex(const std::string& s, size_t digits) {
+  return s.size() == digits && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// Who is calling, for the log: the client its certificate names, or the
+// peer's address (and why no certificate named a client).
+std::string Caller(const grpc::ServerContextBase& context, bool tls) {
+  if (tls) {
+    const CertifiedPeer peer = CertifiedClient(context);
+    if (peer.id >= 0) return "client " + std::to_string(peer.id);
+    return "peer " + Printable(context.peer(), 64) + " (" + peer.problem + ")";
+  }
+  return "peer " + Printable(context.peer(), 64);
+}
+
+// Logs every refused call, by caller, through the server's RefusalLog: the
+// statuses the handlers return, and gRPC's own for a request that does not
+// parse (a unary request over the port's limit is dropped by gRPC before
+// any of this runs: docs/deploy.md).
+class RefusalInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  RefusalInterceptor(grpc::experimental::ServerRpcInfo* info, RefusalLog* log, bool tls)
+      : info_(info), log_(log), tls_(tls) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const grpc::Status status = methods->GetSendStatus();
+      // A cancelled call is a client that went away, not a refusal.
+      if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
+        std::string method = info_->method() ? info_->method() : "?";
+        method = method.substr(method.rfind('/') + 1);
+        const std::string kind = CodeName(status.error_code());
+        // gRPC's own refusals of a request that does not parse say nothing.
+        const std::string& why = status.error_message();
+        log_->Refuse(Caller(*info_->server_context(), tls_), method + " " + kind,
+                     method + ": " +
+                         (why.empty() ? "a request that is " + kind : Printable(why, 400)));
+      }
+    }
+    methods->Proceed();
+  }
+
+  static std::string CodeName(grpc::StatusCode code) {
+    switch (code) {
+      case grpc::StatusCode::INVALID_ARGUMENT: return "invalid argument";
+      case grpc::StatusCode::FAILED_PRECONDITION: return "failed precondition";
+      case grpc::StatusCode::PERMISSION_DENIED: return "permission denied";
+      case grpc::StatusCode::UNAUTHENTICATED: return "unauthenticated";
+      case grpc::StatusCode::RESOURCE_EXHAUSTED: return "over its size limit";
+      case grpc::StatusCode::INTERNAL: return "malformed";
+      case grpc::StatusCode::UNIMPLEMENTED: return "unknown method";
+      default: return "status " + std::to_string(static_cast<int>(code));
+    }
+  }
+
+ private:
+  grpc::experimental::ServerRpcInfo* info_;
+  RefusalLog* log_;
+  bool tls_;
+};
+
+class RefusalInterceptorFactory final
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  RefusalInterceptorFactory(RefusalLog* log, bool tls) : log_(log), tls_(tls) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new RefusalInterceptor(info, log_, tls_);
+  }
+
+ private:
+  RefusalLog* log_;
+  bool tls_;
+};
 
 FitResult Failed(int id, const std::string& why, bool timed_out) {
   FitResult r;
@@ -64,6 +153,9 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     // ended and others started for the next round's calls; keep them.
     builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
                                 std::clamp(options.num_clients + 2, 2, 1024));
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+    interceptors.push_back(std::make_unique<RefusalInterceptorFactory>(&refusals_, tls()));
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
     server_ = builder.BuildAndStart();
     if (!server_ || port == 0) {
       throw Error("--listen " + options.listen + ": cannot listen there (in use, or not an address "
@@ -78,13 +170,15 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
       stopping_ = true;
     }
     task_cv_.notify_all();
+    verdict_cv_.notify_all();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
   }
 
-  // Room for a chunk plus a header with a profile and a sketch.
-  size_t MessageLimit() const { return std::max<size_t>(4u << 20, options_.chunk_bytes + (2u << 20)); }
+  // The largest message of any call: a model chunk, or a result header.
+  size_t MessageLimit() const { return std::max(options_.chunk_bytes, kHeaderAllowance) + 4096; }
 
+  bool tls() const { return !options_.tls_dir.empty(); }
   const std::string& address() const { return address_; }
   int num_clients() const { return options_.num_clients; }
 
@@ -118,11 +212,17 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     size_t remaining = ids.size();
     while (remaining > 0) {
       while (!arrived_.empty()) {
-        auto [index, result] = std::move(arrived_.front());
+        Arrival a = std::move(arrived_.front());
         arrived_.pop_front();
         lock.unlock();
-        sink(index, std::move(result));
+        const std::string why = sink(a.index, std::move(a.result));
         lock.lock();
+        // The client that pushed it is told the round loop's own verdict.
+        if (a.verdict) {
+          a.verdict->given = true;
+          a.verdict->why = why;
+          verdict_cv_.notify_all();
+        }
         --remaining;
       }
       if (remaining == 0) break;
@@ -141,10 +241,15 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
         task.open = false;
         FitResult r = Failed(id, why, /*timed_out=*/true);
         r.cost.time_s = Since(task.opened);
-        arrived_.emplace_back(task.index, std::move(r));
+        arrived_.push_back({task.index, std::move(r), nullptr});
       }
       if (arrived_.empty()) {
-        arrive_cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(200)));
+        lock.unlock();
+        Tidy();
+        lock.lock();
+        if (arrived_.empty()) {
+          arrive_cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(200)));
+        }
       }
     }
     tasks_.clear();
@@ -161,6 +266,9 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
                     " clients needed (deploy.min_clients) were available within " +
                     std::to_string(timeout_s) + " s (deploy.start_timeout_s)");
       }
+      lock.unlock();
+      Tidy();
+      lock.lock();
       arrive_cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(200)));
     }
   }
@@ -174,9 +282,11 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
       bool all_told = true;
       const auto now = Clock::now();
       for (const ClientState& c : clients_) all_told = all_told && (!Alive(c, now) || c.told_done);
-      if (all_told) return;
+      if (all_told) break;
       arrive_cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(100)));
     }
+    lock.unlock();
+    refusals_.Flush(/*everything=*/true);
   }
 
   std::vector<Registration> Registrations() const {
@@ -207,7 +317,9 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
       for (const auto& [key, value] : claims.items()) {
         const int id = std::stoi(key);
         if (id < 0 || id >= options_.num_clients) throw Error("checkpoint: claim of client " + key);
-        clients_[id].claimed = value.get<int64_t>();
+        const int64_t n = value.get<int64_t>();
+        if (n < 1 || n > options_.max_samples) throw Error("checkpoint: claim of client " + key);
+        clients_[id].claimed = n;
       }
     } catch (const nlohmann::json::exception& e) {
       throw Error(std::string("checkpoint: clients' claims: ") + e.what());
@@ -217,35 +329,42 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
   }
 
   // --- The clients' side (gRPC handlers) ---------------------------------
+  // A handler's refusal is a status with the reason; RefusalInterceptor logs
+  // it by caller. Reasons quote what the client sent only through Printable.
 
   grpc::Status Register(grpc::ServerContext* context, const pb::RegisterRequest* request,
                         pb::RegisterReply* reply) override {
+    grpc::Status refused = CheckSize(*request, kMaxRegisterBytes, "a registration");
+    if (!refused.ok()) return refused;
     int id = -1;
-    grpc::Status refused = Authenticate(*context, request->protocol_version(), request->client_id(), &id);
+    refused = Authenticate(*context, request->protocol_version(), request->client_id(), &id);
     if (!refused.ok()) return refused;
     const int64_t n = request->num_samples();
     if (n < 1 || n > options_.max_samples) {
-      return Refuse(grpc::StatusCode::INVALID_ARGUMENT,
-                    "client " + std::to_string(id) + " claims " + std::to_string(n) +
-                        " samples, outside [1, " + std::to_string(options_.max_samples) +
-                        "] (deploy.max_samples)");
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "claims " + std::to_string(n) + " samples, outside [1, " +
+                              std::to_string(options_.max_samples) + "] (deploy.max_samples)");
     }
     if (!(request->speed_ghz() >= 0 && request->speed_ghz() < 1e6 &&
           request->bandwidth_mhz() >= 0 && request->bandwidth_mhz() < 1e9)) {
-      return Refuse(grpc::StatusCode::INVALID_ARGUMENT,
-                    "client " + std::to_string(id) + " states an impossible speed or bandwidth");
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "states an impossible speed or bandwidth (NaN, negative or too large)");
+    }
+    if (!request->model_sha256().empty() && !IsHex(request->model_sha256(), 64)) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "model_sha256 '" + Printable(request->model_sha256(), 80) +
+                              "' is not a SHA-256 (64 lowercase hexadecimal digits)");
     }
     const std::string module_mismatch = ModuleMismatch(id, request->model_sha256());
     if (!module_mismatch.empty()) {
-      return Refuse(grpc::StatusCode::FAILED_PRECONDITION, module_mismatch);
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, module_mismatch);
     }
     std::lock_guard<std::mutex> lock(mutex_);
     ClientState& c = clients_[id];
     if (c.claimed > 0 && c.claimed != n) {
-      return Refuse(grpc::StatusCode::FAILED_PRECONDITION,
-                    "client " + std::to_string(id) + " registered with " +
-                        std::to_string(c.claimed) + " samples in this run; it may not claim " +
-                        std::to_string(n) + " now");
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "registered with " + std::to_string(c.claimed) +
+                              " samples in this run; it may not claim " + std::to_string(n) + " now");
     }
     c.registered = true;
     c.claimed = n;
@@ -259,6 +378,7 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     reply->set_session(c.session);
     reply->set_heartbeat_s(options_.heartbeat_s);
     reply->set_num_params(options_.num_params);
+    reply->set_chunk_bytes(static_cast<int64_t>(options_.chunk_bytes));
     pb::ModelSpec* m = reply->mutable_model();
     m->set_name(options_.model.name);
     *m->mutable_input_shape() = {options_.model.input_shape.begin(), options_.model.input_shape.end()};
@@ -273,8 +393,12 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
 
   grpc::Status Heartbeat(grpc::ServerContext* context, const pb::HeartbeatRequest* request,
                          pb::HeartbeatReply* reply) override {
+    grpc::Status refused = CheckSize(*request, kMaxSmallRequestBytes, "a heartbeat");
+    if (!refused.ok()) return refused;
     int id = -1;
-    grpc::Status refused = Authenticate(*context, request->protocol_version(), request->client_id(), &id);
+    refused = Authenticate(*context, request->protocol_version(), request->client_id(), &id);
+    if (!refused.ok()) return refused;
+    refused = CheckSession(request->session());
     if (!refused.ok()) return refused;
     reply->set_protocol_version(kProtocolVersion);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -284,10 +408,18 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
 
   grpc::Status PullTask(grpc::ServerContext* context, const pb::PullRequest* request,
                         grpc::ServerWriter<pb::TaskChunk>* writer) override {
-    int id = -1;
-    grpc::Status refused = Authenticate(*context, request->protocol_version(), request->client_id(), &id);
+    grpc::Status refused = CheckSize(*request, kMaxSmallRequestBytes, "a task request");
     if (!refused.ok()) return refused;
-    const double wait_s = std::clamp(request->wait_s(), 0.0, 30.0);
+    int id = -1;
+    refused = Authenticate(*context, request->protocol_version(), request->client_id(), &id);
+    if (!refused.ok()) return refused;
+    refused = CheckSession(request->session());
+    if (!refused.ok()) return refused;
+    if (!(request->wait_s() >= 0 && request->wait_s() <= 3600)) {  // NaN fails too
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "wait_s " + FormatDouble(request->wait_s()) + " is not in [0, 3600]");
+    }
+    const double wait_s = std::min(request->wait_s(), 30.0);
     std::unique_lock<std::mutex> lock(mutex_);
     const auto deadline = Clock::now() + Seconds(wait_s);
     pb::Status status = Touch(id, request->session());
@@ -332,26 +464,31 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     return grpc::Status::OK;
   }
 
+  // Every check the server can make happens before it answers: the header
+  // and its numbers (wire.h), the sample count against the registered one,
+  // the model's size, then the round loop's own checks (Server::Validate,
+  // the strategy's), whose verdict is the reply. `accepted` means the result
+  // counts in its round.
   grpc::Status PushResult(grpc::ServerContext* context, grpc::ServerReader<pb::ResultChunk>* reader,
                           pb::PushReply* reply) override {
     reply->set_protocol_version(kProtocolVersion);
     pb::ResultChunk chunk;
     if (!reader->Read(&chunk) || !chunk.has_header()) {
-      // Under TLS the certificate says who sent it: its round counts the refusal.
-      const std::string why = "a result without a readable header (over the " +
+      const std::string why = "a result without a readable header (empty, over the " +
                               std::to_string(MessageLimit()) + "-byte message limit, or malformed)";
-      const int certified = options_.tls_dir.empty() ? -1 : CertifiedClientId(*context);
+      // Under TLS the certificate says who sent it: its round counts the refusal.
+      const int certified = tls() ? CertifiedClient(*context).id : -1;
       if (certified >= 0 && certified < options_.num_clients) {
         std::lock_guard<std::mutex> lock(mutex_);
         const auto it = tasks_.find(certified);
         if (it != tasks_.end() && it->second.open) {
           it->second.open = false;
-          arrived_.emplace_back(it->second.index,
-                                Failed(certified, "refused on arrival: " + why, false));
+          arrived_.push_back(
+              {it->second.index, Failed(certified, "refused on arrival: " + why, false), nullptr});
           arrive_cv_.notify_all();
         }
       }
-      return Refuse(grpc::StatusCode::INVALID_ARGUMENT, why);
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
     }
     // A copy: reading the model chunks into `chunk` below replaces its
     // header (a oneof), which a reference would then dangle into.
@@ -359,6 +496,16 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     int id = -1;
     grpc::Status refused = Authenticate(*context, header.protocol_version(), header.client_id(), &id);
     if (!refused.ok()) return refused;
+    refused = CheckSession(header.session());
+    if (!refused.ok()) return refused;
+    // The header's own checks come before anything is looked up for it, so a
+    // malformed one is refused whatever task it names.
+    FitResult result;
+    try {
+      result = FromWire(header);
+    } catch (const Error& e) {
+      return RefuseResult(id, e.what(), reply);
+    }
     Task task;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -373,7 +520,8 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
         // out, so it is only logged, never aggregated.
         const std::string why =
             "task " + std::to_string(header.task_id()) + " is not open: its round has ended";
-        LogWarning("client " + std::to_string(id) + " result ignored: " + why);
+        refusals_.Refuse("client " + std::to_string(id), "stale results",
+                         "PushResult: result ignored: " + why);
         reply->set_reason(why);
         return grpc::Status::OK;
       }
@@ -381,21 +529,28 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     }
     // Checks before anything of it is believed.
     const size_t expected = task.instructions->train.epochs > 0 ? task.instructions->global->size() : 0;
-    FitResult result;
+    const int64_t registered = RegisteredSamples(id);
     std::string why;
     try {
-      result = FromWire(header);
-      result.params.reserve(expected);  // the server's own model size, not the client's claim
-      if (header.num_params() != static_cast<int64_t>(expected)) {
+      if (header.num_samples() != registered) {
+        // The weight no server can verify is fixed at registration.
+        why = "claims " + std::to_string(header.num_samples()) + " samples; it registered " +
+              std::to_string(registered) + ", its aggregation weight for the run";
+      } else if (header.num_params() != static_cast<int64_t>(expected)) {
         why = "announced " + std::to_string(header.num_params()) + " model values, expected " +
               std::to_string(expected);
       }
+      if (why.empty()) result.params.reserve(expected);  // the server's own model size
       while (why.empty() && reader->Read(&chunk)) {
         if (!chunk.has_params()) {
           why = "a second header in one result";
-          break;
+        } else if (chunk.params().size() > options_.chunk_bytes) {
+          why = "a model chunk of " + std::to_string(chunk.params().size()) +
+                " bytes, over the chunk size of " + std::to_string(options_.chunk_bytes) +
+                " (deploy.chunk_kb)";
+        } else {
+          AppendFloats(chunk.params(), expected, &result.params);
         }
-        AppendFloats(chunk.params(), expected, &result.params);
       }
       if (why.empty() && result.params.size() != expected) {
         why = "the result ended after " + std::to_string(result.params.size()) + " of " +
@@ -410,11 +565,13 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
       result = Failed(id, "refused on arrival: " + why, /*timed_out=*/false);
     } else {
       result.client_id = id;  // whatever it claimed, this is who it is
+      result.num_samples = registered;
       result.cost = ResultCost();
       result.cost.time_s = elapsed;
       result.cost.profiling_time_s = std::clamp(header.profiling_s(), 0.0, elapsed);
     }
-    std::lock_guard<std::mutex> lock(mutex_);
+    auto verdict = std::make_shared<Verdict>();
+    std::unique_lock<std::mutex> lock(mutex_);
     const auto it = tasks_.find(id);
     if (it == tasks_.end() || !it->second.open || it->second.id != task.id) {
       reply->set_reason("the round ended while the result arrived");
@@ -427,10 +584,14 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
       c.total_round_s += elapsed;
       c.results += 1;
     }
-    arrived_.emplace_back(task.index, std::move(result));
+    arrived_.push_back({task.index, std::move(result), verdict});
     arrive_cv_.notify_all();
-    reply->set_accepted(why.empty());
-    reply->set_reason(why);
+    // The round loop judges every arrival before its Fit call returns.
+    verdict_cv_.wait_for(lock, Seconds(options_.round_timeout_s + 60),
+                         [&] { return verdict->given || stopping_; });
+    reply->set_accepted(verdict->given && verdict->why.empty());
+    reply->set_reason(verdict->given ? Printable(verdict->why, kMaxErrorLength)
+                                     : "the round loop gave no verdict in time");
     return grpc::Status::OK;
   }
 
@@ -455,6 +616,29 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     Clock::time_point opened;
     bool open = true;
   };
+  // The round loop's word on a pushed result, which its PushReply carries.
+  struct Verdict {
+    bool given = false;
+    std::string why;  // "" = accepted
+  };
+  struct Arrival {
+    size_t index = 0;
+    FitResult result;
+    std::shared_ptr<Verdict> verdict;  // null when no client waits for it (a timeout)
+  };
+
+  // Housekeeping while the round loop waits: refusal counts whose window
+  // passed are written without waiting for the next refusal, and every 10 s
+  // the heap's free pages go back to the system. gRPC reads an oversized
+  // request whole before it drops it (docs/deploy.md), and glibc would keep
+  // those pages for the rest of the run.
+  void Tidy() {
+    refusals_.Flush();
+    const auto now = Clock::now();
+    if (now - last_trim_ < std::chrono::seconds(10)) return;
+    last_trim_ = now;
+    malloc_trim(0);
+  }
 
   bool Alive(const ClientState& c, Clock::time_point now) const {
     return c.registered && now - c.last_seen <= Seconds(options_.heartbeat_timeout_s);
@@ -464,6 +648,11 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     int n = 0;
     for (const ClientState& c : clients_) n += Alive(c, now) ? 1 : 0;
     return n;
+  }
+
+  int64_t RegisteredSamples(int id) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return clients_[id].num_samples;
   }
 
   // Marks client `id` as heard from under `session`; what it should do next.
@@ -479,8 +668,8 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     return pb::WAIT;
   }
 
-  // Why client `id`, whose model.file has SHA-256 `sha256` ("" = none),
-  // cannot build the server's model, or "".
+  // Why client `id`, whose model.file has SHA-256 `sha256` ("" = none, else
+  // 64 hex digits), cannot build the server's model, or "".
   std::string ModuleMismatch(int id, const std::string& sha256) const {
     const std::string client = "client " + std::to_string(id);
     const std::string& ours = options_.model.file_sha256;
@@ -495,9 +684,38 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
            "; give the client the same file (--set model.file=PATH)";
   }
 
-  grpc::Status Refuse(grpc::StatusCode code, const std::string& why) {
-    LogWarning("client refused: " + why);
-    return grpc::Status(code, why);
+  // A request over its call's own bound is refused before any field of it is
+  // looked at.
+  static grpc::Status CheckSize(const google::protobuf::Message& request, size_t limit,
+                                const std::string& what) {
+    const size_t size = request.ByteSizeLong();
+    if (size <= limit) return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        what + " of " + std::to_string(size) + " bytes, over its limit of " +
+                            std::to_string(limit));
+  }
+
+  // Sessions are the server's own (NewSession): anything else is malformed.
+  static grpc::Status CheckSession(const std::string& session) {
+    if (IsHex(session, 32)) return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "session '" + Printable(session, 40) + "' is not one this server issues");
+  }
+
+  // A result refused before its task was looked up: logged, and its task
+  // (if open) counts it as refused.
+  grpc::Status RefuseResult(int id, const std::string& why, pb::PushReply* reply) {
+    refusals_.Refuse("client " + std::to_string(id), "malformed results",
+                     "PushResult: " + Printable(why, 400));
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = tasks_.find(id);
+    if (it != tasks_.end() && it->second.open) {
+      it->second.open = false;
+      arrived_.push_back({it->second.index, Failed(id, "refused on arrival: " + why, false), nullptr});
+      arrive_cv_.notify_all();
+    }
+    reply->set_reason(Printable(why, kMaxErrorLength));
+    return grpc::Status::OK;
   }
 
   // The id of the calling client: its certificate's (mutual TLS), which
@@ -505,39 +723,39 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
   grpc::Status Authenticate(const grpc::ServerContext& context, uint32_t version, int claimed,
                             int* id) {
     const std::string mismatch = ProtocolMismatch(version, "the client");
-    if (!mismatch.empty()) return Refuse(grpc::StatusCode::FAILED_PRECONDITION, mismatch);
-    if (!options_.tls_dir.empty()) {
-      const int certified = CertifiedClientId(context);
-      if (certified < 0) {
-        return Refuse(grpc::StatusCode::UNAUTHENTICATED,
-                      "the peer's certificate names no client (CN client-<id>)");
-      }
-      if (certified != claimed) {
-        return Refuse(grpc::StatusCode::PERMISSION_DENIED,
-                      "certificate of client " + std::to_string(certified) +
-                          " used to speak as client " + std::to_string(claimed));
+    if (!mismatch.empty()) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, mismatch);
+    if (tls()) {
+      const CertifiedPeer peer = CertifiedClient(context);
+      if (peer.id < 0) return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, peer.problem);
+      if (peer.id != claimed) {
+        return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                            "certificate of client " + std::to_string(peer.id) +
+                                " used to speak as client " + std::to_string(claimed));
       }
     }
     if (claimed < 0 || claimed >= options_.num_clients) {
-      return Refuse(grpc::StatusCode::INVALID_ARGUMENT,
-                    "client id " + std::to_string(claimed) + " is not one of 0.." +
-                        std::to_string(options_.num_clients - 1) + " (clients.count)");
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "client id " + std::to_string(claimed) + " is not one of 0.." +
+                              std::to_string(options_.num_clients - 1) + " (clients.count)");
     }
     *id = claimed;
     return grpc::Status::OK;
   }
 
   const GrpcServerOptions options_;
+  RefusalLog refusals_;  // before server_: the interceptors use it until the server is gone
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
 
   mutable std::mutex mutex_;
-  std::condition_variable task_cv_;    // a task opened, or the run finished
-  std::condition_variable arrive_cv_;  // a result arrived, a client registered or heard DONE
+  std::condition_variable task_cv_;     // a task opened, or the run finished
+  std::condition_variable arrive_cv_;   // a result arrived, a client registered or heard DONE
+  std::condition_variable verdict_cv_;  // the round loop judged a pushed result
   std::vector<ClientState> clients_;
   std::map<int, Task> tasks_;  // open tasks of the current Fit call, by client id
-  std::deque<std::pair<size_t, FitResult>> arrived_;
+  std::deque<Arrival> arrived_;
   int64_t next_task_id_ = 1;
+  Clock::time_point last_trim_;  // the round loop's thread alone
   bool done_ = false;
   bool stopping_ = false;
 };

@@ -30,12 +30,16 @@ struct GrpcServerOptions {
 
 // The server side of the deployment protocol (proto/federation.proto) over
 // gRPC: clients register, send heartbeats, pull tasks and push results.
-// Every result is checked before it reaches the round loop: the client's
-// certificate must name the id it claims, the task must be the one open for
-// it, the model must have the announced size in whole float32 chunks, and
-// no message may exceed the size limit. A result that fails is refused,
-// logged and handed on as a failed result; one that arrives after its
-// round closed is dropped. Thread-safe.
+// A certificate says who a client is, not that it is honest: every request
+// is held to its call's size bound, its strings and numbers are checked, and
+// the client's certificate must name the id it claims. A result must answer
+// the task open for its client, claim the sample count the client
+// registered (its aggregation weight), and bring the announced model in
+// whole float32 chunks of at most the chunk size; one that fails is refused
+// and handed on as a failed result, one that arrives after its round closed
+// is dropped. A push is answered with the round loop's own verdict (the
+// ResultSink's), so `accepted` means the result counts. Every refusal is
+// logged by caller through a RefusalLog (repeats counted). Thread-safe.
 class GrpcTransport : public Transport {
  public:
   // Starts serving. Throws fedprof::Error when the address cannot be bound

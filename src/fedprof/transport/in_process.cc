@@ -100,7 +100,7 @@ void InProcessTransport::Fit(const std::vector<int>& client_ids, const FitInstru
     }
     result.client_id = id;
     std::lock_guard<std::mutex> lock(sink_mutex);
-    sink(static_cast<size_t>(i), std::move(result));
+    (void)sink(static_cast<size_t>(i), std::move(result));
   });
 }
 

@@ -1,9 +1,16 @@
 #include "fedprof/transport/tls.h"
 
 #include <grpcpp/security/auth_context.h>
+#include <openssl/bio.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include <memory>
+#include <vector>
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
+#include "fedprof/core/text.h"
 
 namespace fedprof {
 namespace {
@@ -41,23 +48,35 @@ std::shared_ptr<grpc::ChannelCredentials> ClientCredentials(const std::string& t
   return grpc::SslCredentials(options);
 }
 
-int CertifiedClientId(const grpc::ServerContext& context) {
+CertifiedPeer CertifiedClient(const grpc::ServerContextBase& context) {
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (!auth || !auth->IsPeerAuthenticated()) return -1;
-  const std::vector<grpc::string_ref> names = auth->FindPropertyValues("x509_common_name");
-  if (names.size() != 1) return -1;
-  const std::string cn(names[0].data(), names[0].size());
+  if (!auth || !auth->IsPeerAuthenticated()) return {-1, "no verified client certificate"};
+  // gRPC names only the first CN (x509_common_name): read the certificate.
+  const std::vector<grpc::string_ref> pems = auth->FindPropertyValues("x509_pem_cert");
+  if (pems.size() != 1) return {-1, "no client certificate"};
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
+      BIO_new_mem_buf(pems[0].data(), static_cast<int>(pems[0].size())), BIO_free);
+  std::unique_ptr<X509, decltype(&X509_free)> cert(
+      bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr, X509_free);
+  if (!cert) return {-1, "an unreadable client certificate"};
+  const X509_NAME* subject = X509_get_subject_name(cert.get());
+  const int first = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
+  if (first < 0) return {-1, "a certificate without a common name"};
+  if (X509_NAME_get_index_by_NID(subject, NID_commonName, first) >= 0) {
+    return {-1, "a certificate with more than one common name"};
+  }
+  const ASN1_STRING* data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, first));
+  const std::string cn(reinterpret_cast<const char*>(ASN1_STRING_get0_data(data)),
+                       static_cast<size_t>(ASN1_STRING_length(data)));
   const std::string prefix = "client-";
-  if (cn.compare(0, prefix.size(), prefix) != 0 || cn.size() == prefix.size() ||
-      cn.size() > prefix.size() + 9) {
-    return -1;
+  const std::string digits = cn.compare(0, prefix.size(), prefix) == 0 ? cn.substr(prefix.size()) : "";
+  const bool canonical = !digits.empty() && digits.size() <= 9 &&
+                         digits.find_first_not_of("0123456789") == std::string::npos &&
+                         (digits == "0" || digits[0] != '0');
+  if (!canonical) {
+    return {-1, "certificate CN '" + Printable(cn, 64) + "' is not client-<id> (canonical decimal)"};
   }
-  int id = 0;
-  for (size_t i = prefix.size(); i < cn.size(); ++i) {
-    if (cn[i] < '0' || cn[i] > '9') return -1;
-    id = id * 10 + (cn[i] - '0');
-  }
-  return id;
+  return {std::stoi(digits), ""};
 }
 
 }  // namespace fedprof

@@ -23,9 +23,16 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const std::string& tl
 // it trusts only servers certified by ca.crt. Empty `tls_dir`: plaintext.
 std::shared_ptr<grpc::ChannelCredentials> ClientCredentials(const std::string& tls_dir, int id);
 
-// The client id the peer's verified certificate names (subject CN
-// "client-<id>"), -1 when the connection carries no such certificate.
-int CertifiedClientId(const grpc::ServerContext& context);
+// Who the peer's verified certificate says it is. The id is read strictly:
+// the subject holds exactly one common name, "client-<id>" with the id in
+// canonical decimal (no sign, no leading zero, at most 9 digits), as
+// scripts/make-certs.sh writes it. Otherwise `id` is -1 and `problem` says
+// why (no certificate, no CN, two CNs, "client-01", ...).
+struct CertifiedPeer {
+  int id = -1;
+  std::string problem;
+};
+CertifiedPeer CertifiedClient(const grpc::ServerContextBase& context);
 
 }  // namespace fedprof
 

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "fedprof/protocol/messages.h"
@@ -31,9 +32,11 @@ class Transport {
   virtual std::vector<ClientInfo> Available() = 0;
 
   // Receives each result of a Fit call exactly once; `index` is the
-  // client's position in the list given to Fit. Called from any thread, but
-  // never from two at once.
-  using ResultSink = std::function<void(size_t index, FitResult&& result)>;
+  // client's position in the list given to Fit. Returns "" when the result
+  // is used, else why it was refused; a transport that answers its client
+  // (PushReply.accepted) answers with this verdict. Called from any thread,
+  // but never from two at once.
+  using ResultSink = std::function<std::string(size_t index, FitResult&& result)>;
 
   // Sends `instructions` to each client in `client_ids` and hands every
   // result to `sink`, in any order, returning once all have been handed

@@ -122,7 +122,9 @@ ModelSpec FromWire(const pb::ModelSpec& m) {
                   " units, expected 1..2^20");
     }
   }
-  if (m.profile_layer().size() > 256) throw Error("register reply: profiled layer name too long");
+  if (m.profile_layer().size() > kMaxLayerNameLength) {
+    throw Error("register reply: profiled layer name too long");
+  }
   if (!(m.width() >= 0.5 && m.width() <= 2)) {  // model.width's range; NaN fails too
     throw Error("register reply: width " + std::to_string(m.width()) + ", expected 0.5..2");
   }
@@ -185,6 +187,10 @@ FitResult FromWire(const pb::ResultHeader& h) {
   r.pre_train_loss = h.pre_train_loss();
   if (h.has_profile()) {
     const pb::Profile& p = h.profile();
+    if (p.layer().size() > kMaxLayerNameLength) {
+      throw Error("result: profile layer name of " + std::to_string(p.layer().size()) +
+                  " bytes, over " + std::to_string(kMaxLayerNameLength));
+    }
     if (static_cast<size_t>(p.mean_size()) > kMaxProfileUnits ||
         p.mean_size() != p.var_size()) {
       throw Error("result: profile with " + std::to_string(p.mean_size()) + " means and " +

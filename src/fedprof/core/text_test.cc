@@ -1,0 +1,33 @@
+#include "fedprof/core/text.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace fedprof {
+namespace {
+
+TEST(PrintableTest, NothingBeyondPrintableAsciiSurvives) {
+  EXPECT_EQ(Printable("plain text 123"), "plain text 123");
+  EXPECT_EQ(Printable("a\nwarning: forged"), "a\\x0awarning: forged");
+  EXPECT_EQ(Printable("\x1b[2Jred\r\t\x7f"), "\\x1b[2Jred\\x0d\\x09\\x7f");
+  // The bytes of a multi-byte character, and C1 controls in UTF-8 (CSI).
+  EXPECT_EQ(Printable("\xc3\xa9\xc2\x9b"), "\\xc3\\xa9\\xc2\\x9b");
+  EXPECT_EQ(Printable(std::string("a\0b", 3)), "a\\x00b");
+}
+
+TEST(PrintableTest, ACutSaysHowMuchWasLeftOut) {
+  const std::string big(4 << 20, 'A');
+  EXPECT_EQ(Printable(big, 8), "AAAAAAAA...[+4194296 bytes]");
+  EXPECT_EQ(Printable("12345", 5), "12345");
+  // Escapes grow the text at most fourfold: the bound holds on the output too.
+  EXPECT_LE(Printable(std::string(1000, '\n'), 80).size(), 4u * 80 + 32);
+}
+
+TEST(PrintableTest, ItsOwnOutputPassesUnchanged) {
+  const std::string once = Printable("x\n\x1b y");
+  EXPECT_EQ(Printable(once), once);
+}
+
+}  // namespace
+}  // namespace fedprof
