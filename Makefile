@@ -35,7 +35,9 @@ $(BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+# Only what it runs: the command-line tool, not the tests and benchmarks.
+run: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target fedprof_cli
 	$(BUILD)/fedprof compare --config configs/default.toml --strategies fedavg,fedprof --seeds 1
 
 test: build

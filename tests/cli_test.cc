@@ -24,6 +24,7 @@
 #include "fedprof/models/models.h"
 #include "fedprof/run/run.h"
 #include "fedprof/server/checkpoint.h"
+#include "tests/checkpoints.h"
 #include "tests/csv_columns.h"
 #include "tests/processes.h"
 #include "tests/torchscript_export.h"
@@ -241,23 +242,13 @@ TEST(CliTest, KilledRunResumesToTheSameMetrics) {
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  int64_t killed_at = -1;
-  const auto deadline = testing_support::DeadlineIn(120);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (FileExists(killed + "/checkpoint.bin")) {
-      try {
-        killed_at = DecodeCheckpoint(ReadFile(killed + "/checkpoint.bin"), "ckpt").state.round;
-      } catch (...) {
-      }
-      if (killed_at >= 2) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  testing_support::WaitForCheckpoint(killed, 2, 120);
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it could be killed";
-  killed_at = DecodeCheckpoint(ReadFile(killed + "/checkpoint.bin"), "ckpt").state.round;
+  const int64_t killed_at =
+      DecodeCheckpoint(ReadFile(killed + "/checkpoint.bin"), "ckpt").state.round;
   ASSERT_LT(killed_at, 8);
 
   const Result resumed = RunCli("simulate --resume " + killed);

@@ -19,6 +19,7 @@
 
 #include "fedprof/core/files.h"
 #include "fedprof/server/checkpoint.h"
+#include "tests/checkpoints.h"
 #include "tests/csv_columns.h"
 #include "tests/processes.h"
 
@@ -26,6 +27,7 @@ namespace fedprof {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using testing_support::WaitForCheckpoint;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -147,24 +149,6 @@ std::vector<Rank> ProcessesWith(const std::string& marker) {
   }
   ::closedir(proc);
   return found;
-}
-
-// Waits up to `timeout_s` (scaled under sanitizers) until `dir`'s
-// checkpoint holds round >= `round`.
-int64_t WaitForCheckpoint(const std::string& dir, int64_t round, double timeout_s) {
-  const auto deadline = testing_support::DeadlineIn(timeout_s);
-  int64_t at = -1;
-  while (Clock::now() < deadline) {
-    if (FileExists(dir + "/checkpoint.bin")) {
-      try {
-        at = DecodeCheckpoint(ReadFile(dir + "/checkpoint.bin"), "checkpoint").state.round;
-      } catch (...) {
-      }
-      if (at >= round) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return at;
 }
 
 std::string WithoutLastColumn(const std::string& path) {

@@ -23,25 +23,15 @@
 #include "fedprof/profiling/profile.h"
 #include "fedprof/transport/wire.h"
 #include "transfer.pb.h"
+#include "tests/expect_error.h"
 
 namespace fedprof {
 namespace {
 
+using testing_support::ExpectError;
+
 std::string Corpus(const std::string& target, const std::string& name) {
   return ReadFile(std::string(FEDPROF_SOURCE_DIR) + "/fuzz/corpus/" + target + "/" + name);
-}
-
-// Runs `f`, expects a fedprof::Error of one line containing `substring`.
-template <typename F>
-void ExpectError(F f, const std::string& substring) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << substring << "'";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find(substring), std::string::npos) << what;
-    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
-  }
 }
 
 // fuzz_transfer: a kept count of 2^64 - 1 wrapped to -1 as int64, passed

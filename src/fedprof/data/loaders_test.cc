@@ -7,16 +7,17 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "fedprof/core/error.h"
 #include "fedprof/data/dataset.h"
+#include "tests/expect_error.h"
 
 namespace fedprof {
 namespace {
+
+using testing_support::ExpectError;
 
 class LoadersTest : public ::testing::Test {
  protected:
@@ -90,23 +91,6 @@ std::string IdxLabels(const std::vector<int>& labels,
   PutBigEndian(s, static_cast<uint32_t>(labels.size()));
   for (int l : labels) s.push_back(static_cast<char>(l));
   return s;
-}
-
-// Runs `fn`, which must throw fedprof::Error with a one-line message holding
-// every string in `parts`.
-void ExpectError(const std::function<void()>& fn,
-                 std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected fedprof::Error";
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-    for (const std::string& part : parts) {
-      EXPECT_NE(message.find(part), std::string::npos)
-          << "missing \"" << part << "\" in: " << message;
-    }
-  }
 }
 
 TEST_F(LoadersTest, IdxLoadsPlainFiles) {

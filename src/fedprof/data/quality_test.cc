@@ -5,16 +5,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/rng.h"
+#include "tests/expect_error.h"
 
 namespace fedprof {
 namespace {
+
+using testing_support::ExpectError;
 
 // Fills a float tensor of `sizes` with lo + (hi - lo) * U[0, 1) from a seeded
 // stream, independent of torch's global generator.
@@ -27,19 +29,6 @@ at::Tensor UniformTensor(std::vector<int64_t> sizes, double lo, double hi,
     p[i] = static_cast<float>(lo + (hi - lo) * Uniform01(rng));
   }
   return t;
-}
-
-void ExpectErrorMentions(const std::function<void()>& fn,
-                         const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected fedprof::Error";
-  } catch (const Error& e) {
-    for (const auto& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << e.what();
-    }
-  }
 }
 
 TEST(QualityTest, DataKindNames) {
@@ -91,11 +80,11 @@ TEST(QualityTest, AssignDataKindsRejectsFractionsAboveOne) {
   QualityOptions options;
   options.irrelevant = 0.6;
   options.blurred = 0.5;
-  ExpectErrorMentions([&] { AssignDataKinds(10, options, 1); },
-                      {"quality.irrelevant", "quality.blurred", "1.1"});
+  ExpectError([&] { AssignDataKinds(10, options, 1); },
+              {"quality.irrelevant", "quality.blurred", "1.1"});
   options.blurred = -0.1;
-  ExpectErrorMentions([&] { AssignDataKinds(10, options, 1); },
-                      {"quality.blurred"});
+  ExpectError([&] { AssignDataKinds(10, options, 1); },
+              {"quality.blurred"});
 }
 
 TEST(QualityTest, SaltPepperHitsTheRequestedShare) {
@@ -285,8 +274,8 @@ TEST(QualityTest, IrrelevantRejectsSourceOfOtherShape) {
   source.x = torch::zeros({5, 3, 32, 32});
   source.name = "cifar";
   Rng rng = MakeRng(1, Stream::kNoise);
-  ExpectErrorMentions([&] { MakeIrrelevant(client, &source, rng); },
-                      {"cifar", "mnist"});
+  ExpectError([&] { MakeIrrelevant(client, &source, rng); },
+              {"cifar", "mnist"});
 }
 
 }  // namespace

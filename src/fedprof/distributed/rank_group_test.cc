@@ -10,6 +10,7 @@
 #include <future>
 #include <map>
 #include <string>
+#include <thread>
 
 namespace fedprof {
 namespace {

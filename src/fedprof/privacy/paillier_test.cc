@@ -1,6 +1,5 @@
 #include "fedprof/privacy/paillier.h"
 
-#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,24 +8,14 @@
 #include <string>
 
 #include "fedprof/core/error.h"
+#include "tests/expect_error.h"
 
 namespace fedprof {
 namespace {
 
-using ::testing::HasSubstr;
+using testing_support::ExpectError;
 
 BigInt Dec(const char* text) { return BigInt::FromDecimal(text); }
-
-// Runs `f`, expects a fedprof::Error whose message contains `substring`.
-template <typename F>
-void ExpectError(F f, const std::string& substring) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << substring << "'";
-  } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr(substring));
-  }
-}
 
 // One 2048-bit key for the whole suite: key generation is the slow part.
 class PaillierTest : public ::testing::Test {

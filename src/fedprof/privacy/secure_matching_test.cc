@@ -1,6 +1,5 @@
 #include "fedprof/privacy/secure_matching.h"
 
-#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,21 +9,12 @@
 
 #include "fedprof/core/error.h"
 #include "fedprof/profiling/profile.h"
+#include "tests/expect_error.h"
 
 namespace fedprof {
 namespace {
 
-using ::testing::HasSubstr;
-
-template <typename F>
-void ExpectError(F f, const std::string& substring) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << substring << "'";
-  } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr(substring));
-  }
-}
+using testing_support::ExpectError;
 
 // Means uniform in [−50, 50], variances log-uniform in [kVarianceFloor, 1e4].
 Profile RandomProfile(std::mt19937_64& rng, size_t units, int64_t version = 3) {

@@ -1,0 +1,284 @@
+#include "fedprof/run/run.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fedprof/core/files.h"
+#include "fedprof/core/hash.h"
+#include "fedprof/server/checkpoint.h"
+#include "fedprof/strategy/strategy.h"
+#include "fedprof/transport/in_process.h"
+#include "tests/expect_error.h"
+
+namespace fedprof {
+namespace {
+
+using testing_support::ExpectError;
+
+StrategyContext ForClients(int n) {
+  StrategyContext context;
+  context.num_clients = n;
+  return context;
+}
+
+std::string FreshDir(const std::string& name) {
+  const std::string dir = testing::TempDir() + "/fedprof_run_" + name;
+  std::filesystem::remove_all(dir);
+  MakeDirs(dir);
+  return dir;
+}
+
+// `n` samples of two Gaussian blobs in 4 dimensions.
+Dataset Blobs(int64_t n, uint64_t seed) {
+  torch::manual_seed(seed);
+  Dataset d;
+  d.y = torch::randint(0, 2, {n}, torch::kLong);
+  d.x = torch::randn({n, 4}) + d.y.unsqueeze(1).to(torch::kFloat) * 2.0;
+  d.num_classes = 2;
+  d.name = "blobs";
+  return d;
+}
+
+// A run small enough for a unit test: an MLP on blobs, one thread.
+Config TinyConfig() {
+  Config c;
+  for (const char* set : {"model.name=mlp", "model.hidden=8", "threads=1", "rounds=2",
+                          "train.epochs=1", "train.batch_size=8", "strategy.fraction=0.5",
+                          "report.progress=false", "seed=5"}) {
+    c.SetAssignment(set);
+  }
+  return c;
+}
+
+int CountLines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+TEST(RunTest, ServerOptionsComeFromTheConfig) {
+  Config c;
+  for (const char* set : {"rounds=17", "strategy.fraction=0.3", "train.epochs=4",
+                          "train.batch_size=12", "train.lr=0.07", "train.momentum=0.5",
+                          "train.weight_decay=0.001", "train.lr_decay=0.9", "seed=99",
+                          "eval.every=3", "eval.batch_size=64", "report.progress=false"}) {
+    c.SetAssignment(set);
+  }
+  const ServerOptions o = ServerOptionsFrom(c);
+  EXPECT_EQ(o.rounds, 17);
+  EXPECT_DOUBLE_EQ(o.fraction, 0.3);
+  EXPECT_EQ(o.train.epochs, 4);
+  EXPECT_EQ(o.train.batch_size, 12);
+  EXPECT_DOUBLE_EQ(o.train.lr, 0.07);
+  EXPECT_DOUBLE_EQ(o.train.momentum, 0.5);
+  EXPECT_DOUBLE_EQ(o.train.weight_decay, 0.001);
+  EXPECT_DOUBLE_EQ(o.lr_decay, 0.9);
+  EXPECT_EQ(o.seed, 99u);
+  EXPECT_EQ(o.eval_every, 3);
+  EXPECT_EQ(o.eval_batch_size, 64);
+  EXPECT_FALSE(o.progress);
+  EXPECT_EQ(o.min_results, 0) << "simulated clients need no quorum";
+}
+
+TEST(RunTest, SpecForTakesTheShapeFromTheData) {
+  Config c = TinyConfig();
+  c.SetAssignment("model.hidden=16,8");
+  c.SetAssignment("model.profile_layer=fc2");
+  const ModelSpec spec = SpecFor(c, Blobs(6, 1));
+  EXPECT_EQ(spec.name, "mlp");
+  EXPECT_EQ(spec.input_shape, (std::vector<int64_t>{4}));
+  EXPECT_EQ(spec.outputs, 2);
+  EXPECT_EQ(spec.hidden, (std::vector<int64_t>{16, 8}));
+  EXPECT_EQ(spec.profile_layer, "fc2");
+  EXPECT_TRUE(spec.file.empty());
+
+  Dataset regression = Blobs(6, 1);
+  regression.num_classes = 0;
+  regression.y = torch::zeros({6, 3});
+  EXPECT_EQ(SpecFor(c, regression).outputs, 3) << "one output per target";
+
+  // Refused by the config or by SpecFor, either way naming the option.
+  for (const char* hidden : {"8,,4", "0", "-3", "8x", ""}) {
+    ExpectError(
+        [&] {
+          c.Set("model.hidden", hidden);
+          SpecFor(c, Blobs(6, 1));
+        },
+        "model.hidden");
+  }
+  c = TinyConfig();
+  c.Set("model.file", testing::TempDir() + "/fedprof_run_no_such_model.pt");
+  ExpectError([&] { SpecFor(c, Blobs(6, 1)); }, {"model.file", "no such file"});
+}
+
+TEST(RunTest, InitialModelDependsOnTheSeedAlone) {
+  const Config c = TinyConfig();
+  const ModelSpec spec = SpecFor(c, Blobs(6, 1));
+  torch::manual_seed(1);
+  const FlatParams a = Flatten(*InitialModel(c, spec));
+  torch::manual_seed(2);  // whatever torch's generator held before
+  EXPECT_EQ(Flatten(*InitialModel(c, spec)), a);
+  Config other = c;
+  other.SetAssignment("seed=6");
+  EXPECT_NE(Flatten(*InitialModel(other, spec)), a);
+}
+
+TEST(RunTest, StrategiesTheModelCannotServeAreRefused) {
+  Config c = TinyConfig();
+  c.SetAssignment("strategy.name=fedbn");
+  const std::unique_ptr<Strategy> fedbn = MakeStrategy(c, ForClients(4));
+  const ModelSpec mlp = SpecFor(c, Blobs(6, 1));
+  ExpectError([&] { CheckStrategyFitsModel(*fedbn, *MakeModel(mlp), c); },
+              {"strategy fedbn", "model mlp has none"});
+  const ModelSpec cnn{"cnn", {1, 4, 4}, 2, {}, ""};
+  EXPECT_NO_THROW(CheckStrategyFitsModel(*fedbn, *MakeModel(cnn), c));
+  c = TinyConfig();
+  const std::unique_ptr<Strategy> fedavg = MakeStrategy(c, ForClients(4));
+  EXPECT_NO_THROW(CheckStrategyFitsModel(*fedavg, *MakeModel(mlp), c));
+}
+
+TEST(RunTest, ProfiledUnitsAreThoseOfTheProfiledLayer) {
+  const Dataset data = Blobs(3, 1);
+  EXPECT_EQ(ProfiledUnits(*MakeModel({"mlp", {4}, 2, {16, 8}, ""}), data), 16);
+  EXPECT_EQ(ProfiledUnits(*MakeModel({"mlp", {4}, 2, {16, 8}, "fc2"}), data), 8);
+  Dataset images;
+  images.x = torch::rand({2, 1, 4, 4});
+  images.y = torch::zeros({2}, torch::kLong);
+  images.num_classes = 2;
+  EXPECT_EQ(ProfiledUnits(*MakeModel({"cnn", {1, 4, 4}, 2, {}, ""}), images), 128);
+  EXPECT_EQ(ProfiledUnits(*MakeModel({"cnn", {1, 4, 4}, 2, {}, "block1"}), images), 32)
+      << "a conv layer's channels";
+}
+
+TEST(RunTest, ReferenceSetIsTheOneConfigured) {
+  TrainTest data{Blobs(40, 1), Blobs(10, 2), Blobs(5, 3)};
+  Config c = TinyConfig();
+  EXPECT_TRUE(torch::equal(ReferenceSet(c, data, nullptr).x, data.holdout.x)) << "default";
+  c.Set("fedprof.reference", "test");
+  EXPECT_TRUE(torch::equal(ReferenceSet(c, data, nullptr).x, data.test.x));
+
+  c.Set("fedprof.reference", "client");
+  ExpectError([&] { ReferenceSet(c, data, nullptr); }, {"fedprof.reference", "'client'"});
+  c.SetAssignment("clients.count=4");
+  c.SetAssignment("partition.kind=iid");
+  const Population population(data.train, c);
+  c.Set("fedprof.reference_client", "2");
+  EXPECT_TRUE(
+      torch::equal(ReferenceSet(c, data, &population).x, population.MakeClient(2).data().x));
+  c.Set("fedprof.reference_client", "4");
+  ExpectError([&] { ReferenceSet(c, data, &population); },
+              {"fedprof.reference_client: 4", "expected < 4"});
+}
+
+TEST(RunTest, ResumeConfigAllowsOnlyWhatMayChange) {
+  const std::string dir = FreshDir("resume_config");
+  Config original = TinyConfig();
+  original.SetAssignment("train.lr=0.03");
+  WriteFileAtomic(dir + "/config.toml", original.ToToml());
+  EXPECT_EQ(ResumeConfig(dir, {}), original);
+  const Config more = ResumeConfig(dir, {"rounds=9", "threads=2", "report.progress=true"});
+  EXPECT_EQ(more.GetInt("rounds"), 9);
+  EXPECT_EQ(more.GetInt("threads"), 2);
+  EXPECT_DOUBLE_EQ(more.GetDouble("train.lr"), 0.03);
+  EXPECT_EQ(more.Fingerprint(), original.Fingerprint()) << "nothing that changes the rounds";
+  ExpectError([&] { ResumeConfig(dir, {"train.lr=0.5"}); },
+              {"--set train.lr", "cannot change on --resume"});
+  ExpectError([&] { ResumeConfig(dir, {"rounds=9", "seed=2"}); }, "--set seed");
+  ExpectError([&] { ResumeConfig(FreshDir("resume_config_none"), {}); }, "config.toml");
+}
+
+// RunRounds on in-process clients: the files it promises, and a resume
+// that continues to the same model as an uninterrupted run.
+class RunRoundsTest : public ::testing::Test {
+ protected:
+  static constexpr int kClients = 4;
+
+  void SetUp() override {
+    data_ = TrainTest{Blobs(40, 1), Blobs(20, 2), Dataset()};
+    for (int k = 0; k < kClients; ++k) {
+      clients_.emplace_back(k, Subset(data_.train, {2 * k, 2 * k + 1, 2 * k + 8, 2 * k + 9,
+                                                    2 * k + 16, 2 * k + 17}),
+                            DataKind::kClean);
+    }
+  }
+
+  void Run(const Config& config, const std::string& out, ServerState state, bool resume) {
+    std::vector<ClientInfo> infos;
+    for (const Client& c : clients_) infos.push_back({c.id(), c.num_samples(), -1});
+    const ModelSpec spec = SpecFor(config, data_.train);
+    InProcessTransport transport(
+        infos, [&](int id) { return clients_[id]; }, /*keep_clients=*/false,
+        [spec] { return MakeModel(spec); }, /*num_threads=*/1);
+    ClientSide side;
+    side.rows = [&] {
+      std::vector<ClientRow> rows;
+      for (const Client& c : clients_) rows.push_back({c.num_samples(), "clean", 1.5, 2.0, 0.25});
+      return rows;
+    };
+    side.on_ready = [&] { ++ready_calls_; };
+    RunRounds(config, ServerOptionsFrom(config), data_, data_.holdout, out, std::move(state),
+              resume, transport, side);
+  }
+
+  TrainTest data_;
+  std::vector<Client> clients_;
+  int ready_calls_ = 0;
+};
+
+TEST_F(RunRoundsTest, WritesEveryOutputAndResumesToTheSameModel) {
+  const std::string whole = FreshDir("rounds_whole"), parts = FreshDir("rounds_parts");
+  Config three = TinyConfig();
+  three.SetAssignment("rounds=3");
+  Run(three, whole, ServerState(), false);
+  EXPECT_EQ(ready_calls_, 1);
+
+  const DecodedCheckpoint done = DecodeCheckpoint(ReadFile(whole + "/checkpoint.bin"), "whole");
+  EXPECT_EQ(done.state.round, 3);
+  EXPECT_EQ(done.config_fingerprint, three.Fingerprint());
+  const std::string metrics = ReadFile(whole + "/metrics.csv");
+  EXPECT_EQ(CountLines(metrics), 1 + 3) << metrics;
+  const std::string clients = ReadFile(whole + "/clients.csv");
+  ASSERT_EQ(CountLines(clients), 1 + kClients) << clients;
+  EXPECT_EQ(clients.substr(0, clients.find('\n')),
+            "id,size,data_kind,speed_ghz,bandwidth_mhz,round_s,times_selected");
+  int64_t selections = 0;
+  std::istringstream rows(clients.substr(clients.find('\n') + 1));
+  for (std::string row; std::getline(rows, row);) {
+    EXPECT_EQ(row.substr(row.find(','), row.rfind(',') - row.find(',')),
+              ",6,clean,1.5,2,0.25") << row;
+    selections += std::stoll(row.substr(row.rfind(',') + 1));
+  }
+  EXPECT_EQ(selections, 3 * 2) << "half of 4 clients in each of 3 rounds";
+  const nlohmann::json summary = nlohmann::json::parse(ReadFile(whole + "/summary.json"));
+  EXPECT_EQ(summary["rounds"], 3);
+  EXPECT_EQ(summary["clients"], kClients);
+  EXPECT_EQ(summary["strategy"], "fedavg");
+  EXPECT_EQ(summary["final_model_sha256"],
+            Sha256Hex(std::string(reinterpret_cast<const char*>(done.state.global.data()),
+                                  done.state.global.size() * sizeof(float))));
+
+  // Two rounds, then a resume to three.
+  Config two = TinyConfig();
+  Run(two, parts, ServerState(), false);
+  ServerState stopped = DecodeCheckpoint(ReadFile(parts + "/checkpoint.bin"), "parts").state;
+  ASSERT_EQ(stopped.round, 2);
+  EXPECT_EQ(CountLines(ReadFile(parts + "/metrics.csv")), 1 + 2);
+  ServerState too_small = stopped;
+  too_small.global.pop_back();
+  ExpectError([&] { Run(three, parts, too_small, true); }, {"checkpoint.bin", "model has"});
+  Run(three, parts, stopped, true);
+  const ServerState resumed = DecodeCheckpoint(ReadFile(parts + "/checkpoint.bin"), "parts").state;
+  EXPECT_EQ(resumed.round, 3);
+  EXPECT_EQ(resumed.global, done.state.global);
+  EXPECT_EQ(resumed.times_selected, done.state.times_selected);
+  EXPECT_EQ(ReadFile(parts + "/clients.csv"), clients);
+  EXPECT_EQ(CountLines(ReadFile(parts + "/metrics.csv")), 1 + 3);
+}
+
+}  // namespace
+}  // namespace fedprof

@@ -1,0 +1,182 @@
+#include "fedprof/transport/in_process.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fedprof/core/error.h"
+#include "fedprof/core/text.h"
+#include "fedprof/models/models.h"
+#include "tests/expect_error.h"
+
+namespace fedprof {
+namespace {
+
+using testing_support::ExpectError;
+
+const ModelSpec kSpec{"mlp", {4}, 2, {8}, ""};
+
+// Client k holds 5 + k samples of two Gaussian blobs: its sample count
+// tells which client a result came from. Made once, before any worker runs
+// (torch's global generator is not for concurrent use).
+const Dataset& Blobs(int k) {
+  static const std::vector<Dataset> all = [] {
+    torch::manual_seed(100);
+    std::vector<Dataset> sets;
+    for (int64_t n = 5; n < 5 + 8; ++n) {
+      Dataset d;
+      d.y = torch::randint(0, 2, {n}, torch::kLong);
+      d.x = torch::randn({n, 4}) + d.y.unsqueeze(1).to(torch::kFloat) * 2.0;
+      d.num_classes = 2;
+      sets.push_back(d);
+    }
+    return sets;
+  }();
+  return all.at(k);
+}
+
+std::vector<ClientInfo> Infos(int n) {
+  std::vector<ClientInfo> infos;
+  for (int k = 0; k < n; ++k) infos.push_back({k, 5 + k, -1});
+  return infos;
+}
+
+FitInstructions OneEpoch() {
+  Blobs(0);
+  torch::manual_seed(7);
+  FitInstructions ins;
+  ins.round = 1;
+  ins.global = std::make_shared<const FlatParams>(Flatten(*MakeModel(kSpec)));
+  ins.train.epochs = 1;
+  ins.train.batch_size = 4;
+  ins.train.lr = 0.1;
+  ins.seed = 3;
+  return ins;
+}
+
+struct Received {
+  std::map<size_t, FitResult> by_index;
+  int calls = 0;
+};
+
+// Runs Fit, keeping every result the sink is handed, by index.
+Received FitAll(InProcessTransport& transport, const std::vector<int>& ids,
+                const FitInstructions& ins) {
+  Received got;
+  transport.Fit(ids, ins, [&](size_t index, FitResult&& result) {
+    ++got.calls;
+    EXPECT_EQ(got.by_index.count(index), 0u) << "index " << index << " handed twice";
+    got.by_index[index] = std::move(result);
+    return std::string();
+  });
+  return got;
+}
+
+TEST(InProcessTransportTest, HandsEachResultOnceWithItsClientsIdAndIndex) {
+  // Clients claim another id than their own: the transport's id wins.
+  InProcessTransport transport(
+      Infos(8), [](int id) { return Client(id + 1000, Blobs(id), DataKind::kClean); },
+      /*keep_clients=*/false, [] { return MakeModel(kSpec); }, /*num_threads=*/2,
+      [](int id, const FitInstructions&) { return ResultCost{1.0 + id, 2.0 * id, 0, 0}; });
+  EXPECT_EQ(transport.num_clients(), 8);
+  const FitInstructions ins = OneEpoch();
+  const std::vector<int> ids = {6, 0, 3, 7, 1};
+  const Received got = FitAll(transport, ids, ins);
+  EXPECT_EQ(got.calls, static_cast<int>(ids.size()));
+  ASSERT_EQ(got.by_index.size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const FitResult& r = got.by_index.at(i);
+    EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.client_id, ids[i]) << "index " << i;
+    EXPECT_EQ(r.num_samples, 5 + ids[i]) << "index " << i;
+    EXPECT_EQ(r.params.size(), ins.global->size());
+    EXPECT_EQ(r.cost.time_s, 1.0 + ids[i]) << "the cost model's, not the measured time";
+    EXPECT_EQ(r.cost.energy_j, 2.0 * ids[i]);
+  }
+}
+
+TEST(InProcessTransportTest, ResultsDoNotDependOnTheThreads) {
+  auto run = [](int threads) {
+    InProcessTransport transport(
+        Infos(6), [](int id) { return Client(id, Blobs(id), DataKind::kClean); },
+        /*keep_clients=*/true, [] { return MakeModel(kSpec); }, threads);
+    return FitAll(transport, {5, 1, 2, 4}, OneEpoch());
+  };
+  const Received one = run(1), three = run(3);
+  ASSERT_EQ(one.by_index.size(), 4u);
+  ASSERT_EQ(three.by_index.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(one.by_index.at(i).params, three.by_index.at(i).params) << "index " << i;
+    EXPECT_EQ(one.by_index.at(i).train_loss, three.by_index.at(i).train_loss);
+  }
+}
+
+TEST(InProcessTransportTest, AFailingClientYieldsOneFailedResult) {
+  InProcessTransport transport(
+      Infos(4),
+      [](int id) {
+        if (id == 2) throw Error("client 2: data file vanished");
+        return Client(id, Blobs(id), DataKind::kClean);
+      },
+      /*keep_clients=*/false, [] { return MakeModel(kSpec); }, /*num_threads=*/2);
+  const std::vector<int> ids = {0, 2, 3};
+  const Received got = FitAll(transport, ids, OneEpoch());
+  ASSERT_EQ(got.by_index.size(), 3u);
+  EXPECT_EQ(got.calls, 3);
+  const FitResult& failed = got.by_index.at(1);
+  EXPECT_FALSE(failed.ok);
+  EXPECT_FALSE(failed.timed_out);
+  EXPECT_EQ(failed.client_id, 2);
+  EXPECT_EQ(failed.error, "client 2: data file vanished");
+  EXPECT_TRUE(failed.params.empty());
+  EXPECT_TRUE(got.by_index.at(0).ok);
+  EXPECT_TRUE(got.by_index.at(2).ok);
+}
+
+TEST(InProcessTransportTest, KeptClientsAreMadeOnceOthersForEveryTask) {
+  for (bool keep : {true, false}) {
+    std::atomic<int> made{0};
+    InProcessTransport transport(
+        Infos(4),
+        [&](int id) {
+          ++made;
+          return Client(id, Blobs(id), DataKind::kClean);
+        },
+        keep, [] { return MakeModel(kSpec); }, /*num_threads=*/2);
+    FitInstructions report = OneEpoch();
+    report.train.epochs = 0;
+    report.report_loss = true;
+    FitAll(transport, {0, 1, 2}, report);
+    FitAll(transport, {1, 2, 3}, report);
+    EXPECT_EQ(made.load(), keep ? 4 : 6) << "keep_clients " << keep;
+  }
+}
+
+TEST(InProcessTransportTest, ClientStatesRoundTripAndForeignOnesAreRefused) {
+  InProcessTransport transport(
+      Infos(3), [](int id) { return Client(id, Blobs(id), DataKind::kClean); },
+      /*keep_clients=*/false, [] { return MakeModel(kSpec); }, /*num_threads=*/1);
+  EXPECT_EQ(transport.SaveClientStates(), "{}");
+  const std::string states =
+      "{\"0\":\"" + EncodeFloats({1.5f, -2.0f}) + "\",\"2\":\"" + EncodeFloats({3.0f}) + "\"}";
+  transport.LoadClientStates(states);
+  EXPECT_EQ(transport.SaveClientStates(), states);
+  transport.LoadClientStates("");
+  EXPECT_EQ(transport.SaveClientStates(), "{}") << "empty: no client keeps state";
+
+  ExpectError([&] { transport.LoadClientStates("[1, 2]"); }, "not a JSON object");
+  ExpectError([&] { transport.LoadClientStates("{\"3\": \"\"}"); },
+              {"state of client 3", "the 3 clients"});
+  ExpectError([&] { transport.LoadClientStates("{\"-1\": \"\"}"); }, "state of client -1");
+  ExpectError([&] { transport.LoadClientStates("{\"one\": \"\"}"); }, "bad client id");
+  ExpectError([&] { transport.LoadClientStates("{\"0\": 5}"); }, "client states");
+  ExpectError([&] { transport.LoadClientStates("{\"0\": "); }, "client states");
+}
+
+}  // namespace
+}  // namespace fedprof
