@@ -34,6 +34,7 @@ namespace {
 
 using testing_support::Columns;
 using testing_support::FirstColumns;
+using testing_support::Summary;
 
 struct Result {
   int code = -1;
@@ -93,6 +94,36 @@ TEST(CliTest, OptionsDocIsGeneratedFromTheTable) {
   ASSERT_EQ(r.code, 0);
   EXPECT_TRUE(r.output == ReadFile(std::string(FEDPROF_SOURCE_DIR) + "/docs/options.md"))
       << "regenerate with: build/fedprof options > docs/options.md";
+}
+
+// Federated evaluation on the simulated clients' data: every 2 rounds and the
+// last, half of them; it changes no bit of training, and a resumed run keeps
+// the evaluations up to its checkpoint.
+TEST(CliTest, FederatedEvaluationReportsAndChangesNoTraining) {
+  const std::string dir = testing::TempDir() + "/fedprof_cli_federated";
+  std::filesystem::remove_all(dir);
+  const std::string run = std::string("simulate ") + kSmallRun + " --set rounds=3";
+  const std::string fed = " --set eval.federated_every=2 --set eval.federated_fraction=0.5";
+  ASSERT_EQ(RunCli(run + " --out " + dir + "/plain").code, 0);
+  const Result r = RunCli(run + fed + " --out " + dir + "/fed");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(Summary(dir + "/fed").at("final_model_sha256"),
+            Summary(dir + "/plain").at("final_model_sha256"));
+  const auto m = Columns(dir + "/fed/metrics.csv");
+  ASSERT_EQ(m.at("fed_clients").size(), 3u);
+  EXPECT_EQ(m.at("fed_clients")[0], "");  // round 1: none
+  EXPECT_EQ(m.at("fed_clients")[1], "5");
+  EXPECT_EQ(m.at("fed_clients")[2], "5");  // the last round
+  EXPECT_FALSE(m.at("fed_accuracy")[2].empty());
+  EXPECT_EQ(Columns(dir + "/fed/evaluation.csv").at("round").size(), 10u);
+  EXPECT_EQ(Columns(dir + "/plain/metrics.csv").count("fed_accuracy"), 0u);
+  // Stopped after round 2 and resumed: the same evaluations, in order.
+  ASSERT_EQ(RunCli(std::string("simulate ") + kSmallRun + " --set rounds=2" + fed + " --out " + dir +
+                   "/resumed")
+                .code,
+            0);
+  ASSERT_EQ(RunCli("simulate --resume " + dir + "/resumed --set rounds=3").code, 0);
+  EXPECT_EQ(ReadFile(dir + "/resumed/evaluation.csv"), ReadFile(dir + "/fed/evaluation.csv"));
 }
 
 TEST(CliTest, PrivacyLabelPrintsThePapersCheckValue) {

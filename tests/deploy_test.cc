@@ -587,6 +587,48 @@ TEST(DeployTest, ClientBringsItsOwnData) {
   EXPECT_EQ(Columns(dir + "/server/clients.csv").at("size")[2], "200");
 }
 
+// Federated evaluation over the network: every round each client evaluates
+// the global model on the data it holds, client 2 on its own files. The
+// federated accuracy and loss in metrics.csv are the sample-weighted means
+// of the per-client figures in evaluation.csv, client 2's over its 200.
+TEST(DeployTest, FederatedEvaluationCoversClientsOwnData) {
+  const std::string dir = FreshDir("federated_eval");
+  const std::string certs = MakeCerts(dir, 3);
+  WriteIdx(dir + "/own", 200, 28);
+  const std::string run = SmallRun(3, 1.0, 2) +
+                          " --set eval.federated_every=1 --set eval.federated_fraction=1" +
+                          kFastFaults;
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  StartClients(&d, 0, 2, run + " --tls-dir " + certs, dir);
+  d.clients.push_back(d.procs.Start(kCli, "client --server " + d.address + " --id 2 --tls-dir " +
+                                              certs + " --data-dir " + dir + "/own " + run,
+                                    dir + "/own.log"));
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+  const auto metrics = Columns(dir + "/server/metrics.csv");
+  const auto evals = Columns(dir + "/server/evaluation.csv");
+  ASSERT_EQ(metrics.at("round").size(), 2u);
+  ASSERT_EQ(evals.at("round").size(), 6u);  // 3 clients x 2 rounds
+  for (size_t r = 0; r < 2; ++r) {
+    int64_t samples = 0, correct = 0;
+    double loss = 0;
+    for (size_t i = 0; i < evals.at("round").size(); ++i) {
+      if (std::stoll(evals.at("round")[i]) != static_cast<int64_t>(r) + 1) continue;
+      const int64_t n = std::stoll(evals.at("samples")[i]);
+      if (evals.at("client")[i] == "2") EXPECT_EQ(n, 200);
+      samples += n;
+      correct += std::stoll(evals.at("correct")[i]);
+      loss += n * std::stod(evals.at("loss")[i]);
+    }
+    EXPECT_EQ(metrics.at("fed_clients")[r], "3");
+    EXPECT_NEAR(std::stod(metrics.at("fed_accuracy")[r]),
+                static_cast<double>(correct) / static_cast<double>(samples), 1e-8);
+    EXPECT_NEAR(std::stod(metrics.at("fed_loss")[r]), loss / static_cast<double>(samples), 1e-6);
+  }
+  EXPECT_GT(Summary(dir + "/server").at("final_federated_accuracy").get<double>(), 0.0);
+}
+
 // The server dies while a client computes, so the result's stream breaks on
 // its last message (a profile report has no model: its header is its last).
 // The client tries again and, the server being gone, gives up with an error.

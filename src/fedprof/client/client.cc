@@ -70,9 +70,15 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model, bool model_holds
     }
     result.cost.profiling_time_s = seconds_since(profiling);
   }
-  if (ins.report_loss) {
+  if (ins.report_loss || ins.evaluate) {
     ModelReplicas single(model);
-    result.pre_train_loss = Evaluate(single, data_).loss;
+    const EvalResult e = Evaluate(single, data_);
+    if (ins.report_loss) result.pre_train_loss = e.loss;
+    if (ins.evaluate) {
+      result.eval_samples = e.samples;
+      result.eval_correct = e.correct;
+      result.eval_loss = e.loss;
+    }
   }
   if (own_batch_norm) Unflatten(with_own, model);
   result.ok = true;
@@ -176,6 +182,8 @@ EvalResult Evaluate(ModelReplicas& replicas, const Dataset& data, int64_t batch_
     sq_err += s.sq_err;
   }
   r.loss = loss_sum / static_cast<double>(n);
+  r.samples = n;
+  r.correct = std::llround(correct);  // a sum of whole counts
   if (regression) {
     const torch::Tensor centered = data.y - data.y.mean(0, /*keepdim=*/true);
     const double ss_tot = centered.pow(2).sum().item<double>();

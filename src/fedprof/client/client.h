@@ -20,6 +20,8 @@ struct EvalResult {
   double loss = 0;      // mean cross-entropy, or mean squared error
   double accuracy = 0;  // classification accuracy, or R^2 for regression
   double rmse = 0;      // regression only
+  int64_t samples = 0;
+  int64_t correct = 0;  // classification only
 };
 
 // A federated client holding its private data and, under FedBN, its own

@@ -256,6 +256,12 @@ std::vector<OptionSpec> MakeTable() {
       // Evaluation and reporting.
       {"eval.every", T::kInt, "1", 1, 1e7, "", "Evaluate the global model every n rounds (and the last)."},
       {"eval.batch_size", T::kInt, "128", 1, 1e7, "", "Evaluation batch size."},
+      {"eval.federated_every", T::kInt, "0", 0, 1e7, "",
+       "Federated evaluation every n rounds (and the last); 0 = none. A share of the available "
+       "clients evaluates the global model on its own data; metrics.csv gains fed_clients, "
+       "fed_accuracy and fed_loss (weighted by sample counts), evaluation.csv each client's figures."},
+      {"eval.federated_fraction", T::kDouble, "0.1", 1e-9, 1, "",
+       "Share of the available clients asked for a federated evaluation (at least one)."},
       {"report.target", T::kDouble, "0", 0, 1, "",
        "Accuracy (R^2 for regression) target for rounds/time/energy-to-target; 0 = none."},
       {"report.progress", T::kBool, "true", 0, 0, "", "Print a progress line per round."},

@@ -27,6 +27,7 @@ enum class Stream : uint64_t {
   kReferenceSplit = 8,
   kPrivacy = 9,
   kAttackers = 10,  // which simulated clients attack (client/attack.h)
+  kFederatedEvaluation = 11,  // which clients evaluate the global model
 };
 
 // SplitMix64 finaliser: a bijective 64-bit mixer.

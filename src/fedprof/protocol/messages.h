@@ -45,6 +45,9 @@ struct FitInstructions {
   // (under FedBN, w minus θ with the client's batch norm: what training
   // changed); clustered sampling compares clients through it.
   int sketch_dim = 0;
+  // Federated evaluation: evaluate θ as received on the local data and
+  // report it (FitResult::eval_*); with train.epochs == 0, nothing else.
+  bool evaluate = false;
   // Secure matching (App. C.2, privacy/secure_matching.h): the server's
   // Paillier public key and its encrypted reference for model_version. When
   // set, the client returns Enc(q·div) of its profile instead of the profile.
@@ -78,6 +81,10 @@ struct FitResult {
   std::string encrypted_divergence;  // Enc(q·div) under secure matching
   double pre_train_loss = 0;       // θ's mean loss on the local data, when asked for
   std::vector<float> sketch;       // when asked for (sketch_dim)
+  // Federated evaluation, when asked for: θ's results on the local data.
+  int64_t eval_samples = 0;  // samples evaluated: all the client holds
+  int64_t eval_correct = 0;  // of them, classified correctly (classification)
+  double eval_loss = 0;      // mean loss over them
   ResultCost cost;
 };
 

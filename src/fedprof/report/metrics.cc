@@ -13,9 +13,10 @@ std::string Num(double v) { return FormatDouble(v, "%.9g"); }
 
 }  // namespace
 
-std::string MetricsCsv(const std::vector<RoundMetrics>& rows, bool regression) {
+std::string MetricsCsv(const std::vector<RoundMetrics>& rows, bool regression, bool federated) {
   std::ostringstream out;
   out << "round,lr,selected,returned,refused,timed_out,train_loss,accuracy,loss" << (regression ? ",rmse" : "")
+      << (federated ? ",fed_clients,fed_accuracy,fed_loss" : "")
       << ",round_time_s,virtual_time_s,round_energy_wh,energy_wh,profiling_time_s,"
          "profiling_energy_wh,wall_s\n";
   for (const auto& r : rows) {
@@ -27,10 +28,29 @@ std::string MetricsCsv(const std::vector<RoundMetrics>& rows, bool regression) {
     } else {
       out << ',' << (regression ? "," : "");
     }
+    if (federated) {
+      if (r.fed_evaluated) {
+        out << ',' << r.fed_clients << ',' << (regression ? "" : Num(r.fed_accuracy)) << ','
+            << Num(r.fed_loss);
+      } else {
+        out << ",,,";
+      }
+    }
     out << ',' << Num(r.round_time_s) << ',' << Num(r.virtual_time_s) << ','
         << Num(r.round_energy_wh) << ',' << Num(r.energy_wh) << ',' << Num(r.profiling_time_s)
         << ',' << Num(r.profiling_energy_wh) << ',' << FormatDouble(r.wall_s, "%.3f")
         << '\n';
+  }
+  return out.str();
+}
+
+std::string EvaluationHeader() { return "round,client,samples,correct,loss\n"; }
+
+std::string EvaluationRows(int64_t round, const std::vector<ClientEvaluation>& evaluations) {
+  std::ostringstream out;
+  for (const ClientEvaluation& e : evaluations) {
+    out << round << ',' << e.client_id << ',' << e.samples << ',' << e.correct << ','
+        << Num(e.loss) << '\n';
   }
   return out.str();
 }

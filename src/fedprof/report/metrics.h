@@ -7,6 +7,15 @@
 
 namespace fedprof {
 
+// One client's federated evaluation of a round's global model (a row of
+// evaluation.csv).
+struct ClientEvaluation {
+  int client_id = -1;
+  int64_t samples = 0;
+  int64_t correct = 0;  // classification only
+  double loss = 0;      // mean over its samples
+};
+
 // One row of metrics.csv.
 struct RoundMetrics {
   int64_t round = 0;
@@ -20,6 +29,12 @@ struct RoundMetrics {
   double accuracy = 0;      // R^2 for regression
   double loss = 0;
   double rmse = 0;          // regression only
+  // Federated evaluation (eval.federated_every): the global model on the
+  // data of the clients asked, weighted by their sample counts.
+  bool fed_evaluated = false;  // false: the fed_* columns are empty this round
+  int fed_clients = 0;         // clients whose evaluation was used
+  double fed_accuracy = 0;     // classification only
+  double fed_loss = 0;
   double round_time_s = 0;  // Eq. 27: virtual (cost model) in simulation, measured in a deployment
   double virtual_time_s = 0;
   double round_energy_wh = 0;
@@ -30,8 +45,14 @@ struct RoundMetrics {
 };
 
 // metrics.csv as text: a header and one row per round. Every column but
-// wall_s is reproducible from the seed.
-std::string MetricsCsv(const std::vector<RoundMetrics>& rows, bool regression);
+// wall_s is reproducible from the seed. With `federated`, the columns of
+// federated evaluation follow the central ones.
+std::string MetricsCsv(const std::vector<RoundMetrics>& rows, bool regression,
+                       bool federated = false);
+
+// evaluation.csv: its header, and the rows of one round's evaluations.
+std::string EvaluationHeader();
+std::string EvaluationRows(int64_t round, const std::vector<ClientEvaluation>& evaluations);
 
 // The first round whose accuracy reaches `target` (> 0), or -1.
 int64_t FirstRoundReaching(const std::vector<RoundMetrics>& rows, double target);

@@ -63,8 +63,9 @@ std::string ScoresRow(int64_t round, const std::vector<double>& scores) {
   return row + "\n";
 }
 
-// The header and the rows of rounds <= `round` of an existing scores.csv.
-std::string ScoresUpTo(const std::string& path, int64_t round, const std::string& header) {
+// `header` and the rows of rounds <= `round` of an existing per-round CSV
+// (scores.csv, evaluation.csv: the round in the first column).
+std::string RowsUpTo(const std::string& path, int64_t round, const std::string& header) {
   if (!FileExists(path)) return header;
   std::istringstream in(ReadFile(path));
   std::string line, out = header;
@@ -119,6 +120,19 @@ nlohmann::json Summary(const Config& config, const ServerState& state,
   s["best_round"] = best_round;
   s["final_accuracy"] = last ? last->accuracy : 0.0;
   s["final_loss"] = last ? last->loss : 0.0;
+  // Federated evaluation, when the run has one.
+  const RoundMetrics* last_federated = nullptr;
+  double best_federated = -1e300;
+  for (const auto& m : state.history) {
+    if (!m.fed_evaluated) continue;
+    last_federated = &m;
+    best_federated = std::max(best_federated, m.fed_accuracy);
+  }
+  if (last_federated) {
+    s["best_federated_accuracy"] = best_federated;
+    s["final_federated_accuracy"] = last_federated->fed_accuracy;
+    s["final_federated_loss"] = last_federated->fed_loss;
+  }
   s["virtual_time_s"] = state.virtual_time_s;
   // Profiling overhead per round (the papers' Table 4).
   double profiling_s = 0, profiling_wh = 0;
@@ -241,6 +255,8 @@ ServerOptions ServerOptionsFrom(const Config& config) {
   so.seed = static_cast<uint64_t>(config.GetInt("seed"));
   so.eval_every = config.GetInt("eval.every");
   so.eval_batch_size = config.GetInt("eval.batch_size");
+  so.federated_eval_every = config.GetInt("eval.federated_every");
+  so.federated_eval_fraction = config.GetDouble("eval.federated_fraction");
   so.progress = config.GetBool("report.progress");
   so.min_results = 0;
   return so;
@@ -288,7 +304,12 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
   const std::string metrics_path = out_dir + "/metrics.csv";
   // A resumed run rewrites metrics.csv from the checkpoint, dropping any row
   // written after the last checkpoint.
-  WriteFileAtomic(metrics_path, MetricsCsv(state.history, regression));
+  const bool federated = options.federated_eval_every > 0;
+  WriteFileAtomic(metrics_path, MetricsCsv(state.history, regression, federated));
+  // evaluation.csv: each client's federated evaluations, kept like scores.csv.
+  const std::string evaluation_path = out_dir + "/evaluation.csv";
+  std::string evaluation = EvaluationHeader();
+  if (resume) evaluation = RowsUpTo(evaluation_path, state.round, evaluation);
   // scores.csv: the scores behind each round's selection, one column per
   // client (for populations up to report.per_client_limit); a resumed run
   // keeps the rows up to its checkpoint.
@@ -297,14 +318,18 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
       static_cast<int64_t>(num_clients) <= config.GetInt("report.per_client_limit");
   const std::string scores_path = out_dir + "/scores.csv";
   std::string scores = ScoresHeader(per_client_outputs ? num_clients : 0);
-  if (resume) scores = ScoresUpTo(scores_path, state.round, scores);
+  if (resume) scores = RowsUpTo(scores_path, state.round, scores);
   const double wall_offset = state.history.empty() ? 0.0 : state.history.back().wall_s;
   if (clients.on_ready) clients.on_ready();
   server.Run(
       state,
       [&](ServerState& s) {
         if (clients.save_states) s.client_states = clients.save_states();
-        WriteFileAtomic(metrics_path, MetricsCsv(s.history, regression));
+        WriteFileAtomic(metrics_path, MetricsCsv(s.history, regression, federated));
+        if (federated) {
+          evaluation += EvaluationRows(s.round, server.LastEvaluations());
+          WriteFileAtomic(evaluation_path, evaluation);
+        }
         const std::vector<double> round_scores = strategy->LastScores();
         if (per_client_outputs && !round_scores.empty()) {
           scores += ScoresRow(s.round, round_scores);
@@ -319,6 +344,22 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
   WriteFileAtomic(out_dir + "/clients.csv", ClientsCsv(rows, state.times_selected));
   WriteFileAtomic(out_dir + "/summary.json", Summary(config, state, rows, num_params).dump(2) + "\n");
   if (per_client_outputs) PlotRun(out_dir);
+  if (federated && !regression) {
+    // accuracy.png: the central test set's accuracy beside the clients' own.
+    Series central{"central (test set)", {}, {}}, clients_own{"federated (clients' data)", {}, {}};
+    for (const RoundMetrics& m : state.history) {
+      if (m.evaluated) {
+        central.x.push_back(static_cast<double>(m.round));
+        central.y.push_back(m.accuracy);
+      }
+      if (m.fed_evaluated) {
+        clients_own.x.push_back(static_cast<double>(m.round));
+        clients_own.y.push_back(m.fed_accuracy);
+      }
+    }
+    PlotLines({central, clients_own}, "Accuracy of the global model", "round", "accuracy",
+              out_dir + "/accuracy.png");
+  }
 }
 
 Config ResumeConfig(const std::string& out_dir, const std::vector<std::string>& overrides) {

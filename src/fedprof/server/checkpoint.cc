@@ -100,7 +100,7 @@ class Reader {
 };
 
 json ToJson(const RoundMetrics& m) {
-  return {{"round", m.round},
+  json j = {{"round", m.round},
           {"lr", Real(m.lr)},
           {"selected", m.selected},
           {"returned", m.returned},
@@ -118,6 +118,13 @@ json ToJson(const RoundMetrics& m) {
           {"profiling_energy_wh", Real(m.profiling_energy_wh)},
           {"energy_wh", Real(m.energy_wh)},
           {"wall_s", Real(m.wall_s)}};
+  // Only in rounds with a federated evaluation, so other checkpoints read as before.
+  if (m.fed_evaluated) {
+    j["federated"] = {{"clients", m.fed_clients},
+                      {"accuracy", Real(m.fed_accuracy)},
+                      {"loss", Real(m.fed_loss)}};
+  }
+  return j;
 }
 
 RoundMetrics FromJson(const Reader& r, const json& j, const std::string& p) {
@@ -140,6 +147,14 @@ RoundMetrics FromJson(const Reader& r, const json& j, const std::string& p) {
   m.profiling_energy_wh = r.Double(j, p, "profiling_energy_wh");
   m.energy_wh = r.Double(j, p, "energy_wh");
   m.wall_s = r.Double(j, p, "wall_s");
+  if (j.contains("federated")) {
+    const json& f = j["federated"];
+    const std::string q = p + "federated.";
+    m.fed_evaluated = true;
+    m.fed_clients = static_cast<int>(r.Int(f, q, "clients", 0, INT_MAX));
+    m.fed_accuracy = r.Double(f, q, "accuracy");
+    m.fed_loss = r.Double(f, q, "loss");
+  }
   return m;
 }
 

@@ -9,6 +9,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/rng.h"
+#include "fedprof/core/text.h"
 #include "fedprof/models/replicas.h"
 #include "fedprof/strategy/strategy.h"
 
@@ -89,6 +90,61 @@ std::string Server::Validate(const FitResult& r, size_t num_params, bool expect_
   }
   if (!(std::fabs(r.train_loss) < kMaxModelSumTerm)) return "non-finite training loss";
   return numbers;
+}
+
+std::string Server::ValidateEvaluation(const FitResult& r) {
+  if (r.eval_samples != r.num_samples) {
+    return "evaluated " + std::to_string(r.eval_samples) + " samples of its " +
+           std::to_string(r.num_samples);
+  }
+  if (r.eval_correct < 0 || r.eval_correct > r.eval_samples) {
+    return "reports " + std::to_string(r.eval_correct) + " correct answers of " +
+           std::to_string(r.eval_samples) + " samples";
+  }
+  if (!(r.eval_loss >= 0 && r.eval_loss * static_cast<double>(r.eval_samples) < kMaxModelSumTerm)) {
+    return "evaluation loss " + FormatDouble(r.eval_loss) + " is not finite, or negative, or too large";
+  }
+  return "";
+}
+
+void Server::EvaluateFederated(int64_t round, const FlatParams& global, RoundMetrics* m) {
+  evaluations_.clear();
+  std::vector<ClientInfo> available = transport_.Available();
+  if (available.empty()) return;
+  const int n = static_cast<int>(available.size());
+  const int k = std::max(1, std::min(n, static_cast<int>(std::lround(
+                                            n * options_.federated_eval_fraction))));
+  SelectionContext context{round, k, &available};
+  Rng rng = MakeRng(options_.seed, Stream::kFederatedEvaluation, {static_cast<uint64_t>(round)});
+  const std::vector<int> asked = strategy_.ConfigureEvaluate(context, rng);
+  FitInstructions ins;
+  ins.round = round;
+  ins.global = std::make_shared<const FlatParams>(global);
+  ins.model_version = round;
+  ins.evaluate = true;
+  ins.train.epochs = 0;
+  ins.seed = options_.seed;
+  transport_.Fit(asked, ins, [&](size_t, FitResult&& r) -> std::string {
+    std::string why = Validate(r, global.size(), /*expect_model=*/false);
+    if (why.empty()) why = ValidateEvaluation(r);
+    if (!why.empty()) {
+      LogWarning("round " + std::to_string(round) + ": evaluation by client " +
+                 std::to_string(r.client_id) + (r.timed_out ? " timed out: " : " refused: ") + why);
+      return why;
+    }
+    evaluations_.push_back({r.client_id, r.eval_samples, r.eval_correct, r.eval_loss});
+    return "";
+  });
+  std::sort(evaluations_.begin(), evaluations_.end(),
+            [](const ClientEvaluation& a, const ClientEvaluation& b) {
+              return a.client_id < b.client_id;
+            });
+  if (evaluations_.empty()) return;
+  const Strategy::Evaluation e = strategy_.AggregateEvaluate(evaluations_);
+  m->fed_evaluated = true;
+  m->fed_clients = e.clients;
+  m->fed_accuracy = e.accuracy;
+  m->fed_loss = e.loss;
 }
 
 void Server::TrainSelected(int64_t round, const std::vector<int>& selected,
@@ -263,6 +319,11 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
       m.accuracy = e.accuracy;
       m.loss = e.loss;
       m.rmse = e.rmse;
+    }
+    evaluations_.clear();
+    if (options_.federated_eval_every > 0 &&
+        (round % options_.federated_eval_every == 0 || round == options_.rounds)) {
+      EvaluateFederated(round, state.global, &m);
     }
     m.wall_s = wall_offset_s +
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -34,6 +34,11 @@ struct ServerOptions {
   // 0 = no quorum: a round with no usable result keeps the global model.
   int min_results = 0;
   int round_attempts = 3;
+  // Federated evaluation: every this many rounds (and the last; 0 = never)
+  // this share of the available clients evaluates the global model on its
+  // own data (Strategy::ConfigureEvaluate / AggregateEvaluate).
+  int64_t federated_eval_every = 0;
+  double federated_eval_fraction = 0.1;
 };
 
 // Everything a run needs to continue exactly where it stopped.
@@ -82,6 +87,13 @@ class Server {
   // out-of-range loss, and when `expect_model` a model of the wrong size or
   // with a value that is not finite or beyond aggregation's range.
   static std::string Validate(const FitResult& result, size_t num_params, bool expect_model);
+  // Why a federated evaluation that passed Validate is unusable, or "": it
+  // must cover all the client's samples (its weight), count at most that
+  // many correct answers and report a finite, non-negative loss.
+  static std::string ValidateEvaluation(const FitResult& result);
+
+  // The last round's federated evaluations, by client id (empty when none ran).
+  const std::vector<ClientEvaluation>& LastEvaluations() const { return evaluations_; }
 
  private:
   struct Tally;
@@ -89,6 +101,8 @@ class Server {
   // result into sum_ and the tally.
   void TrainSelected(int64_t round, const std::vector<int>& selected, const FitInstructions& ins,
                      Tally* tally);
+  // Federated evaluation of round `round`'s global model into `m`.
+  void EvaluateFederated(int64_t round, const FlatParams& global, RoundMetrics* m);
   // Reports of the available clients the strategy lacks one of, under the
   // global model of `version`.
   void CollectReports(const std::vector<ClientInfo>& available, const FlatParams& global,
@@ -100,6 +114,7 @@ class Server {
   ModelReplicas& evaluator_;
   const Dataset& test_;
   ModelSum sum_;  // reused across rounds
+  std::vector<ClientEvaluation> evaluations_;
   // The round's accepted models, kept only for an aggregator that
   // NeedsUpdates (robust rules).
   std::vector<ClientUpdate> updates_;

@@ -166,6 +166,30 @@ TEST(ServerTest, ValidateRefusesANonFiniteNumberAnywhere) {
   }
 }
 
+// A federated evaluation covers the client's whole data, counts at most as
+// many correct answers as samples and has a finite loss.
+TEST(ServerTest, ValidateEvaluationRefusesImpossibleCounts) {
+  FitResult r;
+  r.ok = true;
+  r.num_samples = 10;
+  r.eval_samples = 10;
+  r.eval_correct = 7;
+  r.eval_loss = 0.5;
+  EXPECT_EQ(Server::ValidateEvaluation(r), "");
+  r.eval_correct = 11;
+  EXPECT_NE(Server::ValidateEvaluation(r).find("11 correct answers of 10"), std::string::npos);
+  r.eval_correct = -1;
+  EXPECT_NE(Server::ValidateEvaluation(r).find("-1 correct"), std::string::npos);
+  r.eval_correct = 7;
+  r.eval_samples = 9;
+  EXPECT_NE(Server::ValidateEvaluation(r).find("evaluated 9 samples of its 10"), std::string::npos);
+  r.eval_samples = 10;
+  for (double loss : {-1.0, double(NAN), double(INFINITY)}) {
+    r.eval_loss = loss;
+    EXPECT_NE(Server::ValidateEvaluation(r).find("evaluation loss"), std::string::npos) << loss;
+  }
+}
+
 TEST(CheckpointTest, ResumedRunEqualsUninterruptedRun) {
   const ServerState full = RunBlobs(2, AggregationMode::kFull, BlobClients(6, 30, 3), 5);
   const ServerState part = RunBlobs(2, AggregationMode::kFull, BlobClients(6, 30, 3), 2);

@@ -178,6 +178,29 @@ void Strategy::LoadState(const std::string& state) {
   aggregator_->LoadState(aggregator_state);
 }
 
+std::vector<int> Strategy::ConfigureEvaluate(const SelectionContext& context, Rng& rng) const {
+  const std::vector<double> equal(context.clients->size(), 1.0);
+  return IdsAt(context, SampleByWeight(equal, context.num_to_select, /*with_replacement=*/false, rng));
+}
+
+Strategy::Evaluation Strategy::AggregateEvaluate(
+    const std::vector<ClientEvaluation>& evaluations) const {
+  Evaluation e;
+  int64_t samples = 0, correct = 0;
+  ExactSum loss;
+  for (const ClientEvaluation& c : evaluations) {
+    samples += c.samples;
+    correct += c.correct;
+    loss.Add(c.loss * static_cast<double>(c.samples));
+  }
+  e.clients = static_cast<int>(evaluations.size());
+  if (samples > 0) {
+    e.accuracy = static_cast<double>(correct) / static_cast<double>(samples);
+    e.loss = loss.value() / static_cast<double>(samples);
+  }
+  return e;
+}
+
 AggregationMode ParseAggregationMode(const std::string& name) {
   if (name == "full") return AggregationMode::kFull;
   if (name == "partial") return AggregationMode::kPartial;

@@ -9,6 +9,7 @@
 #include "fedprof/aggregation/aggregator.h"
 #include "fedprof/aggregation/robust.h"
 #include "fedprof/profiling/profile.h"
+#include "fedprof/report/metrics.h"
 #include "fedprof/selection/selector.h"
 
 namespace fedprof {
@@ -70,6 +71,20 @@ class Strategy {
     return ApplyUpdateNormBound(norm_bound_, global, result->num_samples, &result->params);
   }
   void SetUpdateNormBound(const UpdateNormBound& bound) { norm_bound_ = bound; }
+
+  // Federated evaluation (eval.federated_every). The clients asked to
+  // evaluate the global model on their own data: context.num_to_select of
+  // context.clients, uniformly at random.
+  std::vector<int> ConfigureEvaluate(const SelectionContext& context, Rng& rng) const;
+  // The round's federated figures from the clients' evaluations, each
+  // weighted by its sample count: accuracy = Σ correct / Σ samples, loss =
+  // Σ samples·loss / Σ samples (summed exactly: order never matters).
+  struct Evaluation {
+    int clients = 0;
+    double accuracy = 0;
+    double loss = 0;
+  };
+  Evaluation AggregateEvaluate(const std::vector<ClientEvaluation>& evaluations) const;
 
   Reports WantedReports() const { return selector_->WantedReports(); }
   bool HasReport(int id) const { return selector_->HasReport(id); }

@@ -32,6 +32,7 @@ void ToWire(const FitInstructions& ins, int64_t task_id, int64_t num_params, pb:
   out->set_prox_mu(ins.prox_mu);
   out->set_keep_local_batch_norm(ins.keep_local_batch_norm);
   out->set_sketch_dim(ins.sketch_dim);
+  out->set_evaluate(ins.evaluate);
   pb::TrainSettings* t = out->mutable_train();
   t->set_epochs(ins.train.epochs);
   t->set_batch_size(ins.train.batch_size);
@@ -66,6 +67,7 @@ FitInstructions FromWire(const pb::TaskHeader& h) {
   ins.prox_mu = h.prox_mu();
   ins.keep_local_batch_norm = h.keep_local_batch_norm();
   ins.sketch_dim = h.sketch_dim();
+  ins.evaluate = h.evaluate();
   ins.train.epochs = t.epochs();
   ins.train.batch_size = t.batch_size();
   ins.train.lr = t.lr();
@@ -162,6 +164,9 @@ void ToWire(const FitResult& r, pb::ResultHeader* out) {
   out->set_cost_profiling_energy_j(r.cost.profiling_energy_j);
   out->set_timed_out(r.timed_out);
   out->set_encrypted_divergence(r.encrypted_divergence);
+  out->set_eval_samples(r.eval_samples);
+  out->set_eval_correct(r.eval_correct);
+  out->set_eval_loss(r.eval_loss);
 }
 
 FitResult FromWire(const pb::ResultHeader& h) {
@@ -210,6 +215,9 @@ FitResult FromWire(const pb::ResultHeader& h) {
   r.cost.profiling_energy_j = h.cost_profiling_energy_j();
   r.timed_out = h.timed_out();
   r.encrypted_divergence = h.encrypted_divergence();
+  r.eval_samples = h.eval_samples();
+  r.eval_correct = h.eval_correct();
+  r.eval_loss = h.eval_loss();
   return r;
 }
 
