@@ -40,6 +40,15 @@ std::string Printable(const std::string& s, size_t max_bytes) {
   return out;
 }
 
+int ParseClientId(const std::string& s, int limit) {
+  if (s.empty() || s.size() > 9 || (s.size() > 1 && s[0] == '0') ||
+      s.find_first_not_of("0123456789") != std::string::npos) {
+    return -1;
+  }
+  const int id = std::stoi(s);  // at most 9 digits: fits
+  return id < limit ? id : -1;
+}
+
 std::string TextProblem(const std::string& s) {
   size_t i = 0;
   while (i < s.size()) {

@@ -31,6 +31,11 @@ std::string Printable(const std::string& s, size_t max_bytes = 80);
 // byte offset.
 std::string TextProblem(const std::string& s);
 
+// `s` as a client id: canonical decimal (digits only, no sign, no leading
+// zero but "0" itself) and below `limit`; -1 otherwise. "01", "1abc", "+1"
+// and " 1" are no ids, so two spellings never name one client.
+int ParseClientId(const std::string& s, int limit);
+
 // `value` printed with a printf format for one double.
 std::string FormatDouble(double value, const char* format = "%g");
 

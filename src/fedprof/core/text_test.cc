@@ -24,6 +24,15 @@ TEST(PrintableTest, ACutSaysHowMuchWasLeftOut) {
   EXPECT_LE(Printable(std::string(1000, '\n'), 80).size(), 4u * 80 + 32);
 }
 
+TEST(ParseClientIdTest, OnlyCanonicalDecimalBelowTheLimit) {
+  EXPECT_EQ(ParseClientId("0", 5), 0);
+  EXPECT_EQ(ParseClientId("4", 5), 4);
+  EXPECT_EQ(ParseClientId("123456789", 1000000000), 123456789);
+  for (const char* no : {"5", "01", "00", "-1", "+1", " 1", "1 ", "1abc", "", "1234567890", "0x1"}) {
+    EXPECT_EQ(ParseClientId(no, 5), -1) << no;
+  }
+}
+
 TEST(PrintableTest, ItsOwnOutputPassesUnchanged) {
   const std::string once = Printable("x\n\x1b y");
   EXPECT_EQ(Printable(once), once);

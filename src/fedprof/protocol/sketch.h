@@ -11,7 +11,8 @@ namespace fedprof {
 // value i adds ±(w_i − θ_i) to bucket h(i), sign and bucket from one hash of
 // i. Inner products of sketches estimate those of the updates, so a server
 // can compare clients' updates without keeping their models. Computed by
-// the client, where the update is made.
+// the client, where the update is made. Throws fedprof::Error for dim < 1
+// or models of different sizes.
 std::vector<float> UpdateSketch(const FlatParams& w, const FlatParams& global, int dim);
 
 }  // namespace fedprof

@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "fedprof/core/error.h"
+
 namespace fedprof {
 namespace {
 
@@ -38,6 +40,13 @@ double Dot(const std::vector<float>& a, const std::vector<float>& b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
   return s;
+}
+
+TEST(SketchTest, RefusesNoBucketsAndModelsOfDifferentSizes) {
+  const FlatParams a = {1, 2, 3}, b = {1, 2};
+  EXPECT_THROW(UpdateSketch(a, b, 4), Error);
+  EXPECT_THROW(UpdateSketch(a, a, 0), Error);
+  EXPECT_THROW(UpdateSketch(a, a, -3), Error);
 }
 
 TEST(SketchTest, HasTheAskedSizeAndIsZeroForNoUpdate) {

@@ -315,15 +315,13 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     try {
       const nlohmann::json claims = nlohmann::json::parse(text);
       for (const auto& [key, value] : claims.items()) {
-        const int id = std::stoi(key);
-        if (id < 0 || id >= options_.num_clients) throw Error("checkpoint: claim of client " + key);
+        const int id = ParseClientId(key, options_.num_clients);
+        if (id < 0) throw Error("checkpoint: claim of client '" + Printable(key) + "'");
         const int64_t n = value.get<int64_t>();
         if (n < 1 || n > options_.max_samples) throw Error("checkpoint: claim of client " + key);
         clients_[id].claimed = n;
       }
     } catch (const nlohmann::json::exception& e) {
-      throw Error(std::string("checkpoint: clients' claims: ") + e.what());
-    } catch (const std::logic_error& e) {
       throw Error(std::string("checkpoint: clients' claims: ") + e.what());
     }
   }

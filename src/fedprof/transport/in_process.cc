@@ -38,17 +38,15 @@ void InProcessTransport::LoadClientStates(const std::string& text) {
     const nlohmann::json states = nlohmann::json::parse(text);
     if (!states.is_object()) throw Error("checkpoint: client states are not a JSON object");
     for (const auto& [key, value] : states.items()) {
-      const int id = std::stoi(key);
-      if (id < 0 || id >= num_clients()) {
-        throw Error("checkpoint: state of client " + key + ", not one of the " +
+      const int id = ParseClientId(key, num_clients());
+      if (id < 0) {
+        throw Error("checkpoint: state of client '" + Printable(key) + "', not one of the " +
                     std::to_string(num_clients()) + " clients of this run");
       }
       local_states_[id] = DecodeFloats(value.get<std::string>());
     }
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("checkpoint: client states: ") + e.what());
-  } catch (const std::logic_error& e) {  // stoi
-    throw Error(std::string("checkpoint: client states: bad client id: ") + e.what());
   }
 }
 

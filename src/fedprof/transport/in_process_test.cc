@@ -171,9 +171,12 @@ TEST(InProcessTransportTest, ClientStatesRoundTripAndForeignOnesAreRefused) {
 
   ExpectError([&] { transport.LoadClientStates("[1, 2]"); }, "not a JSON object");
   ExpectError([&] { transport.LoadClientStates("{\"3\": \"\"}"); },
-              {"state of client 3", "the 3 clients"});
-  ExpectError([&] { transport.LoadClientStates("{\"-1\": \"\"}"); }, "state of client -1");
-  ExpectError([&] { transport.LoadClientStates("{\"one\": \"\"}"); }, "bad client id");
+              {"state of client '3'", "the 3 clients"});
+  ExpectError([&] { transport.LoadClientStates("{\"-1\": \"\"}"); }, "state of client '-1'");
+  ExpectError([&] { transport.LoadClientStates("{\"one\": \"\"}"); }, "state of client 'one'");
+  // Another spelling of an id names no client (it would collapse onto client 1).
+  ExpectError([&] { transport.LoadClientStates("{\"01\": \"\"}"); }, "state of client '01'");
+  ExpectError([&] { transport.LoadClientStates("{\"1abc\": \"\"}"); }, "state of client '1abc'");
   ExpectError([&] { transport.LoadClientStates("{\"0\": 5}"); }, "client states");
   ExpectError([&] { transport.LoadClientStates("{\"0\": "); }, "client states");
 }

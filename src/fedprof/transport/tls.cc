@@ -69,14 +69,13 @@ CertifiedPeer CertifiedClient(const grpc::ServerContextBase& context) {
   const std::string cn(reinterpret_cast<const char*>(ASN1_STRING_get0_data(data)),
                        static_cast<size_t>(ASN1_STRING_length(data)));
   const std::string prefix = "client-";
-  const std::string digits = cn.compare(0, prefix.size(), prefix) == 0 ? cn.substr(prefix.size()) : "";
-  const bool canonical = !digits.empty() && digits.size() <= 9 &&
-                         digits.find_first_not_of("0123456789") == std::string::npos &&
-                         (digits == "0" || digits[0] != '0');
-  if (!canonical) {
+  const int id = cn.compare(0, prefix.size(), prefix) == 0
+                     ? ParseClientId(cn.substr(prefix.size()), 1000000000)
+                     : -1;
+  if (id < 0) {
     return {-1, "certificate CN '" + Printable(cn, 64) + "' is not client-<id> (canonical decimal)"};
   }
-  return {std::stoi(digits), ""};
+  return {id, ""};
 }
 
 }  // namespace fedprof
