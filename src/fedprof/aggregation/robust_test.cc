@@ -20,6 +20,7 @@
 #include "fedprof/simulation.h"
 #include "fedprof/strategy/strategy.h"
 #include "fedprof/transport/in_process.h"
+#include "tests/blobs.h"
 
 namespace fedprof {
 namespace {
@@ -308,11 +309,7 @@ std::vector<Client> BlobClients(int n, int attackers, const Attack& attack, uint
   torch::manual_seed(seed);
   std::vector<Client> clients;
   for (int k = 0; k < n; ++k) {
-    Dataset d;
-    d.y = torch::randint(0, 2, {30}, torch::kLong);
-    d.x = torch::randn({30, 4}) + d.y.unsqueeze(1).to(torch::kFloat) * 2.0;
-    d.num_classes = 2;
-    clients.emplace_back(k, std::move(d), DataKind::kClean);
+    clients.emplace_back(k, testing_support::DrawBlobs(30), DataKind::kClean);
     if (k < attackers) clients.back().set_attack(attack);
   }
   return clients;

@@ -11,6 +11,7 @@
 #include "fedprof/models/replicas.h"
 #include "fedprof/profiling/profiler.h"
 #include "fedprof/protocol/sketch.h"
+#include "tests/blobs.h"
 
 namespace fedprof {
 namespace {
@@ -20,11 +21,7 @@ const ModelSpec kMlp{"mlp", {4}, 2, {8}, ""};
 // 24 samples of two Gaussian blobs in 4 dimensions.
 Client BlobClient(int id = 3) {
   torch::manual_seed(21);
-  Dataset d;
-  d.y = torch::randint(0, 2, {24}, torch::kLong);
-  d.x = torch::randn({24, 4}) + d.y.unsqueeze(1).to(torch::kFloat) * 2.0;
-  d.num_classes = 2;
-  return Client(id, std::move(d), DataKind::kClean);
+  return Client(id, testing_support::DrawBlobs(24), DataKind::kClean);
 }
 
 FitInstructions Instructions(const ModelSpec& spec = kMlp) {

@@ -16,6 +16,7 @@
 #include "fedprof/strategy/strategy.h"
 #include "fedprof/transport/in_process.h"
 #include "tests/expect_error.h"
+#include "tests/blobs.h"
 
 namespace fedprof {
 namespace {
@@ -38,10 +39,7 @@ std::string FreshDir(const std::string& name) {
 // `n` samples of two Gaussian blobs in 4 dimensions.
 Dataset Blobs(int64_t n, uint64_t seed) {
   torch::manual_seed(seed);
-  Dataset d;
-  d.y = torch::randint(0, 2, {n}, torch::kLong);
-  d.x = torch::randn({n, 4}) + d.y.unsqueeze(1).to(torch::kFloat) * 2.0;
-  d.num_classes = 2;
+  Dataset d = testing_support::DrawBlobs(n);
   d.name = "blobs";
   return d;
 }

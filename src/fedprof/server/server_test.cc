@@ -19,6 +19,7 @@
 #include "fedprof/server/checkpoint.h"
 #include "fedprof/strategy/strategy.h"
 #include "fedprof/transport/in_process.h"
+#include "tests/blobs.h"
 
 namespace fedprof {
 namespace {
@@ -32,11 +33,7 @@ std::vector<Client> BlobClients(int n, int per_client, uint64_t seed) {
   torch::manual_seed(seed);
   std::vector<Client> clients;
   for (int k = 0; k < n; ++k) {
-    Dataset d;
-    d.y = torch::randint(0, 2, {per_client}, torch::kLong);
-    d.x = torch::randn({per_client, 4}) + d.y.unsqueeze(1).to(torch::kFloat) * 2.0;
-    d.num_classes = 2;
-    clients.emplace_back(k, std::move(d), DataKind::kClean);
+    clients.emplace_back(k, testing_support::DrawBlobs(per_client), DataKind::kClean);
   }
   return clients;
 }

@@ -13,17 +13,14 @@
 #include "fedprof/selection/afl_selector.h"
 #include "fedprof/selection/clustered_selector.h"
 #include "fedprof/strategy/strategy.h"
+#include "tests/blobs.h"
 
 namespace fedprof {
 namespace {
 
 Dataset Blobs(int n, uint64_t seed) {
   torch::manual_seed(seed);
-  Dataset d;
-  d.y = torch::randint(0, 2, {n}, torch::kLong);
-  d.x = torch::randn({n, 4}) + d.y.unsqueeze(1).to(torch::kFloat) * 3.0;
-  d.num_classes = 2;
-  return d;
+  return testing_support::DrawBlobs(n, 3.0);
 }
 
 double Distance(const FlatParams& a, const FlatParams& b) {

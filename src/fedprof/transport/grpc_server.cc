@@ -476,16 +476,7 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
                               std::to_string(MessageLimit()) + "-byte message limit, or malformed)";
       // Under TLS the certificate says who sent it: its round counts the refusal.
       const int certified = tls() ? CertifiedClient(*context).id : -1;
-      if (certified >= 0 && certified < options_.num_clients) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        const auto it = tasks_.find(certified);
-        if (it != tasks_.end() && it->second.open) {
-          it->second.open = false;
-          arrived_.push_back(
-              {it->second.index, Failed(certified, "refused on arrival: " + why, false), nullptr});
-          arrive_cv_.notify_all();
-        }
-      }
+      if (certified >= 0 && certified < options_.num_clients) CloseTaskAsRefused(certified, why);
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
     }
     // A copy: reading the model chunks into `chunk` below replaces its
@@ -505,6 +496,7 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
       return RefuseResult(id, e.what(), reply);
     }
     Task task;
+    int64_t registered = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (Touch(id, header.session()) == pb::UNKNOWN_SESSION) {
@@ -524,10 +516,10 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
         return grpc::Status::OK;
       }
       task = it->second;
+      registered = clients_[id].num_samples;
     }
     // Checks before anything of it is believed.
     const size_t expected = task.instructions->train.epochs > 0 ? task.instructions->global->size() : 0;
-    const int64_t registered = RegisteredSamples(id);
     std::string why;
     try {
       if (header.num_samples() != registered) {
@@ -648,11 +640,6 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     return n;
   }
 
-  int64_t RegisteredSamples(int id) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return clients_[id].num_samples;
-  }
-
   // Marks client `id` as heard from under `session`; what it should do next.
   pb::Status Touch(int id, const std::string& session) {
     ClientState& c = clients_[id];
@@ -705,15 +692,20 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
   grpc::Status RefuseResult(int id, const std::string& why, pb::PushReply* reply) {
     refusals_.Refuse("client " + std::to_string(id), "malformed results",
                      "PushResult: " + Printable(why, 400));
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = tasks_.find(id);
-    if (it != tasks_.end() && it->second.open) {
-      it->second.open = false;
-      arrived_.push_back({it->second.index, Failed(id, "refused on arrival: " + why, false), nullptr});
-      arrive_cv_.notify_all();
-    }
+    CloseTaskAsRefused(id, why);
     reply->set_reason(Printable(why, kMaxErrorLength));
     return grpc::Status::OK;
+  }
+
+  // Client `id`'s open task, if it has one, ends with a refusal its round
+  // counts.
+  void CloseTaskAsRefused(int id, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = tasks_.find(id);
+    if (it == tasks_.end() || !it->second.open) return;
+    it->second.open = false;
+    arrived_.push_back({it->second.index, Failed(id, "refused on arrival: " + why, false), nullptr});
+    arrive_cv_.notify_all();
   }
 
   // The id of the calling client: its certificate's (mutual TLS), which

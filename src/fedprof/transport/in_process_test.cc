@@ -13,6 +13,7 @@
 #include "fedprof/core/text.h"
 #include "fedprof/models/models.h"
 #include "tests/expect_error.h"
+#include "tests/blobs.h"
 
 namespace fedprof {
 namespace {
@@ -28,13 +29,7 @@ const Dataset& Blobs(int k) {
   static const std::vector<Dataset> all = [] {
     torch::manual_seed(100);
     std::vector<Dataset> sets;
-    for (int64_t n = 5; n < 5 + 8; ++n) {
-      Dataset d;
-      d.y = torch::randint(0, 2, {n}, torch::kLong);
-      d.x = torch::randn({n, 4}) + d.y.unsqueeze(1).to(torch::kFloat) * 2.0;
-      d.num_classes = 2;
-      sets.push_back(d);
-    }
+    for (int64_t n = 5; n < 5 + 8; ++n) sets.push_back(testing_support::DrawBlobs(n));
     return sets;
   }();
   return all.at(k);
