@@ -295,7 +295,7 @@ TEST(DeployTest, AResultCannotChangeItsClientsWeight) {
 // line, with terminal escapes and at 4 MiB, and NaN in requests' numbers:
 // each call is refused, the server's log holds one bounded, escaped line per
 // refusal (or a count of the repeats), and a result with a NaN loss is
-// answered "not accepted", not accepted and then dropped.
+// answered "not accepted" (before, it was answered accepted, then dropped).
 TEST(DeployTest, HostileFieldsAreRefusedInOneBoundedLineEach) {
   const std::string dir = FreshDir("hostile");
   const std::string certs = MakeCerts(dir, 2);
