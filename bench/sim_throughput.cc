@@ -31,7 +31,7 @@
 #include "fedprof/models/models.h"
 #include "fedprof/models/replicas.h"
 #include "fedprof/server/server.h"
-#include "fedprof/simulation.h"
+#include "fedprof/run/simulation.h"
 #include "fedprof/sim/population.h"
 #include "fedprof/strategy/strategy.h"
 #include "fedprof/transport/in_process.h"
@@ -130,9 +130,9 @@ double DefaultExperimentRound(int rounds, bool evaluate, int64_t* samples_per_ro
   // Equal client sizes: a round trains K clients x size x epochs samples.
   const std::string clients = fedprof::ReadFile(dir + "/clients.csv");
   const std::vector<std::string> row = fedprof::Split(clients.substr(clients.find('\n') + 1), ',');
-  *samples_per_round = static_cast<int64_t>(std::lround(config.GetDouble("strategy.fraction") *
-                                                        config.GetInt("clients.count"))) *
-                       std::stoll(row[1]) * config.GetInt("train.epochs");
+  *samples_per_round = static_cast<int64_t>(std::lround(config.options().strategy.fraction *
+                                                        config.options().clients.count)) *
+                       std::stoll(row[1]) * config.options().train.epochs;
   return (wall[rounds - 2] - wall[0]) / (rounds - 2);
 }
 

@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(d.state.global == c.state.global && d.state.round == c.state.round &&
                    d.state.times_selected == c.state.times_selected &&
                    d.state.strategy_state == c.state.strategy_state &&
-                   d.state.client_states == c.state.client_states &&
+                   d.state.transport_state == c.state.transport_state &&
                    d.config_fingerprint == c.config_fingerprint,
                "checkpoint did not round-trip");
   });

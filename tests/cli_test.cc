@@ -764,7 +764,7 @@ TEST(FedProfCliTest, CompositionsThatCannotWorkAreRefused) {
 void WriteBuiltInLeNetInit(const std::string& path, int seed) {
   Config config;
   config.Set("seed", std::to_string(seed));
-  auto model = InitialModel(config, ModelSpec{"lenet5", {1, 28, 28}, 10, {}, ""});
+  auto model = InitialModel(config.options().seed, ModelSpec{"lenet5", {1, 28, 28}, 10, {}, ""});
   nlohmann::json j;
   for (const auto& p : model->named_parameters()) {
     const at::Tensor t = p.value().detach().contiguous();

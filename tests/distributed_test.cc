@@ -294,13 +294,13 @@ TEST(DistributedTest, StoppedRunResumesToTheSameMetrics) {
   const ServerState stopped = DecodeCheckpoint(ReadFile(parts + "/checkpoint.bin"), "checkpoint").state;
   ASSERT_GE(stopped.round, 2);
   ASSERT_LT(stopped.round, 4) << "the run ended before it could be stopped";
-  EXPECT_NE(stopped.client_states, "{}");
+  EXPECT_NE(stopped.transport_state, "{}");
   r = RunCli("launch --nproc 2 -- simulate --resume " + parts, parts + "-resume.log");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(MetricsWithoutWall(whole), MetricsWithoutWall(parts));
   EXPECT_EQ(ReadFile(whole + "/clients.csv"), ReadFile(parts + "/clients.csv"));
-  EXPECT_EQ(DecodeCheckpoint(ReadFile(whole + "/checkpoint.bin"), "checkpoint").state.client_states,
-            DecodeCheckpoint(ReadFile(parts + "/checkpoint.bin"), "checkpoint").state.client_states);
+  EXPECT_EQ(DecodeCheckpoint(ReadFile(whole + "/checkpoint.bin"), "checkpoint").state.transport_state,
+            DecodeCheckpoint(ReadFile(parts + "/checkpoint.bin"), "checkpoint").state.transport_state);
 }
 
 TEST(DistributedTest, MalformedEnvironmentIsOneLineNamingTheVariable) {

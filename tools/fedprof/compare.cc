@@ -16,7 +16,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/distributed/rank_group.h"
 #include "fedprof/core/text.h"
-#include "fedprof/simulation.h"
+#include "fedprof/run/comparison.h"
 #include "tools/fedprof/commands.h"
 
 extern char** environ;
@@ -113,11 +113,11 @@ Runner AddCompare(CLI::App& app) {
       table = RunComparison(config, strategies, args->seeds, out);
     } else {
       const std::vector<PlannedRun> runs = PlanComparison(config, strategies, args->seeds, out);
-      const int threads = config.GetInt("threads") > 0 ? static_cast<int>(config.GetInt("threads")) : cores;
+      const int threads = config.options().threads > 0 ? static_cast<int>(config.options().threads) : cores;
       RunAsProcesses(runs, jobs, std::max(1, threads / jobs));
       std::vector<RunRecord> records;
       for (const PlannedRun& r : runs) records.push_back(r.record);
-      table = WriteComparison(records, config.GetDouble("report.target"), out);
+      table = WriteComparison(records, config.options().report.target, out);
     }
     std::printf("\n%s\noutputs in %s (comparison.md, comparison.csv, accuracy.png, one folder per "
                 "run)\n",

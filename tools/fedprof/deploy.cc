@@ -6,7 +6,7 @@
 
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
-#include "fedprof/deployment.h"
+#include "fedprof/run/deployment.h"
 #include "tools/fedprof/commands.h"
 
 namespace fedprof::cli {

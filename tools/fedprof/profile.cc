@@ -14,7 +14,7 @@
 #include "fedprof/profiling/profile.h"
 #include "fedprof/profiling/profiler.h"
 #include "fedprof/sim/population.h"
-#include "fedprof/simulation.h"
+#include "fedprof/run/simulation.h"
 #include "tools/fedprof/commands.h"
 
 namespace fedprof::cli {
@@ -37,7 +37,7 @@ Dataset LoadDataSpec(const std::string& spec, const std::string& data_dir) {
   Config c;
   c.Set("data.name", name, "--data");
   c.Set("data.dir", data_dir, "--data-dir");
-  TrainTest tt = LoadData(c);
+  TrainTest tt = LoadData(c.options().data, c.options().seed);
   return rest == "train" ? tt.train : tt.test;
 }
 

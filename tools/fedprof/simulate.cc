@@ -10,7 +10,7 @@
 #include "fedprof/config/options.h"
 #include "fedprof/core/error.h"
 #include "fedprof/distributed/rank_group.h"
-#include "fedprof/simulation.h"
+#include "fedprof/run/simulation.h"
 #include "tools/fedprof/commands.h"
 
 namespace fedprof::cli {
@@ -54,7 +54,7 @@ Runner AddSimulate(CLI::App& app) {
     if (env.distributed() && env.rank > 0) {
       Config given;
       for (const auto& s : args->sets) given.SetAssignment(s);
-      RunSimulationWorker(given.GetDouble("dist.timeout_s"));
+      RunSimulationWorker(given.options().dist.timeout_s);
       return;
     }
     if (!args->resume.empty()) {

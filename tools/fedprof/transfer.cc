@@ -53,22 +53,24 @@ Runner AddPretrain(CLI::App& app) {
   return [args] {
     if (args->out.empty()) throw Error("--out: name the model file to write, e.g. source.pt");
     const Config config = ReadConfig(*args);
-    const TrainTest data = LoadData(config);
-    const Dataset& source = config.GetBool("pretrain.on_holdout") ? data.holdout : data.train;
+    const RunOptions& options = config.options();
+    const TrainTest data = LoadData(options.data, options.seed);
+    const Dataset& source = options.pretrain.on_holdout ? data.holdout : data.train;
     if (source.size() == 0) {
       throw Error("pretrain.on_holdout: the held-out share is empty; set data.holdout_share");
     }
     const std::vector<int64_t> shape(source.x.sizes().begin() + 1, source.x.sizes().end());
-    torch::manual_seed(Mix64(static_cast<uint64_t>(config.GetInt("seed")) ^
+    torch::manual_seed(Mix64(static_cast<uint64_t>(options.seed) ^
                              static_cast<uint64_t>(Stream::kModelInit)));
     // He initialisation: the default leaves vgg_small barely trainable.
-    auto network = MakeStagedModel(config.GetString("pretrain.architecture"), shape,
+    auto network = MakeStagedModel(options.pretrain.architecture, shape,
                                    source.num_classes);
     network->Reinitialize(0, network->num_stages());
-    const double accuracy = Pretrain(config, *network, source, data.test);
+    const double accuracy = Pretrain(ReadPretrainOptions(options.pretrain, options.seed), *network,
+                                     source, data.test);
     network->Save(args->out);
     std::printf("source model %s on %lld %s samples (test accuracy %.4f) written to %s\n",
-                config.GetString("pretrain.architecture").c_str(),
+                options.pretrain.architecture.c_str(),
                 static_cast<long long>(source.size()), source.name.c_str(), accuracy,
                 args->out.c_str());
   };
@@ -81,16 +83,18 @@ Runner AddFbftl(CLI::App& app) {
             args.get(), "Output directory (default runs/<config>-<time>)");
   return [args] {
     const Config config = ReadConfig(*args);
-    const std::string& source_path = config.GetString("transfer.source_model");
+    const RunOptions& options = config.options();
+    const std::string& source_path = options.transfer.source_model;
     if (source_path.empty()) {
       throw Error("transfer.source_model: name the source model (fedprof pretrain writes one)");
     }
     if (!FileExists(source_path)) throw Error(source_path + ": no such model file");
-    const TrainTest data = LoadData(config);
+    const TrainTest data = LoadData(options.data, options.seed);
     const std::vector<int64_t> shape(data.train.x.sizes().begin() + 1, data.train.x.sizes().end());
     const auto source = LoadStagedModel(source_path, shape, data.train.num_classes);
     const std::string out = args->out.empty() ? DefaultOutDir(args->config, "fbftl") : args->out;
-    const std::vector<SchemeRun> runs = RunTransferSchemes(config, *source, data.train, data.test);
+    const std::vector<SchemeRun> runs = RunTransferSchemes(
+        ReadTransferOptions(options.transfer, options.seed), *source, data.train, data.test);
     MakeDirs(out);
     WriteFileAtomic(out + "/config.toml", config.ToToml());
     WriteFileAtomic(out + "/schemes.csv", SchemesCsv(runs));

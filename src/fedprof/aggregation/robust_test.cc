@@ -17,7 +17,7 @@
 #include "fedprof/models/models.h"
 #include "fedprof/models/replicas.h"
 #include "fedprof/server/server.h"
-#include "fedprof/simulation.h"
+#include "fedprof/run/simulation.h"
 #include "fedprof/strategy/strategy.h"
 #include "fedprof/transport/in_process.h"
 #include "tests/blobs.h"
@@ -245,7 +245,7 @@ TEST(AttackTest, AttackersComeFromTheSeed) {
   Config config;
   config.Set("attack.share", "0.1", "test");
   config.Set("attack.kind", "scale", "test");
-  const AttackPlan plan = MakeAttackPlan(config, 50);
+  const AttackPlan plan = MakeAttackPlan(config.options().attack, config.options().seed, 50);
   int attackers = 0;
   for (int k = 0; k < 50; ++k) {
     if (plan.For(k).active()) {
@@ -267,7 +267,7 @@ std::string StrategyError(const std::vector<std::pair<std::string, std::string>>
     StrategyContext context;
     context.num_clients = 10;
     context.reference_profile = [](const FlatParams&, int64_t) { return Profile(); };
-    MakeStrategy(config, context);
+    MakeStrategy(config.options(), context);
   } catch (const Error& e) {
     return e.what();
   }

@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/rng.h"
 
@@ -44,12 +43,12 @@ const Attack& AttackPlan::For(int client) const {
              : kHonest;
 }
 
-AttackPlan MakeAttackPlan(const Config& config, int num_clients) {
+AttackPlan MakeAttackPlan(const RunOptions::Attack& options, int64_t seed, int num_clients) {
   AttackPlan plan;
-  plan.attack.kind = ParseAttackKind(config.GetString("attack.kind"));
-  plan.attack.scale = config.GetDouble("attack.scale");
-  plan.attackers = ChooseAttackers(num_clients, config.GetDouble("attack.share"),
-                                   static_cast<uint64_t>(config.GetInt("seed")));
+  plan.attack.kind = ParseAttackKind(options.kind);
+  plan.attack.scale = options.scale;
+  plan.attackers = ChooseAttackers(num_clients, options.share,
+                                   static_cast<uint64_t>(seed));
   return plan;
 }
 

@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "fedprof/config/run_options.h"
 #include "fedprof/core/params.h"
 
 namespace fedprof {
 
-class Config;
 
 // Simulated model poisoning by authenticated clients, for experiments with
 // robust aggregation (docs/robustness.md). An attacker trains honestly on
@@ -48,7 +48,7 @@ struct AttackPlan {
 
   const Attack& For(int client) const;
 };
-AttackPlan MakeAttackPlan(const Config& config, int num_clients);
+AttackPlan MakeAttackPlan(const RunOptions::Attack& options, int64_t seed, int num_clients);
 
 }  // namespace fedprof
 

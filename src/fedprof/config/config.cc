@@ -40,10 +40,7 @@ std::string Canonical(const OptionSpec& spec, const std::string& key, const std:
                     ValidValues(spec));
       }
       if (spec.type == OptionType::kInt) return std::to_string(static_cast<int64_t>(v));
-      std::ostringstream ss;
-      ss.precision(17);
-      ss << v;
-      return ss.str();
+      return CanonicalDouble(v);
     }
     case OptionType::kBool:
       if (value == "true" || value == "1") return "true";
@@ -98,6 +95,7 @@ void Flatten(const toml::table& table, const std::string& prefix, const std::str
 Config::Config() {
   for (const auto& o : AllOptions()) {
     values_[o.name] = Canonical(o, o.name, o.default_value, "default");
+    o.bind(values_[o.name], &options_);
   }
 }
 
@@ -107,7 +105,9 @@ void Config::Set(const std::string& key, const std::string& value, const std::st
     throw Error("config key '" + Printable(key) + "' (" + Printable(origin) +
                 ") is unknown; did you mean '" + NearestOption(key) + "'?");
   }
-  values_[key] = Canonical(*spec, key, value, origin);
+  std::string canonical = Canonical(*spec, key, value, origin);
+  spec->bind(canonical, &options_);
+  values_[key] = std::move(canonical);
 }
 
 void Config::SetAssignment(const std::string& assignment) {
@@ -137,26 +137,6 @@ void Config::MergeTomlFile(const std::string& path) {
   ss << in.rdbuf();
   MergeTomlString(ss.str(), path);
 }
-
-const std::string& Config::Raw(const std::string& key) const {
-  auto it = values_.find(key);
-  if (it == values_.end()) throw Error("config key '" + key + "' is not an option");
-  return it->second;
-}
-
-int64_t Config::GetInt(const std::string& key) const {
-  const std::string& raw = Raw(key);
-  if (raw.empty()) throw Error("config key '" + key + "' is not set");
-  return std::stoll(raw);
-}
-double Config::GetDouble(const std::string& key) const {
-  const std::string& raw = Raw(key);
-  if (raw.empty()) throw Error("config key '" + key + "' is not set");
-  return std::stod(raw);
-}
-bool Config::IsEmpty(const std::string& key) const { return Raw(key).empty(); }
-bool Config::GetBool(const std::string& key) const { return Raw(key) == "true"; }
-const std::string& Config::GetString(const std::string& key) const { return Raw(key); }
 
 std::string Config::Fingerprint() const {
   // Length-prefixed values: no two configs serialise alike.

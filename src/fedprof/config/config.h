@@ -6,12 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "fedprof/config/run_options.h"
+
 namespace fedprof {
 
 // A complete, validated set of option values: every option of AllOptions()
-// has a value (its default unless set). Every setter validates and throws
-// fedprof::Error naming the key, the value and what was expected; an unknown
-// key names the nearest valid one.
+// has a value (its default unless set), as text (for config.toml and the
+// fingerprint) and bound to its typed field (options()). Every setter
+// validates and throws fedprof::Error naming the key, the value and what was
+// expected; an unknown key names the nearest valid one.
 class Config {
  public:
   Config();  // all defaults
@@ -23,28 +26,23 @@ class Config {
   void SetAssignment(const std::string& assignment);
   void Set(const std::string& key, const std::string& value, const std::string& origin = "--set");
 
-  int64_t GetInt(const std::string& key) const;
-  double GetDouble(const std::string& key) const;
-  bool GetBool(const std::string& key) const;
-  const std::string& GetString(const std::string& key) const;
-  // Whether the option is left empty ("not set"), which options with an
-  // empty default allow; GetInt and GetDouble throw fedprof::Error on one.
-  bool IsEmpty(const std::string& key) const;
+  // Every option's value in its typed field: what the rest of the code reads.
+  const RunOptions& options() const { return options_; }
 
   // The resolved config as TOML (every option, grouped by section), which
   // MergeTomlString reads back to an equal Config.
   std::string ToToml() const;
 
   // SHA-256 (hex) of every option that may not change on resume
-  // (MayChangeOnResume): two configs that give the same rounds have the
+  // (OptionSpec::resumable): two configs that give the same rounds have the
   // same fingerprint. Checkpoints store it; a resume checks it.
   std::string Fingerprint() const;
 
   bool operator==(const Config& other) const { return values_ == other.values_; }
 
  private:
-  const std::string& Raw(const std::string& key) const;
   std::map<std::string, std::string> values_;  // canonical text per option
+  RunOptions options_;                         // the same values, typed
 };
 
 }  // namespace fedprof

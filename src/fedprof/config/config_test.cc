@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "fedprof/config/options.h"
 #include "fedprof/core/error.h"
 
@@ -22,18 +25,18 @@ TEST(ConfigTest, DefaultsComeFromTheTable) {
   for (const auto& o : AllOptions()) {
     EXPECT_NO_THROW(c.Set(o.name, o.default_value)) << o.name;
   }
-  EXPECT_EQ(c.GetInt("clients.count"), 100);
-  EXPECT_DOUBLE_EQ(c.GetDouble("strategy.fraction"), 0.1);
-  EXPECT_EQ(c.GetString("strategy.aggregation"), "full");
+  EXPECT_EQ(c.options().clients.count, 100);
+  EXPECT_DOUBLE_EQ(c.options().strategy.fraction, 0.1);
+  EXPECT_EQ(c.options().strategy.aggregation, "full");
 }
 
 TEST(ConfigTest, TomlSectionsBecomeDottedKeys) {
   Config c;
   c.MergeTomlString("seed = 9\n[train]\nlr = 0.05\nepochs = 3\n[report]\nprogress = false\n", "t");
-  EXPECT_EQ(c.GetInt("seed"), 9);
-  EXPECT_DOUBLE_EQ(c.GetDouble("train.lr"), 0.05);
-  EXPECT_EQ(c.GetInt("train.epochs"), 3);
-  EXPECT_FALSE(c.GetBool("report.progress"));
+  EXPECT_EQ(c.options().seed, 9);
+  EXPECT_DOUBLE_EQ(c.options().train.lr, 0.05);
+  EXPECT_EQ(c.options().train.epochs, 3);
+  EXPECT_FALSE(c.options().report.progress);
 }
 
 TEST(ConfigTest, UnknownKeyNamesTheNearestOne) {
@@ -60,7 +63,7 @@ TEST(ConfigTest, OutOfRangeAndBadTypesAreRefused) {
   e = ErrorOf([&] { c.MergeTomlString("[train\n", "broken.toml"); });
   EXPECT_NE(e.find("broken.toml:1"), std::string::npos) << e;
   // A refused value leaves the old one in place.
-  EXPECT_DOUBLE_EQ(c.GetDouble("strategy.fraction"), 0.1);
+  EXPECT_DOUBLE_EQ(c.options().strategy.fraction, 0.1);
 }
 
 TEST(ConfigTest, ResolvedTomlRoundTrips) {
@@ -99,6 +102,57 @@ TEST(ConfigTest, FingerprintCoversWhatMayNotChangeOnResume) {
   b.Set("data.train_file", "a");
   b.Set("data.test_file", "bc");
   EXPECT_NE(a.Fingerprint(), b.Fingerprint());
+}
+
+// A value of `o` other than its default, valid for it.
+std::string OtherValue(const OptionSpec& o) {
+  switch (o.type) {
+    case OptionType::kBool: return std::string(o.default_value) == "true" ? "false" : "true";
+    case OptionType::kInt:
+    case OptionType::kDouble: {
+      const double def = MayBeEmpty(o) ? o.min : std::strtod(o.default_value, nullptr);
+      const double v = def < o.max ? std::min(o.max, def + 1) : o.min;
+      return o.type == OptionType::kInt ? std::to_string(static_cast<int64_t>(v))
+                                        : CanonicalDouble(v);
+    }
+    case OptionType::kString: {
+      if (!*o.choices) return std::string(o.default_value) + "x";
+      std::string choices = o.choices;
+      const std::string first = choices.substr(0, choices.find('|'));
+      return first != o.default_value ? first : choices.substr(choices.find('|') + 1,
+                                                               choices.find('|', first.size() + 1) -
+                                                                   first.size() - 1);
+    }
+  }
+  return "";
+}
+
+TEST(OptionsTest, EveryOptionIsBoundToItsOwnField) {
+  // Setting one option changes its own field, as its canonical text, and no
+  // other option's field: no two rows share a field, none is left unbound.
+  const Config base;
+  for (const auto& o : AllOptions()) {
+    const std::string def = o.type == OptionType::kDouble && *o.default_value
+                                ? CanonicalDouble(std::strtod(o.default_value, nullptr))
+                                : o.default_value;
+    EXPECT_EQ(o.read(base.options()), def) << o.name;
+    Config c;
+    const std::string value = OtherValue(o);
+    ASSERT_NE(value, o.default_value) << o.name;
+    c.Set(o.name, value);
+    EXPECT_EQ(o.read(c.options()), value) << o.name;
+    for (const auto& other : AllOptions()) {
+      if (&other == &o) continue;
+      EXPECT_EQ(other.read(c.options()), other.read(base.options()))
+          << "setting " << o.name << " changed " << other.name;
+    }
+  }
+}
+
+TEST(OptionsTest, ResumableOptionsAreTheTablesColumn) {
+  EXPECT_EQ(ResumableOptionsList(), "rounds, threads, report.progress, deploy.*, dist.timeout_s");
+  for (const auto& o : AllOptions()) EXPECT_EQ(MayChangeOnResume(o.name), o.resumable) << o.name;
+  EXPECT_FALSE(MayChangeOnResume("no.such.option"));
 }
 
 TEST(OptionsTest, MarkdownListsEveryOption) {

@@ -1,6 +1,7 @@
 #include "fedprof/distributed/distributed_transport.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include "federation.pb.h"
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
+#include "fedprof/core/log.h"
 #include "fedprof/distributed/rank_group.h"
 #include "fedprof/transport/in_process.h"
 #include "fedprof/transport/wire.h"
@@ -129,8 +131,9 @@ std::vector<int> AssignRanks(const std::vector<int>& client_ids, bool keeps_stat
   return rank_of;
 }
 
-DistributedTransport::DistributedTransport(RankGroup& group, InProcessTransport& local)
-    : group_(group), local_(local) {
+DistributedTransport::DistributedTransport(RankGroup& group, InProcessTransport& local,
+                                           bool progress)
+    : group_(group), local_(local), progress_(progress) {
   for (const ClientInfo& c : local_.Available()) sizes_.push_back(c.num_samples);
 }
 
@@ -171,7 +174,7 @@ void DistributedTransport::ForEachWorker(const std::string& context,
   failure.RethrowIfAny(Rank(group_.rank()) + ": " + context + ": ");
 }
 
-void DistributedTransport::Start() {
+void DistributedTransport::Open() {
   started_ = true;
   const std::string fingerprint = Fingerprint(local_.Available());
   ForEachWorker("start", [&](int r) {
@@ -182,7 +185,10 @@ void DistributedTransport::Start() {
                   fingerprint + "); are its data files the same?");
     }
   });
+  if (!pending_state_.empty()) LoadState(std::exchange(pending_state_, std::string()));
 }
+
+std::vector<ClientDescription> DistributedTransport::Describe() { return local_.Describe(); }
 
 int DistributedTransport::num_clients() const { return local_.num_clients(); }
 
@@ -190,6 +196,10 @@ std::vector<ClientInfo> DistributedTransport::Available() { return local_.Availa
 
 void DistributedTransport::Fit(const std::vector<int>& client_ids, const FitInstructions& ins,
                                const ResultSink& sink) {
+  if (ins.train.epochs > 0 && ins.round != last_training_round_) {
+    last_training_round_ = ins.round;
+    ++training_rounds_;
+  }
   const int world = group_.size();
   const std::vector<int> rank_of = AssignRanks(client_ids, ins.keep_local_batch_norm, world, sizes_);
   std::vector<std::vector<int32_t>> share(world);
@@ -260,9 +270,9 @@ void DistributedTransport::Fit(const std::vector<int>& client_ids, const FitInst
   failure.RethrowIfAny(Rank(group_.rank()) + ": " + round + ": ");
 }
 
-std::string DistributedTransport::SaveClientStates() {
+std::string DistributedTransport::SaveState() {
   // Only FedBN's clients keep state; other runs save what one process would.
-  if (!may_keep_states_) return local_.SaveClientStates();
+  if (!may_keep_states_) return local_.SaveState();
   std::vector<std::string> parts(group_.size());
   ForEachWorker("checkpoint", [&](int r) {
     group_.Send(r, Message(kSaveStates));
@@ -270,7 +280,7 @@ std::string DistributedTransport::SaveClientStates() {
     Expect(reply, r, kStates);
     parts[r] = std::move(reply.bytes);
   });
-  parts[0] = local_.SaveClientStates();
+  parts[0] = local_.SaveState();
   nlohmann::json all = nlohmann::json::object();
   for (size_t r = 0; r < parts.size(); ++r) {
     nlohmann::json part;
@@ -287,8 +297,12 @@ std::string DistributedTransport::SaveClientStates() {
   return all.dump();  // keys sorted, as one process writes them
 }
 
-void DistributedTransport::LoadClientStates(const std::string& text) {
+void DistributedTransport::LoadState(const std::string& text) {
   if (text.empty()) return;
+  if (!started_) {  // the workers take their share once they are ready (Open)
+    pending_state_ = text;
+    return;
+  }
   const int world = group_.size();
   std::vector<nlohmann::json> parts(world, nlohmann::json::object());
   try {
@@ -306,7 +320,7 @@ void DistributedTransport::LoadClientStates(const std::string& text) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("checkpoint: client states: ") + e.what());
   }
-  local_.LoadClientStates(parts[0].dump());
+  local_.LoadState(parts[0].dump());
   bool any = !parts[0].empty();
   for (int r = 1; r < world; ++r) any = any || !parts[r].empty();
   if (!any) return;
@@ -343,7 +357,25 @@ void SendConfig(RankGroup& group, const std::string& config_toml, bool resume) {
   failure.RethrowIfAny(Rank(group.rank()) + ": start: ");
 }
 
-void DistributedTransport::Stop() {
+void DistributedTransport::Close() {
+  if (progress_) {
+    // What the ranks sent per round (messages as Gloo carried them, startup
+    // included).
+    const std::vector<int64_t> sent = BytesSentByRank();
+    const double scale = 1e-6 / static_cast<double>(std::max<int64_t>(1, training_rounds_));
+    double mean = 0, max = 0;
+    for (size_t r = 1; r < sent.size(); ++r) {
+      mean += static_cast<double>(sent[r]) * scale / static_cast<double>(sent.size() - 1);
+      max = std::max(max, static_cast<double>(sent[r]) * scale);
+    }
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "distributed: %zu ranks, MB sent per round (over %lld rounds): rank 0 %.3f, "
+                  "each other rank %.3f on average, %.3f at most",
+                  sent.size(), static_cast<long long>(training_rounds_),
+                  static_cast<double>(sent[0]) * scale, mean, max);
+    LogProgress(line);
+  }
   ForEachWorker("stop", [&](int r) { group_.Send(r, Message(kStop)); });
   stopped_ = true;
 }
@@ -399,7 +431,7 @@ void Serve(RankGroup& group, const LocalClientsFactory& make_clients) {
   }
   Config config;
   config.MergeTomlString(first.bytes, "rank 0's config");
-  group.set_timeout(config.GetDouble("dist.timeout_s"));
+  group.set_timeout(config.options().dist.timeout_s);
   const std::shared_ptr<InProcessTransport> clients = make_clients(config);
   group.Send(0, Message(kReady, 0, Fingerprint(clients->Available())));
   for (;;) {
@@ -409,10 +441,10 @@ void Serve(RankGroup& group, const LocalClientsFactory& make_clients) {
         ServeFit(group, *clients, m);
         break;
       case kSaveStates:
-        group.Send(0, Message(kStates, 0, clients->SaveClientStates()));
+        group.Send(0, Message(kStates, 0, clients->SaveState()));
         break;
       case kLoadStates:
-        clients->LoadClientStates(m.bytes);
+        clients->LoadState(m.bytes);
         group.Send(0, Message(kAck));
         break;
       case kStop:

@@ -55,15 +55,18 @@ class DistributedTransport : public Transport {
  public:
   // `group` is this process's group (rank 0); `local` holds every client of
   // the population and trains rank 0's share. Both must outlive this.
-  DistributedTransport(RankGroup& group, InProcessTransport& local);
-  // A transport destroyed before Stop (rank 0 failed) tells the workers to
+  // `progress`: Close logs what the ranks sent per round.
+  DistributedTransport(RankGroup& group, InProcessTransport& local, bool progress = false);
+  // A transport destroyed before Close (rank 0 failed) tells the workers to
   // abort, waiting a few seconds at most.
   ~DistributedTransport() override;
 
   // Waits until every worker has built its clients (after SendConfig).
   // Throws fedprof::Error naming a rank that failed or whose clients differ
   // from rank 0's.
-  void Start();
+  void Open() override;
+  // Releases the workers once the run is complete.
+  void Close() override;
 
   int num_clients() const override;
   std::vector<ClientInfo> Available() override;
@@ -75,13 +78,13 @@ class DistributedTransport : public Transport {
            const ResultSink& sink) override;
 
   // Every client's kept state, gathered from the ranks, in the format of
-  // InProcessTransport::SaveClientStates (and equal to what one process
-  // would write), and back.
-  std::string SaveClientStates();
-  void LoadClientStates(const std::string& states);
+  // InProcessTransport::SaveState (and equal to what one process would
+  // write), and back (given before Open, sent once the workers are ready).
+  std::string SaveState() override;
+  void LoadState(const std::string& states) override;
 
-  // Releases the workers once the run is complete.
-  void Stop();
+  // Rank 0's clients describe the whole population: every rank builds it.
+  std::vector<ClientDescription> Describe() override;
 
   // Bytes each rank has sent so far (rank r at index r): workers send only
   // to rank 0, so rank 0 counts them all.
@@ -99,6 +102,10 @@ class DistributedTransport : public Transport {
   bool started_ = false;
   bool stopped_ = false;
   bool may_keep_states_ = false;  // a client may hold state (FedBN) on some rank
+  bool progress_ = false;
+  std::string pending_state_;       // LoadState before Open
+  int64_t training_rounds_ = 0;     // rounds trained, for Close's traffic line
+  int64_t last_training_round_ = -1;
 };
 
 // Rank 0's first command: sends every worker the run's config (TOML) and

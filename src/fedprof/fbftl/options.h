@@ -5,14 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "fedprof/config/run_options.h"
 #include "fedprof/fbftl/compression.h"
 
 namespace fedprof {
 
-class Config;
-
-// The transfer.* options of a run of the transfer schemes, read once from a
-// validated Config (config/options.cc holds their defaults and ranges).
+// The transfer.* options of a run of the transfer schemes, as the schemes
+// use them (config/options.cc holds their defaults and ranges).
 struct TransferOptions {
   uint64_t seed = 1;
   std::vector<std::string> schemes;  // of FL, FTL_f, FTL_c, SFL, FbFTL, in run order
@@ -33,7 +32,7 @@ struct TransferOptions {
 };
 
 // Throws fedprof::Error for a transfer.schemes entry that is not a scheme.
-TransferOptions ReadTransferOptions(const Config& config);
+TransferOptions ReadTransferOptions(const RunOptions::Transfer& options, int64_t seed);
 
 // A scheme's id (FL 1, FTL_f 2, FTL_c 3, SFL 4, FbFTL 5), part of every
 // random stream's tag so that schemes draw independently; 0 for a name that
@@ -48,7 +47,7 @@ struct PretrainOptions {
   double lr = 0;
 };
 
-PretrainOptions ReadPretrainOptions(const Config& config);
+PretrainOptions ReadPretrainOptions(const RunOptions::Pretrain& options, int64_t seed);
 
 }  // namespace fedprof
 

@@ -12,9 +12,8 @@
 
 namespace fedprof {
 
-double Pretrain(const Config& config, StagedModel& model, const Dataset& data,
+double Pretrain(const PretrainOptions& o, StagedModel& model, const Dataset& data,
                 const Dataset& test) {
-  const PretrainOptions o = ReadPretrainOptions(config);
   const std::vector<at::Tensor> params = model.StageParameters(0, model.num_stages());
   torch::optim::SGD optimizer(params, torch::optim::SGDOptions(o.lr).momentum(0.9));
   double accuracy = 0;

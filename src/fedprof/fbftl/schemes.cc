@@ -13,9 +13,8 @@
 
 namespace fedprof {
 
-std::vector<SchemeRun> RunTransferSchemes(const Config& config, const StagedModel& source,
+std::vector<SchemeRun> RunTransferSchemes(const TransferOptions& o, const StagedModel& source,
                                           const Dataset& train, const Dataset& test) {
-  const TransferOptions o = ReadTransferOptions(config);
   if (train.is_regression() || !train.is_image()) {
     throw Error("transfer: needs an image classification data set, got " + train.name);
   }

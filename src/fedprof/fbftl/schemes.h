@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "fedprof/data/dataset.h"
+#include "fedprof/fbftl/options.h"
 #include "fedprof/fbftl/payload.h"
 
 namespace fedprof {
 
-class Config;
 class StagedModel;
 
 // One point of a scheme's learning curve: after `epoch` epochs (FbFTL: head
@@ -41,14 +41,14 @@ struct SchemeRun {
   SchemePayload closed_form;        // Eqs. 2-17 for this run's U, K_u, C and epochs
 };
 
-// Runs the schemes named by transfer.schemes on the clients' share of `train`
+// Runs the schemes `options` name (transfer.schemes) on the clients' share of `train`
 // (transfer.clients × transfer.samples_per_client samples, drawn by the seed)
 // and reports test accuracy on `test`: the gradient schemes in
 // gradient_schemes.cc, FbFTL in fbftl_scheme.cc, every upload over
 // channel.h's lossy uplink. The source model is not modified.
 // Throws fedprof::Error for an unknown scheme, a cut layer the source lacks,
 // too few training samples, or a source whose output does not fit the data.
-std::vector<SchemeRun> RunTransferSchemes(const Config& config, const StagedModel& source,
+std::vector<SchemeRun> RunTransferSchemes(const TransferOptions& options, const StagedModel& source,
                                           const Dataset& train, const Dataset& test);
 
 // The runs as a Markdown table like the FbFTL paper's Table III: measured

@@ -12,6 +12,7 @@
 
 #include "fedprof/core/files.h"
 #include "fedprof/core/hash.h"
+#include "fedprof/run/plan.h"
 #include "fedprof/server/checkpoint.h"
 #include "fedprof/strategy/strategy.h"
 #include "fedprof/transport/in_process.h"
@@ -67,7 +68,7 @@ TEST(RunTest, ServerOptionsComeFromTheConfig) {
                           "eval.every=3", "eval.batch_size=64", "report.progress=false"}) {
     c.SetAssignment(set);
   }
-  const ServerOptions o = ServerOptionsFrom(c);
+  const ServerOptions o = ServerOptionsFrom(c.options(), ClientsLive::kHere);
   EXPECT_EQ(o.rounds, 17);
   EXPECT_DOUBLE_EQ(o.fraction, 0.3);
   EXPECT_EQ(o.train.epochs, 4);
@@ -81,13 +82,16 @@ TEST(RunTest, ServerOptionsComeFromTheConfig) {
   EXPECT_EQ(o.eval_batch_size, 64);
   EXPECT_FALSE(o.progress);
   EXPECT_EQ(o.min_results, 0) << "simulated clients need no quorum";
+  c.SetAssignment("deploy.min_results=3");
+  EXPECT_EQ(ServerOptionsFrom(c.options(), ClientsLive::kElsewhere).min_results, 3)
+      << "a deployment's quorum";
 }
 
 TEST(RunTest, SpecForTakesTheShapeFromTheData) {
   Config c = TinyConfig();
   c.SetAssignment("model.hidden=16,8");
   c.SetAssignment("model.profile_layer=fc2");
-  const ModelSpec spec = SpecFor(c, Blobs(6, 1));
+  const ModelSpec spec = SpecFor(c.options().model, Blobs(6, 1));
   EXPECT_EQ(spec.name, "mlp");
   EXPECT_EQ(spec.input_shape, (std::vector<int64_t>{4}));
   EXPECT_EQ(spec.outputs, 2);
@@ -98,46 +102,46 @@ TEST(RunTest, SpecForTakesTheShapeFromTheData) {
   Dataset regression = Blobs(6, 1);
   regression.num_classes = 0;
   regression.y = torch::zeros({6, 3});
-  EXPECT_EQ(SpecFor(c, regression).outputs, 3) << "one output per target";
+  EXPECT_EQ(SpecFor(c.options().model, regression).outputs, 3) << "one output per target";
 
   // Refused by the config or by SpecFor, either way naming the option.
   for (const char* hidden : {"8,,4", "0", "-3", "8x", ""}) {
     ExpectError(
         [&] {
           c.Set("model.hidden", hidden);
-          SpecFor(c, Blobs(6, 1));
+          SpecFor(c.options().model, Blobs(6, 1));
         },
         "model.hidden");
   }
   c = TinyConfig();
   c.Set("model.file", testing::TempDir() + "/fedprof_run_no_such_model.pt");
-  ExpectError([&] { SpecFor(c, Blobs(6, 1)); }, {"model.file", "no such file"});
+  ExpectError([&] { SpecFor(c.options().model, Blobs(6, 1)); }, {"model.file", "no such file"});
 }
 
 TEST(RunTest, InitialModelDependsOnTheSeedAlone) {
   const Config c = TinyConfig();
-  const ModelSpec spec = SpecFor(c, Blobs(6, 1));
+  const ModelSpec spec = SpecFor(c.options().model, Blobs(6, 1));
   torch::manual_seed(1);
-  const FlatParams a = Flatten(*InitialModel(c, spec));
+  const FlatParams a = Flatten(*InitialModel(c.options().seed, spec));
   torch::manual_seed(2);  // whatever torch's generator held before
-  EXPECT_EQ(Flatten(*InitialModel(c, spec)), a);
+  EXPECT_EQ(Flatten(*InitialModel(c.options().seed, spec)), a);
   Config other = c;
   other.SetAssignment("seed=6");
-  EXPECT_NE(Flatten(*InitialModel(other, spec)), a);
+  EXPECT_NE(Flatten(*InitialModel(other.options().seed, spec)), a);
 }
 
 TEST(RunTest, StrategiesTheModelCannotServeAreRefused) {
   Config c = TinyConfig();
   c.SetAssignment("strategy.name=fedbn");
-  const std::unique_ptr<Strategy> fedbn = MakeStrategy(c, ForClients(4));
-  const ModelSpec mlp = SpecFor(c, Blobs(6, 1));
-  ExpectError([&] { CheckStrategyFitsModel(*fedbn, *MakeModel(mlp), c); },
+  const std::unique_ptr<Strategy> fedbn = MakeStrategy(c.options(), ForClients(4));
+  const ModelSpec mlp = SpecFor(c.options().model, Blobs(6, 1));
+  ExpectError([&] { CheckStrategyFitsModel(*fedbn, *MakeModel(mlp), c.options().model); },
               {"strategy fedbn", "model mlp has none"});
   const ModelSpec cnn{"cnn", {1, 4, 4}, 2, {}, ""};
-  EXPECT_NO_THROW(CheckStrategyFitsModel(*fedbn, *MakeModel(cnn), c));
+  EXPECT_NO_THROW(CheckStrategyFitsModel(*fedbn, *MakeModel(cnn), c.options().model));
   c = TinyConfig();
-  const std::unique_ptr<Strategy> fedavg = MakeStrategy(c, ForClients(4));
-  EXPECT_NO_THROW(CheckStrategyFitsModel(*fedavg, *MakeModel(mlp), c));
+  const std::unique_ptr<Strategy> fedavg = MakeStrategy(c.options(), ForClients(4));
+  EXPECT_NO_THROW(CheckStrategyFitsModel(*fedavg, *MakeModel(mlp), c.options().model));
 }
 
 TEST(RunTest, ProfiledUnitsAreThoseOfTheProfiledLayer) {
@@ -156,20 +160,20 @@ TEST(RunTest, ProfiledUnitsAreThoseOfTheProfiledLayer) {
 TEST(RunTest, ReferenceSetIsTheOneConfigured) {
   TrainTest data{Blobs(40, 1), Blobs(10, 2), Blobs(5, 3)};
   Config c = TinyConfig();
-  EXPECT_TRUE(torch::equal(ReferenceSet(c, data, nullptr).x, data.holdout.x)) << "default";
+  EXPECT_TRUE(torch::equal(ReferenceSet(c.options().fedprof, data, nullptr).x, data.holdout.x)) << "default";
   c.Set("fedprof.reference", "test");
-  EXPECT_TRUE(torch::equal(ReferenceSet(c, data, nullptr).x, data.test.x));
+  EXPECT_TRUE(torch::equal(ReferenceSet(c.options().fedprof, data, nullptr).x, data.test.x));
 
   c.Set("fedprof.reference", "client");
-  ExpectError([&] { ReferenceSet(c, data, nullptr); }, {"fedprof.reference", "'client'"});
+  ExpectError([&] { ReferenceSet(c.options().fedprof, data, nullptr); }, {"fedprof.reference", "'client'"});
   c.SetAssignment("clients.count=4");
   c.SetAssignment("partition.kind=iid");
-  const Population population(data.train, c);
+  const Population population(data.train, c.options());
   c.Set("fedprof.reference_client", "2");
   EXPECT_TRUE(
-      torch::equal(ReferenceSet(c, data, &population).x, population.MakeClient(2).data().x));
+      torch::equal(ReferenceSet(c.options().fedprof, data, &population).x, population.MakeClient(2).data().x));
   c.Set("fedprof.reference_client", "4");
-  ExpectError([&] { ReferenceSet(c, data, &population); },
+  ExpectError([&] { ReferenceSet(c.options().fedprof, data, &population); },
               {"fedprof.reference_client: 4", "expected < 4"});
 }
 
@@ -180,9 +184,9 @@ TEST(RunTest, ResumeConfigAllowsOnlyWhatMayChange) {
   WriteFileAtomic(dir + "/config.toml", original.ToToml());
   EXPECT_EQ(ResumeConfig(dir, {}), original);
   const Config more = ResumeConfig(dir, {"rounds=9", "threads=2", "report.progress=true"});
-  EXPECT_EQ(more.GetInt("rounds"), 9);
-  EXPECT_EQ(more.GetInt("threads"), 2);
-  EXPECT_DOUBLE_EQ(more.GetDouble("train.lr"), 0.03);
+  EXPECT_EQ(more.options().rounds, 9);
+  EXPECT_EQ(more.options().threads, 2);
+  EXPECT_DOUBLE_EQ(more.options().train.lr, 0.03);
   EXPECT_EQ(more.Fingerprint(), original.Fingerprint()) << "nothing that changes the rounds";
   ExpectError([&] { ResumeConfig(dir, {"train.lr=0.5"}); },
               {"--set train.lr", "cannot change on --resume"});
@@ -208,24 +212,35 @@ class RunRoundsTest : public ::testing::Test {
   void Run(const Config& config, const std::string& out, ServerState state, bool resume) {
     std::vector<ClientInfo> infos;
     for (const Client& c : clients_) infos.push_back({c.id(), c.num_samples(), -1});
-    const ModelSpec spec = SpecFor(config, data_.train);
-    InProcessTransport transport(
+    const std::unique_ptr<RunPlan> plan = MakePlan(config, ClientsLive::kElsewhere, data_);
+    const ModelSpec spec = plan->spec;
+    OpenCountingTransport transport(
         infos, [&](int id) { return clients_[id]; }, /*keep_clients=*/false,
         [spec] { return MakeModel(spec); }, /*num_threads=*/1);
-    ClientSide side;
-    side.rows = [&] {
-      std::vector<ClientRow> rows;
+    transport.set_describe([&] {
+      std::vector<ClientDescription> rows;
       for (const Client& c : clients_) rows.push_back({c.num_samples(), "clean", 1.5, 2.0, 0.25});
       return rows;
-    };
-    side.on_ready = [&] { ++ready_calls_; };
-    RunRounds(config, ServerOptionsFrom(config), data_, data_.holdout, out, std::move(state),
-              resume, transport, side);
+    });
+    RunRounds(*plan, out, std::move(state), resume, transport);
+    opened_ += transport.opened;
+    closed_ += transport.closed;
   }
+
+  // Counts the round loop's calls of the transport's lifecycle.
+  struct OpenCountingTransport : InProcessTransport {
+    using InProcessTransport::InProcessTransport;
+    void Open() override { ++opened; }
+    void Close() override {
+      EXPECT_EQ(opened, 1) << "closed after it was opened";
+      ++closed;
+    }
+    int opened = 0, closed = 0;
+  };
 
   TrainTest data_;
   std::vector<Client> clients_;
-  int ready_calls_ = 0;
+  int opened_ = 0, closed_ = 0;
 };
 
 TEST_F(RunRoundsTest, WritesEveryOutputAndResumesToTheSameModel) {
@@ -233,7 +248,8 @@ TEST_F(RunRoundsTest, WritesEveryOutputAndResumesToTheSameModel) {
   Config three = TinyConfig();
   three.SetAssignment("rounds=3");
   Run(three, whole, ServerState(), false);
-  EXPECT_EQ(ready_calls_, 1);
+  EXPECT_EQ(opened_, 1);
+  EXPECT_EQ(closed_, 1);
 
   const DecodedCheckpoint done = DecodeCheckpoint(ReadFile(whole + "/checkpoint.bin"), "whole");
   EXPECT_EQ(done.state.round, 3);

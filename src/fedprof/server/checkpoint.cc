@@ -6,6 +6,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "fedprof/config/options.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/hash.h"
@@ -175,7 +176,8 @@ std::string EncodeCheckpoint(const ServerState& state, const std::string& config
                  {"virtual_time_s", Real(state.virtual_time_s)},
                  {"energy_j", Real(state.energy_j)},
                  {"strategy_state", state.strategy_state},
-                 {"client_states", state.client_states},
+                 // The file's key is older than the field's name.
+                 {"client_states", state.transport_state},
                  {"config_fingerprint", config_fingerprint},
                  {"history", json::array()}};
   if (!state.model_sha256.empty()) header["model_sha256"] = state.model_sha256;
@@ -264,7 +266,7 @@ DecodedCheckpoint DecodeCheckpoint(const std::string& data, const std::string& o
   state.virtual_time_s = r.Double(h, "", "virtual_time_s");
   state.energy_j = r.Double(h, "", "energy_j");
   state.strategy_state = r.String(h, "", "strategy_state");
-  state.client_states = r.String(h, "", "client_states");
+  state.transport_state = r.String(h, "", "client_states");
   // Only runs of a TorchScript model (model.file) record its file's hash.
   if (h.contains("model_sha256")) state.model_sha256 = r.String(h, "", "model_sha256");
   if (!state.model_sha256.empty() && !IsFingerprint(state.model_sha256)) {
@@ -308,7 +310,7 @@ ServerState LoadCheckpoint(const std::string& path, const std::string& config_fi
     throw Error(path + ": written by a run of another config (fingerprint " +
                 c.config_fingerprint.substr(0, 12) + "..., config.toml's is " +
                 config_fingerprint.substr(0, 12) +
-                "...): only rounds, threads, report.progress and deploy.* may change on --resume");
+                "...): only " + ResumableOptionsList() + " may change on --resume");
   }
   return std::move(c.state);
 }

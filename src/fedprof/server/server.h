@@ -50,7 +50,9 @@ struct ServerState {
   double virtual_time_s = 0;
   double energy_j = 0;
   std::string strategy_state;  // Strategy::SaveState() after the last round
-  std::string client_states;   // state simulated clients keep between rounds
+  // Transport::SaveState() after the last round: simulated clients' local
+  // state (FedBN), a deployment's registered sample counts.
+  std::string transport_state;
   std::string model_sha256;    // model.file's SHA-256 when the run trains one, else empty
 };
 

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <sstream>
 
-#include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/text.h"
@@ -74,12 +73,12 @@ std::string DefaultDataDir(const std::string& name) {
   return ExecutableDir() + "/../data/" + name;
 }
 
-TrainTest LoadData(const Config& config) {
-  const std::string& name = config.GetString("data.name");
-  const std::string& dir = config.GetString("data.dir");
+TrainTest LoadData(const RunOptions::Data& options, uint64_t seed) {
+  const std::string& name = options.name;
+  const std::string& dir = options.dir;
   TrainTest tt;
   if (name == "fashion-mnist" || name == "mnist" || name == "emnist") {
-    const std::string& split = config.GetString("data.emnist_split");
+    const std::string& split = options.emnist_split;
     tt.train = LoadIdxSet(name, dir, split, /*train=*/true);
     tt.test = LoadIdxSet(name, dir, split, /*train=*/false);
     // EMNIST label ranges come from the data; keep train and test agreeing.
@@ -93,11 +92,11 @@ TrainTest LoadData(const Config& config) {
     tt.test = LoadCifar10({FindFile(d, "test_batch.bin")});
   } else if (name == "csv") {
     CsvOptions csv;
-    csv.targets = SplitList(config.GetString("data.targets"));
-    csv.classification = config.GetString("data.task") == "classification";
+    csv.targets = SplitList(options.targets);
+    csv.classification = options.task == "classification";
     if (csv.targets.empty()) throw Error("data.targets: CSV data needs at least one target column");
-    const std::string& train_file = config.GetString("data.train_file");
-    const std::string& test_file = config.GetString("data.test_file");
+    const std::string& train_file = options.train_file;
+    const std::string& test_file = options.test_file;
     if (train_file.empty() || test_file.empty()) {
       throw Error("data.train_file / data.test_file: CSV data needs both files");
     }
@@ -120,12 +119,12 @@ TrainTest LoadData(const Config& config) {
   } else {
     throw Error("data.name: unknown data set '" + name + "'");
   }
-  tt.train = Head(tt.train, config.GetInt("data.train_limit"));
-  tt.test = Head(tt.test, config.GetInt("data.test_limit"));
-  const double share = config.GetDouble("data.holdout_share");
+  tt.train = Head(tt.train, options.train_limit);
+  tt.test = Head(tt.test, options.test_limit);
+  const double share = options.holdout_share;
   if (share > 0) {
     const int64_t n = tt.train.size();
-    Rng rng = MakeRng(static_cast<uint64_t>(config.GetInt("seed")), Stream::kReferenceSplit);
+    Rng rng = MakeRng(seed, Stream::kReferenceSplit);
     std::vector<int64_t> order = Permutation(rng, n);
     const auto held = static_cast<int64_t>(std::llround(share * static_cast<double>(n)));
     std::vector<int64_t> holdout(order.begin(), order.begin() + held);
@@ -138,15 +137,15 @@ TrainTest LoadData(const Config& config) {
   return tt;
 }
 
-Population::Population(const Dataset& train, const Config& config)
-    : train_(train), seed_(static_cast<uint64_t>(config.GetInt("seed"))) {
-  const int n = static_cast<int>(config.GetInt("clients.count"));
+Population::Population(const Dataset& train, const RunOptions& options)
+    : train_(train), seed_(static_cast<uint64_t>(options.seed)) {
+  const int n = static_cast<int>(options.clients.count);
   PartitionOptions p;
-  const std::string& kind = config.GetString("partition.kind");
+  const std::string& kind = options.partition.kind;
   p.kind = kind == "iid" ? PartitionKind::kIid : PartitionKind::kDominant;
-  p.dominant_share = config.GetDouble("partition.dominant_share");
-  p.size_mean = config.GetDouble("partition.size_mean");
-  p.size_sd = config.GetDouble("partition.size_sd");
+  p.dominant_share = options.partition.dominant_share;
+  p.size_mean = options.partition.size_mean;
+  p.size_sd = options.partition.size_sd;
   const bool dominant = kind == "dominant" || kind == "sampled_dominant";
   if (dominant && train.is_regression()) {
     throw Error("partition.kind: '" + kind + "' needs class labels; regression data takes 'iid' "
@@ -167,15 +166,15 @@ Population::Population(const Dataset& train, const Config& config)
     for (int k = 0; k < n; ++k) sizes_[k] = static_cast<int32_t>(parts_[k].size());
   }
 
-  quality_.irrelevant = config.GetDouble("quality.irrelevant");
-  quality_.blurred = config.GetDouble("quality.blurred");
-  quality_.salt_pepper = config.GetDouble("quality.salt_pepper");
-  quality_.gaussian_noise = config.GetDouble("quality.gaussian_noise");
-  quality_.polluted = config.GetDouble("quality.polluted");
-  quality_.blur_sigma = config.GetDouble("quality.blur_sigma");
-  quality_.sp_density = config.GetDouble("quality.sp_density");
-  quality_.noise_sigma = config.GetDouble("quality.noise_sigma");
-  quality_.pollute_share = config.GetDouble("quality.pollute_share");
+  quality_.irrelevant = options.quality.irrelevant;
+  quality_.blurred = options.quality.blurred;
+  quality_.salt_pepper = options.quality.salt_pepper;
+  quality_.gaussian_noise = options.quality.gaussian_noise;
+  quality_.polluted = options.quality.polluted;
+  quality_.blur_sigma = options.quality.blur_sigma;
+  quality_.sp_density = options.quality.sp_density;
+  quality_.noise_sigma = options.quality.noise_sigma;
+  quality_.pollute_share = options.quality.pollute_share;
   const bool images = train.is_image();
   if (!images && (quality_.irrelevant > 0 || quality_.blurred > 0 || quality_.salt_pepper > 0)) {
     throw Error("quality.irrelevant/blurred/salt_pepper: these scenarios need image data");
@@ -184,9 +183,9 @@ Population::Population(const Dataset& train, const Config& config)
     throw Error("quality.polluted: feature pollution needs tabular data");
   }
   kinds_ = AssignDataKinds(n, quality_, seed_);
-  attacks_ = MakeAttackPlan(config, n);
+  attacks_ = MakeAttackPlan(options.attack, options.seed, n);
 
-  const std::string& source = config.GetString("quality.irrelevant_source");
+  const std::string& source = options.quality.irrelevant_source;
   if (quality_.irrelevant > 0 && source != "synthetic") {
     irrelevant_source_ = LoadIdxSet(source, "", "", /*train=*/true);
     if (irrelevant_source_.x.sizes().slice(1) != train.x.sizes().slice(1)) {

@@ -8,12 +8,11 @@
 
 #include "fedprof/client/attack.h"
 #include "fedprof/client/client.h"
+#include "fedprof/config/run_options.h"
 #include "fedprof/data/dataset.h"
 #include "fedprof/data/quality.h"
 
 namespace fedprof {
-
-class Config;
 
 struct TrainTest {
   Dataset train;    // what the clients share out
@@ -22,10 +21,10 @@ struct TrainTest {
 };
 
 // Loads the training and test sets named by the data.* options (applying
-// data.train_limit / data.test_limit, then setting aside a seeded
-// data.holdout_share of the training set). Tabular features are
+// data.train_limit / data.test_limit, then setting aside a data.holdout_share
+// of the training set drawn from `seed`). Tabular features are
 // standardised with the training set's column means and standard deviations.
-TrainTest LoadData(const Config& config);
+TrainTest LoadData(const RunOptions::Data& options, uint64_t seed);
 
 // Where a named data set lives when data.dir is empty: $FEDPROF_DATA/<name>,
 // then data/<name> under the working directory, then under the directory
@@ -43,9 +42,10 @@ std::string DefaultDataDir(const std::string& name);
 // few bytes per client whatever its size. Thread-safe once built.
 class Population {
  public:
-  // Keeps a reference to `train` (tensors share storage). Throws
-  // fedprof::Error naming the option when the config cannot be met.
-  Population(const Dataset& train, const Config& config);
+  // Keeps a reference to `train` (tensors share storage). Reads seed,
+  // clients, partition, quality and attack. Throws fedprof::Error naming the
+  // option when they cannot be met.
+  Population(const Dataset& train, const RunOptions& options);
   ~Population();
 
   int size() const { return static_cast<int>(kinds_.size()); }

@@ -122,7 +122,7 @@ TEST(StrategyTest, FedAvgRpAggregatesPartiallyWhateverTheConfigSays) {
   Config c;
   c.Set("strategy.name", "fedavg-rp");
   c.Set("strategy.aggregation", "full");
-  auto s = MakeStrategy(c, {});
+  auto s = MakeStrategy(c.options(), {});
   ModelSum r;
   r.Reset(1);
   r.Add({4.0f}, 10);
@@ -130,7 +130,7 @@ TEST(StrategyTest, FedAvgRpAggregatesPartiallyWhateverTheConfigSays) {
   s->AggregateFit({0.0f}, r, 100, &next);
   EXPECT_FLOAT_EQ(next[0], 4.0f);  // full aggregation would give 0.4
   c.Set("strategy.name", "fedprox");
-  EXPECT_DOUBLE_EQ(MakeStrategy(c, {})->ProximalMu(), 0.01);
+  EXPECT_DOUBLE_EQ(MakeStrategy(c.options(), {})->ProximalMu(), 0.01);
 }
 
 TEST(TextTest, FloatsRoundTripThroughBase64) {

@@ -52,7 +52,7 @@ TEST(CompositionTest, PresetsAreTheirCompositions) {
       {"fedprof", "fedprof", "average", 0},
   };
   for (const Case& c : cases) {
-    const StrategySpec spec = ResolveStrategy(With({{"strategy.name", c.preset}}));
+    const StrategySpec spec = ResolveStrategy(With({{"strategy.name", c.preset}}).options());
     EXPECT_EQ(spec.selector, c.selector) << c.preset;
     EXPECT_EQ(spec.aggregator, c.aggregator) << c.preset;
     EXPECT_DOUBLE_EQ(spec.proximal_mu, c.mu) << c.preset;
@@ -60,7 +60,7 @@ TEST(CompositionTest, PresetsAreTheirCompositions) {
     EXPECT_EQ(spec.Label(), c.preset);
     EXPECT_EQ(spec.mode,
               c.preset == "fedavg-rp" ? AggregationMode::kPartial : AggregationMode::kFull);
-    auto strategy = MakeStrategy(With({{"strategy.name", c.preset}}), Context(4));
+    auto strategy = MakeStrategy(With({{"strategy.name", c.preset}}).options(), Context(4));
     EXPECT_EQ(strategy->name(), c.preset);
     EXPECT_EQ(strategy->KeepsLocalBatchNorm(), c.preset == "fedbn");
     EXPECT_DOUBLE_EQ(strategy->ProximalMu(), c.mu);
@@ -71,30 +71,30 @@ TEST(CompositionTest, PresetsAreTheirCompositions) {
 // preset's own part changes nothing.
 TEST(CompositionTest, OverridesWinAndEmptyMeansThePresets) {
   StrategySpec s =
-      ResolveStrategy(With({{"strategy.name", "fedprof"}, {"strategy.aggregator", "fedadam"}}));
+      ResolveStrategy(With({{"strategy.name", "fedprof"}, {"strategy.aggregator", "fedadam"}}).options());
   EXPECT_EQ(s.selector, "fedprof");
   EXPECT_EQ(s.aggregator, "fedadam");
   EXPECT_EQ(s.Label(), "fedprof+fedadam");
-  s = ResolveStrategy(With({{"strategy.name", "fedprox"}, {"train.proximal_mu", "0"}}));
+  s = ResolveStrategy(With({{"strategy.name", "fedprox"}, {"train.proximal_mu", "0"}}).options());
   EXPECT_EQ(s.selector, "size");
   EXPECT_DOUBLE_EQ(s.proximal_mu, 0);
   EXPECT_EQ(s.Label(), "size+average");
-  s = ResolveStrategy(With({{"strategy.name", "fedprox"}, {"fedprox.mu", "0.5"}}));
+  s = ResolveStrategy(With({{"strategy.name", "fedprox"}, {"fedprox.mu", "0.5"}}).options());
   EXPECT_DOUBLE_EQ(s.proximal_mu, 0.5);
   EXPECT_EQ(s.Label(), "fedprox");
   s = ResolveStrategy(With(
-      {{"strategy.name", "fedavg"}, {"train.proximal_mu", "0.1"}, {"strategy.selector", "afl"}}));
+      {{"strategy.name", "fedavg"}, {"train.proximal_mu", "0.1"}, {"strategy.selector", "afl"}}).options());
   EXPECT_EQ(s.Label(), "afl+average+prox");
   EXPECT_DOUBLE_EQ(s.proximal_mu, 0.1);
   s = ResolveStrategy(With({{"strategy.name", "fedprof"},
                             {"strategy.selector", "fedprof"},
-                            {"strategy.aggregator", ""}}));
+                            {"strategy.aggregator", ""}}).options());
   EXPECT_FALSE(s.overridden);
   EXPECT_EQ(s.Label(), "fedprof");
   // FedAvg-RP is partial by definition, whatever else is composed with it.
   s = ResolveStrategy(With({{"strategy.name", "fedavg-rp"},
                             {"strategy.aggregator", "fedadam"},
-                            {"strategy.aggregation", "full"}}));
+                            {"strategy.aggregation", "full"}}).options());
   EXPECT_EQ(s.mode, AggregationMode::kPartial);
 }
 
@@ -104,7 +104,7 @@ TEST(CompositionTest, EverySelectorCombinesWithEveryAggregator) {
   for (const std::string selector : {"uniform", "size", "fedprof", "afl", "cfcfm", "clustered"}) {
     for (const std::string aggregator : {"average", "fedadam", "fedbn"}) {
       auto s = MakeStrategy(
-          With({{"strategy.selector", selector}, {"strategy.aggregator", aggregator}}), Context(6));
+          With({{"strategy.selector", selector}, {"strategy.aggregator", aggregator}}).options(), Context(6));
       EXPECT_EQ(s->WantedReports().profile, selector == "fedprof") << selector << aggregator;
       EXPECT_EQ(s->WantedReports().loss, selector == "afl") << selector << aggregator;
       EXPECT_EQ(s->SketchDim() > 0, selector == "clustered") << selector << aggregator;
@@ -129,7 +129,7 @@ TEST(CompositionTest, EverySelectorCombinesWithEveryAggregator) {
 // the clients' divergences and the server's moments.
 TEST(CompositionTest, ComposedStateRoundTrips) {
   const Config c = With({{"strategy.name", "fedprof"}, {"strategy.aggregator", "fedadam"}});
-  auto s = MakeStrategy(c, Context(3));
+  auto s = MakeStrategy(c.options(), Context(3));
   s->OnGlobalModel({0.0f, 0.0f}, 0);
   FitResult r;
   r.client_id = 1;
@@ -148,7 +148,7 @@ TEST(CompositionTest, ComposedStateRoundTrips) {
   EXPECT_TRUE(j.contains("divergences"));
   EXPECT_TRUE(nlohmann::json::parse(j.at("aggregator").get<std::string>()).contains("m"));
 
-  auto restored = MakeStrategy(c, Context(3));
+  auto restored = MakeStrategy(c.options(), Context(3));
   restored->LoadState(state);
   EXPECT_EQ(restored->SaveState(), state);
   EXPECT_TRUE(restored->HasReport(1));
@@ -157,31 +157,30 @@ TEST(CompositionTest, ComposedStateRoundTrips) {
   s->AggregateFit({0.0f, 0.0f}, sum, 10, &a);
   restored->AggregateFit({0.0f, 0.0f}, sum, 10, &b);
   EXPECT_EQ(a, b);  // the moments came back too
-  EXPECT_THROW(MakeStrategy(c, Context(4))->LoadState(state), Error);
+  EXPECT_THROW(MakeStrategy(c.options(), Context(4))->LoadState(state), Error);
   EXPECT_THROW(restored->LoadState("{\"divergences\": [null, null, null]}"), Error);
 }
 
 // A preset's checkpoint state keeps the form it had before strategies were
 // composed, so runs checkpointed then resume now.
 TEST(CompositionTest, PresetStateKeepsItsForm) {
-  EXPECT_EQ(MakeStrategy(With({{"strategy.name", "fedavg"}}), Context(2))->SaveState(), "");
+  EXPECT_EQ(MakeStrategy(With({{"strategy.name", "fedavg"}}).options(), Context(2))->SaveState(), "");
   const nlohmann::json adam = nlohmann::json::parse(
-      MakeStrategy(With({{"strategy.name", "fedadam"}}), Context(2))->SaveState());
+      MakeStrategy(With({{"strategy.name", "fedadam"}}).options(), Context(2))->SaveState());
   EXPECT_TRUE(adam.contains("m") && adam.contains("v"));
-  auto fedprof = MakeStrategy(With({{"strategy.name", "fedprof"}}), Context(2));
+  auto fedprof = MakeStrategy(With({{"strategy.name", "fedprof"}}).options(), Context(2));
   EXPECT_EQ(fedprof->SaveState(), "{\"aggregator\":\"\",\"divergences\":[null,null]}");
-  auto afl = MakeStrategy(With({{"strategy.name", "afl"}}), Context(2));
+  auto afl = MakeStrategy(With({{"strategy.name", "afl"}}).options(), Context(2));
   EXPECT_EQ(afl->SaveState(), "{\"aggregator\":\"\",\"reported\":[0,0],\"values\":[0.0,0.0]}");
 }
 
 TEST(CompositionTest, OptionsMayBeLeftEmpty) {
   Config c;
-  EXPECT_TRUE(c.IsEmpty("train.proximal_mu"));
-  EXPECT_THROW(c.GetDouble("train.proximal_mu"), Error);
+  EXPECT_FALSE(c.options().train.proximal_mu.has_value());
   c.Set("train.proximal_mu", "0.25");
-  EXPECT_DOUBLE_EQ(c.GetDouble("train.proximal_mu"), 0.25);
+  EXPECT_EQ(c.options().train.proximal_mu, 0.25);
   c.Set("train.proximal_mu", "");
-  EXPECT_TRUE(c.IsEmpty("train.proximal_mu"));
+  EXPECT_FALSE(c.options().train.proximal_mu.has_value());
   // An empty numeric option survives the round trip through config.toml.
   Config back;
   back.MergeTomlString(c.ToToml(), "config.toml");
@@ -204,10 +203,10 @@ TEST(CompositionTest, StrategiesTheModelCannotServeAreRefused) {
   auto lenet = MakeModel({"lenet5", {1, 28, 28}, 10, {}, ""});
   auto cnn = MakeModel({"cnn", {1, 28, 28}, 10, {}, ""});
   const Config fedbn = With({{"strategy.name", "fedprof"}, {"strategy.aggregator", "fedbn"}});
-  auto strategy = MakeStrategy(fedbn, Context(2));
-  EXPECT_NO_THROW(CheckStrategyFitsModel(*strategy, *cnn, fedbn));
+  auto strategy = MakeStrategy(fedbn.options(), Context(2));
+  EXPECT_NO_THROW(CheckStrategyFitsModel(*strategy, *cnn, fedbn.options().model));
   try {
-    CheckStrategyFitsModel(*strategy, *lenet, fedbn);
+    CheckStrategyFitsModel(*strategy, *lenet, fedbn.options().model);
     ADD_FAILURE() << "FedBN accepted a model without batch norm";
   } catch (const Error& e) {
     const std::string what = e.what();

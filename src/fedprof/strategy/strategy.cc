@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "fedprof/config/config.h"
+#include "fedprof/config/run_options.h"
 #include "fedprof/core/error.h"
 #include "fedprof/selection/afl_selector.h"
 #include "fedprof/selection/clustered_selector.h"
@@ -57,30 +57,30 @@ const Preset& FindPreset(const std::string& name) {
   throw Error("strategy.name: unknown strategy '" + name + "'; expected " + names);
 }
 
-std::unique_ptr<Selector> MakeSelector(const std::string& name, const Config& config,
+std::unique_ptr<Selector> MakeSelector(const std::string& name, const RunOptions& options,
                                        const StrategyContext& context) {
   if (name == "uniform") return MakeUniformSelector();
   if (name == "size") return MakeSizeWeightedSelector();
   if (name == "cfcfm") return MakeFirstComeSelector();
   if (name == "fedprof") {
     FedProfOptions o;
-    o.alpha = config.GetDouble("fedprof.alpha");
-    o.with_replacement = config.GetString("fedprof.sampling") == "with_replacement";
-    if (config.GetString("fedprof.secure_matching") == "paillier") {
-      o.secure_key_bits = static_cast<int>(config.GetInt("fedprof.paillier_bits"));
+    o.alpha = options.fedprof.alpha;
+    o.with_replacement = options.fedprof.sampling == "with_replacement";
+    if (options.fedprof.secure_matching == "paillier") {
+      o.secure_key_bits = static_cast<int>(options.fedprof.paillier_bits);
     }
     return std::make_unique<FedProfSelector>(o, context.num_clients, context.reference_profile);
   }
   if (name == "afl") {
     AflOptions o;
-    o.drop_share = config.GetDouble("afl.drop_share");
-    o.temperature = config.GetDouble("afl.temperature");
-    o.random_share = config.GetDouble("afl.random_share");
+    o.drop_share = options.afl.drop_share;
+    o.temperature = options.afl.temperature;
+    o.random_share = options.afl.random_share;
     return std::make_unique<AflSelector>(o, context.num_clients);
   }
   if (name == "clustered") {
     ClusteredOptions o;
-    o.sketch_dim = static_cast<int>(config.GetInt("clustered.sketch_dim"));
+    o.sketch_dim = static_cast<int>(options.clustered.sketch_dim);
     return std::make_unique<ClusteredSelector>(o, context.num_clients);
   }
   throw Error("strategy.selector: unknown selector '" + name + "'");
@@ -91,14 +91,14 @@ constexpr const char* kAggregators = "average|fedadam|fedbn|median|trimmed_mean|
 // Krum's options, checked against the clients a round asks for (K, as
 // Server::ClientsPerRound): a round with fewer results (refusals, time-outs,
 // a deployment's absences) lowers f itself (robust.h).
-KrumOptions MakeKrumOptions(const std::string& name, const Config& config) {
+KrumOptions MakeKrumOptions(const std::string& name, const RunOptions& options) {
   KrumOptions o;
-  const int64_t n = config.GetInt("clients.count");
-  const double c = config.GetDouble("strategy.fraction");
+  const int64_t n = options.clients.count;
+  const double c = options.strategy.fraction;
   const int64_t k =
       std::max<int64_t>(1, std::min<int64_t>(n, std::llround(static_cast<double>(n) * c)));
-  if (!config.IsEmpty("robust.byzantine")) {
-    o.byzantine = static_cast<int>(config.GetInt("robust.byzantine"));
+  if (options.robust.byzantine.has_value()) {
+    o.byzantine = static_cast<int>(*options.robust.byzantine);
     if (k <= 2 * int64_t{o.byzantine} + 2) {
       throw Error("robust.byzantine: " + name + " with f = " + std::to_string(o.byzantine) +
                   " needs more than 2f + 2 = " + std::to_string(2 * o.byzantine + 2) +
@@ -106,7 +106,7 @@ KrumOptions MakeKrumOptions(const std::string& name, const Config& config) {
                   std::to_string(k));
     }
   }
-  o.select = name == "krum" ? 1 : static_cast<int>(config.GetInt("robust.multi_krum_select"));
+  o.select = name == "krum" ? 1 : static_cast<int>(options.robust.multi_krum_select);
   if (o.select > k) {
     throw Error("robust.multi_krum_select: " + std::to_string(o.select) + " models of " +
                 std::to_string(k) + " clients per round (strategy.fraction x clients.count)");
@@ -115,26 +115,26 @@ KrumOptions MakeKrumOptions(const std::string& name, const Config& config) {
 }
 
 std::unique_ptr<Aggregator> MakeAggregator(const std::string& name, AggregationMode mode,
-                                           const Config& config) {
+                                           const RunOptions& options) {
   if (name == "average" || name == "fedbn") return MakeWeightedAverage(mode);
   if (name == "fedadam") {
     FedAdamOptions o;
-    o.server_lr = config.GetDouble("fedadam.server_lr");
-    o.beta1 = config.GetDouble("fedadam.beta1");
-    o.beta2 = config.GetDouble("fedadam.beta2");
-    o.tau = config.GetDouble("fedadam.tau");
+    o.server_lr = options.fedadam.server_lr;
+    o.beta1 = options.fedadam.beta1;
+    o.beta2 = options.fedadam.beta2;
+    o.tau = options.fedadam.tau;
     return MakeFedAdam(mode, o);
   }
   if (name == "median") return MakeCoordinateMedian(mode);
-  if (name == "trimmed_mean") return MakeTrimmedMean(mode, config.GetDouble("robust.trim_share"));
-  if (name == "krum" || name == "multi_krum") return MakeKrum(mode, MakeKrumOptions(name, config));
+  if (name == "trimmed_mean") return MakeTrimmedMean(mode, options.robust.trim_share);
+  if (name == "krum" || name == "multi_krum") return MakeKrum(mode, MakeKrumOptions(name, options));
   throw Error("strategy.aggregator: unknown aggregator '" + name + "'; expected " + kAggregators);
 }
 
-UpdateNormBound MakeUpdateNormBound(const Config& config) {
+UpdateNormBound MakeUpdateNormBound(const RunOptions& options) {
   UpdateNormBound bound;
-  bound.max_ratio = config.GetDouble("robust.max_update_norm");
-  const std::string& action = config.GetString("robust.norm_action");
+  bound.max_ratio = options.robust.max_update_norm;
+  const std::string& action = options.robust.norm_action;
   if (action == "clip") {
     bound.action = NormAction::kClip;
   } else if (action == "refuse") {
@@ -212,38 +212,38 @@ std::string StrategySpec::Label() const {
   return selector + "+" + aggregator + (proximal_mu > 0 ? "+prox" : "");
 }
 
-StrategySpec ResolveStrategy(const Config& config) {
-  const Preset& preset = FindPreset(config.GetString("strategy.name"));
+StrategySpec ResolveStrategy(const RunOptions& options) {
+  const Preset& preset = FindPreset(options.strategy.name);
   StrategySpec spec;
   spec.preset = preset.name;
   spec.selector = preset.selector;
   spec.aggregator = preset.aggregator;
   spec.mode = preset.always_partial
                   ? AggregationMode::kPartial
-                  : ParseAggregationMode(config.GetString("strategy.aggregation"));
-  spec.proximal_mu = preset.prox ? config.GetDouble("fedprox.mu") : 0.0;
+                  : ParseAggregationMode(options.strategy.aggregation);
+  spec.proximal_mu = preset.prox ? options.fedprox.mu : 0.0;
   const StrategySpec as_preset = spec;
-  if (!config.GetString("strategy.selector").empty())
-    spec.selector = config.GetString("strategy.selector");
-  if (!config.GetString("strategy.aggregator").empty()) {
-    spec.aggregator = config.GetString("strategy.aggregator");
+  if (!options.strategy.selector.empty())
+    spec.selector = options.strategy.selector;
+  if (!options.strategy.aggregator.empty()) {
+    spec.aggregator = options.strategy.aggregator;
   }
-  if (!config.IsEmpty("train.proximal_mu"))
-    spec.proximal_mu = config.GetDouble("train.proximal_mu");
+  if (options.train.proximal_mu.has_value())
+    spec.proximal_mu = *options.train.proximal_mu;
   spec.overridden = spec.selector != as_preset.selector ||
                     spec.aggregator != as_preset.aggregator ||
                     spec.proximal_mu != as_preset.proximal_mu;
   return spec;
 }
 
-std::unique_ptr<Strategy> MakeStrategy(const Config& config, const StrategyContext& context) {
-  const StrategySpec spec = ResolveStrategy(config);
+std::unique_ptr<Strategy> MakeStrategy(const RunOptions& options, const StrategyContext& context) {
+  const StrategySpec spec = ResolveStrategy(options);
   auto strategy =
-      std::make_unique<Strategy>(spec.Label(), MakeSelector(spec.selector, config, context),
-                                 MakeAggregator(spec.aggregator, spec.mode, config));
+      std::make_unique<Strategy>(spec.Label(), MakeSelector(spec.selector, options, context),
+                                 MakeAggregator(spec.aggregator, spec.mode, options));
   strategy->SetProximalMu(spec.proximal_mu);
   strategy->SetKeepsLocalBatchNorm(spec.aggregator == "fedbn");
-  strategy->SetUpdateNormBound(MakeUpdateNormBound(config));
+  strategy->SetUpdateNormBound(MakeUpdateNormBound(options));
   return strategy;
 }
 

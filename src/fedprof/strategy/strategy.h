@@ -8,13 +8,12 @@
 
 #include "fedprof/aggregation/aggregator.h"
 #include "fedprof/aggregation/robust.h"
+#include "fedprof/config/run_options.h"
 #include "fedprof/profiling/profile.h"
 #include "fedprof/report/metrics.h"
 #include "fedprof/selection/selector.h"
 
 namespace fedprof {
-
-class Config;
 
 // A federated strategy: a Selector (which clients train each round, and
 // everything it keeps of them), an Aggregator (how their results become the
@@ -125,7 +124,7 @@ class Strategy {
 
 AggregationMode ParseAggregationMode(const std::string& name);
 
-// What a config composes: strategy.name is a preset of a selector, an
+// What the options compose: strategy.name is a preset of a selector, an
 // aggregator and a local objective; strategy.selector, strategy.aggregator
 // and train.proximal_mu, when not empty, override the preset's.
 struct StrategySpec {
@@ -141,9 +140,10 @@ struct StrategySpec {
   std::string Label() const;
 };
 
-// The composition `config` asks for. Throws fedprof::Error naming the
-// option for an unknown preset.
-StrategySpec ResolveStrategy(const Config& config);
+// The composition the options ask for (strategy.*, fedprox.mu,
+// train.proximal_mu). Throws fedprof::Error naming the option for an
+// unknown preset.
+StrategySpec ResolveStrategy(const RunOptions& options);
 
 // What some strategies need beyond the config.
 struct StrategyContext {
@@ -152,9 +152,9 @@ struct StrategyContext {
   std::function<Profile(const FlatParams& global, int64_t version)> reference_profile;
 };
 
-// The strategy `config` composes (ResolveStrategy), with the options of its
-// parts from `config`.
-std::unique_ptr<Strategy> MakeStrategy(const Config& config, const StrategyContext& context);
+// The strategy the options compose (ResolveStrategy), its parts configured
+// by their sections (fedprof, afl, clustered, fedadam, robust).
+std::unique_ptr<Strategy> MakeStrategy(const RunOptions& options, const StrategyContext& context);
 
 }  // namespace fedprof
 

@@ -181,6 +181,7 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
   bool tls() const { return !options_.tls_dir.empty(); }
   const std::string& address() const { return address_; }
   int num_clients() const { return options_.num_clients; }
+  const GrpcServerOptions& options() const { return options_; }
 
   // --- The round loop's side -------------------------------------------
 
@@ -289,13 +290,15 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     refusals_.Flush(/*everything=*/true);
   }
 
-  std::vector<Registration> Registrations() const {
+  std::vector<ClientDescription> Describe() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    std::vector<Registration> out(clients_.size());
+    std::vector<ClientDescription> out(clients_.size());
     for (size_t k = 0; k < clients_.size(); ++k) {
       const ClientState& c = clients_[k];
-      out[k] = {c.registered, c.num_samples, c.speed_ghz, c.bandwidth_mhz,
-                c.results > 0 ? c.total_round_s / c.results : 0.0};
+      out[k].size = c.num_samples;
+      out[k].speed_ghz = c.speed_ghz;
+      out[k].bandwidth_mhz = c.bandwidth_mhz;
+      out[k].round_s = c.results > 0 ? c.total_round_s / c.results : 0.0;
     }
     return out;
   }
@@ -760,14 +763,21 @@ void GrpcTransport::Fit(const std::vector<int>& client_ids, const FitInstruction
                         const ResultSink& sink) {
   impl_->Fit(client_ids, instructions, sink);
 }
+void GrpcTransport::Open() {
+  const GrpcServerOptions& o = impl_->options();
+  const int wanted = o.min_clients == 0 ? o.num_clients : std::min(o.min_clients, o.num_clients);
+  LogProgress("fedprof server: listening on " + address() +
+              (o.tls_dir.empty() ? " (INSECURE)" : " (mutual TLS)") + "; waiting for " +
+              std::to_string(wanted) + " of " + std::to_string(o.num_clients) + " clients");
+  WaitForClients(wanted, o.start_timeout_s);
+}
+void GrpcTransport::Close() { Finish(2 * impl_->options().heartbeat_s + 1); }
 void GrpcTransport::WaitForClients(int count, double timeout_s) {
   impl_->WaitForClients(count, timeout_s);
 }
 void GrpcTransport::Finish(double grace_s) { impl_->Finish(grace_s); }
-std::vector<GrpcTransport::Registration> GrpcTransport::Registrations() const {
-  return impl_->Registrations();
-}
-std::string GrpcTransport::SaveClaims() const { return impl_->SaveClaims(); }
-void GrpcTransport::LoadClaims(const std::string& text) { impl_->LoadClaims(text); }
+std::vector<ClientDescription> GrpcTransport::Describe() { return impl_->Describe(); }
+std::string GrpcTransport::SaveState() { return impl_->SaveClaims(); }
+void GrpcTransport::LoadState(const std::string& text) { impl_->LoadClaims(text); }
 
 }  // namespace fedprof

@@ -26,6 +26,10 @@ struct GrpcServerOptions {
   double round_timeout_s = 600;
   size_t chunk_bytes = size_t{1} << 20;
   int64_t max_samples = 1000000;  // largest sample count a client may claim
+  // Open waits for this many registered clients (0: all num_clients), at
+  // most start_timeout_s.
+  int min_clients = 0;
+  double start_timeout_s = 300;
 };
 
 // The server side of the deployment protocol (proto/federation.proto) over
@@ -59,6 +63,12 @@ class GrpcTransport : public Transport {
   void Fit(const std::vector<int>& client_ids, const FitInstructions& instructions,
            const ResultSink& sink) override;
 
+  // Says where it listens and waits for min_clients (WaitForClients).
+  void Open() override;
+  // Tells the clients the run is over and gives them two heartbeats and a
+  // second to hear it (Finish).
+  void Close() override;
+
   // Waits until `count` clients are available; throws fedprof::Error after
   // `timeout_s` naming how many came.
   void WaitForClients(int count, double timeout_s);
@@ -67,21 +77,15 @@ class GrpcTransport : public Transport {
   // `grace_s` for every available client to have heard it.
   void Finish(double grace_s);
 
-  // What each client registered with (clients.csv), by id.
-  struct Registration {
-    bool registered = false;
-    int64_t num_samples = 0;
-    double speed_ghz = 0;
-    double bandwidth_mhz = 0;
-    double mean_round_s = 0;  // measured, over the results it delivered
-  };
-  std::vector<Registration> Registrations() const;
+  // What each client registered with, by id: its sample count and device,
+  // and its mean round time as measured over the results it delivered.
+  std::vector<ClientDescription> Describe() override;
 
   // The sample counts clients claimed, for checkpoints: a client that
   // registers again (after a restart of either side) may not change its
-  // claim. LoadClaims throws fedprof::Error on malformed text.
-  std::string SaveClaims() const;
-  void LoadClaims(const std::string& text);
+  // claim. LoadState throws fedprof::Error on malformed text.
+  std::string SaveState() override;
+  void LoadState(const std::string& text) override;
 
  private:
   class Impl;

@@ -23,14 +23,14 @@ InProcessTransport::InProcessTransport(std::vector<ClientInfo> infos, ClientFact
   if (keep_clients_) kept_.resize(infos_.size());
 }
 
-std::string InProcessTransport::SaveClientStates() const {
+std::string InProcessTransport::SaveState() {
   std::lock_guard<std::mutex> lock(states_mutex_);
   nlohmann::json states = nlohmann::json::object();
   for (const auto& [id, state] : local_states_) states[std::to_string(id)] = EncodeFloats(state);
   return states.dump();
 }
 
-void InProcessTransport::LoadClientStates(const std::string& text) {
+void InProcessTransport::LoadState(const std::string& text) {
   std::lock_guard<std::mutex> lock(states_mutex_);
   local_states_.clear();
   if (text.empty()) return;

@@ -41,10 +41,19 @@ class InProcessTransport : public Transport {
            const ResultSink& sink) override;
 
   // What clients keep between rounds (FedBN's batch-norm values) as one
-  // string for checkpoints, and back; LoadClientStates throws fedprof::Error
-  // when the string does not fit these clients.
-  std::string SaveClientStates() const;
-  void LoadClientStates(const std::string& states);
+  // string for checkpoints, and back; LoadState throws fedprof::Error when
+  // the string does not fit these clients.
+  std::string SaveState() override;
+  void LoadState(const std::string& states) override;
+
+  // clients.csv's rows, when the owner knows more of its clients (data
+  // kinds, devices) than their ClientInfo says.
+  void set_describe(std::function<std::vector<ClientDescription>()> describe) {
+    describe_ = std::move(describe);
+  }
+  std::vector<ClientDescription> Describe() override {
+    return describe_ ? describe_() : Transport::Describe();
+  }
 
  private:
   std::vector<ClientInfo> infos_;
@@ -58,6 +67,7 @@ class InProcessTransport : public Transport {
   std::vector<std::optional<Client>> kept_;  // by id, when keep_clients_
   mutable std::mutex states_mutex_;
   std::map<int, FlatParams> local_states_;  // by id; only clients that keep state
+  std::function<std::vector<ClientDescription>()> describe_;
 };
 
 }  // namespace fedprof

@@ -156,24 +156,24 @@ TEST(InProcessTransportTest, ClientStatesRoundTripAndForeignOnesAreRefused) {
   InProcessTransport transport(
       Infos(3), [](int id) { return Client(id, Blobs(id), DataKind::kClean); },
       /*keep_clients=*/false, [] { return MakeModel(kSpec); }, /*num_threads=*/1);
-  EXPECT_EQ(transport.SaveClientStates(), "{}");
+  EXPECT_EQ(transport.SaveState(), "{}");
   const std::string states =
       "{\"0\":\"" + EncodeFloats({1.5f, -2.0f}) + "\",\"2\":\"" + EncodeFloats({3.0f}) + "\"}";
-  transport.LoadClientStates(states);
-  EXPECT_EQ(transport.SaveClientStates(), states);
-  transport.LoadClientStates("");
-  EXPECT_EQ(transport.SaveClientStates(), "{}") << "empty: no client keeps state";
+  transport.LoadState(states);
+  EXPECT_EQ(transport.SaveState(), states);
+  transport.LoadState("");
+  EXPECT_EQ(transport.SaveState(), "{}") << "empty: no client keeps state";
 
-  ExpectError([&] { transport.LoadClientStates("[1, 2]"); }, "not a JSON object");
-  ExpectError([&] { transport.LoadClientStates("{\"3\": \"\"}"); },
+  ExpectError([&] { transport.LoadState("[1, 2]"); }, "not a JSON object");
+  ExpectError([&] { transport.LoadState("{\"3\": \"\"}"); },
               {"state of client '3'", "the 3 clients"});
-  ExpectError([&] { transport.LoadClientStates("{\"-1\": \"\"}"); }, "state of client '-1'");
-  ExpectError([&] { transport.LoadClientStates("{\"one\": \"\"}"); }, "state of client 'one'");
+  ExpectError([&] { transport.LoadState("{\"-1\": \"\"}"); }, "state of client '-1'");
+  ExpectError([&] { transport.LoadState("{\"one\": \"\"}"); }, "state of client 'one'");
   // Another spelling of an id names no client (it would collapse onto client 1).
-  ExpectError([&] { transport.LoadClientStates("{\"01\": \"\"}"); }, "state of client '01'");
-  ExpectError([&] { transport.LoadClientStates("{\"1abc\": \"\"}"); }, "state of client '1abc'");
-  ExpectError([&] { transport.LoadClientStates("{\"0\": 5}"); }, "client states");
-  ExpectError([&] { transport.LoadClientStates("{\"0\": "); }, "client states");
+  ExpectError([&] { transport.LoadState("{\"01\": \"\"}"); }, "state of client '01'");
+  ExpectError([&] { transport.LoadState("{\"1abc\": \"\"}"); }, "state of client '1abc'");
+  ExpectError([&] { transport.LoadState("{\"0\": 5}"); }, "client states");
+  ExpectError([&] { transport.LoadState("{\"0\": "); }, "client states");
 }
 
 }  // namespace

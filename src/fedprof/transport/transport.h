@@ -17,6 +17,15 @@ struct ClientInfo {
   double expected_time_s = -1;  // a round's expected duration; < 0 when unknown
 };
 
+// One client as clients.csv describes it, client k at index k.
+struct ClientDescription {
+  int64_t size = 0;
+  std::string kind = "unknown";  // data kind: known in simulation only
+  double speed_ghz = 0;          // 0: unknown
+  double bandwidth_mhz = 0;
+  double round_s = 0;  // a round's time: the cost model's (simulation) or the mean measured
+};
+
 // How the server reaches its clients. The round loop talks only to this
 // interface, so it runs the same over in-process clients (simulation),
 // ranks of a torch.distributed job and remote machines over gRPC.
@@ -26,6 +35,26 @@ class Transport {
 
   // Client ids are 0 .. num_clients() - 1; not every id need be reachable.
   virtual int num_clients() const = 0;
+
+  // The round loop opens the transport before its first round and closes it
+  // after its last, once. Open makes the clients reachable (a deployment
+  // waits for enough of them to register, a distributed run for its ranks)
+  // and throws fedprof::Error when they do not come; Close tells them the
+  // run is over. A transport destroyed unclosed (the run failed) releases
+  // its clients as best it can.
+  virtual void Open() {}
+  virtual void Close() {}
+
+  // What the transport's side keeps between rounds, saved with every
+  // checkpoint: simulated clients' local state (FedBN), a deployment's
+  // registered sample counts. LoadState, before Open on a resume, restores
+  // it and throws fedprof::Error when it does not fit.
+  virtual std::string SaveState() { return {}; }
+  virtual void LoadState(const std::string& state) { (void)state; }
+
+  // Every client as clients.csv describes it, asked once the rounds are
+  // done; by default what Available() tells.
+  virtual std::vector<ClientDescription> Describe();
 
   // The clients that can be selected now, in increasing id order. In
   // simulation every client; in a deployment those registered and alive.

@@ -1,4 +1,4 @@
-#include "fedprof/deployment.h"
+#include "fedprof/run/deployment.h"
 
 #include <torch/torch.h>
 
@@ -10,13 +10,10 @@
 #include "fedprof/core/files.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
-#include "fedprof/config/options.h"
 #include "fedprof/data/loaders.h"
 #include "fedprof/models/models.h"
 #include "fedprof/run/run.h"
-#include "fedprof/server/checkpoint.h"
 #include "fedprof/sim/population.h"
-#include "fedprof/strategy/strategy.h"
 #include "fedprof/transport/grpc_client.h"
 #include "fedprof/transport/grpc_server.h"
 
@@ -43,67 +40,38 @@ void CheckSecurity(const std::string& flag, const std::string& address, const st
              " can join as any client and read the model. For loopback experiments only.");
 }
 
-void Serve(const Config& config, const std::string& out_dir, const ServeOptions& serve,
-           ServerState state, bool resume) {
+void Serve(RunStart start, const std::string& out_dir, const ServeOptions& serve) {
   CheckSecurity("--listen", serve.listen, serve.tls_dir, serve.insecure);
-  const TrainTest data = LoadData(config);
-  const Dataset reference = ReferenceSet(config, data, nullptr);
-  const ModelSpec spec = SpecFor(config, data.train);
+  // Every check is made before any client is waited for.
+  const std::unique_ptr<RunPlan> plan = MakePlan(start.config, ClientsLive::kElsewhere);
+  const RunOptions::Deploy& d = plan->options().deploy;
   GrpcServerOptions o;
   o.listen = serve.listen;
   o.tls_dir = serve.tls_dir;
-  o.num_clients = static_cast<int>(config.GetInt("clients.count"));
-  o.model = spec;
-  const std::shared_ptr<Model> initial = InitialModel(config, spec);
-  // Refused before any client is waited for.
-  CheckStrategyFitsModel(*MakeStrategy(config, {o.num_clients, nullptr}), *initial, config);
-  o.num_params = static_cast<int64_t>(Flatten(*initial).size());
-  o.heartbeat_s = config.GetDouble("deploy.heartbeat_s");
-  o.heartbeat_timeout_s = config.GetDouble("deploy.heartbeat_timeout_s");
-  o.round_timeout_s = config.GetDouble("deploy.round_timeout_s");
-  o.chunk_bytes = static_cast<size_t>(config.GetInt("deploy.chunk_kb")) * 1024;
-  o.max_samples = config.GetInt("deploy.max_samples");
+  o.num_clients = plan->num_clients();
+  o.model = plan->spec;
+  o.num_params = plan->num_values;
+  o.heartbeat_s = d.heartbeat_s;
+  o.heartbeat_timeout_s = d.heartbeat_timeout_s;
+  o.round_timeout_s = d.round_timeout_s;
+  o.chunk_bytes = static_cast<size_t>(d.chunk_kb) * 1024;
+  o.max_samples = d.max_samples;
+  o.min_clients = static_cast<int>(std::min<int64_t>(d.min_clients, o.num_clients));
+  o.start_timeout_s = d.start_timeout_s;
   if (o.heartbeat_timeout_s <= o.heartbeat_s) {
     throw Error("deploy.heartbeat_timeout_s: " + std::to_string(o.heartbeat_timeout_s) +
                 " must exceed deploy.heartbeat_s (" + std::to_string(o.heartbeat_s) + ")");
   }
   GrpcTransport transport(o);
-  transport.LoadClaims(state.client_states);
-  const int64_t min_clients = config.GetInt("deploy.min_clients");
-  const int wanted = static_cast<int>(min_clients == 0 ? o.num_clients
-                                                       : std::min<int64_t>(min_clients, o.num_clients));
-  LogProgress("fedprof server: listening on " + transport.address() +
-              (serve.tls_dir.empty() ? " (INSECURE)" : " (mutual TLS)") + "; waiting for " +
-              std::to_string(wanted) + " of " + std::to_string(o.num_clients) + " clients");
-  transport.WaitForClients(wanted, config.GetDouble("deploy.start_timeout_s"));
-
-  ServerOptions so = ServerOptionsFrom(config);
-  so.min_results = static_cast<int>(config.GetInt("deploy.min_results"));
-  so.round_attempts = static_cast<int>(config.GetInt("deploy.round_attempts"));
-  ClientSide clients;
-  clients.rows = [&] {
-    std::vector<ClientRow> rows;
-    for (const GrpcTransport::Registration& r : transport.Registrations()) {
-      ClientRow row;
-      row.size = r.num_samples;
-      row.speed_ghz = r.speed_ghz;
-      row.bandwidth_mhz = r.bandwidth_mhz;
-      row.round_s = r.mean_round_s;
-      rows.push_back(row);
-    }
-    return rows;
-  };
-  clients.save_states = [&] { return transport.SaveClaims(); };
-  RunRounds(config, so, data, reference, out_dir, std::move(state), resume, transport, clients);
-  transport.Finish(2 * o.heartbeat_s + 1);
+  RunRounds(*plan, out_dir, std::move(start.state), start.resume, transport);
 }
 
 // train-images/labels IDX files or train.csv in `dir`.
-Dataset LoadOwnData(const std::string& dir, const Config& config) {
+Dataset LoadOwnData(const std::string& dir, const RunOptions::Data& options) {
   if (FileExists(dir + "/train.csv")) {
     CsvOptions csv;
-    csv.targets = SplitList(config.GetString("data.targets"));
-    csv.classification = config.GetString("data.task") == "classification";
+    csv.targets = SplitList(options.targets);
+    csv.classification = options.task == "classification";
     if (csv.targets.empty()) throw Error("data.targets: CSV data needs at least one target column");
     return LoadCsv(dir + "/train.csv", csv);
   }
@@ -120,37 +88,34 @@ Dataset LoadOwnData(const std::string& dir, const Config& config) {
 }  // namespace
 
 void RunServer(const Config& config, const std::string& out_dir, const ServeOptions& serve) {
-  MakeDirs(out_dir);
-  WriteFileAtomic(out_dir + "/config.toml", config.ToToml());
-  Serve(config, out_dir, serve, ServerState(), /*resume=*/false);
+  Serve(StartRun(config, out_dir), out_dir, serve);
 }
 
 void ResumeServer(const std::string& out_dir, const std::vector<std::string>& overrides,
                   const ServeOptions& serve) {
-  // The config first: the checkpoint must be one of its runs.
-  const Config config = ResumeConfig(out_dir, overrides);
-  ServerState state = LoadCheckpoint(out_dir + "/checkpoint.bin", config.Fingerprint());
-  WriteFileAtomic(out_dir + "/config.toml", config.ToToml());
-  Serve(config, out_dir, serve, std::move(state), /*resume=*/true);
+  Serve(ResumeRun(out_dir, overrides), out_dir, serve);
 }
 
 void RunClient(const Config& config, const ClientOptions& options) {
+  const RunOptions& run = config.options();
   CheckSecurity("--server", options.server, options.tls_dir, options.insecure);
-  if (options.id < 0 || options.id >= config.GetInt("clients.count")) {
+  if (options.id < 0 || options.id >= run.clients.count) {
     throw Error("--id " + std::to_string(options.id) + ": not one of the config's clients 0.." +
-                std::to_string(config.GetInt("clients.count") - 1) + " (clients.count)");
+                std::to_string(run.clients.count - 1) + " (clients.count)");
   }
   // Only this client's data stays in memory.
-  Client client = options.data_dir.empty()
-                      ? Population(LoadData(config).train, config).MakeClient(options.id)
-                      : Client(options.id, LoadOwnData(options.data_dir, config), DataKind::kClean);
+  Client client =
+      options.data_dir.empty()
+          ? Population(LoadData(run.data, static_cast<uint64_t>(run.seed)).train, run)
+                .MakeClient(options.id)
+          : Client(options.id, LoadOwnData(options.data_dir, run.data), DataKind::kClean);
   if (client.num_samples() == 0) throw Error("client " + std::to_string(options.id) + " holds no data");
   at::set_num_threads(1);  // as a simulated client trains: the same numbers
 
   std::shared_ptr<Model> model;
   // The server sends a TorchScript module's hash, never the module: this
   // client builds it from its own copy (model.file), which must hash alike.
-  const std::string& module_file = config.GetString("model.file");
+  const std::string& module_file = run.model.file;
   const std::string module_sha256 = module_file.empty() ? "" : FileSha256Hex(module_file);
   auto prepare = [&](ModelSpec spec, int64_t num_params) {
     const std::string what = spec.name == "torchscript" ? "its TorchScript module" : spec.name;
@@ -196,7 +161,7 @@ void RunClient(const Config& config, const ClientOptions& options) {
   o.bandwidth_mhz = options.bandwidth_mhz;
   o.model_sha256 = module_sha256;
   o.give_up_s = options.give_up_s;
-  o.progress = config.GetBool("report.progress");
+  o.progress = run.report.progress;
   RunGrpcClient(o, prepare, fit);
 }
 

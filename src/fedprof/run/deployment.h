@@ -1,5 +1,5 @@
-#ifndef FEDPROF_DEPLOYMENT_H_
-#define FEDPROF_DEPLOYMENT_H_
+#ifndef FEDPROF_RUN_DEPLOYMENT_H_
+#define FEDPROF_RUN_DEPLOYMENT_H_
 
 // Federated training with the clients on other machines: `fedprof server`
 // and `fedprof client` over gRPC (transport/grpc_server.h,
@@ -54,4 +54,4 @@ void RunClient(const Config& config, const ClientOptions& options);
 
 }  // namespace fedprof
 
-#endif  // FEDPROF_DEPLOYMENT_H_
+#endif  // FEDPROF_RUN_DEPLOYMENT_H_

@@ -1,0 +1,138 @@
+#ifndef FEDPROF_CONFIG_RUN_OPTIONS_H_
+#define FEDPROF_CONFIG_RUN_OPTIONS_H_
+
+// Every option of a run as a typed field, one struct per section of the
+// option table (config/options.cc). Each row of that table is bound to one
+// field here: Config fills them once, validated, and the rooms of the code
+// receive their section, never option names. The values are as a user set
+// them (no defaults here: the table holds them); a room turns its section
+// into whatever it works with. An option that may be left empty is a
+// std::optional.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace fedprof {
+
+struct RunOptions {
+  struct Data {
+    std::string name, dir, emnist_split, train_file, test_file, targets, task;
+    int64_t train_limit = 0, test_limit = 0;
+    double holdout_share = 0;
+  };
+  struct Clients {
+    int64_t count = 0;
+  };
+  struct Partition {
+    std::string kind;
+    double dominant_share = 0, size_mean = 0, size_sd = 0;
+  };
+  struct Quality {
+    double irrelevant = 0, blurred = 0, salt_pepper = 0, gaussian_noise = 0, polluted = 0;
+    std::string irrelevant_source;
+    double blur_sigma = 0, sp_density = 0, noise_sigma = 0, pollute_share = 0;
+  };
+  struct Model {
+    std::string name, file, hidden, profile_layer;
+    double width = 0;
+  };
+  struct Train {
+    int64_t epochs = 0, batch_size = 0;
+    double lr = 0, lr_decay = 0, momentum = 0, weight_decay = 0;
+    std::optional<double> proximal_mu;
+  };
+  struct Strategy {
+    std::string name, selector, aggregator, aggregation;
+    double fraction = 0;
+  };
+  struct FedProf {
+    double alpha = 0;
+    std::string sampling, reference, secure_matching;
+    int64_t reference_client = 0, paillier_bits = 0;
+  };
+  struct FedProx {
+    double mu = 0;
+  };
+  struct FedAdam {
+    double server_lr = 0, beta1 = 0, beta2 = 0, tau = 0;
+  };
+  struct Clustered {
+    int64_t sketch_dim = 0;
+  };
+  struct Afl {
+    double drop_share = 0, temperature = 0, random_share = 0;
+  };
+  struct Robust {
+    double trim_share = 0, max_update_norm = 0;
+    std::optional<int64_t> byzantine;
+    int64_t multi_krum_select = 0;
+    std::string norm_action;
+  };
+  struct Attack {
+    double share = 0, scale = 0;
+    std::string kind;
+  };
+  struct Cost {
+    double speed_mean = 0, speed_sd = 0, bandwidth_mean = 0, bandwidth_sd = 0, snr_db = 0,
+           bits_per_sample = 0, cycles_per_bit = 0, p_trans = 0, p_f = 0, he_cycles_per_unit = 0;
+  };
+  struct Pretrain {
+    std::string architecture;
+    int64_t epochs = 0, batch_size = 0;
+    double lr = 0;
+    bool on_holdout = false;
+  };
+  struct Transfer {
+    std::string source_model, cut, schemes, quantizer, dp_form;
+    int64_t clients = 0, samples_per_client = 0, epochs = 0, head_epochs = 0, patience = 0,
+            batch_size = 0, bits = 0, blocks_per_packet = 0, retransmissions = 0;
+    double fraction = 0, validation_share = 0, lr = 0, momentum = 0, weight_decay = 0,
+           sample_share = 0, keep_ratio = 0, block_loss = 0, dp_noise = 0, dp_clip = 0,
+           dp_delta = 0;
+    bool refit = false;
+  };
+  struct Eval {
+    int64_t every = 0, batch_size = 0, federated_every = 0;
+    double federated_fraction = 0;
+  };
+  struct Report {
+    double target = 0;
+    bool progress = false;
+    int64_t per_client_limit = 0;
+  };
+  struct Deploy {
+    int64_t min_clients = 0, min_results = 0, round_attempts = 0, chunk_kb = 0, max_samples = 0;
+    double start_timeout_s = 0, round_timeout_s = 0, heartbeat_s = 0, heartbeat_timeout_s = 0;
+  };
+  struct Dist {
+    double timeout_s = 0;
+  };
+
+  int64_t seed = 0, rounds = 0, threads = 0;
+  Data data;
+  Clients clients;
+  Partition partition;
+  Quality quality;
+  Model model;
+  Train train;
+  Strategy strategy;
+  FedProf fedprof;
+  FedProx fedprox;
+  FedAdam fedadam;
+  Clustered clustered;
+  Afl afl;
+  Robust robust;
+  Attack attack;
+  Cost cost;
+  Pretrain pretrain;
+  Transfer transfer;
+  Eval eval;
+  Report report;
+  Deploy deploy;
+  Dist dist;
+};
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_CONFIG_RUN_OPTIONS_H_

@@ -1,0 +1,191 @@
+#include "fedprof/run/plan.h"
+
+#include <torch/torch.h>
+
+#include <cstdlib>
+
+#include "fedprof/config/options.h"
+#include "fedprof/core/error.h"
+#include "fedprof/core/files.h"
+#include "fedprof/core/hash.h"
+#include "fedprof/core/rng.h"
+#include "fedprof/core/text.h"
+#include "fedprof/profiling/profiler.h"
+#include "fedprof/server/checkpoint.h"
+
+namespace fedprof {
+namespace {
+
+std::vector<int64_t> ParseWidths(const std::string& s) {
+  std::vector<int64_t> out;
+  for (const std::string& item : Split(s, ',')) {
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v <= 0) {
+      throw Error("model.hidden: '" + s + "' is not a comma-separated list of positive widths");
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelSpec SpecFor(const RunOptions::Model& options, const Dataset& data) {
+  ModelSpec spec;
+  spec.name = options.name;
+  spec.file = options.file;
+  if (!spec.file.empty()) {
+    spec.name = "torchscript";
+    if (!FileExists(spec.file)) throw Error("model.file " + spec.file + ": no such file");
+    spec.file_sha256 = FileSha256Hex(spec.file);
+  }
+  spec.input_shape = data.x.sizes().slice(1).vec();
+  spec.outputs = data.is_regression() ? data.y.size(1) : data.num_classes;
+  spec.hidden = ParseWidths(options.hidden);
+  spec.profile_layer = options.profile_layer;
+  spec.width = options.width;
+  return spec;
+}
+
+std::shared_ptr<Model> InitialModel(int64_t seed, const ModelSpec& spec) {
+  torch::manual_seed(Mix64(static_cast<uint64_t>(seed) ^ static_cast<uint64_t>(Stream::kModelInit)));
+  return MakeModel(spec);
+}
+
+void CheckStrategyFitsModel(const Strategy& strategy, const Model& model,
+                            const RunOptions::Model& options) {
+  const std::string model_name =
+      options.file.empty() ? "model " + options.name : "model.file " + options.file;
+  if (strategy.KeepsLocalBatchNorm() && !HasBatchNorm(model)) {
+    throw Error("strategy " + strategy.name() + " keeps each client's batch-norm layers local "
+                "(strategy.aggregator = fedbn), but " + model_name + " has none; use a model with "
+                "batch norm (cnn, shufflenet_v2, resnet18, or a model.file with BatchNorm layers)");
+  }
+  if (strategy.WantedReports().profile && model.profiled_layer().empty()) {
+    throw Error("strategy " + strategy.name() + " selects clients by their profiles "
+                "(strategy.selector = fedprof): " + model.why_not_profileable());
+  }
+}
+
+int64_t ProfiledUnits(Model& model, const Dataset& data) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  torch::Tensor rep;
+  model.Forward(data.x.narrow(0, 0, 1), &rep);
+  return rep.size(1);
+}
+
+Dataset ReferenceSet(const RunOptions::FedProf& options, const TrainTest& data,
+                     const Population* population) {
+  if (options.reference == "test") return data.test;
+  if (options.reference == "client") {
+    if (population == nullptr) {
+      throw Error("fedprof.reference: 'client' needs the clients' data in this process; a "
+                  "deployment takes 'holdout' or 'test'");
+    }
+    const int64_t id = options.reference_client;
+    if (id >= population->size()) {
+      throw Error("fedprof.reference_client: " + std::to_string(id) +
+                  " is not a client; expected < " + std::to_string(population->size()));
+    }
+    return population->MakeClient(static_cast<int>(id)).data();
+  }
+  return data.holdout;
+}
+
+ServerOptions ServerOptionsFrom(const RunOptions& options, ClientsLive where) {
+  ServerOptions so;
+  so.rounds = options.rounds;
+  so.fraction = options.strategy.fraction;
+  so.train.epochs = static_cast<int>(options.train.epochs);
+  so.train.batch_size = options.train.batch_size;
+  so.train.lr = options.train.lr;
+  so.train.momentum = options.train.momentum;
+  so.train.weight_decay = options.train.weight_decay;
+  so.lr_decay = options.train.lr_decay;
+  so.seed = static_cast<uint64_t>(options.seed);
+  so.eval_every = options.eval.every;
+  so.eval_batch_size = options.eval.batch_size;
+  so.federated_eval_every = options.eval.federated_every;
+  so.federated_eval_fraction = options.eval.federated_fraction;
+  so.progress = options.report.progress;
+  so.min_results = 0;
+  if (where == ClientsLive::kElsewhere) {
+    so.min_results = static_cast<int>(options.deploy.min_results);
+    so.round_attempts = static_cast<int>(options.deploy.round_attempts);
+  }
+  return so;
+}
+
+std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where) {
+  const RunOptions& o = config.options();
+  return MakePlan(config, where, LoadData(o.data, static_cast<uint64_t>(o.seed)));
+}
+
+std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, TrainTest data) {
+  auto owned = std::make_unique<RunPlan>();
+  RunPlan& plan = *owned;
+  plan.config = config;
+  const RunOptions& o = plan.config.options();
+  plan.data = std::move(data);
+  if (where == ClientsLive::kHere) plan.population = std::make_unique<Population>(plan.data.train, o);
+  plan.spec = SpecFor(o.model, plan.data.train.size() > 0 ? plan.data.train : plan.data.test);
+  plan.initial_model = InitialModel(o.seed, plan.spec);
+  plan.num_params = CountParameters(*plan.initial_model);
+  plan.num_values = static_cast<int64_t>(Flatten(*plan.initial_model).size());
+
+  const ModelSpec spec = plan.spec;
+  plan.server_models = std::make_unique<ModelReplicas>([spec] { return MakeModel(spec); },
+                                                       static_cast<int>(o.threads));
+  StrategyContext context;
+  context.num_clients = plan.num_clients();
+  ModelReplicas* server_models = plan.server_models.get();  // owned by the plan, as is `reference`
+  const Dataset* reference = &plan.reference;
+  context.reference_profile = [server_models, reference](const FlatParams& global, int64_t version) {
+    server_models->Load(global);
+    return ComputeProfile(*server_models, *reference, version);
+  };
+  plan.strategy = MakeStrategy(o, context);
+  CheckStrategyFitsModel(*plan.strategy, *plan.initial_model, o.model);
+  if (plan.strategy->WantedReports().profile) {
+    plan.reference = ReferenceSet(o.fedprof, plan.data, plan.population.get());
+    if (plan.reference.size() == 0) {
+      throw Error("fedprof.reference: 'holdout' needs data.holdout_share > 0 (or use test|client)");
+    }
+  }
+  plan.rounds = ServerOptionsFrom(o, where);
+  return owned;
+}
+
+Config ResumeConfig(const std::string& out_dir, const std::vector<std::string>& overrides) {
+  Config config;
+  config.MergeTomlFile(out_dir + "/config.toml");
+  for (const std::string& assignment : overrides) {
+    const std::string key = assignment.substr(0, assignment.find('='));
+    if (!MayChangeOnResume(key)) {
+      throw Error("--set " + key + ": cannot change on --resume (only " + ResumableOptionsList() +
+                  "); start a new run instead");
+    }
+    config.SetAssignment(assignment);
+  }
+  return config;
+}
+
+RunStart StartRun(const Config& config, const std::string& out_dir) {
+  MakeDirs(out_dir);
+  WriteFileAtomic(out_dir + "/config.toml", config.ToToml());
+  return {config, ServerState(), /*resume=*/false};
+}
+
+RunStart ResumeRun(const std::string& out_dir, const std::vector<std::string>& overrides) {
+  // The config first: the checkpoint must be one of its runs.
+  RunStart start;
+  start.config = ResumeConfig(out_dir, overrides);
+  start.state = LoadCheckpoint(out_dir + "/checkpoint.bin", start.config.Fingerprint());
+  start.resume = true;
+  WriteFileAtomic(out_dir + "/config.toml", start.config.ToToml());
+  return start;
+}
+
+}  // namespace fedprof
