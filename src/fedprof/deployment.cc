@@ -143,7 +143,7 @@ void RunClient(const Config& config, const ClientOptions& options) {
   // Only this client's data stays in memory.
   Client client = options.data_dir.empty()
                       ? Population(LoadData(config).train, config).MakeClient(options.id)
-                      : Client(options.id, LoadOwnData(options.data_dir, config), DataKind::kClean);
+                      : Client(options.id, LoadOwnData(options.data_dir, config));
   if (client.num_samples() == 0) throw Error("client " + std::to_string(options.id) + " holds no data");
   at::set_num_threads(1);  // as a simulated client trains: the same numbers
 
