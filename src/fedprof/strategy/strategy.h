@@ -16,6 +16,16 @@ namespace fedprof {
 
 class Config;
 
+// What the server fixes for one call's instructions; the strategy fills in
+// the rest for each client (what to report, the local objective).
+struct TaskSetup {
+  int64_t round = 0;
+  std::shared_ptr<const FlatParams> global;  // θ, shared by every client's instructions
+  int64_t model_version = 0;
+  TrainOptions train;  // the round's (learning rate decayed)
+  uint64_t seed = 0;
+};
+
 // A federated strategy: a Selector (which clients train each round, and
 // everything it keeps of them), an Aggregator (how their results become the
 // next global model) and what clients do locally (FedProx's proximal term,
@@ -27,20 +37,10 @@ class Config;
 // OnGlobalModel(global, round) on resume); then per round: ConfigureReports
 // for the available clients that HasReport says lack a report (before round
 // 1: everyone) and Observe for their reports, ConfigureFit, CheckResult,
-// BoundUpdate and Observe for each
-// result as it arrives (results that fail CheckResult or BoundUpdate are not
-// observed), AggregateFit, OnGlobalModel(next, round), LastScores and
-// SaveState. The client-facing hooks are the selector's (selection/selector.h).
-// What the server fixes for one call's instructions; the strategy fills in
-// the rest for each client (what to report, the local objective).
-struct TaskSetup {
-  int64_t round = 0;
-  std::shared_ptr<const FlatParams> global;  // θ, shared by every client's instructions
-  int64_t model_version = 0;
-  TrainOptions train;  // the round's (learning rate decayed)
-  uint64_t seed = 0;
-};
-
+// BoundUpdate and Observe for each result as it arrives (results that fail
+// CheckResult or BoundUpdate are not observed), AggregateFit,
+// OnGlobalModel(next, round), LastScores and SaveState. The client-facing
+// hooks are the selector's (selection/selector.h).
 class Strategy {
  public:
   using Reports = Selector::Reports;
