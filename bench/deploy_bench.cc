@@ -27,7 +27,9 @@ double Round(fedprof::GrpcTransport& server, const std::vector<int>& ids,
              const fedprof::FitInstructions& ins) {
   const auto start = std::chrono::steady_clock::now();
   size_t ok = 0;
-  server.Fit(ids, ins, [&](size_t, fedprof::FitResult&& r) {
+  std::vector<fedprof::ClientInstructions> tasks;
+  for (int id : ids) tasks.push_back({id, ins});
+  server.Fit(tasks, [&](size_t, fedprof::FitResult&& r) {
     ok += r.ok ? 1 : 0;
     return std::string();
   });

@@ -82,7 +82,7 @@ double SimulatorRound(const fedprof::Dataset& data, const fedprof::Dataset& test
   auto make_client = [&](int k) {
     std::vector<int64_t> idx(per);
     for (int64_t i = 0; i < per; ++i) idx[i] = k * per + i;
-    return fedprof::Client(k, fedprof::Subset(data, idx), fedprof::DataKind::kClean);
+    return fedprof::Client(k, fedprof::Subset(data, idx));
   };
   torch::manual_seed(0);
   auto eval_model = fedprof::MakeModel(kSpec);

@@ -62,7 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         ToWire(ins, h.task_id(), h.num_params(), &back);
         const FitInstructions again = FromWire(back);
         FUZZ_CHECK(again.round == ins.round && again.seed == ins.seed &&
-                       again.sketch_dim == ins.sketch_dim &&
+                       again.report.sketch_dim == ins.report.sketch_dim &&
                        again.train.batch_size == ins.train.batch_size,
                    "task header did not round-trip");
         return;

@@ -309,7 +309,7 @@ std::vector<Client> BlobClients(int n, int attackers, const Attack& attack, uint
   torch::manual_seed(seed);
   std::vector<Client> clients;
   for (int k = 0; k < n; ++k) {
-    clients.emplace_back(k, testing_support::DrawBlobs(30), DataKind::kClean);
+    clients.emplace_back(k, testing_support::DrawBlobs(30));
     if (k < attackers) clients.back().set_attack(attack);
   }
   return clients;

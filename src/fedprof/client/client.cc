@@ -5,148 +5,49 @@
 #include <chrono>
 #include <cmath>
 
-#include "fedprof/core/rng.h"
+#include "fedprof/client/local_state.h"
+#include "fedprof/client/local_training.h"
+#include "fedprof/client/packaging.h"
+#include "fedprof/client/reports.h"
 #include "fedprof/models/models.h"
 #include "fedprof/models/replicas.h"
-#include "fedprof/privacy/secure_matching.h"
-#include "fedprof/profiling/profiler.h"
-#include "fedprof/protocol/sketch.h"
 
 namespace fedprof {
 
-Client::Client(int id, Dataset data, DataKind kind) : id_(id), data_(std::move(data)), kind_(kind) {}
+Client::Client(int id, Dataset data) : id_(id), data_(std::move(data)) {}
+
+FitResult Client::Fit(const FitInstructions& ins, Model& model, bool model_holds_global) {
+  const auto fit_start = std::chrono::steady_clock::now();
+  FitResult result;
+  result.client_id = id_;
+  result.num_samples = data_.size();
+  const TrainingStart start =
+      ins.objective.keep_local_batch_norm
+          ? StartOfTraining(ins.objective, LayoutOf(model), local_batch_norm_, *ins.global)
+          : TrainingStart();
+  if ((!start.from_own || NeedsReceivedModel(ins.report)) && !model_holds_global) {
+    Unflatten(*ins.global, model);
+  }
+  MakeReports(ins.report, ins.model_version, model, data_, &result);
+  if (start.from_own) Unflatten(start.own, model);
+  result.ok = true;
+  if (ins.train.epochs > 0) {
+    result.train_loss =
+        TrainLocally(ins.train, ins.objective, {ins.seed, ins.round, id_}, data_, model);
+    FlatParams trained = Flatten(model);
+    if (!start.batch_norm.empty()) local_batch_norm_ = LocalStateAfter(start, trained);
+    PackageUpdate(ins.report, attack_, start.Params(*ins.global), std::move(trained), &result);
+  }
+  result.cost.time_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - fit_start).count();
+  return result;
+}
 
 namespace {
 
 namespace F = torch::nn::functional;
 
-torch::Tensor Loss(const torch::Tensor& output, const torch::Tensor& target, bool regression) {
-  return regression ? F::mse_loss(output, target) : F::cross_entropy(output, target);
-}
-
 }  // namespace
-
-FitResult Client::Fit(const FitInstructions& ins, Model& model, bool model_holds_global) {
-  using Clock = std::chrono::steady_clock;
-  const auto fit_start = Clock::now();
-  auto seconds_since = [](Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-  };
-  FitResult result;
-  result.client_id = id_;
-  result.num_samples = data_.size();
-  ParamLayout layout;
-  std::vector<const ParamLayout::Entry*> batch_norm;
-  if (ins.keep_local_batch_norm) {
-    layout = LayoutOf(model);
-    for (const auto& e : layout.entries) {
-      if (e.is_batch_norm) batch_norm.push_back(&e);
-    }
-  }
-  // FedBN: training starts from θ with this client's own batch norm.
-  const bool own_batch_norm = !batch_norm.empty() && !local_batch_norm_.empty();
-  FlatParams with_own;
-  if (own_batch_norm) {
-    with_own = *ins.global;
-    size_t at = 0;
-    for (const auto* e : batch_norm) {
-      std::copy_n(local_batch_norm_.begin() + at, e->size, with_own.begin() + e->offset);
-      at += e->size;
-    }
-  }
-  // Reports are of θ as the server sent it: FedProf matches the profile
-  // with its reference profile of θ, AFL values the received model.
-  const bool reports = ins.profile || ins.report_loss;
-  if ((!own_batch_norm || reports) && !model_holds_global) Unflatten(*ins.global, model);
-  if (ins.profile) {
-    const auto profiling = Clock::now();
-    result.profile = ComputeProfile(model, data_, ins.model_version);
-    if (ins.secure_reference) {
-      // Only Enc(q·div) leaves the client; the server never sees the profile.
-      const PaillierPublicKey key = PaillierPublicKey::Parse(*ins.public_key);
-      result.encrypted_divergence = EncryptedDivergence(
-          key, SecureReference::Parse(*ins.secure_reference, key), *result.profile);
-      result.profile.reset();
-    }
-    result.cost.profiling_time_s = seconds_since(profiling);
-  }
-  if (ins.report_loss || ins.evaluate) {
-    ModelReplicas single(model);
-    const EvalResult e = Evaluate(single, data_);
-    if (ins.report_loss) result.pre_train_loss = e.loss;
-    if (ins.evaluate) {
-      result.eval_samples = e.samples;
-      result.eval_correct = e.correct;
-      result.eval_loss = e.loss;
-    }
-  }
-  if (own_batch_norm) Unflatten(with_own, model);
-  result.ok = true;
-  if (ins.train.epochs <= 0) {  // a report only
-    result.cost.time_s = seconds_since(fit_start);
-    return result;
-  }
-  // FedProx's anchor: the parameters training starts from (the received
-  // global ones; under FedBN with the client's batch norm).
-  std::vector<torch::Tensor> anchor;
-  if (ins.prox_mu > 0) {
-    for (const auto& p : model.parameters()) anchor.push_back(p.detach().clone());
-  }
-  model.train();
-  torch::optim::SGD optimizer(model.parameters(),
-                              torch::optim::SGDOptions(ins.train.lr)
-                                  .momentum(ins.train.momentum)
-                                  .weight_decay(ins.train.weight_decay));
-  const int64_t n = data_.size();
-  const int64_t batch = std::max<int64_t>(1, std::min(ins.train.batch_size, n));
-  const bool regression = data_.is_regression();
-  double epoch_loss = 0;
-  for (int epoch = 0; epoch < ins.train.epochs; ++epoch) {
-    Rng rng = MakeRng(ins.seed, Stream::kLocalTraining,
-                      {static_cast<uint64_t>(ins.round), static_cast<uint64_t>(id_),
-                       static_cast<uint64_t>(epoch)});
-    const std::vector<int64_t> order = Permutation(rng, n);
-    const torch::Tensor order_t = torch::from_blob(const_cast<int64_t*>(order.data()), {n},
-                                                   torch::kLong);
-    double loss_sum = 0;
-    for (int64_t start = 0; start < n; start += batch) {
-      const int64_t len = std::min(batch, n - start);
-      const torch::Tensor idx = order_t.narrow(0, start, len);
-      const torch::Tensor x = data_.x.index_select(0, idx);
-      const torch::Tensor y = data_.y.index_select(0, idx);
-      optimizer.zero_grad();
-      const torch::Tensor loss = Loss(model.Forward(x), y, regression);
-      torch::Tensor objective = loss;
-      if (!anchor.empty()) {
-        torch::Tensor prox = torch::zeros({}, torch::kFloat);
-        const auto params = model.parameters();
-        for (size_t i = 0; i < params.size(); ++i) prox = prox + (params[i] - anchor[i]).pow(2).sum();
-        objective = loss + 0.5 * ins.prox_mu * prox;
-      }
-      objective.backward();
-      optimizer.step();
-      loss_sum += loss.item<double>() * static_cast<double>(len);
-    }
-    epoch_loss = loss_sum / static_cast<double>(n);
-  }
-  result.train_loss = epoch_loss;
-  result.params = Flatten(model);
-  if (!batch_norm.empty()) {
-    local_batch_norm_.clear();
-    for (const auto* e : batch_norm) {
-      local_batch_norm_.insert(local_batch_norm_.end(), result.params.begin() + e->offset,
-                               result.params.begin() + e->offset + e->size);
-    }
-  }
-  // The update is what training changed: from θ, or under FedBN from θ
-  // with the client's batch norm. An attacker keeps its honest batch norm
-  // and poisons what it sends, its sketch included.
-  const FlatParams& start = own_batch_norm ? with_own : *ins.global;
-  ApplyAttack(attack_, start, &result.params);
-  if (ins.sketch_dim > 0) result.sketch = UpdateSketch(result.params, start, ins.sketch_dim);
-  result.cost.time_s = seconds_since(fit_start);
-  return result;
-}
 
 EvalResult Evaluate(ModelReplicas& replicas, const Dataset& data, int64_t batch_size) {
   torch::NoGradGuard no_grad;

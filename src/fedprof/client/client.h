@@ -9,7 +9,6 @@
 #include "fedprof/client/attack.h"
 #include "fedprof/core/params.h"
 #include "fedprof/data/dataset.h"
-#include "fedprof/data/quality.h"
 #include "fedprof/protocol/messages.h"
 
 namespace fedprof {
@@ -29,24 +28,22 @@ struct EvalResult {
 // concurrently, each on its own model instance.
 class Client {
  public:
-  Client(int id, Dataset data, DataKind kind);
+  Client(int id, Dataset data);
 
   int id() const { return id_; }
   const Dataset& data() const { return data_; }
-  DataKind kind() const { return kind_; }
   int64_t num_samples() const { return data_.size(); }
 
-  // Loads the global model into `model` (scratch owned by the caller),
-  // profiles the local data and/or reports the model's loss on it if asked,
-  // and runs E epochs of mini-batch SGD with momentum; batch order comes
-  // from (seed, round, client, epoch) alone. Under FedBN training starts
-  // from the global model with this client's batch-norm values, while
-  // reports are always of the global model as received. With E = 0 it only
-  // reports and returns no model (`model` is left as training would start).
-  // The result's cost is the measured wall time (a simulation replaces it
-  // with the cost model's). `model_holds_global` says `model` already holds
-  // *instructions.global (a worker that just reported for another client),
-  // which saves loading it again.
+  // One task, in four steps (each in its own file here): the local state
+  // (where training starts: θ, or under FedBN θ with this client's batch
+  // norm; local_state.h), the reports asked for, always of θ as received
+  // (reports.h), local training (local_training.h) and packaging what is
+  // sent (packaging.h). `model` is scratch owned by the caller. With
+  // train.epochs = 0 it only reports and returns no model (`model` is left
+  // as training would start). The result's cost is the measured wall time
+  // (a simulation replaces it with the cost model's). `model_holds_global`
+  // says `model` already holds *instructions.global (a worker that just
+  // reported for another client), which saves loading it again.
   FitResult Fit(const FitInstructions& instructions, Model& model, bool model_holds_global = false);
 
   // A simulated attacker (client/attack.h) trains honestly, then returns
@@ -61,7 +58,6 @@ class Client {
  private:
   int id_;
   Dataset data_;
-  DataKind kind_;
   Attack attack_;
   FlatParams local_batch_norm_;  // batch-norm entries in layout order; empty until kept
 };

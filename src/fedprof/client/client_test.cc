@@ -21,7 +21,7 @@ const ModelSpec kMlp{"mlp", {4}, 2, {8}, ""};
 // 24 samples of two Gaussian blobs in 4 dimensions.
 Client BlobClient(int id = 3) {
   torch::manual_seed(21);
-  return Client(id, testing_support::DrawBlobs(24), DataKind::kClean);
+  return Client(id, testing_support::DrawBlobs(24));
 }
 
 FitInstructions Instructions(const ModelSpec& spec = kMlp) {
@@ -55,7 +55,7 @@ TEST(ClientTest, AReportReturnsNoModelAndWhatWasAskedFor) {
   FitInstructions ins = Instructions();
   ins.train.epochs = 0;
 
-  ins.profile = true;
+  ins.report.profile = true;
   const FitResult profiled = FitOnFreshModel(client, ins);
   EXPECT_TRUE(profiled.ok);
   EXPECT_EQ(profiled.client_id, 3);
@@ -73,8 +73,8 @@ TEST(ClientTest, AReportReturnsNoModelAndWhatWasAskedFor) {
   EXPECT_EQ(profiled.profile->mean, expected.mean);
   EXPECT_EQ(profiled.profile->var, expected.var);
 
-  ins.profile = false;
-  ins.report_loss = true;
+  ins.report.profile = false;
+  ins.report.loss = true;
   const FitResult valued = FitOnFreshModel(client, ins);
   EXPECT_TRUE(valued.ok);
   EXPECT_FALSE(valued.profile.has_value());
@@ -87,8 +87,8 @@ TEST(ClientTest, AReportReturnsNoModelAndWhatWasAskedFor) {
 TEST(ClientTest, TrainingReturnsAChangedModelOfTheGlobalsSize) {
   Client client = BlobClient();
   FitInstructions ins = Instructions();
-  ins.report_loss = true;
-  ins.sketch_dim = 16;
+  ins.report.loss = true;
+  ins.report.sketch_dim = 16;
   const FitResult r = FitOnFreshModel(client, ins);
   ASSERT_TRUE(r.ok) << r.error;
   ASSERT_EQ(r.params.size(), ins.global->size());
@@ -126,12 +126,12 @@ TEST(ClientTest, ProximalTermPullsTowardsTheGlobalModel) {
   FitInstructions ins = Instructions();
   ins.train.epochs = 4;
   const FitResult plain = FitOnFreshModel(client, ins);
-  ins.prox_mu = 0;
+  ins.objective.prox_mu = 0;
   EXPECT_EQ(FitOnFreshModel(client, ins).params, plain.params) << "mu = 0 is FedAvg";
-  ins.prox_mu = 1.0;
+  ins.objective.prox_mu = 1.0;
   const FitResult prox = FitOnFreshModel(client, ins);
   EXPECT_NE(prox.params, plain.params);
-  ins.prox_mu = 50.0;
+  ins.objective.prox_mu = 50.0;
   const FitResult strong = FitOnFreshModel(client, ins);
   const double d_plain = Distance(plain.params, *ins.global);
   const double d_prox = Distance(prox.params, *ins.global);
@@ -148,10 +148,10 @@ TEST(ClientTest, FedBnKeepsTheClientsBatchNorm) {
   d.y = torch::randint(0, 2, {12}, torch::kLong);
   d.x = torch::rand({12, 1, 4, 4}) + d.y.view({12, 1, 1, 1}).to(torch::kFloat);
   d.num_classes = 2;
-  Client client(0, std::move(d), DataKind::kClean);
+  Client client(0, std::move(d));
   FitInstructions ins = Instructions(cnn);
   ins.train.epochs = 1;
-  ins.keep_local_batch_norm = true;
+  ins.objective.keep_local_batch_norm = true;
   EXPECT_TRUE(client.local_state().empty());
   const FitResult first = FitOnFreshModel(client, ins, cnn);
   ASSERT_TRUE(first.ok) << first.error;
@@ -169,7 +169,7 @@ TEST(ClientTest, FedBnKeepsTheClientsBatchNorm) {
 
   // Next round from the same θ: training starts from θ with those values,
   // so the result differs from a client without kept state.
-  Client fresh(client.id(), client.data(), DataKind::kClean);
+  Client fresh(client.id(), client.data());
   const FitResult second = FitOnFreshModel(client, ins, cnn);
   const FitResult from_global = FitOnFreshModel(fresh, ins, cnn);
   EXPECT_EQ(from_global.params, first.params);

@@ -194,26 +194,74 @@ int DistributedTransport::num_clients() const { return local_.num_clients(); }
 
 std::vector<ClientInfo> DistributedTransport::Available() { return local_.Available(); }
 
-void DistributedTransport::Fit(const std::vector<int>& client_ids, const FitInstructions& ins,
+namespace {
+
+// Whether two clients of one call are told exactly the same (shared parts
+// compared by identity: the same θ, the same encrypted reference).
+bool SameInstructions(const FitInstructions& a, const FitInstructions& b) {
+  const ReportRequest &ra = a.report, &rb = b.report;
+  const TrainOptions &ta = a.train, &tb = b.train;
+  return a.round == b.round && a.global == b.global && a.model_version == b.model_version &&
+         ra.profile == rb.profile && ra.loss == rb.loss && ra.evaluate == rb.evaluate &&
+         ra.sketch_dim == rb.sketch_dim && ra.public_key == rb.public_key &&
+         ra.secure_reference == rb.secure_reference &&
+         a.objective.prox_mu == b.objective.prox_mu &&
+         a.objective.keep_local_batch_norm == b.objective.keep_local_batch_norm &&
+         ta.epochs == tb.epochs && ta.batch_size == tb.batch_size && ta.lr == tb.lr &&
+         ta.momentum == tb.momentum && ta.weight_decay == tb.weight_decay && a.seed == b.seed;
+}
+
+}  // namespace
+
+void DistributedTransport::Fit(const std::vector<ClientInstructions>& tasks,
                                const ResultSink& sink) {
-  if (ins.train.epochs > 0 && ins.round != last_training_round_) {
-    last_training_round_ = ins.round;
+  if (tasks.empty()) return;
+  // Rounds trained, for Close's traffic line (reports and evaluations train nothing).
+  const FitInstructions& first = tasks.front().instructions;
+  if (first.train.epochs > 0 && first.round != last_training_round_) {
+    last_training_round_ = first.round;
     ++training_rounds_;
   }
   const int world = group_.size();
-  const std::vector<int> rank_of = AssignRanks(client_ids, ins.keep_local_batch_norm, world, sizes_);
-  std::vector<std::vector<int32_t>> share(world);
-  std::unordered_map<int, size_t> index_of;
-  for (size_t i = 0; i < client_ids.size(); ++i) {
-    share[rank_of[i]].push_back(client_ids[i]);
-    index_of[client_ids[i]] = i;
+  std::vector<int> client_ids;
+  bool keeps_state = false;
+  for (const ClientInstructions& t : tasks) {
+    client_ids.push_back(t.client_id);
+    keeps_state = keeps_state || t.instructions.objective.keep_local_batch_norm;
   }
-  if (ins.keep_local_batch_norm) may_keep_states_ = true;
+  const std::vector<int> rank_of = AssignRanks(client_ids, keeps_state, world, sizes_);
+  if (keeps_state) may_keep_states_ = true;
   const int64_t task_id = ++task_id_;
-  pb::TaskHeader header;
-  ToWire(ins, task_id, static_cast<int64_t>(ins.global->size()), &header);
-  RankMessage task = Message(kFit, 0, header.SerializeAsString());
-  task.floats = ins.global;
+  // Clients told the same share one FIT message per rank: one header, θ
+  // sent as the one shared copy.
+  std::vector<size_t> kinds;  // index in `tasks` of each distinct instructions
+  std::vector<size_t> kind_of(tasks.size());
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    size_t k = 0;
+    while (k < kinds.size() && !SameInstructions(tasks[kinds[k]].instructions, tasks[i].instructions)) {
+      ++k;
+    }
+    if (k == kinds.size()) kinds.push_back(i);
+    kind_of[i] = k;
+  }
+  std::vector<RankMessage> messages;
+  for (size_t i : kinds) {
+    const FitInstructions& ins = tasks[i].instructions;
+    pb::TaskHeader header;
+    ToWire(ins, task_id, static_cast<int64_t>(ins.global->size()), &header);
+    messages.push_back(Message(kFit, 0, header.SerializeAsString()));
+    messages.back().floats = ins.global;
+  }
+  // share[rank][kind]: the ids that rank trains under those instructions.
+  std::vector<std::vector<std::vector<int32_t>>> share(
+      world, std::vector<std::vector<int32_t>>(kinds.size()));
+  std::vector<ClientInstructions> local;  // rank 0's share
+  std::unordered_map<int, size_t> index_of;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    share[rank_of[i]][kind_of[i]].push_back(tasks[i].client_id);
+    if (rank_of[i] == 0) local.push_back(tasks[i]);
+    index_of[tasks[i].client_id] = i;
+  }
 
   std::mutex sink_mutex;
   auto deliver = [&](FitResult&& r) {
@@ -223,29 +271,31 @@ void DistributedTransport::Fit(const std::vector<int>& client_ids, const FitInst
   FirstFailure failure;
   std::vector<std::thread> threads;
   for (int r = 1; r < world; ++r) {
-    if (share[r].empty()) continue;
     threads.emplace_back([&, r] {
       try {
-        RankMessage mine = task;
-        mine.ids = share[r];
-        group_.Send(r, mine);
-        std::set<int> pending(share[r].begin(), share[r].end());
-        while (!pending.empty()) {
-          const RankMessage m = group_.Recv(r);
-          Expect(m, r, kResult);
-          pb::ResultHeader rh;
-          if (!rh.ParseFromString(m.bytes)) throw RankError(r, Rank(r) + " sent a malformed result");
-          FitResult result = FromWire(rh);
-          const int64_t values = m.floats ? static_cast<int64_t>(m.floats->size()) : 0;
-          if (rh.task_id() != task_id || pending.erase(result.client_id) == 0 ||
-              values != rh.num_params()) {
-            throw RankError(r, Rank(r) + " sent a result (client " +
-                                   std::to_string(result.client_id) + ", task " +
-                                   std::to_string(rh.task_id()) +
-                                   ") that is not one it owes for task " + std::to_string(task_id));
+        for (size_t k = 0; k < kinds.size(); ++k) {
+          if (share[r][k].empty()) continue;
+          RankMessage mine = messages[k];
+          mine.ids = share[r][k];
+          group_.Send(r, mine);
+          std::set<int> pending(share[r][k].begin(), share[r][k].end());
+          while (!pending.empty()) {
+            const RankMessage m = group_.Recv(r);
+            Expect(m, r, kResult);
+            pb::ResultHeader rh;
+            if (!rh.ParseFromString(m.bytes)) throw RankError(r, Rank(r) + " sent a malformed result");
+            FitResult result = FromWire(rh);
+            const int64_t values = m.floats ? static_cast<int64_t>(m.floats->size()) : 0;
+            if (rh.task_id() != task_id || pending.erase(result.client_id) == 0 ||
+                values != rh.num_params()) {
+              throw RankError(r, Rank(r) + " sent a result (client " +
+                                     std::to_string(result.client_id) + ", task " +
+                                     std::to_string(rh.task_id()) +
+                                     ") that is not one it owes for task " + std::to_string(task_id));
+            }
+            if (m.floats) result.params = *m.floats;
+            deliver(std::move(result));
           }
-          if (m.floats) result.params = *m.floats;
-          deliver(std::move(result));
         }
       } catch (const RankError&) {
         failure.Record(std::current_exception());
@@ -257,16 +307,17 @@ void DistributedTransport::Fit(const std::vector<int>& client_ids, const FitInst
   }
   // Rank 0's share, trained while the other ranks' results arrive.
   try {
-    if (!share[0].empty()) {
-      const std::vector<int> mine(share[0].begin(), share[0].end());
-      local_.Fit(mine, ins, [&](size_t, FitResult&& r) { return deliver(std::move(r)); });
+    if (!local.empty()) {
+      local_.Fit(local, [&](size_t, FitResult&& r) { return deliver(std::move(r)); });
     }
   } catch (...) {
     failure.Record(std::current_exception());
   }
   for (std::thread& t : threads) t.join();
-  const std::string round = ins.train.epochs > 0 ? "round " + std::to_string(ins.round)
-                                                 : "reports for round " + std::to_string(ins.round + 1);
+  const FitInstructions& first = tasks.front().instructions;
+  const std::string round = first.train.epochs > 0
+                                ? "round " + std::to_string(first.round)
+                                : "reports for round " + std::to_string(first.round + 1);
   failure.RethrowIfAny(Rank(group_.rank()) + ": " + round + ": ");
 }
 
@@ -394,16 +445,16 @@ void ServeFit(RankGroup& group, InProcessTransport& clients, const RankMessage& 
                 std::to_string(header.num_params()));
   }
   ins.global = m.floats ? m.floats : std::make_shared<const FlatParams>();
-  std::vector<int> ids;
+  std::vector<ClientInstructions> tasks;
   for (int32_t id : m.ids) {
     if (id < 0 || id >= clients.num_clients() ||
-        (ins.keep_local_batch_norm && id % group.size() != group.rank())) {
+        (ins.objective.keep_local_batch_norm && id % group.size() != group.rank())) {
       throw Error("task: client " + std::to_string(id) + " does not live on this rank");
     }
-    ids.push_back(id);
+    tasks.push_back({id, ins});  // θ shared, not copied
   }
   FirstFailure failure;
-  clients.Fit(ids, ins, [&](size_t, FitResult&& r) -> std::string {
+  clients.Fit(tasks, [&](size_t, FitResult&& r) -> std::string {
     // Rank 0 checks what it receives; this rank only forwards.
     if (failure.failed()) return "";  // rank 0 is gone: nothing more to send
     try {

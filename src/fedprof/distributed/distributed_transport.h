@@ -18,8 +18,11 @@
 //   CONFIG       the resolved config as TOML and whether the run resumes;
 //                the worker builds its clients and answers READY or FAILED.
 //   FIT          a TaskHeader (proto/federation.proto), the global model and
-//                the rank's client ids; the worker sends one RESULT per
-//                client (a ResultHeader and the model) as each is made.
+//                the ids of the rank's clients told just that; the worker
+//                sends one RESULT per client (a ResultHeader and the model)
+//                as each is made. A call whose clients are told different
+//                things sends each rank one FIT per distinct instructions,
+//                one after the other's results.
 //   SAVE_STATES  the worker answers STATES: its clients' kept state (JSON).
 //   LOAD_STATES  its clients' share of a checkpoint's states; answer ACK.
 //   STOP         the run is complete: the worker returns.
@@ -74,8 +77,7 @@ class DistributedTransport : public Transport {
   // each result to `sink` as it comes. Throws fedprof::Error naming the
   // round and the rank when a rank is lost, silent past the timeout or
   // failed.
-  void Fit(const std::vector<int>& client_ids, const FitInstructions& instructions,
-           const ResultSink& sink) override;
+  void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
 
   // Every client's kept state, gathered from the ranks, in the format of
   // InProcessTransport::SaveState (and equal to what one process would

@@ -196,10 +196,10 @@ TEST_F(ScriptedModelTest, FedBnFindsTheBatchNormEntries) {
   // its own, and starts its next round from them.
   Dataset d = Inputs();
   d.y = torch::randint(0, 10, {200}, torch::kLong);
-  Client client(0, d, DataKind::kClean);
+  Client client(0, d);
   FitInstructions ins;
   ins.global = std::make_shared<const FlatParams>(Flatten(*model));
-  ins.keep_local_batch_norm = true;
+  ins.objective.keep_local_batch_norm = true;
   ins.train.epochs = 1;
   const FitResult first = client.Fit(ins, *model);
   ASSERT_TRUE(first.ok);

@@ -26,35 +26,54 @@ struct TrainOptions {
   double weight_decay = 0;
 };
 
-// What the server sends a selected client for one round.
-struct FitInstructions {
-  int64_t round = 0;
-  std::shared_ptr<const FlatParams> global;  // the global model θ
-  int64_t model_version = 0;                 // v: the round that produced θ
-  // Before training, profile the local data with θ (FedProf, Alg. 2 line 15)
-  // and/or report θ's mean loss on it (AFL's valuation). With
-  // train.epochs == 0 the client only reports and returns no model.
+// What a client reports besides its model, computed with θ as received
+// before training (and, for the sketch, from what training changed).
+struct ReportRequest {
+  // Profile the local data with θ (FedProf, Alg. 2 line 15) and/or report
+  // θ's mean loss on it (AFL's valuation).
   bool profile = false;
-  bool report_loss = false;
-  // μ of FedProx's proximal term μ/2 ||w − θ||² in the local objective.
-  double prox_mu = 0;
-  // FedBN: the client keeps its own batch-norm parameters and statistics,
-  // replacing θ's with them (after its first round).
-  bool keep_local_batch_norm = false;
+  bool loss = false;
+  // Federated evaluation: evaluate θ on the local data (FitResult::eval_*).
+  bool evaluate = false;
   // > 0: also return a count sketch of this size of the update w − θ
   // (under FedBN, w minus θ with the client's batch norm: what training
   // changed); clustered sampling compares clients through it.
   int sketch_dim = 0;
-  // Federated evaluation: evaluate θ as received on the local data and
-  // report it (FitResult::eval_*); with train.epochs == 0, nothing else.
-  bool evaluate = false;
   // Secure matching (App. C.2, privacy/secure_matching.h): the server's
-  // Paillier public key and its encrypted reference for model_version. When
-  // set, the client returns Enc(q·div) of its profile instead of the profile.
+  // Paillier public key and its encrypted reference for the model version.
+  // When set, the client returns Enc(q·div) of its profile instead of the
+  // profile.
   std::shared_ptr<const std::string> public_key;
   std::shared_ptr<const std::string> secure_reference;
+};
+
+// What the client's local objective adds to the loss on its data.
+struct LocalObjective {
+  // μ of FedProx's proximal term μ/2 ||w − θ||².
+  double prox_mu = 0;
+  // FedBN: the client keeps its own batch-norm parameters and statistics,
+  // replacing θ's with them (after its first round).
+  bool keep_local_batch_norm = false;
+};
+
+// What the server sends one client for one task: a round's training, or
+// with train.epochs == 0 only the reports asked for (no model comes back).
+// The strategy fills it whole (Strategy::ConfigureFit); clients of the same
+// call share θ (one shared_ptr), never a copy each.
+struct FitInstructions {
+  int64_t round = 0;
+  std::shared_ptr<const FlatParams> global;  // the global model θ
+  int64_t model_version = 0;                 // v: the round that produced θ
+  ReportRequest report;
+  LocalObjective objective;
   TrainOptions train;
   uint64_t seed = 0;  // run seed; the client derives its batch order from it
+};
+
+// One client's instructions in a call to a transport (Transport::Fit).
+struct ClientInstructions {
+  int client_id = -1;
+  FitInstructions instructions;
 };
 
 // What one result cost the client: virtual time and energy from the cost

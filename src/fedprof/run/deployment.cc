@@ -108,7 +108,7 @@ void RunClient(const Config& config, const ClientOptions& options) {
       options.data_dir.empty()
           ? Population(LoadData(run.data, static_cast<uint64_t>(run.seed)).train, run)
                 .MakeClient(options.id)
-          : Client(options.id, LoadOwnData(options.data_dir, run.data), DataKind::kClean);
+          : Client(options.id, LoadOwnData(options.data_dir, run.data));
   if (client.num_samples() == 0) throw Error("client " + std::to_string(options.id) + " holds no data");
   at::set_num_threads(1);  // as a simulated client trains: the same numbers
 

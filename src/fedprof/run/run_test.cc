@@ -204,8 +204,7 @@ class RunRoundsTest : public ::testing::Test {
     data_ = TrainTest{Blobs(40, 1), Blobs(20, 2), Dataset()};
     for (int k = 0; k < kClients; ++k) {
       clients_.emplace_back(k, Subset(data_.train, {2 * k, 2 * k + 1, 2 * k + 8, 2 * k + 9,
-                                                    2 * k + 16, 2 * k + 17}),
-                            DataKind::kClean);
+                                                    2 * k + 16, 2 * k + 17}));
     }
   }
 

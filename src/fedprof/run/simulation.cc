@@ -95,7 +95,7 @@ std::shared_ptr<LocalClients> BuildClients(std::shared_ptr<RunPlan> plan, int th
   const LocalClients* self = local.get();  // owns the transport, so outlives it
   auto cost = [self](int id, const FitInstructions& ins) {
     const int64_t size = self->plan->population->num_samples(id);
-    const ProfilingLoad* profiling = ins.profile ? self->profiling.get() : nullptr;
+    const ProfilingLoad* profiling = ins.report.profile ? self->profiling.get() : nullptr;
     const ClientCost c = self->cost_model->Cost(self->specs[id], size, ins.train.epochs, profiling);
     ResultCost rc;
     rc.time_s = c.total_s();

@@ -47,9 +47,10 @@ void FedProfSelector::OnGlobalModel(const FlatParams& global, int64_t version) {
   }
 }
 
-void FedProfSelector::ConfigureInstructions(FitInstructions* instructions) const {
-  instructions->public_key = public_key_;
-  instructions->secure_reference = secure_reference_;
+void FedProfSelector::ConfigureReport(int client_id, ReportRequest* report) const {
+  (void)client_id;  // every client matches against the same reference
+  report->public_key = public_key_;
+  report->secure_reference = secure_reference_;
 }
 
 std::string FedProfSelector::CheckResult(const FitResult& result) const {

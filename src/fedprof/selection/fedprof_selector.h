@@ -51,7 +51,7 @@ class FedProfSelector : public Selector {
   Reports WantedReports() const override { return {/*profile=*/true, /*loss=*/false}; }
   bool HasReport(int id) const override;
   void OnGlobalModel(const FlatParams& global, int64_t version) override;
-  void ConfigureInstructions(FitInstructions* instructions) const override;
+  void ConfigureReport(int client_id, ReportRequest* report) const override;
   std::string CheckResult(const FitResult& result) const override;
   void Observe(const FitResult& result) override;
   std::vector<double> LastScores() const override { return scores_; }

@@ -145,8 +145,8 @@ TEST(FedProfStrategyTest, SecureMatchingRecoversThePlainDivergence) {
   o.secure_key_bits = 2048;
   FedProfSelector s(o, 2, [](const FlatParams&, int64_t v) { return ReferenceOf(v); });
   s.OnGlobalModel({}, 0);
-  FitInstructions ins;
-  s.ConfigureInstructions(&ins);
+  ReportRequest ins;
+  s.ConfigureReport(1, &ins);
   ASSERT_TRUE(ins.public_key && ins.secure_reference);
   FitResult r = WithProfile(1, 0, 1.0);
   const Profile profile = *r.profile;
@@ -163,8 +163,8 @@ TEST(FedProfStrategyTest, SecureMatchingRecoversThePlainDivergence) {
   EXPECT_NE(s.CheckResult(r).find("encrypted divergence refused"), std::string::npos);
   // A new version, a new encrypted reference.
   s.OnGlobalModel({}, 1);
-  FitInstructions next;
-  s.ConfigureInstructions(&next);
+  ReportRequest next;
+  s.ConfigureReport(1, &next);
   EXPECT_NE(*next.secure_reference, *ins.secure_reference);
   EXPECT_EQ(*next.public_key, *ins.public_key);
 }

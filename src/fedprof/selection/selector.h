@@ -60,10 +60,14 @@ class Selector {
   // > 0: clients return a count sketch of their update of this size.
   virtual int SketchDim() const { return 0; }
 
-  // Adds what the selector sends along with the current model (FedProf's
-  // encrypted reference under secure matching) to a round's or a report's
-  // instructions.
-  virtual void ConfigureInstructions(FitInstructions* instructions) const { (void)instructions; }
+  // Completes what client `client_id` is asked to report in a round's or a
+  // report's instructions (already holding WantedReports): FedProf adds its
+  // encrypted reference under secure matching. A selector may ask clients
+  // of the same call different things.
+  virtual void ConfigureReport(int client_id, ReportRequest* report) const {
+    (void)client_id;
+    (void)report;
+  }
 
   // The global model of version `version` (0 = the initial model, then the
   // round that produced it), before each round and after each aggregation.

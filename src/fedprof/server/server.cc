@@ -116,15 +116,13 @@ void Server::EvaluateFederated(int64_t round, const FlatParams& global, RoundMet
                                             n * options_.federated_eval_fraction))));
   SelectionContext context{round, k, &available};
   Rng rng = MakeRng(options_.seed, Stream::kFederatedEvaluation, {static_cast<uint64_t>(round)});
-  const std::vector<int> asked = strategy_.ConfigureEvaluate(context, rng);
-  FitInstructions ins;
-  ins.round = round;
-  ins.global = std::make_shared<const FlatParams>(global);
-  ins.model_version = round;
-  ins.evaluate = true;
-  ins.train.epochs = 0;
-  ins.seed = options_.seed;
-  transport_.Fit(asked, ins, [&](size_t, FitResult&& r) -> std::string {
+  TaskSetup setup;
+  setup.round = round;
+  setup.global = std::make_shared<const FlatParams>(global);
+  setup.model_version = round;
+  setup.seed = options_.seed;
+  const std::vector<ClientInstructions> asked = strategy_.ConfigureEvaluate(context, rng, setup);
+  transport_.Fit(asked, [&](size_t, FitResult&& r) -> std::string {
     std::string why = Validate(r, global.size(), /*expect_model=*/false);
     if (why.empty()) why = ValidateEvaluation(r);
     if (!why.empty()) {
@@ -147,11 +145,11 @@ void Server::EvaluateFederated(int64_t round, const FlatParams& global, RoundMet
   m->fed_loss = e.loss;
 }
 
-void Server::TrainSelected(int64_t round, const std::vector<int>& selected,
-                           const FitInstructions& ins, Tally* tally) {
-  const size_t num_params = ins.global->size();
+void Server::TrainSelected(int64_t round, const std::vector<ClientInstructions>& selected,
+                           const FlatParams& global, Tally* tally) {
+  const size_t num_params = global.size();
   tally->selected += static_cast<int>(selected.size());
-  transport_.Fit(selected, ins, [&](size_t, FitResult&& r) -> std::string {
+  transport_.Fit(selected, [&](size_t, FitResult&& r) -> std::string {
     tally->time_s = std::max(tally->time_s, r.cost.time_s);
     tally->time_without_profiling_s =
         std::max(tally->time_without_profiling_s, r.cost.time_s - r.cost.profiling_time_s);
@@ -159,7 +157,7 @@ void Server::TrainSelected(int64_t round, const std::vector<int>& selected,
     tally->profiling_energy_j.Add(r.cost.profiling_energy_j);
     std::string why = Validate(r, num_params, /*expect_model=*/true);
     if (why.empty()) why = strategy_.CheckResult(r);
-    if (why.empty()) why = strategy_.BoundUpdate(*ins.global, &r);  // may clip r.params
+    if (why.empty()) why = strategy_.BoundUpdate(global, &r);  // may clip r.params
     if (!why.empty()) {
       ++(r.timed_out ? tally->timed_out : tally->refused);
       LogWarning("round " + std::to_string(round) + ": client " + std::to_string(r.client_id) +
@@ -184,18 +182,14 @@ void Server::CollectReports(const std::vector<ClientInfo>& available, const Flat
     if (!strategy_.HasReport(c.id)) pending.push_back(c.id);
   }
   if (pending.empty()) return;
-  const Strategy::Reports reports = strategy_.WantedReports();
-  FitInstructions ins;
-  ins.round = version;
-  ins.global = std::make_shared<const FlatParams>(global);
-  ins.model_version = version;
-  ins.profile = reports.profile;
-  ins.report_loss = reports.loss;
-  ins.train.epochs = 0;
-  ins.seed = options_.seed;
-  strategy_.ConfigureInstructions(&ins);
+  TaskSetup setup;
+  setup.round = version;
+  setup.global = std::make_shared<const FlatParams>(global);
+  setup.model_version = version;
+  setup.seed = options_.seed;
   const auto start = std::chrono::steady_clock::now();
-  transport_.Fit(pending, ins, [&](size_t, FitResult&& r) -> std::string {
+  const std::vector<ClientInstructions> tasks = strategy_.ConfigureReports(pending, setup);
+  transport_.Fit(tasks, [&](size_t, FitResult&& r) -> std::string {
     std::string why = Validate(r, global.size(), /*expect_model=*/false);
     if (why.empty()) why = strategy_.CheckResult(r);
     if (!why.empty()) {
@@ -237,19 +231,13 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     m.round = round;
     m.lr = options_.train.lr * std::pow(options_.lr_decay, static_cast<double>(round - 1));
 
-    FitInstructions ins;
-    ins.round = round;
-    ins.global = std::make_shared<const FlatParams>(state.global);
-    ins.model_version = round - 1;
-    ins.profile = reports.profile;
-    ins.report_loss = reports.loss;
-    ins.prox_mu = strategy_.ProximalMu();
-    ins.keep_local_batch_norm = strategy_.KeepsLocalBatchNorm();
-    ins.sketch_dim = strategy_.SketchDim();
-    ins.train = options_.train;
-    ins.train.lr = m.lr;
-    ins.seed = options_.seed;
-    strategy_.ConfigureInstructions(&ins);
+    TaskSetup setup;
+    setup.round = round;
+    setup.global = std::make_shared<const FlatParams>(state.global);
+    setup.model_version = round - 1;
+    setup.train = options_.train;
+    setup.train.lr = m.lr;
+    setup.seed = options_.seed;
 
     Tally tally;
     sum_.Reset(state.global.size());
@@ -273,13 +261,13 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
       Rng rng = attempt == 0 ? MakeRng(options_.seed, Stream::kSelection, {r})
                              : MakeRng(options_.seed, Stream::kSelection,
                                        {r, static_cast<uint64_t>(attempt)});
-      const std::vector<int> selected =
-          k > 0 ? strategy_.ConfigureFit(context, rng) : std::vector<int>();
-      for (int id : selected) {
-        ++state.times_selected.at(id);
-        asked.at(id) = 1;
+      const std::vector<ClientInstructions> selected =
+          k > 0 ? strategy_.ConfigureFit(context, rng, setup) : std::vector<ClientInstructions>();
+      for (const ClientInstructions& c : selected) {
+        ++state.times_selected.at(c.client_id);
+        asked.at(c.client_id) = 1;
       }
-      TrainSelected(round, selected, ins, &tally);
+      TrainSelected(round, selected, state.global, &tally);
       if (options_.min_results <= 0 || tally.returned >= options_.min_results) break;
       const std::string shortfall =
           "round " + std::to_string(round) + ": " + std::to_string(tally.returned) +

@@ -99,10 +99,10 @@ class Server {
 
  private:
   struct Tally;
-  // One attempt at a round: sends `ins` to `selected` and folds each usable
-  // result into sum_ and the tally.
-  void TrainSelected(int64_t round, const std::vector<int>& selected, const FitInstructions& ins,
-                     Tally* tally);
+  // One attempt at a round: sends each selected client its instructions and
+  // folds each usable result into sum_ and the tally; `global` is θ.
+  void TrainSelected(int64_t round, const std::vector<ClientInstructions>& selected,
+                     const FlatParams& global, Tally* tally);
   // Federated evaluation of round `round`'s global model into `m`.
   void EvaluateFederated(int64_t round, const FlatParams& global, RoundMetrics* m);
   // Reports of the available clients the strategy lacks one of, under the

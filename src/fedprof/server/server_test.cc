@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <map>
+#include <memory>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -33,7 +35,7 @@ std::vector<Client> BlobClients(int n, int per_client, uint64_t seed) {
   torch::manual_seed(seed);
   std::vector<Client> clients;
   for (int k = 0; k < n; ++k) {
-    clients.emplace_back(k, testing_support::DrawBlobs(per_client), DataKind::kClean);
+    clients.emplace_back(k, testing_support::DrawBlobs(per_client));
   }
   return clients;
 }
@@ -89,12 +91,65 @@ TEST(ServerTest, LearnsAndIsIdenticalForOneAndTwoThreads) {
   }
 }
 
+// Selects every client and asks θ's loss only of those it holds none of: the
+// server must deliver each client its own instructions.
+class AskOnceSelector : public Selector {
+ public:
+  std::vector<int> Select(const SelectionContext& context, Rng& rng) override {
+    (void)rng;
+    std::vector<int> ids;
+    for (const ClientInfo& c : *context.clients) ids.push_back(c.id);
+    return ids;
+  }
+  void ConfigureReport(int client_id, ReportRequest* report) const override {
+    report->loss = losses.count(client_id) == 0;
+  }
+  void Observe(const FitResult& result) override {
+    observed.push_back({result.client_id, result.pre_train_loss});
+    if (result.pre_train_loss > 0) losses[result.client_id] = result.pre_train_loss;
+  }
+
+  std::map<int, double> losses;
+  std::vector<std::pair<int, double>> observed;  // (client, loss reported) per result
+};
+
+TEST(ServerTest, EachClientGetsTheInstructionsTheStrategyChoseForIt) {
+  std::vector<Client> clients = BlobClients(3, 20, 4);
+  const ModelSpec spec{"mlp", {4}, 2, {8}, ""};
+  torch::manual_seed(11);
+  ServerState state;
+  state.global = Flatten(*MakeModel(spec));
+  std::vector<ClientInfo> infos;
+  for (const Client& c : clients) infos.push_back({c.id(), c.num_samples(), -1});
+  InProcessTransport transport(
+      infos, [&](int id) { return clients[id]; }, /*keep_clients=*/true,
+      [&] { return MakeModel(spec); }, /*num_threads=*/2);
+  auto selector = std::make_unique<AskOnceSelector>();
+  AskOnceSelector* asked = selector.get();
+  Strategy strategy("ask-once", std::move(selector), MakeWeightedAverage(AggregationMode::kFull));
+  asked->losses[1] = 0.5;  // valued before: not asked again
+  ServerOptions o;
+  o.rounds = 2;
+  o.fraction = 1.0;
+  o.train.epochs = 1;
+  o.progress = false;
+  ModelReplicas evaluator([&] { return MakeModel(spec); }, 1);
+  Server server(o, transport, strategy, evaluator, clients[0].data());
+  server.Run(state, nullptr);
+  ASSERT_EQ(asked->observed.size(), 6u);
+  std::map<int, int> reported;  // results with a loss, by client
+  for (const auto& [id, loss] : asked->observed) reported[id] += loss > 0 ? 1 : 0;
+  EXPECT_EQ(reported[0], 1) << "asked in round 1 only";
+  EXPECT_EQ(reported[1], 0) << "never asked";
+  EXPECT_EQ(reported[2], 1) << "asked in round 1 only";
+}
+
 TEST(ServerTest, ClientSendingNaNIsSkipped) {
   std::vector<Client> clients = BlobClients(4, 20, 2);
   Dataset poisoned = clients[1].data();
   poisoned.x = poisoned.x.clone();
   poisoned.x[0][0] = std::nanf("");
-  clients[1] = Client(1, poisoned, DataKind::kClean);
+  clients[1] = Client(1, poisoned);
   testing::internal::CaptureStderr();
   const ServerState s = RunBlobs(1, AggregationMode::kPartial, std::move(clients), 4);
   const std::string log = testing::internal::GetCapturedStderr();

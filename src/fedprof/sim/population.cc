@@ -210,7 +210,7 @@ Client Population::MakeClient(int k) const {
     case DataKind::kGaussianNoise: ApplyGaussianNoise(d.x, quality_.noise_sigma, rng); break;
     case DataKind::kPolluted: ApplyPollution(d.x, quality_.pollute_share, rng); break;
   }
-  Client client(k, std::move(d), kinds_[k]);
+  Client client(k, std::move(d));
   client.set_attack(attacks_.For(k));
   return client;
 }

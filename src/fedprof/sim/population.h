@@ -50,6 +50,8 @@ class Population {
 
   int size() const { return static_cast<int>(kinds_.size()); }
   int64_t num_samples(int k) const { return sizes_.at(k); }
+  // How client k's data is degraded (quality.*): a fact of the simulation,
+  // for clients.csv and summaries; the client itself never knows it.
   DataKind kind(int k) const { return kinds_.at(k); }
   // Whether client data is drawn when needed (sampled partitions): then
   // clients are cheap to describe and should not all be kept.

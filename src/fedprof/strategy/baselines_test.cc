@@ -33,13 +33,13 @@ TEST(FedProxTest, ProximalTermKeepsTheLocalModelNearTheGlobalOne) {
   torch::manual_seed(3);
   auto model = MakeModel({"mlp", {4}, 2, {8}, ""});
   const auto global = std::make_shared<const FlatParams>(Flatten(*model));
-  Client client(0, Blobs(200, 1), DataKind::kClean);
+  Client client(0, Blobs(200, 1));
   FitInstructions ins;
   ins.global = global;
   ins.train.epochs = 3;
   ins.train.lr = 0.05;
   const double plain = Distance(client.Fit(ins, *model).params, *global);
-  ins.prox_mu = 1.0;
+  ins.objective.prox_mu = 1.0;
   const double prox = Distance(client.Fit(ins, *model).params, *global);
   EXPECT_LT(prox, 0.7 * plain);
   EXPECT_GT(prox, 0.0);
@@ -157,10 +157,10 @@ TEST(FedBnTest, ClientsKeepTheirOwnBatchNorm) {
   d.x = torch::rand({40, 1, 8, 8});
   d.y = torch::randint(0, 2, {40}, torch::kLong);
   d.num_classes = 2;
-  Client client(0, d, DataKind::kClean);
+  Client client(0, d);
   FitInstructions ins;
   ins.global = std::make_shared<const FlatParams>(Flatten(*model));
-  ins.keep_local_batch_norm = true;
+  ins.objective.keep_local_batch_norm = true;
   ins.train.epochs = 1;
   const FitResult first = client.Fit(ins, *model);
   ASSERT_FALSE(client.local_state().empty());
@@ -186,7 +186,7 @@ TEST(FedBnTest, ClientsKeepTheirOwnBatchNorm) {
     }
   }
   // Without FedBN the global batch norm is taken as sent.
-  ins.keep_local_batch_norm = false;
+  ins.objective.keep_local_batch_norm = false;
   client.Fit(ins, *model);
   EXPECT_EQ(Flatten(*model), next);
 }

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -114,7 +117,25 @@ TEST(CompositionTest, EverySelectorCombinesWithEveryAggregator) {
       std::vector<ClientInfo> infos;
       for (int k = 0; k < 6; ++k) infos.push_back({k, 10 + k, 1.0 + k});
       Rng rng = MakeRng(1, Stream::kSelection);
-      EXPECT_EQ(s->ConfigureFit({1, 3, &infos}, rng).size(), 3u) << selector << aggregator;
+      TaskSetup setup;
+      setup.round = 1;
+      setup.global = std::make_shared<const FlatParams>(FlatParams{0.0f, 0.0f});
+      setup.train.lr = 0.125;
+      setup.seed = 9;
+      const std::vector<ClientInstructions> picked = s->ConfigureFit({1, 3, &infos}, rng, setup);
+      EXPECT_EQ(picked.size(), 3u) << selector << aggregator;
+      for (const ClientInstructions& c : picked) {
+        // Filled whole: the setup's, the reports wanted, the local objective.
+        const FitInstructions& ins = c.instructions;
+        EXPECT_EQ(ins.global, setup.global) << "θ shared, not copied";
+        EXPECT_EQ(ins.train.lr, 0.125);
+        EXPECT_EQ(ins.seed, 9u);
+        EXPECT_EQ(ins.report.profile, selector == "fedprof") << selector << aggregator;
+        EXPECT_EQ(ins.report.loss, selector == "afl") << selector << aggregator;
+        EXPECT_EQ(ins.report.sketch_dim, s->SketchDim()) << selector << aggregator;
+        EXPECT_FALSE(ins.report.evaluate);
+        EXPECT_EQ(ins.objective.keep_local_batch_norm, aggregator == "fedbn");
+      }
       ModelSum sum;
       sum.Reset(2);
       sum.Add({1.0f, 2.0f}, 10);
@@ -122,6 +143,89 @@ TEST(CompositionTest, EverySelectorCombinesWithEveryAggregator) {
       s->AggregateFit({0.0f, 0.0f}, sum, 100, &next);
       EXPECT_GT(next[0], 0.0f) << selector << aggregator;
     }
+  }
+}
+
+// A selector that values clients by θ's loss on their data and asks for a
+// loss only of the clients it holds none of: clients of the same round are
+// told different things.
+class ValuesOnceSelector : public Selector {
+ public:
+  std::vector<int> Select(const SelectionContext& context, Rng& rng) override {
+    (void)rng;
+    std::vector<int> ids;
+    for (const ClientInfo& c : *context.clients) ids.push_back(c.id);
+    ids.resize(std::min<size_t>(ids.size(), static_cast<size_t>(context.num_to_select)));
+    return ids;
+  }
+  void ConfigureReport(int client_id, ReportRequest* report) const override {
+    report->loss = valued_.count(client_id) == 0;
+  }
+  void Observe(const FitResult& result) override {
+    valued_[result.client_id] = result.pre_train_loss;
+  }
+
+ private:
+  std::map<int, double> valued_;
+};
+
+TEST(CompositionTest, ConfigureFitTellsEachClientWhatTheStrategyAsksOfIt) {
+  Strategy s("values-once", std::make_unique<ValuesOnceSelector>(),
+             MakeWeightedAverage(AggregationMode::kFull));
+  s.SetProximalMu(0.5);
+  FitResult reported;
+  reported.client_id = 1;
+  reported.pre_train_loss = 0.7;
+  s.Observe(reported);
+  std::vector<ClientInfo> infos;
+  for (int k = 0; k < 4; ++k) infos.push_back({k, 10, -1});
+  TaskSetup setup;
+  setup.round = 3;
+  setup.global = std::make_shared<const FlatParams>(FlatParams{1.0f, 2.0f});
+  setup.model_version = 2;
+  setup.train.epochs = 2;
+  Rng rng = MakeRng(1, Stream::kSelection);
+  const std::vector<ClientInstructions> picked = s.ConfigureFit({3, 3, &infos}, rng, setup);
+  ASSERT_EQ(picked.size(), 3u);
+  for (size_t i = 0; i < picked.size(); ++i) {
+    const FitInstructions& ins = picked[i].instructions;
+    EXPECT_EQ(picked[i].client_id, static_cast<int>(i));
+    EXPECT_EQ(ins.report.loss, i != 1) << "client 1 already reported its loss";
+    EXPECT_EQ(ins.global, setup.global) << "θ shared, not copied";
+    EXPECT_EQ(ins.round, 3);
+    EXPECT_EQ(ins.model_version, 2);
+    EXPECT_EQ(ins.train.epochs, 2);
+    EXPECT_EQ(ins.objective.prox_mu, 0.5);
+  }
+  // Reports are asked of the same clients the same way, and never train.
+  const std::vector<ClientInstructions> reports = s.ConfigureReports({0, 1}, setup);
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_TRUE(reports[0].instructions.report.loss);
+  EXPECT_FALSE(reports[1].instructions.report.loss);
+  EXPECT_EQ(reports[0].instructions.train.epochs, 0);
+  EXPECT_EQ(reports[1].instructions.global, setup.global);
+}
+
+// Federated evaluation asks only for an evaluation, with no training and no
+// other report.
+TEST(CompositionTest, ConfigureEvaluateAsksOnlyForAnEvaluation) {
+  auto s = MakeStrategy(With({{"strategy.name", "fedprof"}}).options(), Context(5));
+  s->OnGlobalModel({0.0f, 0.0f}, 0);
+  std::vector<ClientInfo> infos;
+  for (int k = 0; k < 5; ++k) infos.push_back({k, 10, -1});
+  TaskSetup setup;
+  setup.round = 4;
+  setup.global = std::make_shared<const FlatParams>(FlatParams{0.0f, 0.0f});
+  setup.model_version = 4;
+  Rng rng = MakeRng(1, Stream::kFederatedEvaluation);
+  const std::vector<ClientInstructions> asked = s->ConfigureEvaluate({4, 2, &infos}, rng, setup);
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_NE(asked[0].client_id, asked[1].client_id);
+  for (const ClientInstructions& c : asked) {
+    EXPECT_TRUE(c.instructions.report.evaluate);
+    EXPECT_FALSE(c.instructions.report.profile);
+    EXPECT_EQ(c.instructions.train.epochs, 0);
+    EXPECT_EQ(c.instructions.global, setup.global);
   }
 }
 

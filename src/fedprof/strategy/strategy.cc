@@ -178,11 +178,6 @@ void Strategy::LoadState(const std::string& state) {
   aggregator_->LoadState(aggregator_state);
 }
 
-std::vector<int> Strategy::ConfigureEvaluate(const SelectionContext& context, Rng& rng) const {
-  const std::vector<double> equal(context.clients->size(), 1.0);
-  return IdsAt(context, SampleByWeight(equal, context.num_to_select, /*with_replacement=*/false, rng));
-}
-
 Strategy::Evaluation Strategy::AggregateEvaluate(
     const std::vector<ClientEvaluation>& evaluations) const {
   Evaluation e;

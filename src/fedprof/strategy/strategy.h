@@ -15,6 +15,16 @@
 
 namespace fedprof {
 
+// What the server fixes for one call's instructions; the strategy fills in
+// the rest for each client (what to report, the local objective).
+struct TaskSetup {
+  int64_t round = 0;
+  std::shared_ptr<const FlatParams> global;  // θ, shared by every client's instructions
+  int64_t model_version = 0;
+  TrainOptions train;  // the round's (learning rate decayed)
+  uint64_t seed = 0;
+};
+
 // A federated strategy: a Selector (which clients train each round, and
 // everything it keeps of them), an Aggregator (how their results become the
 // next global model) and what clients do locally (FedProx's proximal term,
@@ -23,12 +33,13 @@ namespace fedprof {
 // whether they are simulated or remote.
 //
 // The server calls, per run: OnGlobalModel(initial, 0) (or LoadState, then
-// OnGlobalModel(global, round) on resume); then per round: Observe for the
-// reports of available clients that HasReport says lack one (before round 1:
-// everyone), ConfigureFit, CheckResult, BoundUpdate and Observe for each
-// result as it arrives (results that fail CheckResult or BoundUpdate are not
-// observed), AggregateFit, OnGlobalModel(next, round), LastScores and
-// SaveState. The client-facing hooks are the selector's (selection/selector.h).
+// OnGlobalModel(global, round) on resume); then per round: ConfigureReports
+// for the available clients that HasReport says lack a report (before round
+// 1: everyone) and Observe for their reports, ConfigureFit, CheckResult,
+// BoundUpdate and Observe for each result as it arrives (results that fail
+// CheckResult or BoundUpdate are not observed), AggregateFit,
+// OnGlobalModel(next, round), LastScores and SaveState. The client-facing
+// hooks are the selector's (selection/selector.h).
 class Strategy {
  public:
   using Reports = Selector::Reports;
@@ -41,10 +52,17 @@ class Strategy {
   Selector& selector() { return *selector_; }
   Aggregator& aggregator() { return *aggregator_; }
 
-  // The clients to train this round, among context.clients.
-  std::vector<int> ConfigureFit(const SelectionContext& context, Rng& rng) {
-    return selector_->Select(context, rng);
-  }
+  // The clients to train this round, among context.clients, in increasing
+  // id order, each with its instructions (as Flower's configure_fit pairs
+  // clients with their FitIns): setup's training, the local objective
+  // (FedProx's μ, FedBN's local batch norm) and the reports the selector
+  // wants of that client.
+  std::vector<ClientInstructions> ConfigureFit(const SelectionContext& context, Rng& rng,
+                                               const TaskSetup& setup);
+  // Report-only instructions (train.epochs = 0) for `client_ids`, clients
+  // the strategy holds no report of.
+  std::vector<ClientInstructions> ConfigureReports(const std::vector<int>& client_ids,
+                                                   const TaskSetup& setup) const;
 
   // The next global model from the round's valid results, summed in `sum`
   // and, when the aggregator NeedsUpdates, kept one by one in `updates`.
@@ -72,9 +90,10 @@ class Strategy {
   void SetUpdateNormBound(const UpdateNormBound& bound) { norm_bound_ = bound; }
 
   // Federated evaluation (eval.federated_every). The clients asked to
-  // evaluate the global model on their own data: context.num_to_select of
-  // context.clients, uniformly at random.
-  std::vector<int> ConfigureEvaluate(const SelectionContext& context, Rng& rng) const;
+  // evaluate the global model on their own data, with their instructions:
+  // context.num_to_select of context.clients, uniformly at random.
+  std::vector<ClientInstructions> ConfigureEvaluate(const SelectionContext& context, Rng& rng,
+                                                    const TaskSetup& setup) const;
   // The round's federated figures from the clients' evaluations, each
   // weighted by its sample count: accuracy = Σ correct / Σ samples, loss =
   // Σ samples·loss / Σ samples (summed exactly: order never matters).
@@ -94,9 +113,6 @@ class Strategy {
   std::string CheckResult(const FitResult& result) const { return selector_->CheckResult(result); }
   void Observe(const FitResult& result) { selector_->Observe(result); }
   std::vector<double> LastScores() const { return selector_->LastScores(); }
-  void ConfigureInstructions(FitInstructions* instructions) const {
-    selector_->ConfigureInstructions(instructions);
-  }
 
   // μ of a proximal term in the clients' local objective (FedProx), or 0.
   double ProximalMu() const { return proximal_mu_; }
@@ -114,6 +130,9 @@ class Strategy {
   void LoadState(const std::string& state);
 
  private:
+  // Setup's fields and the reports the selector wants of `client_id`.
+  FitInstructions InstructionsFor(int client_id, const TaskSetup& setup) const;
+
   std::string name_;
   double proximal_mu_ = 0;
   bool local_batch_norm_ = false;

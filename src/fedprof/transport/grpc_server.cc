@@ -197,20 +197,25 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     return out;
   }
 
-  void Fit(const std::vector<int>& ids, const FitInstructions& ins, const ResultSink& sink) {
-    auto shared = std::make_shared<const FitInstructions>(ins);
+  void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) {
+    // Each task holds its client's instructions; θ stays one shared copy.
+    std::vector<std::shared_ptr<const FitInstructions>> instructions;
+    instructions.reserve(tasks.size());
+    for (const ClientInstructions& c : tasks) {
+      instructions.push_back(std::make_shared<const FitInstructions>(c.instructions));
+    }
     std::unique_lock<std::mutex> lock(mutex_);
     const auto start = Clock::now();
-    for (size_t i = 0; i < ids.size(); ++i) {
-      Task& t = tasks_[ids[i]];
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      Task& t = tasks_[tasks[i].client_id];
       t.id = next_task_id_++;
       t.index = i;
-      t.instructions = shared;
+      t.instructions = std::move(instructions[i]);
       t.opened = start;
     }
     task_cv_.notify_all();
     const auto deadline = start + Seconds(options_.round_timeout_s);
-    size_t remaining = ids.size();
+    size_t remaining = tasks.size();
     while (remaining > 0) {
       while (!arrived_.empty()) {
         Arrival a = std::move(arrived_.front());
@@ -759,9 +764,8 @@ GrpcTransport::~GrpcTransport() = default;
 std::string GrpcTransport::address() const { return impl_->address(); }
 int GrpcTransport::num_clients() const { return impl_->num_clients(); }
 std::vector<ClientInfo> GrpcTransport::Available() { return impl_->Available(); }
-void GrpcTransport::Fit(const std::vector<int>& client_ids, const FitInstructions& instructions,
-                        const ResultSink& sink) {
-  impl_->Fit(client_ids, instructions, sink);
+void GrpcTransport::Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) {
+  impl_->Fit(tasks, sink);
 }
 void GrpcTransport::Open() {
   const GrpcServerOptions& o = impl_->options();

@@ -60,8 +60,7 @@ class GrpcTransport : public Transport {
   std::vector<ClientInfo> Available() override;
   // Opens a task for each client and waits until every one has a result,
   // has left (no heartbeat) or the round deadline passes.
-  void Fit(const std::vector<int>& client_ids, const FitInstructions& instructions,
-           const ResultSink& sink) override;
+  void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
 
   // Says where it listens and waits for min_clients (WaitForClients).
   void Open() override;

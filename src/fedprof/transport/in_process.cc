@@ -50,14 +50,15 @@ void InProcessTransport::LoadState(const std::string& text) {
   }
 }
 
-void InProcessTransport::Fit(const std::vector<int>& client_ids, const FitInstructions& instructions,
+void InProcessTransport::Fit(const std::vector<ClientInstructions>& tasks,
                              const ResultSink& sink) {
   std::mutex sink_mutex;
-  pool_.ParallelFor(static_cast<int64_t>(client_ids.size()), [&](int64_t i, int worker) {
+  pool_.ParallelFor(static_cast<int64_t>(tasks.size()), [&](int64_t i, int worker) {
     // One intra-op thread per client: parallelism is across clients, and
     // per-op results then never depend on how work is split.
     at::set_num_threads(1);
-    const int id = client_ids[i];
+    const int id = tasks[i].client_id;
+    const FitInstructions& instructions = tasks[i].instructions;
     FitResult result;
     try {
       std::optional<Client> made;
@@ -80,10 +81,10 @@ void InProcessTransport::Fit(const std::vector<int>& client_ids, const FitInstru
       // worker can use it as it is (a million-client report pass loads the
       // model once per worker, not once per client).
       std::shared_ptr<const FlatParams>& loaded = worker_loaded_[worker];
-      const bool holds = loaded == instructions.global && !instructions.keep_local_batch_norm;
+      const bool holds = loaded == instructions.global && !instructions.objective.keep_local_batch_norm;
       loaded.reset();
       result = client->Fit(instructions, *worker_models_[worker], holds);
-      if (instructions.train.epochs == 0 && !instructions.keep_local_batch_norm) {
+      if (instructions.train.epochs == 0 && !instructions.objective.keep_local_batch_norm) {
         loaded = instructions.global;
       }
       if (!client->local_state().empty()) {

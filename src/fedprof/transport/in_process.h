@@ -37,8 +37,7 @@ class InProcessTransport : public Transport {
 
   int num_clients() const override { return static_cast<int>(infos_.size()); }
   std::vector<ClientInfo> Available() override { return infos_; }
-  void Fit(const std::vector<int>& client_ids, const FitInstructions& instructions,
-           const ResultSink& sink) override;
+  void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
 
   // What clients keep between rounds (FedBN's batch-norm values) as one
   // string for checkpoints, and back; LoadState throws fedprof::Error when

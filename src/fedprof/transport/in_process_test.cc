@@ -60,10 +60,9 @@ struct Received {
 };
 
 // Runs Fit, keeping every result the sink is handed, by index.
-Received FitAll(InProcessTransport& transport, const std::vector<int>& ids,
-                const FitInstructions& ins) {
+Received FitAll(InProcessTransport& transport, const std::vector<ClientInstructions>& tasks) {
   Received got;
-  transport.Fit(ids, ins, [&](size_t index, FitResult&& result) {
+  transport.Fit(tasks, [&](size_t index, FitResult&& result) {
     ++got.calls;
     EXPECT_EQ(got.by_index.count(index), 0u) << "index " << index << " handed twice";
     got.by_index[index] = std::move(result);
@@ -72,10 +71,18 @@ Received FitAll(InProcessTransport& transport, const std::vector<int>& ids,
   return got;
 }
 
+// Every client of `ids` told the same.
+Received FitAll(InProcessTransport& transport, const std::vector<int>& ids,
+                const FitInstructions& ins) {
+  std::vector<ClientInstructions> tasks;
+  for (int id : ids) tasks.push_back({id, ins});
+  return FitAll(transport, tasks);
+}
+
 TEST(InProcessTransportTest, HandsEachResultOnceWithItsClientsIdAndIndex) {
   // Clients claim another id than their own: the transport's id wins.
   InProcessTransport transport(
-      Infos(8), [](int id) { return Client(id + 1000, Blobs(id), DataKind::kClean); },
+      Infos(8), [](int id) { return Client(id + 1000, Blobs(id)); },
       /*keep_clients=*/false, [] { return MakeModel(kSpec); }, /*num_threads=*/2,
       [](int id, const FitInstructions&) { return ResultCost{1.0 + id, 2.0 * id, 0, 0}; });
   EXPECT_EQ(transport.num_clients(), 8);
@@ -98,7 +105,7 @@ TEST(InProcessTransportTest, HandsEachResultOnceWithItsClientsIdAndIndex) {
 TEST(InProcessTransportTest, ResultsDoNotDependOnTheThreads) {
   auto run = [](int threads) {
     InProcessTransport transport(
-        Infos(6), [](int id) { return Client(id, Blobs(id), DataKind::kClean); },
+        Infos(6), [](int id) { return Client(id, Blobs(id)); },
         /*keep_clients=*/true, [] { return MakeModel(kSpec); }, threads);
     return FitAll(transport, {5, 1, 2, 4}, OneEpoch());
   };
@@ -116,7 +123,7 @@ TEST(InProcessTransportTest, AFailingClientYieldsOneFailedResult) {
       Infos(4),
       [](int id) {
         if (id == 2) throw Error("client 2: data file vanished");
-        return Client(id, Blobs(id), DataKind::kClean);
+        return Client(id, Blobs(id));
       },
       /*keep_clients=*/false, [] { return MakeModel(kSpec); }, /*num_threads=*/2);
   const std::vector<int> ids = {0, 2, 3};
@@ -140,21 +147,43 @@ TEST(InProcessTransportTest, KeptClientsAreMadeOnceOthersForEveryTask) {
         Infos(4),
         [&](int id) {
           ++made;
-          return Client(id, Blobs(id), DataKind::kClean);
+          return Client(id, Blobs(id));
         },
         keep, [] { return MakeModel(kSpec); }, /*num_threads=*/2);
     FitInstructions report = OneEpoch();
     report.train.epochs = 0;
-    report.report_loss = true;
+    report.report.loss = true;
     FitAll(transport, {0, 1, 2}, report);
     FitAll(transport, {1, 2, 3}, report);
     EXPECT_EQ(made.load(), keep ? 4 : 6) << "keep_clients " << keep;
   }
 }
 
+TEST(InProcessTransportTest, EachClientGetsItsOwnInstructions) {
+  InProcessTransport transport(
+      Infos(4), [](int id) { return Client(id, Blobs(id)); },
+      /*keep_clients=*/false, [] { return MakeModel(kSpec); }, /*num_threads=*/2);
+  FitInstructions trains = OneEpoch();
+  FitInstructions reports = trains;  // the same θ, shared
+  reports.train.epochs = 0;
+  reports.report.loss = true;
+  const Received got = FitAll(transport, {{3, trains}, {1, reports}, {0, trains}});
+  ASSERT_EQ(got.by_index.size(), 3u);
+  for (size_t i : {0u, 2u}) {
+    const FitResult& r = got.by_index.at(i);
+    EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.params.size(), trains.global->size()) << "index " << i << " trained";
+    EXPECT_EQ(r.pre_train_loss, 0) << "index " << i << " was not asked for a loss";
+  }
+  const FitResult& reported = got.by_index.at(1);
+  EXPECT_EQ(reported.client_id, 1);
+  EXPECT_TRUE(reported.params.empty()) << "a report returns no model";
+  EXPECT_GT(reported.pre_train_loss, 0);
+}
+
 TEST(InProcessTransportTest, ClientStatesRoundTripAndForeignOnesAreRefused) {
   InProcessTransport transport(
-      Infos(3), [](int id) { return Client(id, Blobs(id), DataKind::kClean); },
+      Infos(3), [](int id) { return Client(id, Blobs(id)); },
       /*keep_clients=*/false, [] { return MakeModel(kSpec); }, /*num_threads=*/1);
   EXPECT_EQ(transport.SaveState(), "{}");
   const std::string states =

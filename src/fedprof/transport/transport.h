@@ -60,21 +60,22 @@ class Transport {
   // simulation every client; in a deployment those registered and alive.
   virtual std::vector<ClientInfo> Available() = 0;
 
-  // Receives each result of a Fit call exactly once; `index` is the
-  // client's position in the list given to Fit. Returns "" when the result
-  // is used, else why it was refused; a transport that answers its client
+  // Receives each result of a Fit call exactly once; `index` is the task's
+  // position in the list given to Fit. Returns "" when the result is used,
+  // else why it was refused; a transport that answers its client
   // (PushReply.accepted) answers with this verdict. Called from any thread,
   // but never from two at once.
   using ResultSink = std::function<std::string(size_t index, FitResult&& result)>;
 
-  // Sends `instructions` to each client in `client_ids` and hands every
-  // result to `sink`, in any order, returning once all have been handed
-  // over. A client that fails, leaves or misses the deadline yields a result
-  // with ok == false and a reason (timed_out set for the last two); Fit
-  // itself throws only when the transport is broken. Results carry the
-  // client id the transport authenticated, whatever the client claimed.
-  virtual void Fit(const std::vector<int>& client_ids, const FitInstructions& instructions,
-                   const ResultSink& sink) = 0;
+  // Sends each client in `tasks` (distinct ids) its own instructions and
+  // hands every result to `sink`, in any order, returning once all have
+  // been handed over. Instructions of one call share θ (one shared_ptr),
+  // which a transport sends once per client and never copies per client. A
+  // client that fails, leaves or misses the deadline yields a result with
+  // ok == false and a reason (timed_out set for the last two); Fit itself
+  // throws only when the transport is broken. Results carry the client id
+  // the transport authenticated, whatever the client claimed.
+  virtual void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) = 0;
 };
 
 }  // namespace fedprof

@@ -27,12 +27,12 @@ void ToWire(const FitInstructions& ins, int64_t task_id, int64_t num_params, pb:
   out->set_round(ins.round);
   out->set_model_version(ins.model_version);
   out->set_num_params(num_params);
-  out->set_profile(ins.profile);
-  out->set_report_loss(ins.report_loss);
-  out->set_prox_mu(ins.prox_mu);
-  out->set_keep_local_batch_norm(ins.keep_local_batch_norm);
-  out->set_sketch_dim(ins.sketch_dim);
-  out->set_evaluate(ins.evaluate);
+  out->set_profile(ins.report.profile);
+  out->set_report_loss(ins.report.loss);
+  out->set_prox_mu(ins.objective.prox_mu);
+  out->set_keep_local_batch_norm(ins.objective.keep_local_batch_norm);
+  out->set_sketch_dim(ins.report.sketch_dim);
+  out->set_evaluate(ins.report.evaluate);
   pb::TrainSettings* t = out->mutable_train();
   t->set_epochs(ins.train.epochs);
   t->set_batch_size(ins.train.batch_size);
@@ -40,8 +40,10 @@ void ToWire(const FitInstructions& ins, int64_t task_id, int64_t num_params, pb:
   t->set_momentum(ins.train.momentum);
   t->set_weight_decay(ins.train.weight_decay);
   out->set_seed(ins.seed);
-  if (ins.public_key) out->set_public_key(*ins.public_key);
-  if (ins.secure_reference) out->set_secure_reference(*ins.secure_reference);
+  if (ins.report.public_key) out->set_public_key(*ins.report.public_key);
+  if (ins.report.secure_reference) {
+    out->set_secure_reference(*ins.report.secure_reference);
+  }
 }
 
 FitInstructions FromWire(const pb::TaskHeader& h) {
@@ -62,12 +64,12 @@ FitInstructions FromWire(const pb::TaskHeader& h) {
   FitInstructions ins;
   ins.round = h.round();
   ins.model_version = h.model_version();
-  ins.profile = h.profile();
-  ins.report_loss = h.report_loss();
-  ins.prox_mu = h.prox_mu();
-  ins.keep_local_batch_norm = h.keep_local_batch_norm();
-  ins.sketch_dim = h.sketch_dim();
-  ins.evaluate = h.evaluate();
+  ins.report.profile = h.profile();
+  ins.report.loss = h.report_loss();
+  ins.objective.prox_mu = h.prox_mu();
+  ins.objective.keep_local_batch_norm = h.keep_local_batch_norm();
+  ins.report.sketch_dim = h.sketch_dim();
+  ins.report.evaluate = h.evaluate();
   ins.train.epochs = t.epochs();
   ins.train.batch_size = t.batch_size();
   ins.train.lr = t.lr();
@@ -78,8 +80,8 @@ FitInstructions FromWire(const pb::TaskHeader& h) {
     throw Error("task: a public key without an encrypted reference, or the reverse");
   }
   if (!h.public_key().empty()) {
-    ins.public_key = std::make_shared<const std::string>(h.public_key());
-    ins.secure_reference = std::make_shared<const std::string>(h.secure_reference());
+    ins.report.public_key = std::make_shared<const std::string>(h.public_key());
+    ins.report.secure_reference = std::make_shared<const std::string>(h.secure_reference());
   }
   return ins;
 }

@@ -23,13 +23,14 @@ FitInstructions FullInstructions() {
   FitInstructions ins;
   ins.round = 17;
   ins.model_version = 16;
-  ins.profile = true;
-  ins.report_loss = true;
-  ins.prox_mu = 0.25;
-  ins.keep_local_batch_norm = true;
-  ins.sketch_dim = 128;
-  ins.public_key = std::make_shared<const std::string>(std::string("key\0bytes", 9));
-  ins.secure_reference = std::make_shared<const std::string>("reference");
+  ins.report.profile = true;
+  ins.report.loss = true;
+  ins.report.evaluate = true;
+  ins.objective.prox_mu = 0.25;
+  ins.objective.keep_local_batch_norm = true;
+  ins.report.sketch_dim = 128;
+  ins.report.public_key = std::make_shared<const std::string>(std::string("key\0bytes", 9));
+  ins.report.secure_reference = std::make_shared<const std::string>("reference");
   ins.train.epochs = 3;
   ins.train.batch_size = 48;
   ins.train.lr = 0.037;
@@ -90,14 +91,15 @@ TEST(WireTest, InstructionsRoundTripEveryField) {
   const FitInstructions got = FromWire(header);
   EXPECT_EQ(got.round, sent.round);
   EXPECT_EQ(got.model_version, sent.model_version);
-  EXPECT_EQ(got.profile, sent.profile);
-  EXPECT_EQ(got.report_loss, sent.report_loss);
-  EXPECT_EQ(got.prox_mu, sent.prox_mu);
-  EXPECT_EQ(got.keep_local_batch_norm, sent.keep_local_batch_norm);
-  EXPECT_EQ(got.sketch_dim, sent.sketch_dim);
-  ASSERT_TRUE(got.public_key && got.secure_reference);
-  EXPECT_EQ(*got.public_key, *sent.public_key);
-  EXPECT_EQ(*got.secure_reference, *sent.secure_reference);
+  EXPECT_EQ(got.report.profile, sent.report.profile);
+  EXPECT_EQ(got.report.loss, sent.report.loss);
+  EXPECT_EQ(got.report.evaluate, sent.report.evaluate);
+  EXPECT_EQ(got.objective.prox_mu, sent.objective.prox_mu);
+  EXPECT_EQ(got.objective.keep_local_batch_norm, sent.objective.keep_local_batch_norm);
+  EXPECT_EQ(got.report.sketch_dim, sent.report.sketch_dim);
+  ASSERT_TRUE(got.report.public_key && got.report.secure_reference);
+  EXPECT_EQ(*got.report.public_key, *sent.report.public_key);
+  EXPECT_EQ(*got.report.secure_reference, *sent.report.secure_reference);
   EXPECT_EQ(got.train.epochs, sent.train.epochs);
   EXPECT_EQ(got.train.batch_size, sent.train.batch_size);
   EXPECT_EQ(got.train.lr, sent.train.lr);
@@ -108,11 +110,11 @@ TEST(WireTest, InstructionsRoundTripEveryField) {
 
   // Without secure matching neither key nor reference appears.
   FitInstructions plain = sent;
-  plain.public_key.reset();
-  plain.secure_reference.reset();
+  plain.report.public_key.reset();
+  plain.report.secure_reference.reset();
   const FitInstructions got_plain = FromWire(Reparsed(TaskOf(plain)));
-  EXPECT_EQ(got_plain.public_key, nullptr);
-  EXPECT_EQ(got_plain.secure_reference, nullptr);
+  EXPECT_EQ(got_plain.report.public_key, nullptr);
+  EXPECT_EQ(got_plain.report.secure_reference, nullptr);
 }
 
 TEST(WireTest, ResultRoundTripsEveryFieldButTheModel) {

@@ -1,0 +1,69 @@
+#include "fedprof/client/local_training.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "fedprof/core/rng.h"
+#include "fedprof/models/models.h"
+
+namespace fedprof {
+
+namespace {
+
+namespace F = torch::nn::functional;
+
+torch::Tensor Loss(const torch::Tensor& output, const torch::Tensor& target, bool regression) {
+  return regression ? F::mse_loss(output, target) : F::cross_entropy(output, target);
+}
+
+}  // namespace
+
+double TrainLocally(const TrainOptions& train, const LocalObjective& objective,
+                    const BatchOrderKey& key, const Dataset& data, Model& model) {
+  // FedProx's anchor: the parameters training starts from.
+  std::vector<torch::Tensor> anchor;
+  if (objective.prox_mu > 0) {
+    for (const auto& p : model.parameters()) anchor.push_back(p.detach().clone());
+  }
+  model.train();
+  torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(train.lr)
+                                                      .momentum(train.momentum)
+                                                      .weight_decay(train.weight_decay));
+  const int64_t n = data.size();
+  const int64_t batch = std::max<int64_t>(1, std::min(train.batch_size, n));
+  const bool regression = data.is_regression();
+  double epoch_loss = 0;
+  for (int epoch = 0; epoch < train.epochs; ++epoch) {
+    Rng rng = MakeRng(key.seed, Stream::kLocalTraining,
+                      {static_cast<uint64_t>(key.round), static_cast<uint64_t>(key.client_id),
+                       static_cast<uint64_t>(epoch)});
+    const std::vector<int64_t> order = Permutation(rng, n);
+    const torch::Tensor order_t =
+        torch::from_blob(const_cast<int64_t*>(order.data()), {n}, torch::kLong);
+    double loss_sum = 0;
+    for (int64_t start = 0; start < n; start += batch) {
+      const int64_t len = std::min(batch, n - start);
+      const torch::Tensor idx = order_t.narrow(0, start, len);
+      const torch::Tensor x = data.x.index_select(0, idx);
+      const torch::Tensor y = data.y.index_select(0, idx);
+      optimizer.zero_grad();
+      const torch::Tensor loss = Loss(model.Forward(x), y, regression);
+      torch::Tensor total = loss;
+      if (!anchor.empty()) {
+        torch::Tensor prox = torch::zeros({}, torch::kFloat);
+        const auto params = model.parameters();
+        for (size_t i = 0; i < params.size(); ++i) prox = prox + (params[i] - anchor[i]).pow(2).sum();
+        total = loss + 0.5 * objective.prox_mu * prox;
+      }
+      total.backward();
+      optimizer.step();
+      loss_sum += loss.item<double>() * static_cast<double>(len);
+    }
+    epoch_loss = loss_sum / static_cast<double>(n);
+  }
+  return epoch_loss;
+}
+
+}  // namespace fedprof
