@@ -48,6 +48,7 @@ void SecAggClient::Abort(const std::string& why) {
   mask_keys_ = {};
   cipher_keys_ = {};
   self_mask_seed_.clear();
+  share_keys_.clear();
   throw Error("secagg client " + std::to_string(id_) + " aborts: " + why);
 }
 
@@ -112,8 +113,9 @@ ShareKeys SecAggClient::Share(const KeyDirectory& directory) {
     // Step 5: e_{u,v} = AE.enc(KA.agree(c_u^SK, c_v^PK), u || v || s_{u,v}^SK || b_{u,v}).
     for (size_t i = 0; i < neighbours.size(); ++i) {
       const int64_t v = neighbours[i];
-      const Bytes key = ShareKey(config_.session_id,
-                                 X25519Agree(cipher_keys_.secret, peers_[v].cipher_public), id_, v);
+      // The pair's key encrypts both ways: kept for opening e_{v,u} in round 4.
+      const Bytes& key = share_keys_[v] = ShareKey(
+          config_.session_id, X25519Agree(cipher_keys_.secret, peers_[v].cipher_public), id_, v);
       const Bytes plaintext = EncodeId(id_) + EncodeId(v) + key_shares[i].value + mask_shares[i].value;
       out.shares.push_back({v, Seal(key, plaintext, ShareAad(config_.session_id, id_, v))});
     }
@@ -237,9 +239,7 @@ UnmaskResponse SecAggClient::Unmask(const UnmaskRequest& request) {
   out.client = id_;
   for (const auto& [v, sealed] : received_) {
     try {
-      const Bytes key = ShareKey(config_.session_id,
-                                 X25519Agree(cipher_keys_.secret, peers_[v].cipher_public), v, id_);
-      const Bytes plain = Open(key, sealed, ShareAad(config_.session_id, v, id_));
+      const Bytes plain = Open(share_keys_.at(v), sealed, ShareAad(config_.session_id, v, id_));
       if (plain.size() != kSharePlaintextBytes || DecodeId(plain, 0) != v ||
           DecodeId(plain, 8) != id_) {
         throw Error("its shares name the wrong clients");
@@ -258,6 +258,7 @@ UnmaskResponse SecAggClient::Unmask(const UnmaskRequest& request) {
   mask_keys_ = {};
   cipher_keys_ = {};
   self_mask_seed_.clear();
+  share_keys_.clear();
   return out;
 }
 

@@ -56,6 +56,7 @@ class SecAggClient {
   Bytes self_mask_seed_;                      // b_u
   std::vector<int64_t> clients_;              // U_1
   std::map<int64_t, AdvertiseKeys> peers_;    // N(u): their keys
+  std::map<int64_t, Bytes> share_keys_;       // N(u): the pair's AES-GCM key
   std::map<int64_t, Bytes> received_;         // N(u) ∩ U_2: e_{v,u}
   std::vector<int64_t> survivors_;            // U_3 as signed
 };

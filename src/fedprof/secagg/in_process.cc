@@ -103,8 +103,8 @@ SessionReport RunInProcess(const SessionConfig& config, const std::map<int64_t, 
   };
 
   // Round 0: AdvertiseKeys.
-  for (auto& [id, client] : clients) {
-    (void)client;
+  for (const auto& entry : clients) {
+    const int64_t id = entry.first;
     run(id, [&](SecAggClient& c) {
       const AdvertiseKeys m = up(id, c.Advertise());
       Stopwatch watch(report.server);
@@ -117,7 +117,9 @@ SessionReport RunInProcess(const SessionConfig& config, const std::map<int64_t, 
     directories = server.CloseAdvertise();
   }
   // Round 1: ShareKeys.
-  for (auto& [id, directory] : directories) {
+  for (const auto& entry : directories) {
+    const int64_t id = entry.first;
+    const KeyDirectory& directory = entry.second;
     if (dropouts.before_shares.count(id) != 0) continue;
     run(id, [&](SecAggClient& c) {
       const KeyDirectory d = Carry(directory, report.server, report.clients[id], "secagg server");
@@ -134,7 +136,9 @@ SessionReport RunInProcess(const SessionConfig& config, const std::map<int64_t, 
     bundles = server.CloseShares();
   }
   // Round 2: MaskedInputCollection.
-  for (auto& [id, bundle] : bundles) {
+  for (auto& entry : bundles) {
+    const int64_t id = entry.first;
+    ShareBundle& bundle = entry.second;
     if (dropouts.before_masked_input.count(id) != 0) continue;
     run(id, [&](SecAggClient& c) {
       if (interceptors.share_bundle) interceptors.share_bundle(id, bundle);
