@@ -279,7 +279,7 @@ Bytes SecAggServer::Recover(int64_t owner, ShareKind kind, Check verified) {
   }
   auto attempt = [&](const std::vector<Share>& basis, Bytes& secret) {
     try {
-      secret = Reconstruct(basis, t);
+      secret = reconstructor_.Reconstruct(basis, t);
       return verified(secret);
     } catch (const Error&) {
       return false;  // not a field element, or not a 256-bit secret

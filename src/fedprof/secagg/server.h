@@ -101,6 +101,7 @@ class SecAggServer {
   // Revealed shares by owner and kind, each with its holder.
   std::map<std::pair<int64_t, int>, std::vector<Share>> revealed_;
   std::map<int64_t, std::string> excluded_;
+  Reconstructor reconstructor_;
 };
 
 }  // namespace fedprof::secagg

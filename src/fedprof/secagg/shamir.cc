@@ -151,16 +151,60 @@ std::vector<Share> ShareSecret(const Bytes& secret, int threshold,
   return shares;
 }
 
-Bytes Reconstruct(const std::vector<Share>& shares, int threshold) {
+Bytes Reconstructor::Reconstruct(const std::vector<Share>& shares, int threshold) {
   if (threshold < 1 || shares.size() != static_cast<size_t>(threshold)) {
     throw Error("secagg: " + std::to_string(shares.size()) + " shares to reconstruct a " +
                 std::to_string(threshold) + "-of-n secret");
   }
-  const Mpz secret = Interpolate(shares, Mpz(0));
+  const Mpz& p = Prime();
+  std::vector<int64_t> holders;
+  for (const Share& s : shares) holders.push_back(s.holder);
+  auto cached = coefficients_.find(holders);
+  if (cached == coefficients_.end()) {
+    std::set<int64_t> seen;
+    std::vector<Mpz> xs(holders.size());
+    for (size_t i = 0; i < holders.size(); ++i) {
+      if (!seen.insert(holders[i]).second) {
+        throw Error("secagg: two shares from holder " + std::to_string(holders[i]));
+      }
+      xs[i] = Abscissa(holders[i]);
+    }
+    std::vector<Bytes> lambdas;
+    Mpz num, den, diff;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      mpz_set_ui(num.get(), 1);
+      mpz_set_ui(den.get(), 1);
+      for (size_t j = 0; j < xs.size(); ++j) {
+        if (j == i) continue;
+        mpz_mul(num.get(), num.get(), xs[j].get());
+        mpz_mod(num.get(), num.get(), p.get());
+        mpz_sub(diff.get(), xs[j].get(), xs[i].get());
+        mpz_mul(den.get(), den.get(), diff.get());
+        mpz_mod(den.get(), den.get(), p.get());
+      }
+      if (mpz_invert(den.get(), den.get(), p.get()) == 0) {
+        throw Error("secagg: shares with coinciding abscissae");
+      }
+      mpz_mul(num.get(), num.get(), den.get());
+      mpz_mod(num.get(), num.get(), p.get());
+      lambdas.push_back(ToBytes(num, kShareBytes));
+    }
+    cached = coefficients_.emplace(holders, std::move(lambdas)).first;
+  }
+  Mpz secret, term;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    mpz_mul(term.get(), ValueOf(shares[i]).get(), FromBytes(cached->second[i]).get());
+    mpz_add(secret.get(), secret.get(), term.get());
+  }
+  mpz_mod(secret.get(), secret.get(), p.get());
   if (mpz_sizeinbase(secret.get(), 2) > 8 * kKeyBytes) {
     throw Error("secagg: shares reconstruct a value of more than 256 bits");
   }
   return ToBytes(secret, kKeyBytes);
+}
+
+Bytes Reconstruct(const std::vector<Share>& shares, int threshold) {
+  return Reconstructor().Reconstruct(shares, threshold);
 }
 
 bool OnPolynomial(const std::vector<Share>& basis, const Share& share) {

@@ -9,6 +9,7 @@
 // from OpenSSL's CSPRNG; the arithmetic is GMP's.
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "fedprof/secagg/crypto.h"
@@ -34,6 +35,18 @@ std::vector<Share> ShareSecret(const Bytes& secret, int threshold,
 // set of shares gives). Whether the secret is the right one is for the
 // caller to check against what it committed to.
 Bytes Reconstruct(const std::vector<Share>& shares, int threshold);
+
+// Reconstructs many secrets, computing the Lagrange coefficients of each set
+// of holders once: a server recovering every survivor's self mask from the
+// same answering clients pays O(t^2) once and O(t) per secret.
+class Reconstructor {
+ public:
+  Bytes Reconstruct(const std::vector<Share>& shares, int threshold);
+
+ private:
+  // λ_i = Π_{j≠i} x_j / (x_j − x_i) mod p, big-endian, by holder list.
+  std::map<std::vector<int64_t>, std::vector<Bytes>> coefficients_;
+};
 
 // Whether `share` lies on the polynomial through `basis` (threshold shares):
 // how extra shares are checked once a reconstruction is verified.
