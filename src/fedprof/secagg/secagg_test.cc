@@ -10,6 +10,7 @@
 #include <random>
 
 #include "fedprof/aggregation/model_sum.h"
+#include "fedprof/core/files.h"
 #include "fedprof/secagg/client.h"
 #include "fedprof/secagg/crypto.h"
 #include "fedprof/secagg/graph.h"
@@ -378,6 +379,19 @@ TEST(SecAggServerView, TheAggregationBufferOnlyEverHoldsMaskedInputs) {
     EXPECT_EQ(report.buffer_snapshots[k], running);
   }
   EXPECT_EQ(SecureSum(report).Serialize(), PlainSum(m, Ids(p)).Serialize());
+}
+
+// And no code of the server's side can turn words back into a model: the
+// decoder (ModelSum::FromTermWords) is reachable only from the caller of
+// Finish, with the sum.
+TEST(SecAggServerView, NoServerSideCodeDecodesAnInput) {
+  for (const char* file : {"server.h", "server.cc", "messages.h", "messages.cc", "shamir.h",
+                           "graph.h", "crypto.h", "wire.h", "wire.cc"}) {
+    const std::string text =
+        ReadFile(std::string(FEDPROF_SOURCE_DIR) + "/src/fedprof/secagg/" + file);
+    EXPECT_EQ(text.find("model_sum.h"), std::string::npos) << file;
+    EXPECT_EQ(text.find("TermWords"), std::string::npos) << file;
+  }
 }
 
 // ---------------------------------------------------------- hostile servers
