@@ -36,7 +36,9 @@ struct Interceptors {
   std::function<void(UnmaskResponse&)> unmask_response;
 };
 
-// Bytes on the wire (serialised protobuf) and compute time.
+// Bytes on the wire (serialised protobuf) and compute time (the thread's
+// CPU seconds in the party's own steps, its decoding of what it receives
+// included).
 struct PartyCost {
   int64_t bytes_sent = 0;
   int64_t bytes_received = 0;
