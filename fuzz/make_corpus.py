@@ -256,9 +256,52 @@ def model_sum():
     write("fuzz_model_sum", "one-model", struct.pack("<qq", 1, 10) + s128(3 << 64))
 
 
+def secagg():
+    def ids(number, values):
+        return field(number, 2, b"".join(varint(v) for v in values))
+
+    def advertise(client):
+        return (field(1, 0, client) + field(2, 2, bytes([client + 1]) * 32) +
+                field(3, 2, bytes([client + 9]) * 32) + field(4, 2, b"\x5a" * 64))
+
+    sealed = lambda peer: field(1, 0, peer) + field(2, 2, bytes(range(110)))
+    write("fuzz_secagg", "advertise-keys", b"\x00" + advertise(3))
+    write("fuzz_secagg", "advertise-short-key", b"\x00" + field(1, 0, 3) + field(2, 2, b"k" * 31))
+    write("fuzz_secagg", "key-directory",
+          b"\x01" + ids(1, [0, 1, 2, 3]) + field(2, 2, advertise(1)) + field(2, 2, advertise(2)))
+    write("fuzz_secagg", "share-keys", b"\x02" + field(1, 0, 2) + field(2, 2, b"c" * 32) +
+          field(3, 2, sealed(0)) + field(3, 2, sealed(1)))
+    write("fuzz_secagg", "share-bundle", b"\x03" + field(1, 2, sealed(0)) + field(1, 2, sealed(3)))
+    write("fuzz_secagg", "survivor-list", b"\x04" + ids(1, [0, 1, 3]))
+    write("fuzz_secagg", "negative-survivor", b"\x04" + ids(1, [(1 << 64) - 1]))
+    signature = lambda client: field(1, 0, client) + field(2, 2, b"\x11" * 64)
+    write("fuzz_secagg", "consistency-signature", b"\x05" + signature(2))
+    request = (ids(1, [0, 1, 2, 3]) + ids(2, []) + field(3, 2, signature(0)) +
+               field(3, 2, signature(2)))
+    write("fuzz_secagg", "unmask-request", b"\x06" + request)
+    share = lambda owner, kind: field(1, 0, owner) + field(2, 0, kind) + field(3, 2, b"\x01" * 33)
+    response = field(1, 0, 0) + field(2, 2, share(1, 0)) + field(2, 2, share(2, 0)) + ids(3, [3])
+    write("fuzz_secagg", "unmask-response", b"\x07" + response)
+    write("fuzz_secagg", "unmask-response-bad-kind", b"\x07" + field(1, 0, 0) +
+          field(2, 2, share(1, 5)))
+
+    def chunk(first, words):
+        body = (field(1, 0, 4) + field(2, 0, first) + field(3, 0, 8) +
+                field(4, 2, bytes(range(16 * words))))
+        return struct.pack("<H", len(body)) + body
+    write("fuzz_secagg", "masked-input", b"\x08" + chunk(0, 5) + chunk(5, 3))
+    write("fuzz_secagg", "masked-input-gap", b"\x08" + chunk(0, 4) + chunk(5, 3))
+    write("fuzz_secagg", "client-request", b"\x09" + request)
+    write("fuzz_secagg", "client-request-both", b"\x09" + ids(1, [0, 1, 2, 3]) + ids(2, [2]))
+    write("fuzz_secagg", "server-response", b"\x0a" + response)
+    write("fuzz_secagg", "server-response-all",
+          b"\x0a" + field(1, 0, 0) + field(2, 2, share(1, 0)) + field(2, 2, share(2, 0)) +
+          field(2, 2, share(3, 0)))
+
+
 def main():
     for make in (idx, cifar, csv, config, profile, checkpoint, transfer, wire, paillier,
-                 secure_reference, model_sum):
+                 secure_reference, model_sum, secagg):
         make()
     return 0
 

@@ -48,7 +48,18 @@ void ModelSum::Add(const FlatParams& w, int64_t n) {
     throw Error("aggregation: model of " + std::to_string(w.size()) + " values added to a sum of " +
                 std::to_string(sum_.size()));
   }
-  if (n < 1 || n > kMaxModelSumWeight || count_ >= kMaxModelSumTerms) {
+  if (count_ >= kMaxModelSumTerms) {
+    throw Error("aggregation: weight " + std::to_string(n) + " or term count out of range");
+  }
+  CheckTerm(w, n);
+  const double dn = static_cast<double>(n);
+  for (size_t i = 0; i < w.size(); ++i) sum_[i] += ToFixed(dn * w[i]);
+  ++count_;
+  weight_ += n;
+}
+
+void ModelSum::CheckTerm(const FlatParams& w, int64_t n) {
+  if (n < 1 || n > kMaxModelSumWeight) {
     throw Error("aggregation: weight " + std::to_string(n) + " or term count out of range");
   }
   const double dn = static_cast<double>(n);
@@ -57,9 +68,37 @@ void ModelSum::Add(const FlatParams& w, int64_t n) {
       throw Error("aggregation: a weighted value is beyond 2^40 (or not finite)");
     }
   }
-  for (size_t i = 0; i < w.size(); ++i) sum_[i] += ToFixed(dn * w[i]);
-  ++count_;
-  weight_ += n;
+}
+
+std::vector<unsigned __int128> ModelSum::TermWords(const FlatParams& w, int64_t n) {
+  CheckTerm(w, n);
+  const double dn = static_cast<double>(n);
+  std::vector<unsigned __int128> words(w.size() + 1);
+  // Two's complement: the words add modulo 2^128 as the signed terms add.
+  for (size_t i = 0; i < w.size(); ++i) words[i] = static_cast<unsigned __int128>(ToFixed(dn * w[i]));
+  words[w.size()] = static_cast<unsigned __int128>(n);
+  return words;
+}
+
+ModelSum ModelSum::FromTermWords(const std::vector<unsigned __int128>& words, int64_t count,
+                                 const std::string& origin) {
+  if (words.empty()) throw Error(origin + ": a summed term of no words");
+  if (count < 0 || count > kMaxModelSumTerms) {
+    throw Error(origin + ": a sum of " + std::to_string(count) + " terms, expected 0.." +
+                std::to_string(kMaxModelSumTerms));
+  }
+  ModelSum s;
+  s.count_ = count;
+  // The weight word: a sum of at most 2^22 weights below 2^31 is below
+  // 2^53; anything larger (or "negative") is refused by CheckBounds.
+  const unsigned __int128 weight = words.back();
+  s.weight_ = weight > static_cast<unsigned __int128>(count) * kMaxModelSumWeight
+                  ? -1
+                  : static_cast<int64_t>(weight);
+  s.sum_.resize(words.size() - 1);
+  for (size_t i = 0; i < s.sum_.size(); ++i) s.sum_[i] = static_cast<__int128>(words[i]);
+  s.CheckBounds(origin);
+  return s;
 }
 
 void ModelSum::Merge(const ModelSum& other) {
@@ -102,24 +141,29 @@ ModelSum ModelSum::Parse(const std::string& bytes, const std::string& origin) {
   ModelSum s;
   std::memcpy(&s.count_, bytes.data(), sizeof(int64_t));
   std::memcpy(&s.weight_, bytes.data() + sizeof(int64_t), sizeof(int64_t));
-  // What Add and Merge can make: count terms, each of weight 1..2^31 - 1 and
-  // of values below 2^40 (2^104 in fixed point).
-  if (s.count_ < 0 || s.count_ > kMaxModelSumTerms || s.weight_ < s.count_ ||
-      s.weight_ > s.count_ * kMaxModelSumWeight) {
-    throw Error(origin + ": model sum of " + std::to_string(s.count_) + " models of weight " +
-                std::to_string(s.weight_) + ", expected 0.." + std::to_string(kMaxModelSumTerms) +
-                " models of weight 1.." + std::to_string(kMaxModelSumWeight) + " each");
-  }
+  s.CheckBounds(origin);
   s.sum_.resize((bytes.size() - head) / sizeof(__int128));
   if (!s.sum_.empty()) std::memcpy(s.sum_.data(), bytes.data() + head, bytes.size() - head);
-  const __int128 bound = static_cast<__int128>(s.count_) << (kFractionBits + 40);
-  for (size_t i = 0; i < s.sum_.size(); ++i) {
-    if (s.sum_[i] > bound || s.sum_[i] < -bound) {
+  s.CheckBounds(origin);
+  return s;
+}
+
+void ModelSum::CheckBounds(const std::string& origin) const {
+  // What Add and Merge can make: count terms, each of weight 1..2^31 - 1 and
+  // of values below 2^40 (2^104 in fixed point).
+  if (count_ < 0 || count_ > kMaxModelSumTerms || weight_ < count_ ||
+      weight_ > count_ * kMaxModelSumWeight) {
+    throw Error(origin + ": model sum of " + std::to_string(count_) + " models of weight " +
+                std::to_string(weight_) + ", expected 0.." + std::to_string(kMaxModelSumTerms) +
+                " models of weight 1.." + std::to_string(kMaxModelSumWeight) + " each");
+  }
+  const __int128 bound = static_cast<__int128>(count_) << (kFractionBits + 40);
+  for (size_t i = 0; i < sum_.size(); ++i) {
+    if (sum_[i] > bound || sum_[i] < -bound) {
       throw Error(origin + ": model sum value " + std::to_string(i) + " is beyond what " +
-                  std::to_string(s.count_) + " models below 2^40 can add up to");
+                  std::to_string(count_) + " models below 2^40 can add up to");
     }
   }
-  return s;
 }
 
 void ExactSum::Add(double value) {

@@ -50,6 +50,19 @@ class ModelSum {
   // weight() · base_i in double, still independent of the terms' order.
   double Centered(size_t i, float base) const;
 
+  // One client's term as the words secure aggregation masks and adds modulo
+  // 2^128 (secagg/): n · w_i in units of 2^-64 as two's-complement 128-bit
+  // words, as Add would add them, then n itself, so that the clients' words
+  // sum to this sum's values and weight. The same checks as Add (without a
+  // size to match); throws fedprof::Error.
+  static std::vector<unsigned __int128> TermWords(const FlatParams& w, int64_t n);
+  // The sum of `count` clients' TermWords modulo 2^128 (size() + 1 words)
+  // as a ModelSum, equal bit for bit to adding their models with Add.
+  // Throws fedprof::Error naming `origin` if it is not a sum that `count`
+  // terms can make (the bounds of Parse).
+  static ModelSum FromTermWords(const std::vector<unsigned __int128>& words, int64_t count,
+                                const std::string& origin);
+
   // Raw bytes (count, weight, then the 128-bit sums), and back; Parse throws
   // fedprof::Error naming `origin` on malformed input or on a sum that Add
   // could not have made (a count, weight or value out of range).
@@ -57,6 +70,11 @@ class ModelSum {
   static ModelSum Parse(const std::string& bytes, const std::string& origin);
 
  private:
+  static void CheckTerm(const FlatParams& w, int64_t n);
+  // Throws unless count, weight and every value are what count terms of Add
+  // can make.
+  void CheckBounds(const std::string& origin) const;
+
   std::vector<__int128> sum_;
   int64_t count_ = 0;
   int64_t weight_ = 0;

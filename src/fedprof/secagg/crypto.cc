@@ -1,0 +1,229 @@
+#include "fedprof/secagg/crypto.h"
+
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+#include <openssl/params.h>
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "fedprof/core/error.h"
+
+namespace fedprof::secagg {
+namespace {
+
+struct PkeyFree {
+  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
+};
+struct PkeyCtxFree {
+  void operator()(EVP_PKEY_CTX* p) const { EVP_PKEY_CTX_free(p); }
+};
+struct CipherCtxFree {
+  void operator()(EVP_CIPHER_CTX* p) const { EVP_CIPHER_CTX_free(p); }
+};
+struct MdCtxFree {
+  void operator()(EVP_MD_CTX* p) const { EVP_MD_CTX_free(p); }
+};
+using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
+using PkeyCtx = std::unique_ptr<EVP_PKEY_CTX, PkeyCtxFree>;
+using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, CipherCtxFree>;
+using MdCtx = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
+
+const unsigned char* U(const Bytes& b) { return reinterpret_cast<const unsigned char*>(b.data()); }
+unsigned char* U(Bytes& b) { return reinterpret_cast<unsigned char*>(&b[0]); }
+
+void CheckSize(const Bytes& b, size_t n, const char* what) {
+  if (b.size() != n) {
+    throw Error(std::string("secagg: ") + what + " of " + std::to_string(b.size()) +
+                " bytes, expected " + std::to_string(n));
+  }
+}
+
+KeyPair Generate(int type, const char* name) {
+  PkeyCtx ctx(EVP_PKEY_CTX_new_id(type, nullptr));
+  EVP_PKEY* raw = nullptr;
+  if (!ctx || EVP_PKEY_keygen_init(ctx.get()) != 1 || EVP_PKEY_keygen(ctx.get(), &raw) != 1) {
+    throw Error(std::string("secagg: could not generate an ") + name + " key");
+  }
+  Pkey key(raw);
+  KeyPair pair{Bytes(kKeyBytes, '\0'), Bytes(kKeyBytes, '\0')};
+  size_t secret_len = kKeyBytes, public_len = kKeyBytes;
+  if (EVP_PKEY_get_raw_private_key(key.get(), U(pair.secret), &secret_len) != 1 ||
+      EVP_PKEY_get_raw_public_key(key.get(), U(pair.public_key), &public_len) != 1 ||
+      secret_len != kKeyBytes || public_len != kKeyBytes) {
+    throw Error(std::string("secagg: could not read an ") + name + " key");
+  }
+  return pair;
+}
+
+Pkey PrivateKey(int type, const Bytes& secret) {
+  CheckSize(secret, kKeyBytes, "private key");
+  Pkey key(EVP_PKEY_new_raw_private_key(type, nullptr, U(secret), secret.size()));
+  if (!key) throw Error("secagg: malformed private key");
+  return key;
+}
+
+Pkey PublicKey(int type, const Bytes& public_key) {
+  CheckSize(public_key, kKeyBytes, "public key");
+  Pkey key(EVP_PKEY_new_raw_public_key(type, nullptr, U(public_key), public_key.size()));
+  if (!key) throw Error("secagg: malformed public key");
+  return key;
+}
+
+}  // namespace
+
+Bytes RandomBytes(size_t n) {
+  Bytes out(n, '\0');
+  if (n > 0 && RAND_bytes(U(out), static_cast<int>(n)) != 1) {
+    throw Error("secagg: the random generator failed");
+  }
+  return out;
+}
+
+KeyPair GenerateX25519() { return Generate(EVP_PKEY_X25519, "X25519"); }
+KeyPair GenerateEd25519() { return Generate(EVP_PKEY_ED25519, "Ed25519"); }
+
+Bytes X25519PublicOf(const Bytes& secret) {
+  Pkey key = PrivateKey(EVP_PKEY_X25519, secret);
+  Bytes out(kKeyBytes, '\0');
+  size_t len = kKeyBytes;
+  if (EVP_PKEY_get_raw_public_key(key.get(), U(out), &len) != 1 || len != kKeyBytes) {
+    throw Error("secagg: could not derive an X25519 public key");
+  }
+  return out;
+}
+
+Bytes X25519Agree(const Bytes& secret, const Bytes& peer_public) {
+  Pkey own = PrivateKey(EVP_PKEY_X25519, secret);
+  Pkey peer = PublicKey(EVP_PKEY_X25519, peer_public);
+  PkeyCtx ctx(EVP_PKEY_CTX_new(own.get(), nullptr));
+  Bytes out(kKeyBytes, '\0');
+  size_t len = kKeyBytes;
+  // OpenSSL refuses an all-zero shared secret (a small-order peer key).
+  if (!ctx || EVP_PKEY_derive_init(ctx.get()) != 1 ||
+      EVP_PKEY_derive_set_peer(ctx.get(), peer.get()) != 1 ||
+      EVP_PKEY_derive(ctx.get(), U(out), &len) != 1 || len != kKeyBytes) {
+    throw Error("secagg: X25519 key agreement failed (a degenerate public key)");
+  }
+  return out;
+}
+
+Bytes Hkdf(const Bytes& ikm, const Bytes& info, size_t length) {
+  PkeyCtx ctx(EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nullptr));
+  Bytes out(length, '\0');
+  size_t len = length;
+  if (!ctx || EVP_PKEY_derive_init(ctx.get()) != 1 ||
+      EVP_PKEY_CTX_set_hkdf_md(ctx.get(), EVP_sha256()) != 1 ||
+      EVP_PKEY_CTX_set1_hkdf_key(ctx.get(), U(ikm), static_cast<int>(ikm.size())) != 1 ||
+      EVP_PKEY_CTX_add1_hkdf_info(ctx.get(), U(info), static_cast<int>(info.size())) != 1 ||
+      EVP_PKEY_derive(ctx.get(), U(out), &len) != 1 || len != length) {
+    throw Error("secagg: HKDF failed");
+  }
+  return out;
+}
+
+Bytes Seal(const Bytes& key, const Bytes& plaintext, const Bytes& aad) {
+  CheckSize(key, kKeyBytes, "encryption key");
+  Bytes out = RandomBytes(kNonceBytes);
+  out.resize(SealedSize(plaintext.size()));
+  CipherCtx ctx(EVP_CIPHER_CTX_new());
+  int len = 0;
+  unsigned char* body = U(out) + kNonceBytes;
+  if (!ctx || EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, U(key), U(out)) != 1 ||
+      EVP_EncryptUpdate(ctx.get(), nullptr, &len, U(aad), static_cast<int>(aad.size())) != 1 ||
+      EVP_EncryptUpdate(ctx.get(), body, &len, U(plaintext),
+                        static_cast<int>(plaintext.size())) != 1 ||
+      EVP_EncryptFinal_ex(ctx.get(), body + len, &len) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes,
+                          body + plaintext.size()) != 1) {
+    throw Error("secagg: AES-GCM encryption failed");
+  }
+  return out;
+}
+
+Bytes Open(const Bytes& key, const Bytes& sealed, const Bytes& aad) {
+  CheckSize(key, kKeyBytes, "encryption key");
+  if (sealed.size() < kNonceBytes + kTagBytes) {
+    throw Error("secagg: a ciphertext of " + std::to_string(sealed.size()) +
+                " bytes is shorter than its nonce and tag");
+  }
+  const size_t n = sealed.size() - kNonceBytes - kTagBytes;
+  Bytes out(n, '\0');
+  Bytes tag = sealed.substr(kNonceBytes + n);
+  CipherCtx ctx(EVP_CIPHER_CTX_new());
+  int len = 0;
+  if (!ctx || EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, U(key), U(sealed)) != 1 ||
+      EVP_DecryptUpdate(ctx.get(), nullptr, &len, U(aad), static_cast<int>(aad.size())) != 1 ||
+      EVP_DecryptUpdate(ctx.get(), n > 0 ? U(out) : nullptr, &len, U(sealed) + kNonceBytes,
+                        static_cast<int>(n)) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kTagBytes, U(tag)) != 1 ||
+      EVP_DecryptFinal_ex(ctx.get(), n > 0 ? U(out) + len : nullptr, &len) != 1) {
+    throw Error("secagg: a ciphertext failed authentication");
+  }
+  return out;
+}
+
+Bytes Sign(const Bytes& secret, const Bytes& message) {
+  Pkey key = PrivateKey(EVP_PKEY_ED25519, secret);
+  MdCtx ctx(EVP_MD_CTX_new());
+  Bytes out(kSignatureBytes, '\0');
+  size_t len = kSignatureBytes;
+  if (!ctx || EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) != 1 ||
+      EVP_DigestSign(ctx.get(), U(out), &len, U(message), message.size()) != 1 ||
+      len != kSignatureBytes) {
+    throw Error("secagg: Ed25519 signing failed");
+  }
+  return out;
+}
+
+bool Verify(const Bytes& public_key, const Bytes& message, const Bytes& signature) {
+  if (public_key.size() != kKeyBytes || signature.size() != kSignatureBytes) return false;
+  Pkey key(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, U(public_key), kKeyBytes));
+  if (!key) return false;
+  MdCtx ctx(EVP_MD_CTX_new());
+  return ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) == 1 &&
+         EVP_DigestVerify(ctx.get(), U(signature), signature.size(), U(message),
+                          message.size()) == 1;
+}
+
+void AddPrg(const Bytes& seed, int sign, std::vector<Word>& out) {
+  CheckSize(seed, kKeyBytes, "PRG seed");
+  CipherCtx ctx(EVP_CIPHER_CTX_new());
+  const unsigned char iv[16] = {0};
+  if (!ctx || EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_ctr(), nullptr, U(seed), iv) != 1) {
+    throw Error("secagg: AES-CTR initialisation failed");
+  }
+  // The keystream is AES-CTR over zeros, in blocks of a few thousand words so
+  // that the buffer stays in cache.
+  constexpr size_t kBlock = 4096;
+  std::vector<unsigned char> zeros(kBlock * sizeof(Word), 0), stream(kBlock * sizeof(Word));
+  for (size_t at = 0; at < out.size(); at += kBlock) {
+    const size_t n = std::min(kBlock, out.size() - at);
+    int len = 0;
+    if (EVP_EncryptUpdate(ctx.get(), stream.data(), &len, zeros.data(),
+                          static_cast<int>(n * sizeof(Word))) != 1 ||
+        len != static_cast<int>(n * sizeof(Word))) {
+      throw Error("secagg: AES-CTR keystream failed");
+    }
+    for (size_t i = 0; i < n; ++i) {
+      // Little-endian bytes to a word, whatever the host's order.
+      Word w;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+      std::memcpy(&w, &stream[i * 16], sizeof(w));
+#else
+      w = 0;
+      for (int b = 15; b >= 0; --b) w = (w << 8) | stream[i * 16 + b];
+#endif
+      if (sign > 0) {
+        out[at + i] += w;
+      } else {
+        out[at + i] -= w;
+      }
+    }
+  }
+}
+
+}  // namespace fedprof::secagg

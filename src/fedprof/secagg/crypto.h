@@ -1,0 +1,69 @@
+#ifndef FEDPROF_SECAGG_CRYPTO_H_
+#define FEDPROF_SECAGG_CRYPTO_H_
+
+// The primitives of secure aggregation, every one of them OpenSSL's (EVP):
+// X25519 key agreement, HKDF-SHA256, AES-256-GCM, Ed25519 signatures and an
+// AES-256-CTR keystream as the pseudorandom generator that expands a 32-byte
+// seed into a mask. Nothing here is home-made; this file only fixes sizes,
+// labels and error handling. Failures throw fedprof::Error.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fedprof::secagg {
+
+using Bytes = std::string;  // raw bytes
+using Word = unsigned __int128;  // one element of Z_{2^128}
+
+constexpr size_t kKeyBytes = 32;        // X25519 keys, seeds, AES-256 keys
+constexpr size_t kSignatureBytes = 64;  // Ed25519
+constexpr size_t kNonceBytes = 12;      // AES-GCM
+constexpr size_t kTagBytes = 16;        // AES-GCM
+
+// `n` bytes from OpenSSL's CSPRNG.
+Bytes RandomBytes(size_t n);
+
+// An X25519 key pair (the KA.gen of Bonawitz et al., §3.3): 32-byte private
+// and public keys.
+struct KeyPair {
+  Bytes secret;
+  Bytes public_key;
+};
+KeyPair GenerateX25519();
+// The public key of a 32-byte X25519 private key (to check a reconstructed
+// key against the one its owner advertised).
+Bytes X25519PublicOf(const Bytes& secret);
+// KA.agree: the 32-byte shared secret of `secret` and `peer_public`. Throws
+// on a malformed key or a degenerate (all-zero) result, which a small-order
+// peer key produces.
+Bytes X25519Agree(const Bytes& secret, const Bytes& peer_public);
+
+// HKDF-SHA256 (RFC 5869) of `ikm` with the given `info`, no salt: `length`
+// bytes of key material bound to their purpose.
+Bytes Hkdf(const Bytes& ikm, const Bytes& info, size_t length = kKeyBytes);
+
+// AE.enc / AE.dec: AES-256-GCM with a fresh random nonce; the output is
+// nonce || ciphertext || tag, and `aad` is authenticated, not encrypted.
+// Open throws on any size or authentication failure.
+Bytes Seal(const Bytes& key, const Bytes& plaintext, const Bytes& aad);
+Bytes Open(const Bytes& key, const Bytes& sealed, const Bytes& aad);
+constexpr size_t SealedSize(size_t plaintext) { return kNonceBytes + plaintext + kTagBytes; }
+
+// Ed25519 key pair and signatures (SIG of Bonawitz et al., Fig. 4).
+KeyPair GenerateEd25519();
+Bytes Sign(const Bytes& secret, const Bytes& message);
+bool Verify(const Bytes& public_key, const Bytes& message, const Bytes& signature);
+
+// PRG: the AES-256-CTR keystream of the 32-byte `seed` (zero IV), read as
+// little-endian 128-bit words, added to (sign +1) or subtracted from (sign -1)
+// `out` modulo 2^128. Expanding straight into the accumulator keeps a
+// client's and the server's memory at one vector however many masks they
+// apply.
+void AddPrg(const Bytes& seed, int sign, std::vector<Word>& out);
+
+}  // namespace fedprof::secagg
+
+#endif  // FEDPROF_SECAGG_CRYPTO_H_

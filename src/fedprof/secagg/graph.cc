@@ -1,0 +1,167 @@
+#include "fedprof/secagg/graph.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "fedprof/core/error.h"
+
+namespace fedprof::secagg {
+namespace {
+
+double LogChoose(int n, int k) {
+  return std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0);
+}
+
+}  // namespace
+
+Protocol ParseProtocol(const std::string& name) {
+  if (name == "secagg") return Protocol::kSecAgg;
+  if (name == "secagg+") return Protocol::kSecAggPlus;
+  throw Error("secagg: unknown protocol '" + name + "', expected secagg or secagg+");
+}
+
+std::string ProtocolName(Protocol protocol) {
+  return protocol == Protocol::kSecAgg ? "secagg" : "secagg+";
+}
+
+double Log2HypergeometricTail(int population, int successes, int draws, int x) {
+  const int hi = std::min(successes, draws);
+  const int lo = std::max(x, std::max(0, draws - (population - successes)));
+  if (lo > hi) return -INFINITY;
+  // log-sum-exp of the pmf over lo..hi, in natural logs.
+  std::vector<double> terms;
+  for (int i = lo; i <= hi; ++i) {
+    terms.push_back(LogChoose(successes, i) + LogChoose(population - successes, draws - i) -
+                    LogChoose(population, draws));
+  }
+  const double top = *std::max_element(terms.begin(), terms.end());
+  double sum = 0;
+  for (double t : terms) sum += std::exp(t - top);
+  return (top + std::log(sum)) / std::log(2.0);
+}
+
+GraphParams ChooseGraph(Protocol protocol, int n, const Tolerance& tol, int neighbors,
+                        int threshold) {
+  if (n < 2) throw Error("secagg: " + std::to_string(n) + " clients, at least 2 needed");
+  if (!(tol.dropout >= 0 && tol.dropout < 1) || !(tol.corrupt >= 0 && tol.corrupt < 1) ||
+      tol.security_bits < 1 || tol.security_bits > 256 || tol.correctness_bits < 1 ||
+      tol.correctness_bits > 256) {
+    throw Error("secagg: tolerance out of range (dropout and corrupt fractions in [0, 1), "
+                "security and correctness bits in 1..256)");
+  }
+  const int complete = n - 1;
+  if (neighbors < 0 || threshold < 0 || neighbors > complete) {
+    throw Error("secagg: " + std::to_string(neighbors) + " neighbours or threshold " +
+                std::to_string(threshold) + " for " + std::to_string(n) + " clients");
+  }
+  if (protocol == Protocol::kSecAgg && neighbors != 0 && neighbors != complete) {
+    throw Error("secagg: SecAgg uses the complete graph, " + std::to_string(complete) +
+                " neighbours, not " + std::to_string(neighbors));
+  }
+  const int corrupt = static_cast<int>(std::floor(tol.corrupt * n));
+  const int dropped = static_cast<int>(std::floor(tol.dropout * n));
+  const double log2n = std::log2(static_cast<double>(n));
+  auto secure = [&](int k, int t) {
+    return 2 * t > k && Log2HypergeometricTail(n - 1, corrupt, k, t) + log2n <= -tol.security_bits;
+  };
+  auto correct = [&](int k, int t) {
+    return Log2HypergeometricTail(n - 1, dropped, k, k - t + 1) + log2n <= -tol.correctness_bits;
+  };
+  // Explicit values are held to security only (the dropouts they tolerate
+  // are theirs to decide); chosen ones to correctness too.
+  const bool chosen_by_tolerance = neighbors == 0 && threshold == 0;
+  auto fits = [&](int k) -> GraphParams {
+    if (threshold > 0) {
+      return threshold <= k && secure(k, threshold) ? GraphParams{k, threshold} : GraphParams{};
+    }
+    for (int t = k / 2 + 1; t <= k; ++t) {
+      if (secure(k, t)) {
+        return !chosen_by_tolerance || correct(k, t) ? GraphParams{k, t} : GraphParams{};
+      }
+    }
+    return {};
+  };
+  if (!chosen_by_tolerance) {
+    if (neighbors == 0) neighbors = protocol == Protocol::kSecAgg ? complete : 0;
+    if (neighbors > 0) {
+      if (neighbors != complete && neighbors % 2 != 0) {
+        throw Error("secagg: a Harary graph needs an even neighbour count, not " +
+                    std::to_string(neighbors));
+      }
+      const GraphParams chosen = fits(neighbors);
+      if (chosen.neighbors == 0) {
+        throw Error("secagg: " + std::to_string(neighbors) + " neighbours and threshold " +
+                    std::to_string(threshold) + " are not secure for " + std::to_string(n) +
+                    " clients of which a fraction " + std::to_string(tol.corrupt) +
+                    " may be corrupt (the threshold must exceed half the neighbours and, "
+                    "almost surely, the corrupt ones)");
+      }
+      return chosen;
+    }
+    // SecAgg+ with an explicit threshold: the smallest k it is secure for.
+    for (int k = 2; k < complete; k += 2) {
+      const GraphParams chosen = fits(k);
+      if (chosen.neighbors != 0) return chosen;
+    }
+    const GraphParams chosen = fits(complete);
+    if (chosen.neighbors == 0) {
+      throw Error("secagg: threshold " + std::to_string(threshold) + " is not secure for " +
+                  std::to_string(n) + " clients");
+    }
+    return chosen;
+  }
+  if (protocol == Protocol::kSecAggPlus) {
+    for (int k = 2; k < complete; k += 2) {
+      const GraphParams chosen = fits(k);
+      if (chosen.neighbors != 0) return chosen;
+    }
+  }
+  const GraphParams chosen = fits(complete);
+  if (chosen.neighbors == 0) {
+    throw Error("secagg: no threshold lets " + std::to_string(n) + " clients tolerate a dropout "
+                "fraction of " + std::to_string(tol.dropout) + " and a corrupt fraction of " +
+                std::to_string(tol.corrupt));
+  }
+  return chosen;
+}
+
+std::map<int64_t, std::vector<int64_t>> Neighbours(const std::vector<int64_t>& clients,
+                                                    int neighbors, const Bytes& seed) {
+  std::vector<int64_t> order(clients);
+  std::sort(order.begin(), order.end());
+  if (std::adjacent_find(order.begin(), order.end()) != order.end()) {
+    throw Error("secagg: a client listed twice in the neighbour graph");
+  }
+  const int n = static_cast<int>(order.size());
+  std::map<int64_t, std::vector<int64_t>> graph;
+  if (neighbors >= n - 1) {
+    for (int64_t u : order) {
+      for (int64_t v : order) {
+        if (v != u) graph[u].push_back(v);
+      }
+    }
+    return graph;
+  }
+  if (neighbors < 2 || neighbors % 2 != 0) {
+    throw Error("secagg: a Harary graph of " + std::to_string(neighbors) + " neighbours");
+  }
+  // Fisher–Yates with the PRG's words, rejection-free: a 128-bit word mod
+  // i + 1 has a bias below 2^-100.
+  std::vector<Word> random(order.size());
+  AddPrg(Hkdf(seed, "fedprof secagg+ graph"), +1, random);
+  for (size_t i = order.size(); i-- > 1;) {
+    std::swap(order[i], order[static_cast<size_t>(random[i] % (i + 1))]);
+  }
+  const int half = neighbors / 2;
+  for (int i = 0; i < n; ++i) {
+    for (int d = 1; d <= half; ++d) {
+      graph[order[i]].push_back(order[(i + d) % n]);
+      graph[order[i]].push_back(order[(i - d + n) % n]);
+    }
+    std::sort(graph[order[i]].begin(), graph[order[i]].end());
+  }
+  return graph;
+}
+
+}  // namespace fedprof::secagg

@@ -1,0 +1,342 @@
+#include "fedprof/secagg/server.h"
+
+#include <algorithm>
+
+#include "fedprof/core/error.h"
+#include "fedprof/core/log.h"
+
+namespace fedprof::secagg {
+namespace {
+
+const char* const kKindNames[] = {"self mask", "mask key"};
+
+std::vector<int64_t> Ids(const std::set<int64_t>& ids) { return {ids.begin(), ids.end()}; }
+
+}  // namespace
+
+SecAggServer::SecAggServer(SessionConfig config, std::vector<int64_t> selected)
+    : config_(std::move(config)), selected_(selected.begin(), selected.end()) {
+  CheckConfig(config_);
+  if (selected_.size() != selected.size() || selected_.size() < 2) {
+    throw Error("secagg: a session of " + std::to_string(selected.size()) +
+                " selected clients, at least 2 distinct needed");
+  }
+  for (int64_t id : selected_) {
+    if (config_.verify_keys.count(id) == 0) {
+      throw Error("secagg: selected client " + std::to_string(id) + " has no verification key");
+    }
+  }
+  probe_key_ = GenerateX25519().secret;
+}
+
+void SecAggServer::Expect(Phase phase, const char* what) {
+  if (phase_ != phase) throw Error(std::string("secagg server: ") + what + " out of order");
+}
+
+void SecAggServer::Fail(const std::string& why) {
+  phase_ = Phase::kDone;
+  total_.clear();
+  throw Error("secagg: the round fails: " + why);
+}
+
+bool SecAggServer::Exclude(int64_t client, const std::string& why) {
+  if (excluded_.emplace(client, why).second) {
+    LogWarning("secagg: client " + std::to_string(client) + " excluded: " + why);
+  }
+  return false;
+}
+
+void SecAggServer::Refuse(int64_t client, const std::string& why) {
+  if (selected_.count(client) != 0) Exclude(client, why);
+}
+
+bool SecAggServer::Accepting(Phase phase, int64_t sender, const std::set<int64_t>& eligible,
+                             const std::set<int64_t>& received, const char* round) {
+  if (phase_ != phase) {
+    LogWarning(std::string("secagg: a ") + round + " message from client " +
+               std::to_string(sender) + " after its round closed");
+    return false;
+  }
+  if (excluded_.count(sender) != 0) return false;
+  if (eligible.count(sender) == 0) {
+    LogWarning(std::string("secagg: a ") + round + " message from client " +
+               std::to_string(sender) + ", not part of this round");
+    return false;
+  }
+  if (received.count(sender) != 0) return Exclude(sender, std::string("two ") + round + " messages");
+  return true;
+}
+
+bool SecAggServer::ReceiveAdvertise(int64_t sender, const AdvertiseKeys& m) {
+  std::set<int64_t> received;
+  for (const auto& entry : advertised_) received.insert(entry.first);
+  if (!Accepting(Phase::kAdvertise, sender, selected_, received, "AdvertiseKeys")) return false;
+  if (m.client != sender) return Exclude(sender, "AdvertiseKeys for another client");
+  if (m.cipher_public.size() != kKeyBytes || m.mask_public.size() != kKeyBytes ||
+      m.cipher_public == m.mask_public) {
+    return Exclude(sender, "AdvertiseKeys with keys not of 32 bytes, or twice the same key");
+  }
+  if (!Verify(config_.verify_keys.at(sender),
+              AdvertisedStatement(config_.session_id, sender, m.cipher_public, m.mask_public),
+              m.signature)) {
+    return Exclude(sender, "AdvertiseKeys whose signature does not verify");
+  }
+  // A key of small order would make every agreement with it degenerate.
+  try {
+    X25519Agree(probe_key_, m.cipher_public);
+    X25519Agree(probe_key_, m.mask_public);
+  } catch (const Error&) {
+    return Exclude(sender, "a degenerate X25519 public key");
+  }
+  advertised_[sender] = m;
+  return true;
+}
+
+std::map<int64_t, KeyDirectory> SecAggServer::CloseAdvertise() {
+  Expect(Phase::kAdvertise, "CloseAdvertise");
+  // Fig. 4, Round 0, server: at least t clients (U_1); SecAgg+ draws the
+  // graph over U_1.
+  const int n = static_cast<int>(advertised_.size());
+  if (n < 2) Fail(std::to_string(n) + " clients advertised keys, at least 2 needed");
+  try {
+    params_ = ParamsFor(config_, n);
+  } catch (const Error& e) {
+    Fail(e.what());
+  }
+  if (n < params_.min_survivors) {
+    Fail(std::to_string(n) + " clients advertised keys, fewer than the " +
+         std::to_string(params_.min_survivors) + " the sum needs");
+  }
+  std::vector<int64_t> clients;
+  for (const auto& entry : advertised_) clients.push_back(entry.first);
+  graph_ = Neighbours(clients, params_.graph.neighbors, config_.session_id);
+  std::map<int64_t, KeyDirectory> out;
+  for (int64_t u : clients) {
+    KeyDirectory& d = out[u];
+    d.clients = clients;
+    for (int64_t v : graph_[u]) d.peers.push_back(advertised_[v]);
+  }
+  phase_ = Phase::kShare;
+  return out;
+}
+
+bool SecAggServer::ReceiveShares(int64_t sender, const ShareKeys& m) {
+  std::set<int64_t> u1, received;
+  for (const auto& entry : advertised_) u1.insert(entry.first);
+  for (const auto& entry : shares_) received.insert(entry.first);
+  if (!Accepting(Phase::kShare, sender, u1, received, "ShareKeys")) return false;
+  if (m.client != sender) return Exclude(sender, "ShareKeys for another client");
+  if (m.self_mask_commitment.size() != kCommitmentBytes) {
+    return Exclude(sender, "a self-mask commitment of " +
+                               std::to_string(m.self_mask_commitment.size()) + " bytes");
+  }
+  // One ciphertext of the exact size for each neighbour, in order.
+  const std::vector<int64_t>& neighbours = graph_[sender];
+  if (m.shares.size() != neighbours.size()) {
+    return Exclude(sender, std::to_string(m.shares.size()) + " encrypted shares for " +
+                               std::to_string(neighbours.size()) + " neighbours");
+  }
+  for (size_t i = 0; i < neighbours.size(); ++i) {
+    if (m.shares[i].peer != neighbours[i] ||
+        m.shares[i].sealed.size() != SealedSize(kSharePlaintextBytes)) {
+      return Exclude(sender, "encrypted shares not addressed to its neighbours in order, or of "
+                             "the wrong size");
+    }
+  }
+  shares_[sender] = m;
+  return true;
+}
+
+std::map<int64_t, ShareBundle> SecAggServer::CloseShares() {
+  Expect(Phase::kShare, "CloseShares");
+  // Round 1, server: U_2, and to each v ∈ U_2 the e_{u,v} of u ∈ U_2 ∩ N(v).
+  if (static_cast<int>(shares_.size()) < params_.min_survivors) {
+    Fail(std::to_string(shares_.size()) + " clients shared keys, fewer than the " +
+         std::to_string(params_.min_survivors) + " the sum needs");
+  }
+  std::map<int64_t, ShareBundle> out;
+  for (const auto& [u, message] : shares_) {
+    out[u];
+    for (const SealedShares& s : message.shares) {
+      if (shares_.count(s.peer) != 0) out[s.peer].shares.push_back({u, s.sealed});
+    }
+  }
+  total_.assign(config_.length, 0);
+  phase_ = Phase::kMask;
+  return out;
+}
+
+bool SecAggServer::ReceiveMasked(int64_t sender, const MaskedInput& m) {
+  std::set<int64_t> u2;
+  for (const auto& entry : shares_) u2.insert(entry.first);
+  if (!Accepting(Phase::kMask, sender, u2, masked_, "MaskedInputCollection")) return false;
+  if (m.client != sender) return Exclude(sender, "a masked input for another client");
+  if (m.masked.size() != config_.length) {
+    return Exclude(sender, "a masked input of " + std::to_string(m.masked.size()) +
+                               " words, the session's are " + std::to_string(config_.length));
+  }
+  // Round 2, server: y_u joins the total and is not kept.
+  for (size_t i = 0; i < total_.size(); ++i) total_[i] += m.masked[i];
+  masked_.insert(sender);
+  return true;
+}
+
+SurvivorList SecAggServer::CloseMasked() {
+  Expect(Phase::kMask, "CloseMasked");
+  if (static_cast<int>(masked_.size()) < params_.min_survivors) {
+    Fail(std::to_string(masked_.size()) + " masked inputs, fewer than the " +
+         std::to_string(params_.min_survivors) + " the sum needs");
+  }
+  survivors_ = Ids(masked_);
+  phase_ = Phase::kCheck;
+  return {survivors_};
+}
+
+bool SecAggServer::ReceiveSignature(int64_t sender, const ConsistencySignature& m) {
+  std::set<int64_t> received;
+  for (const auto& entry : signatures_) received.insert(entry.first);
+  if (!Accepting(Phase::kCheck, sender, masked_, received, "ConsistencyCheck")) return false;
+  if (m.client != sender ||
+      !Verify(config_.verify_keys.at(sender), ConsistencyStatement(config_.session_id, survivors_),
+              m.signature)) {
+    return Exclude(sender, "a signature on U_3 that does not verify");
+  }
+  signatures_[sender] = m;
+  return true;
+}
+
+UnmaskRequest SecAggServer::CloseConsistency() {
+  Expect(Phase::kCheck, "CloseConsistency");
+  // Round 3, server: at least t signatures (U_4).
+  if (static_cast<int>(signatures_.size()) < params_.graph.threshold) {
+    Fail(std::to_string(signatures_.size()) + " consistency signatures, threshold " +
+         std::to_string(params_.graph.threshold));
+  }
+  UnmaskRequest out;
+  out.survivors = survivors_;
+  for (const auto& entry : shares_) {
+    if (masked_.count(entry.first) == 0) out.dropped.push_back(entry.first);
+  }
+  for (const auto& entry : signatures_) out.signatures.push_back(entry.second);
+  phase_ = Phase::kUnmask;
+  return out;
+}
+
+bool SecAggServer::ReceiveUnmask(int64_t sender, const UnmaskResponse& m) {
+  std::set<int64_t> u4;
+  for (const auto& entry : signatures_) u4.insert(entry.first);
+  if (!Accepting(Phase::kUnmask, sender, u4, answered_, "Unmasking")) return false;
+  if (m.client != sender) return Exclude(sender, "an unmasking answer for another client");
+  // Exactly one share or one complaint per neighbour in U_2, of the kind
+  // that neighbour's fate calls for.
+  std::set<int64_t> owners;
+  const std::vector<int64_t>& neighbours = graph_[sender];
+  auto expected = [&](int64_t owner) {
+    return std::binary_search(neighbours.begin(), neighbours.end(), owner) &&
+           shares_.count(owner) != 0 && owners.insert(owner).second;
+  };
+  for (const RevealedShare& s : m.shares) {
+    if (!expected(s.owner)) {
+      return Exclude(sender, "a share of client " + std::to_string(s.owner) +
+                                 ", not a neighbour in U_2 or repeated");
+    }
+    const ShareKind wanted =
+        masked_.count(s.owner) != 0 ? ShareKind::kSelfMask : ShareKind::kMaskKey;
+    if (s.kind != wanted || s.value.size() != kShareBytes) {
+      return Exclude(sender, "a share of client " + std::to_string(s.owner) +
+                                 " of the wrong kind or size");
+    }
+  }
+  for (const Complaint& c : m.complaints) {
+    if (!expected(c.owner)) {
+      return Exclude(sender, "a complaint about client " + std::to_string(c.owner) +
+                                 ", not a neighbour in U_2 or repeated");
+    }
+  }
+  for (const Complaint& c : m.complaints) {
+    LogWarning("secagg: client " + std::to_string(sender) + " could not open the shares of client " +
+               std::to_string(c.owner));
+  }
+  for (const RevealedShare& s : m.shares) {
+    revealed_[{s.owner, static_cast<int>(s.kind)}].push_back({sender, s.value});
+  }
+  answered_.insert(sender);
+  return true;
+}
+
+template <typename Check>
+Bytes SecAggServer::Recover(int64_t owner, ShareKind kind, Check verified) {
+  const int t = params_.graph.threshold;
+  std::vector<Share> candidates;
+  for (const Share& s : revealed_[{owner, static_cast<int>(kind)}]) {
+    if (excluded_.count(s.holder) == 0) candidates.push_back(s);
+  }
+  const std::string what = std::string("client ") + std::to_string(owner) + "'s " +
+                           kKindNames[static_cast<int>(kind)];
+  if (static_cast<int>(candidates.size()) < t) {
+    Fail("only " + std::to_string(candidates.size()) + " shares of " + what + ", threshold " +
+         std::to_string(t));
+  }
+  auto attempt = [&](const std::vector<Share>& basis, Bytes& secret) {
+    try {
+      secret = reconstructor_.Reconstruct(basis, t);
+      return verified(secret);
+    } catch (const Error&) {
+      return false;  // not a field element, or not a 256-bit secret
+    }
+  };
+  Bytes secret;
+  std::vector<Share> basis(candidates.begin(), candidates.begin() + t);
+  if (attempt(basis, secret)) return secret;
+  // A wrong share among the first t: leave each out in turn, using the next
+  // share instead, and exclude the holder whose absence gives the committed
+  // secret. More than one wrong share fails the round.
+  if (static_cast<int>(candidates.size()) > t) {
+    for (int out = 0; out < t; ++out) {
+      std::vector<Share> trial;
+      for (int i = 0; i <= t; ++i) {
+        if (i != out) trial.push_back(candidates[i]);
+      }
+      if (attempt(trial, secret)) {
+        Exclude(candidates[out].holder, "a share of " + what + " that is not on its polynomial");
+        return secret;
+      }
+    }
+  }
+  Fail("the shares of " + what + " do not reconstruct the committed secret");
+}
+
+AggregateResult SecAggServer::Finish() {
+  Expect(Phase::kUnmask, "Finish");
+  // Round 4, server: at least t answers (U_5).
+  if (static_cast<int>(answered_.size()) < params_.graph.threshold) {
+    Fail(std::to_string(answered_.size()) + " unmasking answers, threshold " +
+         std::to_string(params_.graph.threshold));
+  }
+  // Σ_{u ∈ U_3} x_u = Σ y_u − Σ_{u ∈ U_3} PRG(b_u)
+  //                   − Σ_{u ∈ U_3, v ∈ N(u) ∩ (U_2 \ U_3)} Δ_{u,v} PRG(s_{u,v}).
+  for (int64_t u : survivors_) {
+    const Bytes seed = Recover(u, ShareKind::kSelfMask, [&](const Bytes& b) {
+      return SelfMaskCommitment(config_.session_id, u, b) == shares_[u].self_mask_commitment;
+    });
+    AddPrg(seed, -1, total_);
+  }
+  for (const auto& entry : shares_) {
+    const int64_t v = entry.first;
+    if (masked_.count(v) != 0) continue;
+    const Bytes secret = Recover(v, ShareKind::kMaskKey, [&](const Bytes& s) {
+      return X25519PublicOf(s) == advertised_[v].mask_public;
+    });
+    for (int64_t u : graph_[v]) {
+      if (masked_.count(u) == 0) continue;
+      const Bytes agreed = X25519Agree(secret, advertised_[u].mask_public);
+      AddPrg(PairwiseSeed(config_.session_id, agreed, u, v), u > v ? -1 : +1, total_);
+    }
+  }
+  phase_ = Phase::kDone;
+  AggregateResult result{std::move(total_), survivors_};
+  total_.clear();
+  return result;
+}
+
+}  // namespace fedprof::secagg
