@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "fedprof/core/rng.h"
 #include "fedprof/core/text.h"
 #include "fedprof/models/replicas.h"
+#include "fedprof/monitor/monitor.h"
 #include "fedprof/profiling/profiler.h"
 #include "fedprof/report/plots.h"
 #include "fedprof/server/checkpoint.h"
@@ -176,6 +178,25 @@ nlohmann::json Summary(const Config& config, const ServerState& state,
   return s;
 }
 
+// What the monitor shows of a run starting after round `round`.
+MonitorRunInfo MonitorInfo(const Config& config, const std::string& out_dir, int64_t round,
+                           const std::vector<ClientRow>& rows) {
+  MonitorRunInfo info;
+  info.run_id = out_dir;
+  info.config_digest = config.Fingerprint();
+  info.rounds = config.GetInt("rounds");
+  info.first_round = round + 1;
+  info.num_clients = static_cast<int>(rows.size());
+  // Data kinds are known in simulation only.
+  for (const ClientRow& row : rows) {
+    if (row.kind != "unknown") {
+      for (const ClientRow& r : rows) info.client_kinds.push_back(r.kind);
+      break;
+    }
+  }
+  return info;
+}
+
 }  // namespace
 
 ModelSpec SpecFor(const Config& config, const Dataset& data) {
@@ -321,29 +342,43 @@ void RunRounds(const Config& config, const ServerOptions& options, const TrainTe
   if (resume) scores = RowsUpTo(scores_path, state.round, scores);
   const double wall_offset = state.history.empty() ? 0.0 : state.history.back().wall_s;
   if (clients.on_ready) clients.on_ready();
-  server.Run(
-      state,
-      [&](ServerState& s) {
-        if (clients.save_states) s.client_states = clients.save_states();
-        WriteFileAtomic(metrics_path, MetricsCsv(s.history, regression, federated));
-        if (federated) {
-          evaluation += EvaluationRows(s.round, server.LastEvaluations());
-          WriteFileAtomic(evaluation_path, evaluation);
-        }
-        const std::vector<double> round_scores = strategy->LastScores();
-        if (per_client_outputs && !round_scores.empty()) {
-          scores += ScoresRow(s.round, round_scores);
-          WriteFileAtomic(scores_path, scores);
-        }
-        SaveCheckpoint(checkpoint_path, s, fingerprint);
-      },
-      wall_offset);
+  RunMonitor* monitor = RunMonitor::Active();
+  if (monitor) monitor->BeginRun(MonitorInfo(config, out_dir, state.round, clients.rows()));
+  try {
+    server.Run(
+        state,
+        [&](ServerState& s) {
+          const auto outputs_start = std::chrono::steady_clock::now();
+          if (clients.save_states) s.client_states = clients.save_states();
+          WriteFileAtomic(metrics_path, MetricsCsv(s.history, regression, federated));
+          if (federated) {
+            evaluation += EvaluationRows(s.round, server.LastEvaluations());
+            WriteFileAtomic(evaluation_path, evaluation);
+          }
+          const std::vector<double> round_scores = strategy->LastScores();
+          if (per_client_outputs && !round_scores.empty()) {
+            scores += ScoresRow(s.round, round_scores);
+            WriteFileAtomic(scores_path, scores);
+          }
+          SaveCheckpoint(checkpoint_path, s, fingerprint);
+          if (monitor) {
+            monitor->AddPhase("outputs", std::chrono::duration<double>(
+                                             std::chrono::steady_clock::now() - outputs_start).count());
+            monitor->EndRound(s.history.back(), s.times_selected, round_scores);
+          }
+        },
+        wall_offset);
+  } catch (const std::exception& e) {
+    if (monitor) monitor->EndRun(e.what());
+    throw;
+  }
 
   if (state.times_selected.empty()) state.times_selected.assign(num_clients, 0);
   const std::vector<ClientRow> rows = clients.rows();
   WriteFileAtomic(out_dir + "/clients.csv", ClientsCsv(rows, state.times_selected));
   WriteFileAtomic(out_dir + "/summary.json", Summary(config, state, rows, num_params).dump(2) + "\n");
   if (per_client_outputs) PlotRun(out_dir);
+  if (monitor) monitor->EndRun();
   if (federated && !regression) {
     // accuracy.png: the central test set's accuracy beside the clients' own.
     Series central{"central (test set)", {}, {}}, clients_own{"federated (clients' data)", {}, {}};
