@@ -1,6 +1,7 @@
 #include "fedprof/monitor/http.h"
 
-#define CPPHTTPLIB_OPENSSL_SUPPORT
+// CPPHTTPLIB_OPENSSL_SUPPORT and the other feature defines come from the
+// library's pkg-config file (CMakeLists.txt).
 #include <httplib.h>
 
 #include "fedprof/core/error.h"
