@@ -3,7 +3,11 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "fedprof/monitor/monitor.h"
 
 namespace fedprof::cli {
 
@@ -23,6 +27,20 @@ Runner AddFbftl(CLI::App& app);
 Runner AddServer(CLI::App& app);
 Runner AddClient(CLI::App& app);
 Runner AddOptions(CLI::App& app);
+Runner AddStatus(CLI::App& app);
+
+// --monitor, --monitor-token-file and --monitor-tls-dir (tools/fedprof/monitor.cc).
+struct MonitorArgs {
+  std::string listen;
+  std::string token_file;
+  std::string tls_dir;
+};
+void AddMonitorOptions(CLI::App* sub, MonitorArgs* args);
+// The same options as arguments, for a command started by this one.
+std::vector<std::string> MonitorArgv(const MonitorArgs& args);
+// The monitor the arguments ask for (it serves until destroyed), or null
+// without --monitor; `mode` is the command (simulate, compare, server).
+std::unique_ptr<RunMonitor> StartMonitor(const MonitorArgs& args, const std::string& mode);
 
 // runs/<config stem>[-<kind>]-<local time>: where outputs go without --out.
 std::string DefaultOutDir(const std::string& config_path, const std::string& kind = "");

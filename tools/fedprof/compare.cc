@@ -79,6 +79,7 @@ Runner AddCompare(CLI::App& app) {
     int seeds = 1;
     int jobs = 1;
     std::string out;
+    MonitorArgs monitor;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -94,6 +95,7 @@ Runner AddCompare(CLI::App& app) {
                   "Runs at a time, as separate processes sharing the threads; 0 = one per core")
       ->capture_default_str();
   sub->add_option("--out", args->out, "Output directory (default runs/<config>-compare-<time>)");
+  AddMonitorOptions(sub, &args->monitor);
   return [args] {
     if (ReadDistEnv().distributed()) {
       throw Error("compare: runs in one process (WORLD_SIZE is set); launch each run with "
@@ -108,6 +110,10 @@ Runner AddCompare(CLI::App& app) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (args->jobs < 0) throw Error("--jobs: expected 0 or more, got " + std::to_string(args->jobs));
     const int jobs = args->jobs == 0 ? cores : args->jobs;
+    if (jobs != 1 && !args->monitor.listen.empty()) {
+      throw Error("--monitor watches the runs of one process: use it with --jobs 1");
+    }
+    const std::unique_ptr<RunMonitor> monitor = StartMonitor(args->monitor, "compare");
     std::string table;
     if (jobs == 1) {
       table = RunComparison(config, strategies, args->seeds, out);

@@ -18,6 +18,7 @@ struct ServerArgs {
   std::string out;
   std::string resume;
   ServeOptions serve;
+  MonitorArgs monitor;
 };
 
 struct ClientArgs {
@@ -45,9 +46,16 @@ Runner AddServer(CLI::App& app) {
   sub->add_option("--out", args->out, "Output directory (default runs/<config>-server-<time>)");
   sub->add_option("--resume", args->resume, "Continue the server run in this output directory");
   AddSecurity(sub, &args->serve.tls_dir, &args->serve.insecure, "ca.crt, server.crt, server.key");
+  AddMonitorOptions(sub, &args->monitor);
   sub->footer("Clients: fedprof client --server HOST:PORT --id K --config FILE. Options: fedprof "
               "options (deploy.*)");
   return [args] {
+    // Off loopback the monitor speaks HTTPS with the server's own certificate.
+    MonitorArgs monitor = args->monitor;
+    if (monitor.tls_dir.empty() && !args->serve.insecure && !monitor.token_file.empty()) {
+      monitor.tls_dir = args->serve.tls_dir;
+    }
+    const std::unique_ptr<RunMonitor> monitor_server = StartMonitor(monitor, "server");
     if (!args->resume.empty()) {
       if (!args->config.empty() || !args->out.empty()) {
         throw Error("--resume DIR: takes its config from DIR; drop --config and --out");

@@ -33,6 +33,7 @@ struct LaunchArgs {
   int nproc = 0;
   int master_port = 0;
   std::vector<std::string> command;
+  MonitorArgs monitor;  // handed to the command; rank 0 serves it
 };
 
 // A port no one listens on now (the kernel's choice), as torchrun picks one.
@@ -106,6 +107,8 @@ void Launch(const LaunchArgs& args) {
   const int port = args.master_port > 0 ? args.master_port : FreePort();
   std::vector<std::string> argv_strings = {self};
   argv_strings.insert(argv_strings.end(), args.command.begin(), args.command.end());
+  const std::vector<std::string> monitor = MonitorArgv(args.monitor);
+  argv_strings.insert(argv_strings.end(), monitor.begin(), monitor.end());
   std::vector<char*> argv = Pointers(argv_strings);
 
   // Signals are taken synchronously (sigtimedwait) while the ranks run.
@@ -214,6 +217,7 @@ Runner AddLaunch(CLI::App& app) {
                   "Port of rank 0's rendezvous store (MASTER_PORT); 0 = a free port")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
+  AddMonitorOptions(sub, &args->monitor);
   sub->add_option("command", args->command, "-- simulate [its options], run by every rank")
       ->required();
   sub->footer(

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   add(fedprof::cli::AddServer);
   add(fedprof::cli::AddClient);
   add(fedprof::cli::AddOptions);
+  add(fedprof::cli::AddStatus);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

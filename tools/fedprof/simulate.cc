@@ -21,6 +21,7 @@ struct SimulateArgs {
   std::vector<std::string> sets;
   std::string out;
   std::string resume;
+  MonitorArgs monitor;
 };
 
 }  // namespace
@@ -42,6 +43,7 @@ Runner AddSimulate(CLI::App& app) {
   sub->add_option("--set", args->sets, "Override a config key: --set key=value (repeatable)");
   sub->add_option("--out", args->out, "Output directory (default runs/<config>-<time>)");
   sub->add_option("--resume", args->resume, "Continue the killed run in this output directory");
+  AddMonitorOptions(sub, &args->monitor);
   sub->footer(
       "Every option: fedprof options\n"
       "Distributed (torchrun environment: MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK): rank 0 runs\n"
@@ -57,6 +59,7 @@ Runner AddSimulate(CLI::App& app) {
       RunSimulationWorker(given.options().dist.timeout_s);
       return;
     }
+    const std::unique_ptr<RunMonitor> monitor = StartMonitor(args->monitor, "simulate");
     if (!args->resume.empty()) {
       if (!args->config.empty() || !args->out.empty()) {
         throw Error("--resume DIR: takes its config from DIR; drop --config and --out");

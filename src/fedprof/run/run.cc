@@ -1,10 +1,35 @@
 #include "fedprof/run/run.h"
 
+#include <chrono>
+
 #include "fedprof/core/error.h"
+#include "fedprof/monitor/monitor.h"
 #include "fedprof/run/recorder.h"
 #include "fedprof/transport/transport.h"
 
 namespace fedprof {
+namespace {
+
+// What the monitor shows of a run starting after round `round`.
+MonitorRunInfo MonitorInfo(const Config& config, const std::string& out_dir, int64_t round,
+                           const std::vector<ClientDescription>& clients) {
+  MonitorRunInfo info;
+  info.run_id = out_dir;
+  info.config_digest = config.Fingerprint();
+  info.rounds = config.options().rounds;
+  info.first_round = round + 1;
+  info.num_clients = static_cast<int>(clients.size());
+  // Data kinds are known in simulation only.
+  for (const ClientDescription& client : clients) {
+    if (client.kind != "unknown") {
+      for (const ClientDescription& c : clients) info.client_kinds.push_back(c.kind);
+      break;
+    }
+  }
+  return info;
+}
+
+}  // namespace
 
 void RunRounds(RunPlan& plan, const std::string& out_dir, ServerState state, bool resume,
                Transport& transport) {
@@ -28,14 +53,30 @@ void RunRounds(RunPlan& plan, const std::string& out_dir, ServerState state, boo
   RunRecorder recorder(plan.config, out_dir, transport.num_clients(),
                        plan.data.test.is_regression(), state, resume);
   const double wall_offset = state.history.empty() ? 0.0 : state.history.back().wall_s;
-  server.Run(
-      state,
-      [&](ServerState& s) {
-        s.transport_state = transport.SaveState();
-        recorder.OnRound(s, server.LastEvaluations(), plan.strategy->LastScores());
-      },
-      wall_offset);
+  RunMonitor* monitor = RunMonitor::Active();
+  if (monitor) monitor->BeginRun(MonitorInfo(plan.config, out_dir, state.round, transport.Describe()));
+  try {
+    server.Run(
+        state,
+        [&](ServerState& s) {
+          const auto outputs_start = std::chrono::steady_clock::now();
+          s.transport_state = transport.SaveState();
+          const std::vector<double> scores = plan.strategy->LastScores();
+          recorder.OnRound(s, server.LastEvaluations(), scores);
+          if (monitor) {
+            monitor->AddPhase("outputs", std::chrono::duration<double>(
+                                             std::chrono::steady_clock::now() - outputs_start)
+                                             .count());
+            monitor->EndRound(s.history.back(), s.times_selected, scores);
+          }
+        },
+        wall_offset);
+  } catch (const std::exception& e) {
+    if (monitor) monitor->EndRun(e.what());
+    throw;
+  }
   recorder.OnEnd(state, transport.Describe(), plan.num_params);
+  if (monitor) monitor->EndRun();
   transport.Close();
 }
 

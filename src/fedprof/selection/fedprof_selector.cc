@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fedprof/core/error.h"
+#include "fedprof/monitor/monitor.h"
 #include "fedprof/privacy/secure_matching.h"
 
 namespace fedprof {
@@ -42,6 +43,7 @@ std::vector<int> FedProfSelector::Select(const SelectionContext& context, Rng& r
 void FedProfSelector::OnGlobalModel(const FlatParams& global, int64_t version) {
   reference_ = reference_profile_(global, version);
   if (key_) {
+    SecureTimer timer("paillier");  // --monitor's secure-matching time
     secure_reference_ =
         std::make_shared<const std::string>(EncryptReference(*key_, *reference_).Serialize());
   }
@@ -58,6 +60,7 @@ std::string FedProfSelector::CheckResult(const FitResult& result) const {
     if (result.profile) return "sent its profile in the clear under secure matching";
     if (result.encrypted_divergence.empty()) return "no encrypted divergence sent";
     try {
+      SecureTimer timer("paillier");
       decrypted_[result.client_id] =
           DecryptDivergence(*key_, result.encrypted_divergence, reference_->units());
     } catch (const Error& e) {

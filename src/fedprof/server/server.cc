@@ -8,6 +8,7 @@
 #include "fedprof/client/client.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
+#include "fedprof/monitor/monitor.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/core/text.h"
 #include "fedprof/models/replicas.h"
@@ -158,6 +159,9 @@ void Server::TrainSelected(int64_t round, const std::vector<ClientInstructions>&
     std::string why = Validate(r, num_params, /*expect_model=*/true);
     if (why.empty()) why = strategy_.CheckResult(r);
     if (why.empty()) why = strategy_.BoundUpdate(global, &r);  // may clip r.params
+    if (RunMonitor* monitor = RunMonitor::Active()) {
+      monitor->AddResult(r.client_id, why.empty(), r.timed_out, why, r.cost.time_s);
+    }
     if (!why.empty()) {
       ++(r.timed_out ? tally->timed_out : tally->refused);
       LogWarning("round " + std::to_string(round) + ": client " + std::to_string(r.client_id) +
@@ -227,6 +231,7 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
   }
 
   for (int64_t round = state.round + 1; round <= options_.rounds; ++round) {
+    PhaseTimer phase("select");  // the round-time breakdown of --monitor
     RoundMetrics m;
     m.round = round;
     m.lr = options_.train.lr * std::pow(options_.lr_decay, static_cast<double>(round - 1));
@@ -267,7 +272,9 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
         ++state.times_selected.at(c.client_id);
         asked.at(c.client_id) = 1;
       }
+      phase.Next("train");
       TrainSelected(round, selected, state.global, &tally);
+      phase.Next("select");
       if (options_.min_results <= 0 || tally.returned >= options_.min_results) break;
       const std::string shortfall =
           "round " + std::to_string(round) + ": " + std::to_string(tally.returned) +
@@ -285,6 +292,7 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     m.timed_out = tally.timed_out;
     m.train_loss = tally.returned == 0 ? 0 : tally.train_loss.value() / tally.returned;
 
+    phase.Next("aggregate");
     FlatParams next;
     strategy_.AggregateFit(state.global, sum_, updates_, total_samples, &next);
     state.global = std::move(next);
@@ -300,6 +308,7 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     m.virtual_time_s = state.virtual_time_s;
     m.energy_wh = state.energy_j / 3600.0;
 
+    phase.Next("evaluate");
     if (round % options_.eval_every == 0 || round == options_.rounds) {
       evaluator_.Load(state.global);
       const EvalResult e = Evaluate(evaluator_, test_, options_.eval_batch_size);
@@ -315,6 +324,7 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     }
     m.wall_s = wall_offset_s +
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    phase.Stop();
     state.history.push_back(m);
     state.round = round;
 

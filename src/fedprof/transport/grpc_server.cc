@@ -17,6 +17,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
+#include "fedprof/monitor/monitor.h"
 #include "fedprof/transport/refusal_log.h"
 #include "fedprof/transport/tls.h"
 #include "fedprof/transport/wire.h"
@@ -162,9 +163,11 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
                   "of this machine)");
     }
     address_ = options.listen.substr(0, options.listen.rfind(':')) + ":" + std::to_string(port);
+    if (monitor_) monitor_->SetConnectedSource([this] { return static_cast<int>(Available().size()); });
   }
 
   ~Impl() override {
+    if (monitor_) monitor_->SetConnectedSource({});
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
@@ -462,11 +465,14 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     }
     const size_t per_chunk = std::max<size_t>(1, options_.chunk_bytes / sizeof(float));
     pb::TaskChunk part;
+    size_t sent = 0;  // model values
     for (size_t at = 0; at < global.size(); at += per_chunk) {
       const size_t count = std::min(per_chunk, global.size() - at);
       PutFloats(global, at, count, part.mutable_params());
       if (!writer->Write(part, at + count == global.size() ? last : grpc::WriteOptions())) break;
+      sent = at + count;
     }
+    if (monitor_) monitor_->AddBytes(0, static_cast<int64_t>(header.ByteSizeLong() + sent * sizeof(float)));
     return grpc::Status::OK;
   }
 
@@ -559,6 +565,9 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
       why = e.what();
     }
     const double elapsed = Since(task.opened);
+    if (monitor_) {
+      monitor_->AddBytes(static_cast<int64_t>(header.ByteSizeLong() + result.params.size() * sizeof(float)), 0);
+    }
     if (!why.empty()) {
       result = Failed(id, "refused on arrival: " + why, /*timed_out=*/false);
     } else {
@@ -741,6 +750,7 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
   }
 
   const GrpcServerOptions options_;
+  RunMonitor* const monitor_ = RunMonitor::Active();  // --monitor's, or null
   RefusalLog refusals_;  // before server_: the interceptors use it until the server is gone
   std::unique_ptr<grpc::Server> server_;
   std::string address_;

@@ -1,6 +1,7 @@
 #include "fedprof/transport/refusal_log.h"
 
 #include "fedprof/core/log.h"
+#include "fedprof/monitor/monitor.h"
 
 namespace fedprof {
 
@@ -17,6 +18,7 @@ void RefusalLog::Refuse(const std::string& who, const std::string& kind, const s
   const Clock::time_point now = now_();
   FlushLocked(false, now);
   ++total_;
+  if (RunMonitor* monitor = RunMonitor::Active()) monitor->AddTransportRefusal(who, kind);
   const auto key = std::make_pair(who, kind);
   const auto it = windows_.find(key);
   if (it != windows_.end()) {

@@ -1,0 +1,312 @@
+// The monitor as an operator sees it: /metrics scraped during real runs and
+// read by the Prometheus client library's parser, the dashboard rendered by
+// a headless Chromium, `fedprof status`, and what the monitor refuses.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "fedprof/core/error.h"
+#include "fedprof/core/files.h"
+#include "fedprof/monitor/exposition.h"
+#include "fedprof/monitor/http.h"
+#include "fedprof/monitor/monitor.h"
+#include "tests/expect_error.h"
+#include "tests/processes.h"
+
+namespace fedprof {
+namespace {
+
+using testing_support::ExpectError;
+using testing_support::Processes;
+using testing_support::WaitUntil;
+
+const std::string kCli = FEDPROF_CLI;
+const std::string kScrape = "/usr/bin/python3 " FEDPROF_SOURCE_DIR "/tests/monitor_scrape.py";
+
+std::string FreshDir(const std::string& name) {
+  const std::string dir = testing::TempDir() + "/fedprof_monitor_" + name;
+  std::filesystem::remove_all(dir);
+  MakeDirs(dir);
+  return dir;
+}
+
+// A small real run: 3000 Fashion-MNIST images among the clients.
+std::string SmallRun(int clients, double fraction, int rounds) {
+  return "--set data.train_limit=3000 --set data.test_limit=500 --set clients.count=" +
+         std::to_string(clients) + " --set strategy.fraction=" + std::to_string(fraction) +
+         " --set rounds=" + std::to_string(rounds) +
+         " --set partition.kind=iid --set train.epochs=1 --set quality.blurred=0.2 "
+         "--set quality.salt_pepper=0.2 --set quality.irrelevant=0.1 "
+         "--set data.holdout_share=0.1 --set report.progress=false";
+}
+
+// stdout of `command` (its exit code into *code).
+std::string Capture(const std::string& command, int* code) {
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+// /metrics of the monitor at `url`, parsed by prometheus_client: sample
+// "name{labels}" -> value, and "# TYPE family" -> type.
+nlohmann::json Scrape(const std::string& url, const std::string& token_file = "") {
+  int code = -1;
+  const std::string out = Capture(kScrape + " " + url + " " + token_file, &code);
+  EXPECT_EQ(code, 0) << out;
+  return code == 0 ? nlohmann::json::parse(out) : nlohmann::json::object();
+}
+
+double Sample(const nlohmann::json& samples, const std::string& key) {
+  if (!samples.contains(key)) {
+    ADD_FAILURE() << "no sample " << key << " in " << samples.dump(1);
+    return -1;
+  }
+  return samples.at(key).get<double>();
+}
+
+// The /status of the monitor at "HOST:PORT", or null while it cannot be read.
+nlohmann::json Status(const std::string& address) {
+  try {
+    return nlohmann::json::parse(MonitorGet(address, "/status", "", "", 5));
+  } catch (const std::exception&) {
+    return nlohmann::json();
+  }
+}
+
+int64_t Round(const std::string& address) {
+  const nlohmann::json s = Status(address);
+  return s.is_object() ? s.value("round", int64_t{0}) : 0;
+}
+
+// Starts `fedprof <command> --monitor 127.0.0.1:0` and waits for its monitor's address.
+std::string StartMonitored(Processes* procs, int* handle, const std::string& command,
+                           const std::string& log) {
+  *handle = procs->Start(kCli, command + " --monitor 127.0.0.1:0", log);
+  const std::string address =
+      procs->WaitForOutput(*handle, "monitor: http://(127\\.0\\.0\\.1:[0-9]+)/", 60);
+  EXPECT_FALSE(address.empty()) << procs->Output(*handle);
+  return address;
+}
+
+TEST(MonitorTest, ExpositionEscapesLabelsAndAccumulatesBuckets) {
+  Exposition e;
+  e.Family("x_total", "counter", "A help\nline");
+  e.Sample("x_total", {{"reason", "a \"quoted\" \\ path\nnext"}}, 3);
+  fedprof::Histogram h{{1, 5}};
+  h.Observe(0.5);
+  h.Observe(2);
+  h.Observe(7);
+  e.Histogram("d_seconds", "durations", h);
+  const std::string& t = e.text();
+  EXPECT_NE(t.find("# HELP x_total A help\\nline\n# TYPE x_total counter\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("x_total{reason=\"a \\\"quoted\\\" \\\\ path\\nnext\"} 3\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("d_seconds_bucket{le=\"1\"} 1\nd_seconds_bucket{le=\"5\"} 2\n"
+                   "d_seconds_bucket{le=\"+Inf\"} 3\nd_seconds_sum 9.5\nd_seconds_count 3\n"),
+            std::string::npos)
+      << t;
+  EXPECT_EQ(FormatSampleValue(0.1), "0.1");
+  EXPECT_EQ(FormatSampleValue(1.0 / 0.0), "+Inf");
+}
+
+TEST(MonitorTest, RefusalReasonsBecomeFewLabels) {
+  EXPECT_EQ(ReasonLabel("a sample count of 5000000 outside [1, 1000000]"), "a sample count of");
+  EXPECT_EQ(ReasonLabel("loss is NaN"), "loss is NaN");
+  EXPECT_EQ(ReasonLabel("\x01\x02"), "other");
+  EXPECT_LE(ReasonLabel(std::string(500, 'x')).size(), 48u);
+}
+
+TEST(MonitorTest, OffLoopbackNeedsATokenAndTheTokenGuardsTheData) {
+  MonitorOptions open;
+  open.listen = "0.0.0.0:0";
+  ExpectError([&] { RunMonitor{open}; }, "--monitor-token-file");
+  open.listen = "localhost";
+  ExpectError([&] { RunMonitor{open}; }, "is not HOST:PORT");
+
+  const std::string dir = FreshDir("token");
+  WriteFileAtomic(dir + "/token", "0123456789abcdef0123\n");
+  MonitorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.token_file = dir + "/token";
+  options.mode = "simulate";
+  RunMonitor monitor(options);
+  EXPECT_EQ(RunMonitor::Active(), &monitor);
+  const std::string address = std::regex_replace(monitor.url(), std::regex("^http://|/$"), "");
+  ExpectError([&] { MonitorGet(address, "/status", "", "", 5); }, "401");
+  ExpectError([&] { MonitorGet(address, "/metrics", "wrong-token-wrong", "", 5); }, "401");
+  EXPECT_NE(MonitorGet(address, "/status", "0123456789abcdef0123", "", 5).find("\"mode\":\"simulate\""),
+            std::string::npos);
+  // Liveness and the page itself hold nothing of the run.
+  EXPECT_EQ(MonitorGet(address, "/healthz", "", "", 5), "ok\n");
+  EXPECT_NE(MonitorGet(address, "/", "", "", 5).find("FedProf monitor"), std::string::npos);
+  ExpectError([&] { MonitorGet(address, "/../etc/passwd", "", "", 5); }, "answered 4");
+}
+
+// The whole path an operator uses: a simulation with --monitor, /metrics
+// scraped twice while it runs and read by Prometheus' own parser, the
+// counters moving between the scrapes; `fedprof status` of the running run
+// and then of its directory once it is killed.
+TEST(MonitorTest, MetricsMoveDuringASimulation) {
+  const std::string dir = FreshDir("simulate");
+  Processes procs;
+  int sim = -1;
+  const std::string address = StartMonitored(
+      &procs, &sim,
+      "simulate " + SmallRun(10, 0.3, 2000) + " --set strategy.name=fedprof --out " + dir + "/run",
+      dir + "/sim.log");
+  ASSERT_FALSE(address.empty());
+  ASSERT_TRUE(WaitUntil([&] { return Round(address) >= 1; }, 120)) << procs.Output(sim);
+  const nlohmann::json first = Scrape("http://" + address);
+  const double round1 = Sample(first, "fedprof_round{}");
+  ASSERT_TRUE(WaitUntil([&] { return Round(address) >= round1 + 2; }, 120)) << procs.Output(sim);
+  const nlohmann::json second = Scrape("http://" + address);
+
+  EXPECT_EQ(second.at("# TYPE fedprof_client_results"), "counter");
+  EXPECT_EQ(second.at("# TYPE fedprof_round_duration_seconds"), "histogram");
+  EXPECT_GE(Sample(second, "fedprof_round{}"), round1 + 2);
+  EXPECT_EQ(Sample(second, "fedprof_clients{}"), 10);
+  EXPECT_EQ(Sample(second, "fedprof_clients_connected{}"), 10);
+  EXPECT_GT(Sample(second, "fedprof_client_results_total{outcome=\"returned\"}"),
+            Sample(first, "fedprof_client_results_total{outcome=\"returned\"}"));
+  EXPECT_GT(Sample(second, "fedprof_clients_selected_total{}"),
+            Sample(first, "fedprof_clients_selected_total{}"));
+  EXPECT_GT(Sample(second, "fedprof_round_duration_seconds_count{}"),
+            Sample(first, "fedprof_round_duration_seconds_count{}"));
+  const double accuracy = Sample(second, "fedprof_accuracy{evaluation=\"central\"}");
+  EXPECT_GT(accuracy, 0.0);
+  EXPECT_LE(accuracy, 1.0);
+  EXPECT_GT(Sample(second, "fedprof_round_phase_seconds_total{phase=\"train\"}"), 0.0);
+  // Simulated clients have data kinds: 3 selected a round, all counted.
+  double by_kind = 0;
+  for (const auto& [key, value] : second.items()) {
+    if (key.rfind("fedprof_selections_total{data_kind=", 0) == 0) by_kind += value.get<double>();
+  }
+  EXPECT_EQ(by_kind, Sample(second, "fedprof_clients_selected_total{}"));
+  EXPECT_GT(Sample(second, "process_resident_memory_bytes{}"), 1e6);
+
+  int code = -1;
+  const std::string status = Capture(kCli + " status " + address + " --json", &code);
+  ASSERT_EQ(code, 0) << status;
+  const nlohmann::json s = nlohmann::json::parse(status);
+  EXPECT_EQ(s.at("mode"), "simulate");
+  EXPECT_EQ(s.at("state"), "running");
+  EXPECT_EQ(s.at("run_id"), dir + "/run");
+  EXPECT_EQ(s.at("config_digest").get<std::string>().size(), 64u);
+  EXPECT_EQ(s.at("clients").at("total"), 10);
+
+  procs.Kill(sim);
+  const std::string summary = Capture(kCli + " status " + dir + "/run", &code);
+  ASSERT_EQ(code, 0) << summary;
+  EXPECT_NE(summary.find("stopped, round "), std::string::npos) << summary;
+  EXPECT_NE(summary.find("resume: fedprof simulate --resume " + dir + "/run"), std::string::npos)
+      << summary;
+  const std::string none = Capture(kCli + " status " + dir + " 2>&1", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(none.find("not a run directory"), std::string::npos) << none;
+}
+
+// The dashboard as a person sees it: Debian's Chromium loads the page from
+// a running simulation's monitor, runs its script and renders the round and
+// the accuracy the run has reached.
+TEST(MonitorTest, DashboardShowsTheRoundAndAccuracyInChromium) {
+  const char* chromium = "/usr/bin/chromium";
+  if (!FileExists(chromium)) {
+    GTEST_SKIP() << "no Chromium at /usr/bin/chromium (scripts/install-deps.sh installs the "
+                    "Debian package chromium); the dashboard test needs a real browser";
+  }
+  const std::string dir = FreshDir("dashboard");
+  Processes procs;
+  int sim = -1;
+  const std::string address = StartMonitored(
+      &procs, &sim, "simulate " + SmallRun(10, 0.3, 2000) + " --out " + dir + "/run",
+      dir + "/sim.log");
+  ASSERT_FALSE(address.empty());
+  ASSERT_TRUE(WaitUntil([&] { return Round(address) >= 2; }, 120)) << procs.Output(sim);
+  int code = -1;
+  const std::string dom = Capture(
+      std::string(chromium) + " --headless --no-sandbox --disable-gpu --no-first-run "
+      "--user-data-dir=" + dir + "/profile --virtual-time-budget=4000 --dump-dom http://" +
+      address + "/ 2>/dev/null", &code);
+  const nlohmann::json status = Status(address);
+  procs.Kill(sim);
+  ASSERT_EQ(code, 0) << dom;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(dom, m, std::regex("<b id=\"round\">([0-9]+)</b>"))) << dom;
+  const int64_t shown = std::stoll(m[1].str());
+  EXPECT_GE(shown, 2);
+  EXPECT_LE(shown, status.value("round", int64_t{0}));
+  ASSERT_TRUE(std::regex_search(dom, m, std::regex("<b id=\"accuracy\">(0\\.[0-9]{4})</b>"))) << dom;
+  EXPECT_GT(std::stod(m[1].str()), 0.0);
+  // The charts were drawn: Chart.js came from the monitor, not a CDN.
+  EXPECT_TRUE(std::regex_search(dom, std::regex("<canvas id=\"c_acc\"[^>]*box-sizing: border-box")))
+      << dom;
+  EXPECT_EQ(dom.find("monitor unreachable"), std::string::npos) << dom;
+}
+
+// A loopback deployment of 4 clients with mutual TLS, watched as an
+// operator would: /metrics shows the connected clients and each round's
+// returned results, and a client killed mid-run shows up as a timed-out
+// result and one client fewer connected.
+TEST(MonitorTest, DeploymentShowsConnectedClientsAndAKilledOneTimingOut) {
+  const std::string dir = FreshDir("deploy");
+  const std::string certs = dir + "/certs";
+  ASSERT_EQ(std::system(("bash " FEDPROF_SOURCE_DIR "/scripts/make-certs.sh " + certs +
+                         " 4 > /dev/null 2>&1").c_str()),
+            0);
+  const std::string run = SmallRun(4, 1.0, 8) +
+                          " --set deploy.heartbeat_s=0.2 --set deploy.heartbeat_timeout_s=2 "
+                          "--set deploy.round_timeout_s=60 --set deploy.start_timeout_s=60";
+  Processes procs;
+  int server = -1;
+  const std::string monitor = StartMonitored(
+      &procs, &server,
+      "server --listen 127.0.0.1:0 " + run + " --tls-dir " + certs + " --out " + dir + "/server",
+      dir + "/server.log");
+  ASSERT_FALSE(monitor.empty());
+  const std::string listen = procs.WaitForOutput(server, "listening on (127\\.0\\.0\\.1:[0-9]+)", 60);
+  ASSERT_FALSE(listen.empty()) << procs.Output(server);
+  std::vector<int> clients;
+  for (int k = 0; k < 4; ++k) {
+    clients.push_back(procs.Start(kCli, "client --server " + listen + " --id " + std::to_string(k) +
+                                            " " + run + " --tls-dir " + certs,
+                                  dir + "/client-" + std::to_string(k) + ".log"));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return Round(monitor) >= 1; }, 120)) << procs.Output(server);
+  const nlohmann::json before = Scrape("http://" + monitor);
+  EXPECT_EQ(Sample(before, "fedprof_clients_connected{}"), 4);
+  const double returned = Sample(before, "fedprof_client_results_total{outcome=\"returned\"}");
+  EXPECT_GE(returned, 4 * Sample(before, "fedprof_round{}"));
+  EXPECT_GT(Sample(before, "fedprof_sent_bytes_total{}"), 0);
+  EXPECT_GT(Sample(before, "fedprof_received_bytes_total{}"), 0);
+  EXPECT_EQ(Sample(before, "fedprof_client_results_total{outcome=\"timed_out\"}"), 0);
+
+  procs.Kill(clients[3]);
+  nlohmann::json after;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        after = Scrape("http://" + monitor);
+        return after.value("fedprof_client_results_total{outcome=\"timed_out\"}", 0.0) >= 1 &&
+               after.value("fedprof_clients_connected{}", 0.0) == 3;
+      },
+      60))
+      << after.dump(1) << procs.Output(server);
+  EXPECT_GT(Sample(after, "fedprof_client_results_total{outcome=\"returned\"}"), returned);
+  ASSERT_EQ(procs.Wait(server, 120), 0) << procs.Output(server);
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(procs.Wait(clients[k], 30), 0) << procs.Output(clients[k]);
+}
+
+}  // namespace
+}  // namespace fedprof
