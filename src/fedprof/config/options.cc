@@ -85,9 +85,9 @@ std::vector<OptionSpec> MakeTable() {
       {"model.hidden", T::kString, "64", 0, 0, "", "MLP hidden layer widths, comma-separated."},
       {"model.profile_layer", T::kString, "", 0, 0, "",
        "Layer whose representations are profiled (model.file: any submodule by its dotted path, "
-       "e.g. layer4.1.conv2, or LINEAR:input for the input of a Linear layer); empty = the model's default (the first "
-       "dense layer; for a model file whose only dense layer is its classifier, that layer's "
-       "input)."},
+       "e.g. layer4.1.conv2, or LINEAR:input for the input of a Linear layer); empty = the "
+       "model's default (the first dense layer; for a model file whose only dense layer is its "
+       "classifier, that layer's input)."},
       // Local training.
       {"train.epochs", T::kInt, "5", 1, 10000, "", "Local epochs E per round."},
       {"train.batch_size", T::kInt, "32", 1, 1e6, "", "Local mini-batch size."},

@@ -93,6 +93,45 @@ Value* CopyBefore(Graph& g, Value* v, Node* where) {
   return g.insert(c10::aten::clone, {v});
 }
 
+// The value of `condition` when it reads a bool attribute of the module or
+// of a submodule (MobileNet's `if self.use_res_connect:`), which the
+// forward's `if` then always takes the same way; false if it reads
+// anything else. `training` is left out: train() and eval() change it.
+bool AttributeCondition(const torch::jit::Module& module, Value* condition, Value* self,
+                        bool* value) {
+  Node* read = condition->node();
+  if (read->kind() != c10::prim::GetAttr) return false;
+  const std::string name = read->s(c10::attr::name);
+  std::string path;
+  if (name == "training" || !ReceiverPath(read->input(0), self, &path)) return false;
+  torch::jit::Module owner = module;
+  std::string rest = path;
+  while (!rest.empty()) {
+    const size_t dot = rest.find('.');
+    const std::string part = rest.substr(0, dot);
+    if (!owner.hasattr(part)) return false;
+    const c10::IValue child = owner.attr(part);
+    if (!child.isModule()) return false;
+    owner = child.toModule();
+    rest = dot == std::string::npos ? "" : rest.substr(dot + 1);
+  }
+  if (!owner.hasattr(name)) return false;
+  const c10::IValue v = owner.attr(name);
+  if (!v.isBool()) return false;
+  *value = v.toBool();
+  return true;
+}
+
+// Replaces the `if` node `n` by the nodes of the branch it takes.
+void TakeBranch(Node* n, bool condition) {
+  Block* taken = n->blocks()[condition ? 0 : 1];
+  while (taken->nodes().begin() != taken->nodes().end()) taken->nodes().front()->moveBefore(n);
+  for (size_t i = 0; i < n->outputs().size(); ++i) {
+    n->outputs()[i]->replaceAllUsesWith(taken->outputs()[i]);
+  }
+  n->destroy();
+}
+
 // Opens the forward of `module`; the sites named in `taps` get copies of
 // the tapped values.
 Opened Open(const torch::jit::Module& module, const std::vector<TapPoint>& taps = {}) {
@@ -101,6 +140,13 @@ Opened Open(const torch::jit::Module& module, const std::vector<TapPoint>& taps 
   Value* self = o.graph->inputs()[0];
   Node* n = o.graph->block()->nodes().front();
   while (n != o.graph->return_node()) {
+    bool condition = false;
+    if (n->kind() == c10::prim::If && AttributeCondition(module, n->input(0), self, &condition)) {
+      Node* previous = n->prev();
+      TakeBranch(n, condition);
+      n = previous->next();
+      continue;
+    }
     for (Block* b : n->blocks()) RecordNested(o, b, self);
     torch::jit::GraphFunction* callee = nullptr;
     if (n->kind() == c10::prim::CallMethod || n->kind() == c10::prim::CallFunction) {

@@ -12,7 +12,10 @@ namespace fedprof {
 // Where a TorchScript module's forward calls one of its submodules. The
 // forward graph is opened (inlined) call by call, from the module down, so
 // that every submodule call it reaches appears as a value of one graph: the
-// call's argument and its result. The module itself is not changed.
+// call's argument and its result. An `if` on a bool attribute of a module
+// (not `training`) is replaced by the branch that attribute selects, as
+// MobileNet V2's `if self.use_res_connect:`; other ifs and loops stay
+// closed. The module itself is not changed.
 struct LayerSite {
   std::string path;  // dotted path of the submodule ("layer4.1.conv2")
   std::string type;  // its type's last name component ("Conv2d", "Linear")
