@@ -239,7 +239,7 @@ TEST_F(TorchvisionModelsTest, FedProfTrainsEachModel) {
   const std::string run =
       "simulate --set data.train_limit=600 --set data.test_limit=200 --set data.holdout_share=0.1 "
       "--set clients.count=4 --set strategy.fraction=0.5 --set rounds=2 --set train.epochs=1 "
-      "--set train.lr=0.05 --set threads=2 --set report.progress=false "
+      "--set partition.kind=iid --set train.lr=0.05 --set threads=2 --set report.progress=false "
       "--set strategy.name=fedprof";
   const std::vector<std::pair<std::string, std::string>> runs = {
       {"resnet18", ""}, {"mobilenet_v2", ""}, {"shufflenet_v2", ""},
