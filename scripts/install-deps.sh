@@ -14,7 +14,7 @@ packages=(
   libgloo-dev openssl libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev libgmp-dev
   gnuplot-nox dataset-fashion-mnist
-  python3-torch
+  python3-torch python3-torchvision
   # SHA-256 for checkpoint checksums (linked through gRPC already).
   libssl-dev
   # --monitor: the HTTP server (cpp-httplib), the dashboard's chart library;

@@ -872,8 +872,9 @@ torch.jit.script(lenet5()).save(out + '/b.pt')
 // tests/torchscript_export.h): FedProf profiles its first dense layer, AFL
 // values it by loss, clustered sampling sketches its updates, FedAdam steps
 // on its flattened parameters, FedBN keeps its BatchNorm layers local (the
-// other selectors never look at the model). A model whose forward is not the
-// sequence of its children trains, but FedProf refuses it in one line.
+// other selectors never look at the model). A model with a residual
+// connection is profiled too; a layer its forward calls twice is refused in
+// one line.
 TEST(ModelFileCliTest, EveryStrategyTrainsAPyTorchModel) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::string dir = FreshDir("model_file_strategies");
@@ -882,6 +883,7 @@ TEST(ModelFileCliTest, EveryStrategyTrainsAPyTorchModel) {
 torch.manual_seed(0)
 torch.jit.script(Net2()).save(out + '/net2.pt')
 torch.jit.script(Residual()).save(out + '/residual.pt')
+torch.jit.script(Branchy()).save(out + '/branchy.pt')
 )"),
             0);
   const Result r = RunCli(std::string("compare ") + kFedProfRun + " --set rounds=1 --set model.file=" +
@@ -894,17 +896,16 @@ torch.jit.script(Residual()).save(out + '/residual.pt')
   EXPECT_GT(fedprof.at("best_accuracy").get<double>(), 0.15);
 
   const std::string residual = std::string(" --set model.file=") + dir + "/residual.pt";
-  const Result trains = RunCli(std::string("simulate ") + kSmallRun + " --set rounds=1" + residual +
-                               " --out " + dir + "/residual_fedavg");
-  EXPECT_EQ(trains.code, 0) << trains.output;
-  const Result refused = RunCli(std::string("simulate ") + kFedProfRun + " --set rounds=1" + residual +
-                                " --out " + dir + "/residual_fedprof");
+  const Result profiled = RunCli(std::string("simulate ") + kFedProfRun + " --set rounds=1" +
+                                 residual + " --out " + dir + "/residual_fedprof");
+  EXPECT_EQ(profiled.code, 0) << profiled.output;
+  const Result refused = RunCli(std::string("simulate ") + kFedProfRun + " --set rounds=1" +
+                                " --set model.file=" + dir + "/branchy.pt" +
+                                " --set model.profile_layer=flatten --out " + dir + "/branchy");
   EXPECT_EQ(refused.code, 1);
   EXPECT_EQ(CountLines(refused.output), 1) << refused.output;
-  EXPECT_NE(refused.output.find("strategy fedprof selects clients by their profiles"),
+  EXPECT_NE(refused.output.find("model.profile_layer: 'flatten' cannot be profiled"),
             std::string::npos)
-      << refused.output;
-  EXPECT_NE(refused.output.find("is not the sequence of its top-level children"), std::string::npos)
       << refused.output;
   const Result unknown = RunCli(std::string("simulate ") + kSmallRun + " --set model.file=" + dir +
                                 "/net2.pt --set model.profile_layer=classifier.9 --out " + dir + "/x");

@@ -50,6 +50,24 @@ class Residual(nn.Module):
         h = self.flatten(x)
         return self.fc2(torch.relu(self.fc1(h)) + h)
 
+# What cannot be profiled: a layer called twice (flatten), one whose output
+# has rank 3 (unflatten), one called only in an if (gate), one never called
+# (spare).
+class Branchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.flatten = nn.Flatten()
+        self.unflatten = nn.Unflatten(1, (28, 28))
+        self.fc1 = nn.Linear(784, 32)
+        self.gate = nn.Linear(32, 32)
+        self.spare = nn.Linear(32, 32)
+        self.fc2 = nn.Linear(32, 10)
+    def forward(self, x):
+        h = torch.relu(self.fc1(self.flatten(self.unflatten(self.flatten(x)))))
+        if bool(h.sum() > 0):
+            h = self.gate(h)
+        return self.fc2(h)
+
 out = sys.argv[1]
 )";
 

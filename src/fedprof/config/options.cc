@@ -147,16 +147,17 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(model, file, "", 0, 0, "",
        "A TorchScript module exported from PyTorch (torch.jit.script(net).save(path)) to train "
        "instead of model.name, from its saved parameters. It maps a batch shaped like the data to "
-       "[n, classes] (or [n, targets]). To be profiled (FedProf) its top-level children must run "
-       "in sequence, as an nn.Sequential's do; FedBN keeps its BatchNorm submodules local. "
+       "[n, classes] (or [n, targets]). FedProf profiles any layer its forward calls once; FedBN "
+       "keeps its BatchNorm submodules local. "
        "Deployment clients need the same file in their own config. See docs/models.md."),
       OPTION(model, width, "1.0", 0.5, 2, "",
        "ShuffleNet v2 width multiplier: 0.5, 1.0, 1.5 or 2.0."),
       OPTION(model, hidden, "64", 0, 0, "", "MLP hidden layer widths, comma-separated."),
       OPTION(model, profile_layer, "", 0, 0, "",
-       "Layer whose representations are profiled (model.file: a top-level child, or a dotted path "
-       "through nn.Sequential-like children); empty = the model's default (the first dense "
-       "layer)."),
+       "Layer whose representations are profiled (model.file: any submodule by its dotted path, "
+       "e.g. layer4.1.conv2, or LINEAR:input for the input of a Linear layer); empty = the "
+       "model's default (the first dense layer; for a model file whose only dense layer is its "
+       "classifier, that layer's input)."),
       // Local training.
       OPTION(train, epochs, "5", 1, 10000, "", "Local epochs E per round."),
       OPTION(train, batch_size, "32", 1, 1e6, "", "Local mini-batch size."),

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <sstream>
 #include <string>
@@ -13,6 +14,7 @@
 #include "fedprof/core/hash.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
+#include "fedprof/models/layer_tap.h"
 
 namespace fedprof {
 namespace {
@@ -49,12 +51,6 @@ std::string ShapeText(at::IntArrayRef sizes) {
 std::string TypeName(const torch::jit::Module& m) {
   const auto& name = m.type()->name();
   return name ? name->qualifiedName() : "Module";
-}
-
-// The last component: "Linear", "Conv2d", "BatchNorm2d", or the user's class.
-std::string ShortTypeName(const torch::jit::Module& m) {
-  const std::string full = TypeName(m);
-  return full.substr(full.rfind('.') + 1);
 }
 
 at::Tensor Call(torch::jit::Module& m, const at::Tensor& x) { return m.forward({x}).toTensor(); }
@@ -103,6 +99,12 @@ void Mirror(const torch::jit::Module& src, torch::nn::Module& dst) {
   }
 }
 
+// model.profile_layer names the output of a layer ("layer4.1.conv2") or,
+// with this suffix, its input ("fc:input").
+constexpr const char* kInputSuffix = ":input";
+
+bool Profileable(const std::vector<int64_t>& shape) { return shape.size() == 2 || shape.size() == 4; }
+
 class ScriptedModel : public StagedModel {
  public:
   ScriptedModel(torch::jit::Module module, const ModelSpec& spec)
@@ -114,25 +116,31 @@ class ScriptedModel : public StagedModel {
 
   at::Tensor Forward(const at::Tensor& x, at::Tensor* representation) override {
     if (representation == nullptr) return Call(module_, x);
-    if (profiled_layer_.empty()) throw Error(why_not_profileable_);
-    return RunLevel(module_, 0, x, representation);
+    if (!tap_) throw Error(why_not_profileable_);
+    const std::vector<c10::IValue> values = tap_->Run(module_, x);
+    if (!values[1].isTensor()) {
+      throw Error(where_ + ": layer '" + profiled_layer_ + "' gives no tensor for inputs of shape " +
+                  ShapeText(x.sizes()));
+    }
+    const at::Tensor rep = values[1].toTensor();
+    if (!Profileable(rep.sizes().vec())) {
+      throw Error(where_ + ": layer '" + profiled_layer_ + "' gives a representation of shape " +
+                  ShapeText(rep.sizes()) + " for inputs of shape " + ShapeText(x.sizes()) +
+                  "; only [n, units] and [n, channels, h, w] can be profiled");
+    }
+    *representation = rep.dim() == 4 ? rep.sum({2, 3}) : rep;
+    return values[0].toTensor();
   }
 
-  std::vector<std::string> ProfileableLayers() const override {
-    std::vector<std::string> names;
-    for (const Candidate& c : candidates_) names.push_back(c.name);
-    return names;
-  }
+  std::vector<std::string> ProfileableLayers() const override { return candidates_; }
 
   void SetProfiledLayer(const std::string& layer) override {
-    const auto found = std::find_if(candidates_.begin(), candidates_.end(),
-                                    [&](const Candidate& c) { return c.name == layer; });
-    if (found == candidates_.end()) throw Error(WhyNotALayer(layer));
+    const std::string why = WhyNotALayer(layer);
+    if (!why.empty()) throw Error(why);
+    const bool input = EndsWithInputSuffix(layer);
+    const std::string path = input ? layer.substr(0, layer.size() - strlen(kInputSuffix)) : layer;
+    tap_ = std::make_unique<LayerTap>(module_, std::vector<TapPoint>{{path, input}});
     profiled_layer_ = layer;
-    path_.clear();
-    std::stringstream ss(layer);
-    std::string part;
-    while (std::getline(ss, part, '.')) path_.push_back(part);
   }
 
   void train(bool on) override {
@@ -174,31 +182,20 @@ class ScriptedModel : public StagedModel {
   }
 
  private:
-  struct Candidate {
-    std::string name;  // dotted path from the root
-    bool dense = false;
+  // What the forward computes at one layer, measured on the sample batch.
+  struct Layer {
+    LayerSite site;
+    bool tensor_output = false;
+    std::vector<int64_t> output_shape, input_shape;  // empty: not a tensor
   };
 
-  // Runs the children of `m` (at depth `depth` of the profiled path) in
-  // order, descending into the one on the path and capturing the last.
-  at::Tensor RunLevel(torch::jit::Module m, size_t depth, const at::Tensor& x, at::Tensor* rep) {
-    at::Tensor h = x;
-    for (const auto& child : m.named_children()) {
-      torch::jit::Module c = child.value;
-      if (child.name != path_[depth]) {
-        h = Call(c, h);
-      } else if (depth + 1 < path_.size()) {
-        h = RunLevel(c, depth + 1, h, rep);
-      } else {
-        h = Call(c, h);
-        *rep = h.dim() == 4 ? h.sum({2, 3}) : h;
-      }
-    }
-    return h;
+  static bool EndsWithInputSuffix(const std::string& layer) {
+    const size_t n = strlen(kInputSuffix);
+    return layer.size() > n && layer.compare(layer.size() - n, n, kInputSuffix) == 0;
   }
 
-  // Checks the module on a sample batch and finds the layers that can be
-  // profiled; then applies spec.profile_layer or the default.
+  // Checks the module on a sample batch, finds its stages and the layers
+  // that can be profiled; then applies spec.profile_layer or the default.
   void Inspect(const ModelSpec& spec) {
     torch::NoGradGuard no_grad;
     module_.train(false);
@@ -217,16 +214,21 @@ class ScriptedModel : public StagedModel {
                   "] (one score per class, or one value per target)");
     }
     std::string why;
-    if (!Collect(module_, "", x, out, /*is_output=*/true, &why)) {
-      why_not_profileable_ = where_ + " cannot be profiled: its forward " + why +
-                             " (FedProf needs a module whose top-level children run in sequence; "
-                             "docs/models.md)";
-      why_not_staged_ = where_ + " cannot be cut into stages: its forward " + why;
-    } else {
+    if (ChildrenChain(x, out, &why)) {
       for (const auto& child : module_.named_children()) {
         stage_names_.push_back(child.name);
         stages_.push_back(child.value);
       }
+    } else {
+      why_not_staged_ = where_ + " cannot be cut into stages: its forward " + why;
+    }
+    try {
+      MeasureLayers(x);
+    } catch (const std::exception& e) {
+      why_not_profileable_ =
+          where_ + " cannot be profiled: its forward's layers cannot be reached (" + Reason(e) + ")";
+      layers_.clear();
+      candidates_.clear();
     }
     if (why_not_profileable_.empty() && candidates_.empty()) {
       why_not_profileable_ = where_ +
@@ -237,99 +239,160 @@ class ScriptedModel : public StagedModel {
       SetProfiledLayer(spec.profile_layer);
       return;
     }
-    for (const Candidate& c : candidates_) {
-      if (c.dense) {
-        SetProfiledLayer(c.name);
-        return;
-      }
+    if (!why_not_profileable_.empty()) return;
+    const std::string layer = DefaultLayer();
+    if (!layer.empty()) {
+      SetProfiledLayer(layer);
+      return;
     }
-    if (why_not_profileable_.empty()) {
-      std::string valid;
-      for (const Candidate& c : candidates_) valid += (valid.empty() ? "" : "|") + c.name;
-      why_not_profileable_ = "model.profile_layer: " + where_ +
-                             " has no dense (Linear) layer to profile by default; name one of " +
-                             valid;
-    }
+    why_not_profileable_ = "model.profile_layer: " + where_ +
+                           " has no dense (Linear) layer to profile by default; name one of " +
+                           Join(candidates_);
   }
 
-  // Runs the children of `m` in order on `x` and, when they reproduce `out`
-  // (m's own output), records those with a profileable output as candidates
-  // and descends into them. `is_output`: m's output is the model's. On
-  // failure returns false with `why` ("is not the sequence of ...").
-  bool Collect(torch::jit::Module m, const std::string& prefix, const at::Tensor& x,
-               const at::Tensor& out, bool is_output, std::string* why) {
-    std::vector<std::pair<std::string, torch::jit::Module>> children;
-    for (const auto& c : m.named_children()) children.emplace_back(c.name, c.value);
-    const std::string what = prefix.empty()
-                                 ? "top-level children"
-                                 : "children of '" + prefix.substr(0, prefix.size() - 1) + "'";
-    if (children.empty()) {
+  // The first Linear layer whose output is not the model's (its
+  // pre-activation, as fc1 of the built-in models); else the input of the
+  // last Linear layer, the penultimate representation of a network whose
+  // only dense layer is its classifier (ResNet, MobileNet, EfficientNet).
+  std::string DefaultLayer() const {
+    for (const Layer& l : layers_) {
+      if (l.site.type == "Linear" && IsCandidate(l.site.path)) return l.site.path;
+    }
+    for (auto l = layers_.rbegin(); l != layers_.rend(); ++l) {
+      const std::string input = l->site.path + kInputSuffix;
+      if (l->site.type == "Linear" && IsCandidate(input)) return input;
+    }
+    return "";
+  }
+
+  bool IsCandidate(const std::string& name) const {
+    return std::find(candidates_.begin(), candidates_.end(), name) != candidates_.end();
+  }
+
+  // Opens the forward's layers (models/layer_tap.h) and runs them once on
+  // `x`, taking the shape of every layer's input and output.
+  void MeasureLayers(const at::Tensor& x) {
+    std::vector<TapPoint> points;
+    for (const LayerSite& site : LayerTap::Survey(module_)) {
+      Layer l;
+      l.site = site;
+      layers_.push_back(l);
+      if (site.calls == 1 && !site.in_control_flow) {
+        points.push_back({site.path, false});
+        points.push_back({site.path, true});
+      }
+    }
+    LayerTap all(module_, points);
+    const std::vector<c10::IValue> values = all.Run(module_, x);
+    size_t next = 1;
+    std::vector<std::string> inputs;
+    for (Layer& l : layers_) {
+      if (l.site.calls != 1 || l.site.in_control_flow) continue;
+      const c10::IValue& output = values[next++];
+      const c10::IValue& input = values[next++];
+      if (output.isTensor()) l.output_shape = output.toTensor().sizes().vec();
+      if (input.isTensor()) l.input_shape = input.toTensor().sizes().vec();
+      if (!l.site.gives_model_output && Profileable(l.output_shape)) {
+        candidates_.push_back(l.site.path);
+      }
+      // A layer's input is the previous layer's output, except where the
+      // forward computes between them: before a classifier (pooling,
+      // flattening) it is the representation papers profile.
+      if (l.site.type == "Linear" && Profileable(l.input_shape)) {
+        inputs.push_back(l.site.path + kInputSuffix);
+      }
+    }
+    candidates_.insert(candidates_.end(), inputs.begin(), inputs.end());
+  }
+
+  // Whether the top-level children, run in order on `x`, reproduce `out`
+  // (the module's own output); if not, `why` ("is not the sequence of ...").
+  bool ChildrenChain(const at::Tensor& x, const at::Tensor& out, std::string* why) {
+    if (module_.named_children().size() == 0) {
       *why = "has no child modules to run in sequence";
       return false;
     }
-    std::vector<at::Tensor> inputs, outputs;
     at::Tensor h = x;
-    for (auto& [name, child] : children) {
-      inputs.push_back(h);
+    for (const auto& child : module_.named_children()) {
+      torch::jit::Module c = child.value;
       try {
-        h = Call(child, h);
+        h = Call(c, h);
       } catch (const std::exception& e) {
-        *why = "is not the sequence of its " + what + ": running them in order fails at '" +
-               prefix + name + "' (" + Reason(e) + ")";
+        *why = "is not the sequence of its top-level children: running them in order fails at '" +
+               child.name + "' (" + Reason(e) + ")";
         return false;
       }
-      outputs.push_back(h);
     }
     double difference = 0;
     if (!SameOutput(h, out, &difference)) {
       *why =
-          "is not the sequence of its " + what + ": running them in order gives " +
+          "is not the sequence of its top-level children: running them in order gives " +
           (std::isinf(difference)
                ? "an output of shape " + ShapeText(h.sizes()) + ", not " + ShapeText(out.sizes())
                : "outputs that differ from its forward's by up to " + std::to_string(difference));
       return false;
     }
-    for (size_t i = 0; i < children.size(); ++i) {
-      const std::string name = prefix + children[i].first;
-      const bool last = is_output && i + 1 == children.size();
-      const at::Tensor& y = outputs[i];
-      if (!last && (y.dim() == 2 || y.dim() == 4)) {
-        candidates_.push_back({name, ShortTypeName(children[i].second) == "Linear"});
-      }
-      if (children[i].second.named_children().size() > 0) {
-        std::string nested_why;
-        if (!Collect(children[i].second, name + ".", inputs[i], y, last, &nested_why)) {
-          nested_why_[name] = nested_why;
-        }
-      }
-    }
     return true;
   }
 
-  // Why `layer` is not a profileable layer, in one line.
+  static std::string Join(const std::vector<std::string>& names) {
+    std::string all;
+    for (const std::string& n : names) all += (all.empty() ? "" : "|") + n;
+    return all;
+  }
+
+  // Why `layer` is not a profileable layer, in one line; "" if it is one.
   std::string WhyNotALayer(const std::string& layer) const {
+    if (IsCandidate(layer)) return "";
     const std::string head = "model.profile_layer: '" + layer + "' ";
     if (!why_not_profileable_.empty() && candidates_.empty()) {
       return "model.profile_layer: '" + layer + "': " + why_not_profileable_;
     }
-    // A path into a child that does not run as its children's sequence.
-    for (const auto& [container, why] : nested_why_) {
-      if (layer.rfind(container + ".", 0) == 0) {
-        return head + "cannot be profiled in " + where_ + ": '" + container + "' " + why;
+    const bool input = EndsWithInputSuffix(layer);
+    const std::string path = input ? layer.substr(0, layer.size() - strlen(kInputSuffix)) : layer;
+    const std::string expected = "; expected " + Join(candidates_);
+    const auto found = std::find_if(layers_.begin(), layers_.end(),
+                                    [&](const Layer& l) { return l.site.path == path; });
+    if (found == layers_.end()) {
+      for (const auto& m : module_.named_modules()) {
+        if (!path.empty() && m.name == path) {
+          return head + "is a layer of " + where_ + " that its forward never calls" + expected;
+        }
       }
+      return head + "is not a layer of " + where_ + " that can be profiled" + expected;
     }
-    std::string valid;
-    for (const Candidate& c : candidates_) valid += (valid.empty() ? "" : "|") + c.name;
-    return head + "is not a layer of " + where_ + " that can be profiled; expected " + valid;
+    const LayerSite& site = found->site;
+    if (input && site.type != "Linear") {
+      return head + "cannot be profiled: '" + kInputSuffix +
+             "' names the input of a Linear layer, and '" + path + "' is a " + site.type;
+    }
+    if (site.in_control_flow) {
+      return head + "cannot be profiled: '" + path + "' runs inside an if or a loop of the " +
+             "forward of " + where_ + ", so its value exists on some paths only";
+    }
+    if (site.calls > 1) {
+      return head + "cannot be profiled: the forward of " + where_ + " calls '" + path + "' " +
+             std::to_string(site.calls) + " times, so it has no single representation";
+    }
+    const std::vector<int64_t>& shape = input ? found->input_shape : found->output_shape;
+    if (shape.empty()) return head + "cannot be profiled: its " + std::string(input ? "input" : "output") + " is not a tensor";
+    if (!input && site.gives_model_output) {
+      return head + "is not a layer of " + where_ +
+             " that can be profiled: its output is the model's (name its input, '" + path +
+             kInputSuffix + "', or a layer before it)";
+    }
+    return head + "cannot be profiled: its " + (input ? "input" : "output") + " has shape " +
+           ShapeText(shape) + " on samples of shape " + ShapeText(Sample(spec_.input_shape, 2).sizes()) +
+           "; only [n, units] and [n, channels, h, w] can be profiled";
   }
 
   torch::jit::Module module_;
-  ModelSpec spec_;                                 // what it was built from, for Clone
-  std::vector<torch::jit::Module> stages_;         // the top-level children, when they chain
-  std::string where_;                              // "model.file PATH", for messages
-  std::vector<Candidate> candidates_;              // in forward order, depth first
-  std::map<std::string, std::string> nested_why_;  // children that are not a sequence, and why
-  std::vector<std::string> path_;                  // the profiled layer's dotted path
+  ModelSpec spec_;                          // what it was built from, for Clone
+  std::vector<torch::jit::Module> stages_;  // the top-level children, when they chain
+  std::string where_;                       // "model.file PATH", for messages
+  std::vector<Layer> layers_;               // the forward's layer calls, in forward order
+  std::vector<std::string> candidates_;     // profileable: outputs, then inputs
+  std::unique_ptr<LayerTap> tap_;           // the forward with the profiled layer's value
 };
 
 }  // namespace

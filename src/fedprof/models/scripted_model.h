@@ -20,16 +20,18 @@ namespace fedprof {
 // the script module. A parameter saved with requires_grad = False stays
 // frozen.
 //
-// Profiling runs the module's top-level children one after another and takes
-// the output of the named layer (spec.profile_layer): a top-level child, or
-// a dotted path into children that themselves run as the sequence of their
-// own children ("classifier.0"). A [n, units] output is the representation
-// as it is (name the Linear itself for its pre-activation), a [n, c, h, w]
-// output is summed over its spatial positions. That this reproduces the
-// module's forward is checked on a sample when the model is built; a module
-// that fails it cannot be profiled, but trains and evaluates. The default
-// layer is the first dense (Linear) layer so reached, as fc1 is for the
-// built-in models.
+// Profiling takes the named layer's value (spec.profile_layer) from the
+// module's own forward (models/layer_tap.h): the output of any submodule
+// by its dotted path ("layer4.1.conv2", "features.18", "classifier.0"), or
+// with ":input" the input of a Linear layer ("fc:input"). A [n, units] value is the
+// representation as it is (name the Linear itself for its pre-activation),
+// a [n, c, h, w] value is summed over its spatial positions. A layer the
+// forward never calls, calls more than once or inside an if or a loop, one
+// whose output is the model's, or a value of another rank cannot be
+// profiled. The default layer is the first Linear layer whose output is not
+// the model's, as fc1 is for the built-in models; a module whose only
+// Linear layer is its classifier is profiled at that layer's input, the
+// penultimate representation ("fc:input" for a ResNet).
 //
 // Its stages (models/staged_model.h) are its top-level children, when they
 // reproduce the module's forward; otherwise it has none and says why. Save
@@ -38,9 +40,8 @@ namespace fedprof {
 // Throws fedprof::Error with one line naming the file or option: a missing
 // or unreadable file, content whose SHA-256 is not spec.file_sha256 (when
 // given), a module that fails on samples of spec.input_shape or gives an
-// output other than [n, spec.outputs], or a profile layer that is not one
-// (saying why: no such layer, or a forward that is not the sequence of the
-// children).
+// output other than [n, spec.outputs], or a profile layer that cannot be
+// profiled (saying why; an unknown name lists those that can).
 std::shared_ptr<StagedModel> LoadScriptedModel(const ModelSpec& spec);
 
 }  // namespace fedprof

@@ -25,8 +25,8 @@ namespace {
 
 using testing_support::RunPyTorch;
 
-// Exports lenet5(), Net2 (with non-trivial batch-norm statistics) and
-// Residual once, with 200 inputs as raw float32 and, for each profiled
+// Exports lenet5(), Net2 (with non-trivial batch-norm statistics),
+// Residual and Branchy once, with 200 inputs as raw float32 and, for each profiled
 // layer, the profile PyTorch computes with a forward hook on that layer.
 class ScriptedModelTest : public ::testing::Test {
  protected:
@@ -37,19 +37,23 @@ class ScriptedModelTest : public ::testing::Test {
     MakeDirs(*dir_);
     const int status = RunPyTorch(*dir_, "export", R"(
 torch.manual_seed(0)
-lenet, net2, residual = lenet5(), Net2(), Residual()
+lenet, net2, residual, branchy = lenet5(), Net2(), Residual(), Branchy()
 net2.train()
 with torch.no_grad():
     for _ in range(3):
         net2(torch.rand(16, 1, 28, 28) * 2)   # running statistics away from 0 and 1
-for name, net in [('lenet', lenet), ('net2', net2), ('residual', residual)]:
+for name, net in [('lenet', lenet), ('net2', net2), ('residual', residual), ('branchy', branchy)]:
     torch.jit.script(net).save(out + '/' + name + '.pt')
 x = torch.rand(200, 1, 28, 28)
 x.numpy().tofile(out + '/x.f32')
 
 def profile(net, layer):
     reps = []
-    hook = dict(net.named_modules())[layer].register_forward_hook(lambda m, i, o: reps.append(o))
+    if layer.endswith(':input'):
+        hook = dict(net.named_modules())[layer[:-6]].register_forward_pre_hook(
+            lambda m, i: reps.append(i[0]))
+    else:
+        hook = dict(net.named_modules())[layer].register_forward_hook(lambda m, i, o: reps.append(o))
     net.eval()
     with torch.no_grad():
         net(x)
@@ -64,7 +68,8 @@ def profile(net, layer):
 
 profiles = {'lenet/fc1': profile(lenet, 'fc1'), 'lenet/conv2': profile(lenet, 'conv2'),
             'net2/classifier.0': profile(net2, 'classifier.0'),
-            'net2/features.1': profile(net2, 'features.1')}
+            'net2/features.1': profile(net2, 'features.1'),
+            'residual/fc1': profile(residual, 'fc1'), 'residual/fc2:input': profile(residual, 'fc2:input')}
 json.dump(profiles, open(out + '/profiles.json', 'w'))
 )");
     ASSERT_EQ(status, 0) << "needs python3-torch (scripts/install-deps.sh)";
@@ -116,8 +121,9 @@ json.dump(profiles, open(out + '/profiles.json', 'w'))
 std::string* ScriptedModelTest::dir_ = nullptr;
 
 // (b) The profile computed here equals PyTorch's, for a dense layer (its
-// pre-activation), a conv layer (channel sums) and layers inside
-// nn.Sequential containers, batch norm in eval mode included.
+// pre-activation), a conv layer (channel sums), layers inside nn.Sequential
+// containers, batch norm in eval mode included, and the layers of a forward
+// with a residual connection (a layer's output, and a layer's input).
 TEST_F(ScriptedModelTest, ProfileEqualsPyTorchs) {
   const nlohmann::json expected = nlohmann::json::parse(ReadFile(Path("profiles.json")));
   const Dataset data = Inputs();
@@ -143,12 +149,16 @@ TEST_F(ScriptedModelTest, DefaultLayerIsTheFirstDenseLayer) {
   EXPECT_EQ(lenet->profiled_layer(), "fc1");
   EXPECT_EQ(lenet->ProfileableLayers(),
             (std::vector<std::string>{"conv1", "relu1", "pool1", "conv2", "relu2", "pool2",
-                                      "flatten", "fc1", "relu3", "fc2", "relu4"}));
+                                      "flatten", "fc1", "relu3", "fc2", "relu4", "fc1:input",
+                                      "fc2:input", "fc3:input"}));
   auto net2 = MakeModel(Spec("net2.pt"));
   EXPECT_EQ(net2->profiled_layer(), "classifier.0");
   const auto layers = net2->ProfileableLayers();
   EXPECT_EQ(layers.front(), "features");
-  EXPECT_EQ(layers.back(), "classifier.2");  // classifier.3 is the output layer
+  EXPECT_EQ(layers[layers.size() - 3], "classifier.2");  // classifier.3 is the output layer
+  EXPECT_EQ(layers.back(), "classifier.3:input");
+  // The residual connection is no obstacle.
+  EXPECT_EQ(MakeModel(Spec("residual.pt"))->profiled_layer(), "fc1");
 }
 
 // Parameters and buffers are the script module's own tensors: what
@@ -212,22 +222,27 @@ TEST_F(ScriptedModelTest, FedBnFindsTheBatchNormEntries) {
   EXPECT_EQ(client.local_state().size(), static_cast<size_t>(2 * 8 + 2 * 8 + 2 * 32 + 2 * 32));
 }
 
-// (d) What cannot be profiled is refused in one line that says what is
-// missing; such a module still trains and evaluates.
-TEST_F(ScriptedModelTest, UnprofileableModulesAreRefusedWithTheReason) {
-  const std::string residual = ErrorOf([&] { MakeModel(Spec("residual.pt", "fc1")); });
-  EXPECT_NE(residual.find("model.profile_layer: 'fc1'"), std::string::npos) << residual;
-  EXPECT_NE(residual.find("is not the sequence of its top-level children"), std::string::npos)
-      << residual;
-  EXPECT_EQ(residual.find('\n'), std::string::npos) << residual;
-
-  auto trains = MakeModel(Spec("residual.pt"));
-  EXPECT_EQ(trains->profiled_layer(), "");
-  EXPECT_NE(trains->why_not_profileable().find("cannot be profiled"), std::string::npos);
-  EXPECT_EQ(trains->Forward(torch::rand({3, 1, 28, 28})).sizes(), (std::vector<int64_t>{3, 10}));
-  at::Tensor rep;
-  const std::string refused = ErrorOf([&] { trains->Forward(torch::rand({3, 1, 28, 28}), &rep); });
-  EXPECT_NE(refused.find("residual.pt cannot be profiled"), std::string::npos) << refused;
+// (d) What cannot be profiled is refused in one line that names the layer
+// and says why; the model runs as before.
+TEST_F(ScriptedModelTest, UnprofileableLayersAreRefusedWithTheReason) {
+  const std::vector<std::pair<std::string, std::string>> refusals = {
+      {"flatten", "the forward of model.file " + Path("branchy.pt") + " calls 'flatten' 2 times"},
+      {"unflatten", "its output has shape [2, 28, 28]"},
+      {"gate", "'gate' runs inside an if or a loop of the forward"},
+      {"spare", "'spare' is a layer of model.file " + Path("branchy.pt") +
+                    " that its forward never calls; expected fc1|"},
+      {"unflatten:input", "names the input of a Linear layer, and 'unflatten' is a Unflatten"},
+      {"fc2", "its output is the model's (name its input, 'fc2:input'"},
+  };
+  for (const auto& [layer, why] : refusals) {
+    const std::string e = ErrorOf([&] { MakeModel(Spec("branchy.pt", layer)); });
+    EXPECT_NE(e.find("model.profile_layer: '" + layer + "' "), std::string::npos) << e;
+    EXPECT_NE(e.find(why), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+  auto branchy = MakeModel(Spec("branchy.pt"));
+  EXPECT_EQ(branchy->profiled_layer(), "fc1");
+  EXPECT_EQ(branchy->Forward(torch::rand({3, 1, 28, 28})).sizes(), (std::vector<int64_t>{3, 10}));
 
   const std::string unknown = ErrorOf([&] { MakeModel(Spec("lenet.pt", "fc9")); });
   EXPECT_NE(unknown.find("'fc9' is not a layer of model.file"), std::string::npos) << unknown;
