@@ -314,7 +314,6 @@ void DistributedTransport::Fit(const std::vector<ClientInstructions>& tasks,
     failure.Record(std::current_exception());
   }
   for (std::thread& t : threads) t.join();
-  const FitInstructions& first = tasks.front().instructions;
   const std::string round = first.train.epochs > 0
                                 ? "round " + std::to_string(first.round)
                                 : "reports for round " + std::to_string(first.round + 1);
