@@ -237,7 +237,7 @@ CliResult RunCli(const std::string& args) {
 TEST_F(TorchvisionModelsTest, FedProfTrainsEachModel) {
   if (!FileExists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::string run =
-      "simulate --set data.train_limit=240 --set data.test_limit=100 --set data.holdout_share=0.1 "
+      "simulate --set data.train_limit=600 --set data.test_limit=200 --set data.holdout_share=0.1 "
       "--set clients.count=4 --set strategy.fraction=0.5 --set rounds=2 --set train.epochs=1 "
       "--set partition.kind=iid --set train.lr=0.05 --set threads=2 --set report.progress=false "
       "--set strategy.name=fedprof";
