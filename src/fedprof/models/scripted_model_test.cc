@@ -18,12 +18,16 @@
 #include "fedprof/core/files.h"
 #include "fedprof/core/params.h"
 #include "fedprof/profiling/profiler.h"
+#include "tests/scripted_models.h"
 #include "tests/torchscript_export.h"
 
 namespace fedprof {
 namespace {
 
+using testing_support::ErrorOf;
+using testing_support::RawImages;
 using testing_support::RunPyTorch;
+using testing_support::ScriptedSpec;
 
 // Exports lenet5(), Net2 (with non-trivial batch-norm statistics),
 // Residual and Branchy once, with 200 inputs as raw float32 and, for each profiled
@@ -84,36 +88,10 @@ json.dump(profiles, open(out + '/profiles.json', 'w'))
   static std::string Path(const std::string& name) { return *dir_ + "/" + name; }
 
   static ModelSpec Spec(const std::string& file, const std::string& layer = "") {
-    ModelSpec spec;
-    spec.name = "torchscript";
-    spec.file = Path(file);
-    spec.input_shape = {1, 28, 28};
-    spec.outputs = 10;
-    spec.profile_layer = layer;
-    return spec;
+    return ScriptedSpec(Path(file), layer);
   }
 
-  static Dataset Inputs() {
-    const std::string bytes = ReadFile(Path("x.f32"));
-    Dataset d;
-    d.x = torch::empty({200, 1, 28, 28});
-    EXPECT_EQ(bytes.size(), static_cast<size_t>(d.x.numel()) * sizeof(float));
-    std::memcpy(d.x.data_ptr<float>(), bytes.data(), bytes.size());
-    d.y = torch::zeros({200}, torch::kLong);
-    d.num_classes = 10;
-    return d;
-  }
-
-  // The message of the fedprof::Error that `fn` throws ("" if none).
-  template <typename Fn>
-  static std::string ErrorOf(Fn fn) {
-    try {
-      fn();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  }
+  static Dataset Inputs() { return RawImages(Path("x.f32"), 200); }
 
   static std::string* dir_;
 };

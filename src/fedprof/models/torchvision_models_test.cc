@@ -22,10 +22,15 @@
 #include "fedprof/core/params.h"
 #include "fedprof/models/models.h"
 #include "fedprof/profiling/profiler.h"
+#include "tests/scripted_models.h"
 #include "tests/torchscript_export.h"
 
 namespace fedprof {
 namespace {
+
+using testing_support::ErrorOf;
+using testing_support::RawImages;
+using testing_support::ScriptedSpec;
 
 // Exports the three models (seeded), 64 inputs, the profile PyTorch's hooks
 // give for a few layers of each (a pre-hook for "LAYER:input"; the hooked
@@ -107,35 +112,10 @@ class TorchvisionModelsTest : public ::testing::Test {
   static nlohmann::json Expected() { return nlohmann::json::parse(ReadFile(Path("expected.json"))); }
 
   static ModelSpec Spec(const std::string& model, const std::string& layer = "") {
-    ModelSpec spec;
-    spec.name = "torchscript";
-    spec.file = Path(model + ".pt");
-    spec.input_shape = {1, 28, 28};
-    spec.outputs = 10;
-    spec.profile_layer = layer;
-    return spec;
+    return ScriptedSpec(Path(model + ".pt"), layer);
   }
 
-  static Dataset Inputs() {
-    const std::string bytes = ReadFile(Path("x.f32"));
-    Dataset d;
-    d.x = torch::empty({64, 1, 28, 28});
-    EXPECT_EQ(bytes.size(), static_cast<size_t>(d.x.numel()) * sizeof(float));
-    std::memcpy(d.x.data_ptr<float>(), bytes.data(), bytes.size());
-    d.y = torch::zeros({64}, torch::kLong);
-    d.num_classes = 10;
-    return d;
-  }
-
-  template <typename Fn>
-  static std::string ErrorOf(Fn fn) {
-    try {
-      fn();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  }
+  static Dataset Inputs() { return RawImages(Path("x.f32"), 64); }
 
   static std::string* dir_;
 };
