@@ -27,32 +27,17 @@
 #include "tests/checkpoints.h"
 #include "tests/csv_columns.h"
 #include "tests/processes.h"
+#include "tests/run_cli.h"
 #include "tests/torchscript_export.h"
 
 namespace fedprof {
 namespace {
 
+using testing_support::CliResult;
 using testing_support::Columns;
 using testing_support::FirstColumns;
+using testing_support::RunCli;
 using testing_support::Summary;
-
-struct Result {
-  int code = -1;
-  std::string output;
-};
-
-// Runs the CLI with `args` (a shell-quoted string), stdout and stderr merged.
-Result RunCli(const std::string& args) {
-  const std::string cmd = std::string(FEDPROF_CLI) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 std::string FreshDir(const std::string& name) {
   const std::string dir = testing::TempDir() + "/fedprof_cli_" + name;
@@ -82,15 +67,15 @@ std::string MetricsWithoutWall(const std::string& dir) { return WithoutLastColum
 int CountLines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
 TEST(CliTest, HelpListsTheSubcommands) {
-  const Result r = RunCli("--help");
+  const CliResult r = RunCli("--help");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.output.find("simulate"), std::string::npos) << r.output;
-  const Result sim = RunCli("simulate --help");
+  const CliResult sim = RunCli("simulate --help");
   EXPECT_NE(sim.output.find("--resume"), std::string::npos) << sim.output;
 }
 
 TEST(CliTest, OptionsDocIsGeneratedFromTheTable) {
-  const Result r = RunCli("options");
+  const CliResult r = RunCli("options");
   ASSERT_EQ(r.code, 0);
   EXPECT_TRUE(r.output == ReadFile(std::string(FEDPROF_SOURCE_DIR) + "/docs/options.md"))
       << "regenerate with: build/fedprof options > docs/options.md";
@@ -105,7 +90,7 @@ TEST(CliTest, FederatedEvaluationReportsAndChangesNoTraining) {
   const std::string run = std::string("simulate ") + kSmallRun + " --set rounds=3";
   const std::string fed = " --set eval.federated_every=2 --set eval.federated_fraction=0.5";
   ASSERT_EQ(RunCli(run + " --out " + dir + "/plain").code, 0);
-  const Result r = RunCli(run + fed + " --out " + dir + "/fed");
+  const CliResult r = RunCli(run + fed + " --out " + dir + "/fed");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(Summary(dir + "/fed").at("final_model_sha256"),
             Summary(dir + "/plain").at("final_model_sha256"));
@@ -127,7 +112,7 @@ TEST(CliTest, FederatedEvaluationReportsAndChangesNoTraining) {
 }
 
 TEST(CliTest, PrivacyLabelPrintsThePapersCheckValue) {
-  Result r = RunCli("privacy label --classes 10 --samples-per-client 8");
+  CliResult r = RunCli("privacy label --classes 10 --samples-per-client 8");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("|B| = 24310"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("H(B|P_uni)  = 13.860 bits"), std::string::npos) << r.output;
@@ -142,17 +127,17 @@ TEST(CliTest, PrivacyLabelPrintsThePapersCheckValue) {
 }
 
 TEST(CliTest, PrivacyDpPrintsEpsilon) {
-  const Result r =
+  const CliResult r =
       RunCli("privacy dp --noise-multiplier 1 --sample-rate 1 --steps 1 --delta 1e-5");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("epsilon = "), std::string::npos) << r.output;
-  const Result bad = RunCli("privacy dp --noise-multiplier 1 --sample-rate 2 --steps 1");
+  const CliResult bad = RunCli("privacy dp --noise-multiplier 1 --sample-rate 2 --steps 1");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.output.find("--sample-rate"), std::string::npos) << bad.output;
 }
 
 TEST(CliTest, PayloadReproducesTableIII) {
-  const Result r = RunCli("payload --model vgg16 --input 3x224x224 --cut fc2");
+  const CliResult r = RunCli("payload --model vgg16 --input 3x224x224 --cut fc2");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("153144650 parameters"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("| FL | 656250 | 153144650 | 4.901 Gb | 3216 Tb |"), std::string::npos)
@@ -162,14 +147,14 @@ TEST(CliTest, PayloadReproducesTableIII) {
             std::string::npos)
       << r.output;
   // Any transfer architecture or model file, traced stage by stage.
-  const Result small = RunCli("payload --model vgg_small --input 1x28x28 --cut fc2 --clients 500");
+  const CliResult small = RunCli("payload --model vgg_small --input 1x28x28 --cut fc2 --clients 500");
   ASSERT_EQ(small.code, 0) << small.output;
   EXPECT_NE(small.output.find("2249162 parameters"), std::string::npos) << small.output;
   EXPECT_NE(small.output.find("| FTL_c | 42000 | 1842698 |"), std::string::npos) << small.output;
-  const Result unknown = RunCli("payload --model vgg99");
+  const CliResult unknown = RunCli("payload --model vgg99");
   EXPECT_EQ(unknown.code, 1);
   EXPECT_NE(unknown.output.find("--model: 'vgg99'"), std::string::npos) << unknown.output;
-  const Result bad = RunCli("payload --cut fc9");
+  const CliResult bad = RunCli("payload --cut fc9");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.output.find("--cut"), std::string::npos) << bad.output;
 }
@@ -181,11 +166,11 @@ TEST(CliTest, PretrainThenTransferWritesTheSchemeTable) {
   const std::string dir = FreshDir("fbftl");
   MakeDirs(dir);
   const std::string source = dir + "/source.pt";
-  const Result pre = RunCli("pretrain --set data.train_limit=1000 --set data.test_limit=200 "
+  const CliResult pre = RunCli("pretrain --set data.train_limit=1000 --set data.test_limit=200 "
                             "--set pretrain.epochs=1 --out " + source);
   ASSERT_EQ(pre.code, 0) << pre.output;
   EXPECT_NE(pre.output.find("written to " + source), std::string::npos) << pre.output;
-  const Result run = RunCli(
+  const CliResult run = RunCli(
       "fbftl --set data.name=mnist --set data.dir=" FEDPROF_SOURCE_DIR "/data/mnist "
       "--set data.test_limit=200 --set transfer.source_model=" + source +
       " --set transfer.clients=16 --set transfer.fraction=0.25 --set transfer.epochs=1 "
@@ -198,18 +183,18 @@ TEST(CliTest, PretrainThenTransferWritesTheSchemeTable) {
   EXPECT_EQ(CountLines(ReadFile(dir + "/run/schemes.csv")), 6);
   EXPECT_TRUE(FileExists(dir + "/run/uplink.png"));
   // A missing source model is one line naming it.
-  const Result missing = RunCli("fbftl --set transfer.source_model=" + dir + "/none.pt --out " + dir + "/x");
+  const CliResult missing = RunCli("fbftl --set transfer.source_model=" + dir + "/none.pt --out " + dir + "/x");
   EXPECT_EQ(missing.code, 1);
   EXPECT_EQ(CountLines(missing.output), 1) << missing.output;
   EXPECT_NE(missing.output.find("none.pt: no such model file"), std::string::npos) << missing.output;
 }
 
 TEST(CliTest, UnknownKeyIsOneLineNamingTheNearestKey) {
-  const Result r = RunCli("simulate --set train.lrr=0.1");
+  const CliResult r = RunCli("simulate --set train.lrr=0.1");
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(CountLines(r.output), 1) << r.output;
   EXPECT_NE(r.output.find("did you mean 'train.lr'"), std::string::npos) << r.output;
-  const Result range = RunCli("simulate --set strategy.fraction=2");
+  const CliResult range = RunCli("simulate --set strategy.fraction=2");
   EXPECT_EQ(range.code, 1);
   EXPECT_NE(range.output.find("strategy.fraction"), std::string::npos) << range.output;
 }
@@ -220,7 +205,7 @@ TEST(CliTest, CorruptDataFileEndsTheRunWithOneLine) {
   // Valid label file header, image file with a bad magic number.
   WriteFileAtomic(dir + "/train-images-idx3-ubyte", std::string("\x00\x00\x08\x04", 4) + std::string(64, '\0'));
   WriteFileAtomic(dir + "/train-labels-idx1-ubyte", std::string("\x00\x00\x08\x01\x00\x00\x00\x01\x03", 9));
-  const Result r = RunCli("simulate --set data.name=mnist --set data.dir=" + dir + " --out " + dir + "/out");
+  const CliResult r = RunCli("simulate --set data.name=mnist --set data.dir=" + dir + " --out " + dir + "/out");
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(CountLines(r.output), 1) << r.output;
   EXPECT_NE(r.output.find("train-images-idx3-ubyte"), std::string::npos) << r.output;
@@ -230,7 +215,7 @@ TEST(CliTest, CorruptDataFileEndsTheRunWithOneLine) {
 TEST(CliTest, WritesTheDocumentedOutputs) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::string out = FreshDir("outputs");
-  const Result r = RunCli(std::string("simulate ") + kSmallRun +
+  const CliResult r = RunCli(std::string("simulate ") + kSmallRun +
                           " --set rounds=2 --set model.name=cnn --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("outputs in " + out), std::string::npos);
@@ -282,11 +267,11 @@ TEST(CliTest, KilledRunResumesToTheSameMetrics) {
       DecodeCheckpoint(ReadFile(killed + "/checkpoint.bin"), "ckpt").state.round;
   ASSERT_LT(killed_at, 8);
 
-  const Result resumed = RunCli("simulate --resume " + killed);
+  const CliResult resumed = RunCli("simulate --resume " + killed);
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_EQ(MetricsWithoutWall(whole), MetricsWithoutWall(killed));
   EXPECT_EQ(ReadFile(whole + "/clients.csv"), ReadFile(killed + "/clients.csv"));
-  const Result bad = RunCli("simulate --resume " + killed + " --set train.lr=0.5");
+  const CliResult bad = RunCli("simulate --resume " + killed + " --set train.lr=0.5");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.output.find("cannot change on --resume"), std::string::npos) << bad.output;
 
@@ -296,7 +281,7 @@ TEST(CliTest, KilledRunResumesToTheSameMetrics) {
   const std::string config = ReadFile(killed + "/config.toml");
   const std::string good = ReadFile(checkpoint);
   auto refused = [&](const std::string& what) {
-    const Result r = RunCli("simulate --resume " + killed);
+    const CliResult r = RunCli("simulate --resume " + killed);
     EXPECT_EQ(r.code, 1) << r.output;
     EXPECT_NE(r.output.find(what), std::string::npos) << r.output;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
@@ -317,7 +302,7 @@ TEST(CliTest, KilledRunResumesToTheSameMetrics) {
   const std::string edited = std::regex_replace(config, std::regex("\nlr = [^\n]*"), "\nlr = 0.5");
   ASSERT_NE(edited, config);
   WriteFileAtomic(killed + "/config.toml", edited);
-  const Result foreign = RunCli("simulate --resume " + killed);
+  const CliResult foreign = RunCli("simulate --resume " + killed);
   EXPECT_EQ(foreign.code, 1);
   EXPECT_NE(foreign.output.find("written by a run of another config"), std::string::npos)
       << foreign.output;
@@ -373,7 +358,7 @@ std::map<std::string, double> MeanScoreByKind(const std::string& dir, int round)
 TEST(FedProfCliTest, LowQualityClientsScoreLowerThanCleanOnes) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::string out = FreshDir("fedprof_scores");
-  const Result r = RunCli(std::string("simulate ") + kFedProfRun + " --set rounds=3 --out " + out);
+  const CliResult r = RunCli(std::string("simulate ") + kFedProfRun + " --set rounds=3 --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   for (int round : {1, 3}) {
     const auto score = MeanScoreByKind(out, round);
@@ -397,7 +382,7 @@ TEST(FedProfCliTest, ExtendedRunEqualsUninterruptedRun) {
     const std::string whole = FreshDir(strategy + "_whole"), parts = FreshDir(strategy + "_parts");
     ASSERT_EQ(RunCli(run + " --set rounds=3 --out " + whole).code, 0) << strategy;
     ASSERT_EQ(RunCli(run + " --set rounds=1 --out " + parts).code, 0) << strategy;
-    const Result resumed = RunCli("simulate --resume " + parts + " --set rounds=3");
+    const CliResult resumed = RunCli("simulate --resume " + parts + " --set rounds=3");
     ASSERT_EQ(resumed.code, 0) << resumed.output;
     EXPECT_EQ(MetricsWithoutWall(whole), MetricsWithoutWall(parts)) << strategy;
     if (strategy == "fedprof" || strategy == "afl") {
@@ -415,7 +400,7 @@ TEST(CliTest, SecureMatchingSelectsTheSameClients) {
                           " --set rounds=20 --set model.profile_layer=conv2";
   const std::string plain = FreshDir("plain_matching"), secure = FreshDir("secure_matching");
   ASSERT_EQ(RunCli(run + " --out " + plain).code, 0);
-  const Result r = RunCli(run + " --set fedprof.secure_matching=paillier --out " + secure);
+  const CliResult r = RunCli(run + " --set fedprof.secure_matching=paillier --out " + secure);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(FirstColumns(plain + "/clients.csv", 5), FirstColumns(secure + "/clients.csv", 5));
   // times_selected, the last column, holds the selections of all 20 rounds.
@@ -440,7 +425,7 @@ TEST(CliTest, SecureMatchingSelectsTheSameClients) {
 
 TEST(FedProfCliTest, FedProfWithoutAReferenceSetIsRefused) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const Result r = RunCli("simulate --set strategy.name=fedprof --set data.holdout_share=0 --out " +
+  const CliResult r = RunCli("simulate --set strategy.name=fedprof --set data.holdout_share=0 --out " +
                           FreshDir("no_reference"));
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(CountLines(r.output), 1) << r.output;
@@ -452,7 +437,7 @@ TEST(FedProfCliTest, ProfileAndDivergenceTools) {
   const std::string out = FreshDir("profile_tools");
   ASSERT_EQ(RunCli(std::string("simulate ") + kSmallRun + " --set rounds=1 --out " + out).code, 0);
   const std::string a = out + "/fmnist.json", b = out + "/mnist.json";
-  Result r = RunCli("profile --model " + out + " --data fashion-mnist:test --limit 500 --out " + a);
+  CliResult r = RunCli("profile --model " + out + " --data fashion-mnist:test --limit 500 --out " + a);
   ASSERT_EQ(r.code, 0) << r.output;
   r = RunCli("profile --model " + out + "/checkpoint.bin --data mnist:test --limit 500 --out " + b);
   ASSERT_EQ(r.code, 0) << r.output;
@@ -517,7 +502,7 @@ TEST(FedProfCliTest, EveryStrategyRunsInBothAggregationModes) {
   const std::string strategies =
       "fedavg,fedprof,cfcfm,fedavg-rp,fedprox:partial,fedadam:partial,afl:partial,"
       "clustered:partial,fedbn:partial,fedprof:partial";
-  const Result r = RunCli(std::string("compare ") + kFedProfRun +
+  const CliResult r = RunCli(std::string("compare ") + kFedProfRun +
                           " --set rounds=1 --set model.name=cnn --strategies " + strategies +
                           " --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
@@ -528,7 +513,7 @@ TEST(FedProfCliTest, EveryStrategyRunsInBothAggregationModes) {
 TEST(FedProfCliTest, CompareRunsEveryStrategyOnTheSameClients) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::string out = FreshDir("compare");
-  const Result r = RunCli(std::string("compare ") + kFedProfRun +
+  const CliResult r = RunCli(std::string("compare ") + kFedProfRun +
                           " --set rounds=2 --set report.target=0.2 --seeds 2 "
                           "--strategies fedavg,fedprof:partial --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
@@ -544,13 +529,13 @@ TEST(FedProfCliTest, CompareRunsEveryStrategyOnTheSameClients) {
   EXPECT_TRUE(FileExists(out + "/fedprof-partial/seed-1/scores.png"));
   EXPECT_TRUE(FileExists(out + "/fedprof-partial/seed-1/selection.png"));
   // The same runs as two concurrent processes give the same table.
-  const Result jobs = RunCli(std::string("compare ") + kFedProfRun +
+  const CliResult jobs = RunCli(std::string("compare ") + kFedProfRun +
                              " --set rounds=2 --set report.target=0.2 --seeds 2 --jobs 2 "
                              "--strategies fedavg,fedprof:partial --out " + out + "-jobs");
   ASSERT_EQ(jobs.code, 0) << jobs.output;
   EXPECT_EQ(WithoutLastColumn(out + "/comparison.csv"),
             WithoutLastColumn(out + "-jobs/comparison.csv"));  // all but wall_s
-  const Result bad = RunCli("compare --strategies fedavg,fedbogus --out " + out + "/bad");
+  const CliResult bad = RunCli("compare --strategies fedavg,fedbogus --out " + out + "/bad");
   EXPECT_FALSE(FileExists(out + "/bad/fedavg-full"));  // refused before any run started
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.output.find("fedbogus"), std::string::npos) << bad.output;
@@ -588,7 +573,7 @@ TEST(CliTest, TabularRegressionWithPollutedAndNoisyClients) {
       " --set quality.polluted=0.2 --set quality.gaussian_noise=0.2 --set strategy.fraction=0.5"
       " --set strategy.aggregation=partial --set train.epochs=2 --set train.batch_size=8"
       " --set rounds=5 --set report.progress=false --out " + dir + "/out";
-  const Result r = RunCli(run);
+  const CliResult r = RunCli(run);
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string metrics = ReadFile(dir + "/out/metrics.csv");
   EXPECT_NE(metrics.find(",accuracy,loss,rmse,"), std::string::npos) << metrics;
@@ -599,7 +584,7 @@ TEST(CliTest, TabularRegressionWithPollutedAndNoisyClients) {
   EXPECT_NE(clients.find(",gaussian_noise,"), std::string::npos);
   // A non-numeric cell ends the run with one line naming file, line and column.
   WriteFileAtomic(dir + "/bad.csv", "x1,x2,x3,y\n1,2,3,4\n1,oops,3,4\n");
-  const Result bad = RunCli("simulate --set data.name=csv --set data.train_file=" + dir +
+  const CliResult bad = RunCli("simulate --set data.name=csv --set data.train_file=" + dir +
                             "/bad.csv --set data.test_file=" + dir +
                             "/test.csv --set data.targets=y --set data.task=regression"
                             " --set model.name=mlp --set partition.kind=iid --out " + dir + "/bad");
@@ -643,7 +628,7 @@ TEST(CliTest, CifarSetupRunsOnCifarBinaryFiles) {
     WriteFileAtomic(dir + "/data_batch_" + std::to_string(b) + ".bin", CifarRecords(60, b));
   }
   WriteFileAtomic(dir + "/test_batch.bin", CifarRecords(50, 9));
-  const Result r = RunCli("compare --config " + std::string(FEDPROF_SOURCE_DIR) +
+  const CliResult r = RunCli("compare --config " + std::string(FEDPROF_SOURCE_DIR) +
                           "/configs/cifar10.toml --set data.dir=" + dir +
                           " --set rounds=1 --set train.epochs=1 --set model.width=0.5"
                           " --set report.progress=false --strategies fedavg-rp,fedprof:partial"
@@ -663,18 +648,18 @@ namespace fedprof {
 namespace {
 
 TEST(CliTest, VersionNamesTheProjectAndLibTorch) {
-  const Result r = RunCli("--version");
+  const CliResult r = RunCli("--version");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("fedprof " FEDPROF_VERSION " (LibTorch 1.", 0), 0u) << r.output;
   EXPECT_EQ(CountLines(r.output), 1) << r.output;
 }
 
 TEST(CliTest, PrivacyDpWithoutStepsIsNoLoss) {
-  const Result r = RunCli("privacy dp --noise-multiplier 1.1 --sample-rate 0.01 --steps 0");
+  const CliResult r = RunCli("privacy dp --noise-multiplier 1.1 --sample-rate 0.01 --steps 0");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("epsilon = 0 at delta = 1e-06 (no release, 0 steps"), std::string::npos)
       << r.output;
-  const Result one = RunCli("privacy dp --noise-multiplier 1.1 --sample-rate 0.01 --steps 1");
+  const CliResult one = RunCli("privacy dp --noise-multiplier 1.1 --sample-rate 0.01 --steps 1");
   EXPECT_EQ(one.output.find("epsilon = 0 "), std::string::npos) << one.output;
 }
 
@@ -697,7 +682,7 @@ std::vector<std::string> Column(const std::string& dir, const std::string& name)
 TEST(FedProfCliTest, ComposedStrategiesRunAndEqualTheirPresets) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::string out = FreshDir("composed");
-  const Result r = RunCli(std::string("compare ") + kFedProfRun +
+  const CliResult r = RunCli(std::string("compare ") + kFedProfRun +
                           " --set rounds=2 --strategies fedprof,fedprof+average,fedprof+fedadam,"
                           "uniform+fedadam --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
@@ -727,7 +712,7 @@ TEST(FedProfCliTest, ComposedStrategiesRunAndEqualTheirPresets) {
                    " --set rounds=1 --set strategy.aggregator=fedadam --out " + parts)
                 .code,
             0);
-  const Result resumed = RunCli("simulate --resume " + parts + " --set rounds=2");
+  const CliResult resumed = RunCli("simulate --resume " + parts + " --set rounds=2");
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_EQ(MetricsWithoutWall(parts), MetricsWithoutWall(adam));
   EXPECT_EQ(ReadFile(parts + "/scores.csv"), ReadFile(adam + "/scores.csv"));
@@ -736,7 +721,7 @@ TEST(FedProfCliTest, ComposedStrategiesRunAndEqualTheirPresets) {
 TEST(FedProfCliTest, CompositionsThatCannotWorkAreRefused) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::string dir = FreshDir("refused_compositions");
-  Result r = RunCli(std::string("simulate ") + kSmallRun + " --set strategy.name=fedbn --out " + dir + "/a");
+  CliResult r = RunCli(std::string("simulate ") + kSmallRun + " --set strategy.name=fedbn --out " + dir + "/a");
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(CountLines(r.output), 1) << r.output;
   EXPECT_NE(r.output.find("model lenet5 has none; use a model with batch norm"), std::string::npos)
@@ -811,9 +796,9 @@ torch.jit.script(lenet5()).save(out + '/lenet_pytorch_init.pt')
       << "needs python3-torch (scripts/install-deps.sh)";
   const std::string run = std::string("simulate ") + kCleanRun;
   ASSERT_EQ(RunCli(run + " --out " + dir + "/builtin").code, 0);
-  const Result same = RunCli(run + " --set model.file=" + dir + "/lenet_builtin_init.pt --out " + dir + "/same");
+  const CliResult same = RunCli(run + " --set model.file=" + dir + "/lenet_builtin_init.pt --out " + dir + "/same");
   ASSERT_EQ(same.code, 0) << same.output;
-  const Result own = RunCli(run + " --set model.file=" + dir + "/lenet_pytorch_init.pt --out " + dir + "/own");
+  const CliResult own = RunCli(run + " --set model.file=" + dir + "/lenet_pytorch_init.pt --out " + dir + "/own");
   ASSERT_EQ(own.code, 0) << own.output;
   const std::vector<std::string> builtin = Column(dir + "/builtin", "accuracy");
   const std::vector<std::string> scripted = Column(dir + "/same", "accuracy");
@@ -849,14 +834,14 @@ torch.jit.script(lenet5()).save(out + '/b.pt')
 )"),
             0);
   std::filesystem::copy_file(dir + "/a.pt", dir + "/net.pt");
-  const Result first = RunCli(std::string("simulate ") + kSmallRun + " --set rounds=1 --set model.file=" +
+  const CliResult first = RunCli(std::string("simulate ") + kSmallRun + " --set rounds=1 --set model.file=" +
                               dir + "/net.pt --out " + dir + "/run");
   ASSERT_EQ(first.code, 0) << first.output;
   const auto summary = nlohmann::json::parse(ReadFile(dir + "/run/summary.json"));
   EXPECT_EQ(summary.at("model_sha256").get<std::string>().size(), 64u);
   std::filesystem::copy_file(dir + "/b.pt", dir + "/net.pt",
                              std::filesystem::copy_options::overwrite_existing);
-  const Result changed = RunCli("simulate --resume " + dir + "/run --set rounds=2");
+  const CliResult changed = RunCli("simulate --resume " + dir + "/run --set rounds=2");
   EXPECT_EQ(changed.code, 1);
   EXPECT_EQ(CountLines(changed.output), 1) << changed.output;
   EXPECT_NE(changed.output.find("was started with " + summary.at("model_sha256").get<std::string>()),
@@ -864,7 +849,7 @@ torch.jit.script(lenet5()).save(out + '/b.pt')
       << changed.output;
   std::filesystem::copy_file(dir + "/a.pt", dir + "/net.pt",
                              std::filesystem::copy_options::overwrite_existing);
-  const Result resumed = RunCli("simulate --resume " + dir + "/run --set rounds=2");
+  const CliResult resumed = RunCli("simulate --resume " + dir + "/run --set rounds=2");
   EXPECT_EQ(resumed.code, 0) << resumed.output;
 }
 
@@ -886,7 +871,7 @@ torch.jit.script(Residual()).save(out + '/residual.pt')
 torch.jit.script(Branchy()).save(out + '/branchy.pt')
 )"),
             0);
-  const Result r = RunCli(std::string("compare ") + kFedProfRun + " --set rounds=1 --set model.file=" +
+  const CliResult r = RunCli(std::string("compare ") + kFedProfRun + " --set rounds=1 --set model.file=" +
                           dir + "/net2.pt --strategies fedprof,fedadam,afl,fedbn,clustered,"
                           "fedprof+fedbn --out " + dir + "/cmp");
   ASSERT_EQ(r.code, 0) << r.output;
@@ -896,10 +881,10 @@ torch.jit.script(Branchy()).save(out + '/branchy.pt')
   EXPECT_GT(fedprof.at("best_accuracy").get<double>(), 0.15);
 
   const std::string residual = std::string(" --set model.file=") + dir + "/residual.pt";
-  const Result profiled = RunCli(std::string("simulate ") + kFedProfRun + " --set rounds=1" +
+  const CliResult profiled = RunCli(std::string("simulate ") + kFedProfRun + " --set rounds=1" +
                                  residual + " --out " + dir + "/residual_fedprof");
   EXPECT_EQ(profiled.code, 0) << profiled.output;
-  const Result refused = RunCli(std::string("simulate ") + kFedProfRun + " --set rounds=1" +
+  const CliResult refused = RunCli(std::string("simulate ") + kFedProfRun + " --set rounds=1" +
                                 " --set model.file=" + dir + "/branchy.pt" +
                                 " --set model.profile_layer=flatten --out " + dir + "/branchy");
   EXPECT_EQ(refused.code, 1);
@@ -907,7 +892,7 @@ torch.jit.script(Branchy()).save(out + '/branchy.pt')
   EXPECT_NE(refused.output.find("model.profile_layer: 'flatten' cannot be profiled"),
             std::string::npos)
       << refused.output;
-  const Result unknown = RunCli(std::string("simulate ") + kSmallRun + " --set model.file=" + dir +
+  const CliResult unknown = RunCli(std::string("simulate ") + kSmallRun + " --set model.file=" + dir +
                                 "/net2.pt --set model.profile_layer=classifier.9 --out " + dir + "/x");
   EXPECT_EQ(unknown.code, 1);
   EXPECT_NE(unknown.output.find("expected features|features.0|"), std::string::npos) << unknown.output;

@@ -22,14 +22,17 @@
 #include "fedprof/core/params.h"
 #include "fedprof/models/models.h"
 #include "fedprof/profiling/profiler.h"
+#include "tests/run_cli.h"
 #include "tests/scripted_models.h"
 #include "tests/torchscript_export.h"
 
 namespace fedprof {
 namespace {
 
+using testing_support::CliResult;
 using testing_support::ErrorOf;
 using testing_support::RawImages;
+using testing_support::RunCli;
 using testing_support::ScriptedSpec;
 
 // Exports the three models (seeded), 64 inputs, the profile PyTorch's hooks
@@ -192,23 +195,6 @@ TEST_F(TorchvisionModelsTest, FedBnFindsTheirBatchNorms) {
     EXPECT_GT(want.size(), 40u) << model;
     EXPECT_EQ(found, want) << model;
   }
-}
-
-struct CliResult {
-  int code = -1;
-  std::string output;
-};
-
-CliResult RunCli(const std::string& args) {
-  const std::string cmd = std::string(FEDPROF_CLI) + " " + args + " 2>&1";
-  CliResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
 }
 
 // FedProf, profiling each model at its default layer, trains each for two
