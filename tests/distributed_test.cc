@@ -172,10 +172,10 @@ std::vector<std::string> Lines(const std::string& text) {
 // One process, then 1, 2 and 3 ranks, with different thread counts: the
 // same metrics, clients, scores and final model, bit for bit.
 
-void ExpectIdenticalForAnyRanks(const std::string& strategy) {
-  const std::string base = FreshDir(strategy + "_ranks");
-  const std::string run = std::string(kSmallRun) + " --set rounds=3 --set data.holdout_share=0.1" +
-                          " --set strategy.name=" + strategy;
+void ExpectIdenticalForAnyRanks(const std::string& name, const std::string& settings) {
+  const std::string base = FreshDir(name + "_ranks");
+  const std::string run =
+      std::string(kSmallRun) + " --set rounds=3 --set data.holdout_share=0.1 " + settings;
   const std::string plain = base + "/plain";
   const Result p = RunCli("simulate " + run + " --set threads=2 --out " + plain, base + "/plain.log");
   ASSERT_EQ(p.code, 0) << p.output;
@@ -200,12 +200,23 @@ void ExpectIdenticalForAnyRanks(const std::string& strategy) {
 
 TEST(DistributedTest, FedAvgMetricsAreIdenticalForOneTwoAndThreeRanks) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  ExpectIdenticalForAnyRanks("fedavg");
+  ExpectIdenticalForAnyRanks("fedavg", "--set strategy.name=fedavg");
 }
 
 TEST(DistributedTest, FedProfMetricsAreIdenticalForOneTwoAndThreeRanks) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  ExpectIdenticalForAnyRanks("fedprof");
+  ExpectIdenticalForAnyRanks("fedprof", "--set strategy.name=fedprof");
+}
+
+// Clients of about 40 samples, profiled in groups of 3 consecutive ids
+// (fedprof.profile_group): a group's clients share a rank and their forward
+// passes there, so the profiles, scores and models are those of one process.
+TEST(DistributedTest, FedProfWithSmallClientsProfiledInGroupsIsIdenticalForAnyRanks) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  ExpectIdenticalForAnyRanks("fedprof_groups",
+                             "--set strategy.name=fedprof --set partition.kind=sampled "
+                             "--set partition.size_mean=40 --set partition.size_sd=5 "
+                             "--set fedprof.profile_group=3");
 }
 
 // A rank killed mid-run: rank 0 names it in one line, the launcher stops

@@ -121,6 +121,9 @@ TEST(MonitorTest, ExpositionEscapesLabelsAndAccumulatesBuckets) {
       << t;
   EXPECT_EQ(FormatSampleValue(0.1), "0.1");
   EXPECT_EQ(FormatSampleValue(1.0 / 0.0), "+Inf");
+  EXPECT_EQ(FormatSampleValue(10), "10");
+  EXPECT_EQ(FormatSampleValue(-3e6), "-3000000");
+  EXPECT_EQ(FormatSampleValue(1e300), "1e+300");
 }
 
 TEST(MonitorTest, RefusalReasonsBecomeFewLabels) {

@@ -5,6 +5,7 @@
 // for the reports the server asked for (FitInstructions::report).
 
 #include <cstdint>
+#include <vector>
 
 #include "fedprof/data/dataset.h"
 #include "fedprof/protocol/messages.h"
@@ -24,6 +25,18 @@ bool NeedsReceivedModel(const ReportRequest& request);
 // result->cost.profiling_time_s is the measured time profiling took.
 void MakeReports(const ReportRequest& request, int64_t model_version, Model& model,
                  const Dataset& data, FitResult* result);
+
+// Whether `instructions` ask for a profile of θ as received and nothing else
+// (FedProf's report pass): such tasks of many clients can share forward
+// passes (ProfileTogether).
+bool ProfileOnly(const FitInstructions& instructions);
+
+// What Client::Fit returns for profile-only `instructions` to each of
+// `clients`, with `model` holding θ, their profiles computed together
+// (ComputeProfiles, profiling/profiler.h): the clients' samples, in the
+// order given, share forward passes. The wall time is shared out by samples.
+std::vector<FitResult> ProfileTogether(const FitInstructions& instructions, Model& model,
+                                       const std::vector<const class Client*>& clients);
 
 }  // namespace fedprof
 

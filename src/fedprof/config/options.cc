@@ -213,6 +213,11 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(fedprof, paillier_bits, "2048", 2048, 3072, "",
        "Paillier key size for secure matching, in bits: 2048, or 3072 for longer-term security "
        "(any multiple of 256 in between)."),
+      OPTION(fedprof, profile_group, "64", 1, 65536, "",
+       "Simulation: the clients of each group of this many consecutive ids that hold fewer "
+       "samples than one forward pass (128) profile their data in shared passes of 128 "
+       "instead of a small pass each; their profiles then differ from a client's own pass by "
+       "float rounding (about 1e-7). 1: each client alone, bit for bit as a deployed client."),
       // Baselines; defaults from each method's paper.
       OPTION(fedprox, mu, "0.01", 0, 1e3, "",
        "The fedprox preset's proximal weight mu (Li et al. 2020 tune it in {0.001, 0.01, 0.1, "

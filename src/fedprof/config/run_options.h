@@ -49,7 +49,7 @@ struct RunOptions {
   struct FedProf {
     double alpha = 0;
     std::string sampling, reference, secure_matching;
-    int64_t reference_client = 0, paillier_bits = 0;
+    int64_t reference_client = 0, paillier_bits = 0, profile_group = 0;
   };
   struct FedProx {
     double mu = 0;

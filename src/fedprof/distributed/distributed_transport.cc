@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "federation.pb.h"
+#include "fedprof/client/reports.h"
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
@@ -110,23 +111,28 @@ RankMessage Message(int64_t kind, int64_t arg = 0, std::string bytes = "") {
 }  // namespace
 
 std::vector<int> AssignRanks(const std::vector<int>& client_ids, bool keeps_state, int world,
-                             const std::vector<int64_t>& sizes) {
+                             const std::vector<int64_t>& sizes, int group) {
   std::vector<int> rank_of(client_ids.size());
   if (keeps_state) {
     for (size_t i = 0; i < client_ids.size(); ++i) rank_of[i] = client_ids[i] % world;
     return rank_of;
   }
-  std::vector<size_t> order(client_ids.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto size_of = [&](size_t i) { return sizes.at(static_cast<size_t>(client_ids[i])); };
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return size_of(a) != size_of(b) ? size_of(a) > size_of(b) : client_ids[a] < client_ids[b];
+  // The units dealt out (clients, or groups of them) and their samples.
+  std::unordered_map<int64_t, int64_t> unit_size;
+  for (int id : client_ids) unit_size[ProfileGroupOf(id, group)] += sizes.at(static_cast<size_t>(id));
+  std::vector<std::pair<int64_t, int64_t>> units(unit_size.begin(), unit_size.end());
+  std::sort(units.begin(), units.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
   });
   std::vector<int64_t> load(world, 0);
-  for (size_t i : order) {
+  std::unordered_map<int64_t, int> rank_of_unit;
+  for (const auto& [unit, size] : units) {
     const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-    rank_of[i] = r;
-    load[r] += size_of(i);
+    rank_of_unit[unit] = r;
+    load[r] += size;
+  }
+  for (size_t i = 0; i < client_ids.size(); ++i) {
+    rank_of[i] = rank_of_unit.at(ProfileGroupOf(client_ids[i], group));
   }
   return rank_of;
 }
@@ -229,7 +235,11 @@ void DistributedTransport::Fit(const std::vector<ClientInstructions>& tasks,
     client_ids.push_back(t.client_id);
     keeps_state = keeps_state || t.instructions.objective.keep_local_batch_norm;
   }
-  const std::vector<int> rank_of = AssignRanks(client_ids, keeps_state, world, sizes_);
+  const bool profile_only = std::all_of(tasks.begin(), tasks.end(), [](const ClientInstructions& t) {
+    return ProfileOnly(t.instructions);
+  });
+  const std::vector<int> rank_of = AssignRanks(client_ids, keeps_state, world, sizes_,
+                                               profile_only ? local_.profile_group() : 1);
   if (keeps_state) may_keep_states_ = true;
   const int64_t task_id = ++task_id_;
   // Clients told the same share one FIT message per rank: one header, θ

@@ -49,9 +49,12 @@ class RankGroup;
 // rank k mod `world`. Otherwise the work is balanced: largest client first
 // (`sizes` by id; ties by id), each to the rank with the fewest samples so
 // far (ties: the lowest rank), so that the ranks finish a round together.
-// Deterministic; results never depend on it.
+// With `group` > 1 the units dealt out are the groups of `group`
+// consecutive ids (ProfileGroupOf: clients profiled together), so that a
+// group's clients share a rank and share forward passes there as they
+// would in one process. Deterministic; results never depend on it.
 std::vector<int> AssignRanks(const std::vector<int>& client_ids, bool keeps_state, int world,
-                             const std::vector<int64_t>& sizes);
+                             const std::vector<int64_t>& sizes, int group = 1);
 
 // Rank 0's transport. Thread-compatible, like the server that uses it.
 class DistributedTransport : public Transport {

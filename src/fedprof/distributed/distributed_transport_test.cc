@@ -31,5 +31,16 @@ TEST(AssignRanksTest, LargestFirstToTheLeastLoadedRank) {
   EXPECT_EQ(load, (std::vector<int64_t>{110, 100}));
 }
 
+TEST(AssignRanksTest, ClientsProfiledTogetherShareARank) {
+  const std::vector<int64_t> sizes = {10, 10, 10, 30, 5, 5, 40, 1};
+  const std::vector<int> ids = {7, 6, 5, 4, 3, 2, 1, 0};
+  // Groups of 3 ids: {0,1,2} 30 samples, {3,4,5} 40, {6,7} 41: 41 -> r0,
+  // 40 -> r1, 30 -> r1 (40 < 41).
+  EXPECT_EQ(AssignRanks(ids, false, 2, sizes, /*group=*/3),
+            (std::vector<int>{0, 0, 1, 1, 1, 1, 1, 1}));
+  // Groups of 1 are the clients themselves.
+  EXPECT_EQ(AssignRanks(ids, false, 2, sizes, 1), AssignRanks(ids, false, 2, sizes));
+}
+
 }  // namespace
 }  // namespace fedprof

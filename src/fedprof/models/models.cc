@@ -46,10 +46,10 @@ class SmallCnn : public Model {
   at::Tensor Forward(const at::Tensor& x, at::Tensor* rep) override {
     auto h = bn1_->forward(conv1_->forward(x));
     Capture("block1", profiled_layer_, h, rep);
-    h = F::max_pool2d(torch::relu(h), F::MaxPool2dFuncOptions(2));
+    h = MaxPool2(torch::relu(h));
     h = bn2_->forward(conv2_->forward(h));
     Capture("block2", profiled_layer_, h, rep);
-    h = F::max_pool2d(torch::relu(h), F::MaxPool2dFuncOptions(2)).flatten(1);
+    h = MaxPool2(torch::relu(h)).flatten(1);
     h = fc1_->forward(h);
     Capture("fc1", profiled_layer_, h, rep);
     return fc2_->forward(torch::relu(h));
@@ -358,6 +358,15 @@ int64_t CountParameters(const torch::nn::Module& module) {
   int64_t n = 0;
   for (const auto& p : module.parameters()) n += p.numel();
   return n;
+}
+
+at::Tensor MaxPool2(const at::Tensor& x) {
+  if (at::GradMode::is_enabled() || x.dim() != 4) {
+    return F::max_pool2d(x, F::MaxPool2dFuncOptions(2));
+  }
+  const int64_t h = x.size(2) / 2 * 2, w = x.size(3) / 2 * 2;
+  const at::Tensor rows = torch::maximum(x.slice(2, 0, h, 2), x.slice(2, 1, h, 2));
+  return torch::maximum(rows.slice(3, 0, w, 2), rows.slice(3, 1, w, 2)).contiguous();
 }
 
 }  // namespace fedprof

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -213,6 +214,24 @@ TEST(ParamsTest, FlattenRoundTripsAndCoversBatchNormBuffers) {
   EXPECT_EQ(Flatten(*b), fa);
   fa.pop_back();
   EXPECT_THROW(Unflatten(fa, *b), Error);
+}
+
+// The built-in models' pooling without gradients: max_pool2d's values bit
+// for bit, odd sizes and NaN included.
+TEST(ModelsTest, FastPoolingGivesMaxPool2dsValues) {
+  torch::manual_seed(8);
+  namespace F = torch::nn::functional;
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 6, 28, 28}, {2, 4, 7, 9}, {1, 1, 2, 2}}) {
+    torch::Tensor x = torch::relu(torch::randn(shape));
+    x.view(-1)[1] = std::nan("");
+    const torch::Tensor expected = F::max_pool2d(x, F::MaxPool2dFuncOptions(2));
+    torch::NoGradGuard no_grad;
+    const torch::Tensor fast = MaxPool2(x);
+    ASSERT_EQ(fast.sizes(), expected.sizes());
+    EXPECT_TRUE(fast.is_contiguous());
+    EXPECT_TRUE(torch::equal(fast.nan_to_num(-1), expected.nan_to_num(-1)));
+    EXPECT_EQ(fast.isnan().sum().item<int64_t>(), expected.isnan().sum().item<int64_t>());
+  }
 }
 
 }  // namespace

@@ -142,7 +142,7 @@ class BuiltinStagedModel : public StagedModel {
     at::Tensor h = s.conv ? s.conv->forward(x) : s.linear->forward(x.dim() > 2 ? x.flatten(1) : x);
     if (pre != nullptr) *pre = h;
     if (s.relu) h = torch::relu(h);
-    if (s.conv) h = F::max_pool2d(h, F::MaxPool2dFuncOptions(2));
+    if (s.conv) h = MaxPool2(h);
     return h;
   }
 

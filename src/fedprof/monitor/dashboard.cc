@@ -110,6 +110,11 @@ function render(d) {
     c.update("none");
   }
   const body = document.getElementById("refusals");
+  if (!d.latest_refusals.length) {
+    const td = document.createElement("td"); td.colSpan = 5; td.textContent = "none so far";
+    const tr = document.createElement("tr"); tr.appendChild(td); body.replaceChildren(tr);
+    return;
+  }
   body.replaceChildren(...d.latest_refusals.map(r => {
     const tr = document.createElement("tr");
     [new Date(r.time * 1000).toLocaleTimeString(), r.round, r.who, r.stage, r.reason].forEach(v => {

@@ -35,6 +35,10 @@ std::string FormatSampleValue(double value) {
   if (std::isnan(value)) return "NaN";
   if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
   char buf[40];
+  if (value == std::trunc(value) && std::fabs(value) < 9007199254740992.0) {
+    std::snprintf(buf, sizeof(buf), "%.0f", value);  // counts and rounds: 10, not 1e+01
+    return buf;
+  }
   std::snprintf(buf, sizeof(buf), "%.17g", value);
   // The shortest form that reads back as the same double.
   for (int precision = 1; precision < 17; ++precision) {

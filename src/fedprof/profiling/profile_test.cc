@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <vector>
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/rng.h"
@@ -107,6 +108,45 @@ TEST(ProfileTest, ComputedProfileEqualsDirectStatisticsOfTheLayer) {
       EXPECT_NEAR(p.var[i], std::max(var[i].item<double>(), kVarianceFloor),
                   1e-4 * (1 + p.var[i]));
     }
+  }
+}
+
+// Many small data sets profiled in shared passes: each profile is its own
+// data's, within float rounding of its own pass (exactly it when alone),
+// whatever data sets share the passes; a large one is cut into its passes
+// as ComputeProfile cuts it.
+TEST(ProfileTest, ProfilesComputedTogetherAreEachDataSetsOwn) {
+  torch::manual_seed(5);
+  for (const std::string layer : {"fc1", "conv2"}) {
+    auto model = MakeModel({"lenet5", {1, 28, 28}, 10, {}, layer});
+    std::vector<Dataset> sets;
+    for (int64_t n : {20, 0, 7, 130, 64, 1, 45}) {
+      Dataset d;
+      d.x = torch::rand({n, 1, 28, 28});
+      d.y = torch::zeros({n}, torch::kLong);
+      d.num_classes = 10;
+      sets.push_back(d);
+    }
+    std::vector<const Dataset*> all;
+    for (const Dataset& d : sets) all.push_back(&d);
+    const std::vector<Profile> together = ComputeProfiles(*model, all, 2);
+    ASSERT_EQ(together.size(), sets.size());
+    for (size_t i = 0; i < sets.size(); ++i) {
+      const Profile alone = ComputeProfile(*model, sets[i], 2);
+      EXPECT_EQ(together[i].version, 2);
+      EXPECT_EQ(together[i].layer, layer);
+      ASSERT_EQ(together[i].units(), alone.units()) << i;
+      EXPECT_EQ(ComputeProfiles(*model, {&sets[i]}, 2)[0].mean, alone.mean) << i;
+      EXPECT_EQ(ComputeProfiles(*model, {&sets[i]}, 2)[0].var, alone.var) << i;
+      for (size_t u = 0; u < alone.units(); ++u) {
+        EXPECT_NEAR(together[i].mean[u], alone.mean[u], 1e-6 * (1 + std::fabs(alone.mean[u])));
+        EXPECT_NEAR(together[i].var[u], alone.var[u], 1e-6 * (1 + alone.var[u]));
+      }
+      if (sets[i].size() > 0) EXPECT_LT(Divergence(together[i], alone), 1e-6) << i;
+    }
+    // The same data sets in the same order: the same profiles, bit for bit.
+    const std::vector<Profile> again = ComputeProfiles(*model, all, 2);
+    for (size_t i = 0; i < sets.size(); ++i) EXPECT_EQ(again[i].mean, together[i].mean);
   }
 }
 

@@ -7,28 +7,29 @@
 
 namespace fedprof {
 
-Profile ComputeProfile(ModelReplicas& replicas, const Dataset& data, int64_t version,
-                       int64_t batch_size) {
+namespace {
+
+// Sums of a profiled layer's rows and of their squares, in double.
+struct RowSums {
+  torch::Tensor sum, sum_sq;
+};
+
+RowSums SumRows(const torch::Tensor& rep) {
+  const torch::Tensor r = rep.to(torch::kDouble);
+  return {r.sum(0), r.pow(2).sum(0)};
+}
+
+// The profile of n rows whose sums per batch are `sums`, added in batch order.
+Profile FromSums(const std::vector<RowSums>& sums, int64_t n, int64_t version,
+                 const std::string& layer) {
   Profile p;
   p.version = version;
-  p.layer = replicas.primary().profiled_layer();
-  const int64_t n = data.size();
+  p.layer = layer;
   if (n == 0) return p;
-  std::vector<torch::Tensor> sums((n + batch_size - 1) / batch_size);
-  std::vector<torch::Tensor> sums_sq(sums.size());
-  replicas.ForEachBatch(n, batch_size, [&](int64_t b, int64_t start, int64_t len, Model& model) {
-    torch::NoGradGuard no_grad;
-    model.eval();
-    torch::Tensor rep;
-    model.Forward(data.x.narrow(0, start, len), &rep);
-    const torch::Tensor r = rep.to(torch::kDouble);
-    sums[b] = r.sum(0);
-    sums_sq[b] = r.pow(2).sum(0);
-  });
-  torch::Tensor sum = sums[0].clone(), sum_sq = sums_sq[0].clone();
+  torch::Tensor sum = sums[0].sum.clone(), sum_sq = sums[0].sum_sq.clone();
   for (size_t b = 1; b < sums.size(); ++b) {
-    sum += sums[b];
-    sum_sq += sums_sq[b];
+    sum += sums[b].sum;
+    sum_sq += sums[b].sum_sq;
   }
   const torch::Tensor mean = sum / static_cast<double>(n);
   const torch::Tensor var =
@@ -36,6 +37,65 @@ Profile ComputeProfile(ModelReplicas& replicas, const Dataset& data, int64_t ver
   p.mean.assign(mean.data_ptr<double>(), mean.data_ptr<double>() + mean.numel());
   p.var.assign(var.data_ptr<double>(), var.data_ptr<double>() + var.numel());
   return p;
+}
+
+}  // namespace
+
+Profile ComputeProfile(ModelReplicas& replicas, const Dataset& data, int64_t version,
+                       int64_t batch_size) {
+  const int64_t n = data.size();
+  std::vector<RowSums> sums((n + batch_size - 1) / batch_size);
+  replicas.ForEachBatch(n, batch_size, [&](int64_t b, int64_t start, int64_t len, Model& model) {
+    torch::NoGradGuard no_grad;
+    model.eval();
+    torch::Tensor rep;
+    model.Forward(data.x.narrow(0, start, len), &rep);
+    sums[b] = SumRows(rep);
+  });
+  return FromSums(sums, n, version, replicas.primary().profiled_layer());
+}
+
+std::vector<Profile> ComputeProfiles(Model& model, const std::vector<const Dataset*>& data,
+                                     int64_t version, int64_t batch_size) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  int64_t total = 0;
+  for (const Dataset* d : data) total += d->size();
+  // The layer's rows of every sample, data set after data set.
+  std::vector<torch::Tensor> reps;
+  size_t next = 0;   // the data set the next pass starts in
+  int64_t from = 0;  // and its first sample there
+  for (int64_t start = 0; start < total; start += batch_size) {
+    std::vector<torch::Tensor> pieces;
+    for (int64_t want = std::min(batch_size, total - start); want > 0;) {
+      const int64_t have = data[next]->size() - from;
+      const int64_t take = std::min(want, have);
+      if (take > 0) pieces.push_back(data[next]->x.narrow(0, from, take));
+      want -= take;
+      from += take;
+      if (from == data[next]->size()) {
+        ++next;
+        from = 0;
+      }
+    }
+    torch::Tensor rep;
+    model.Forward(pieces.size() == 1 ? pieces[0] : torch::cat(pieces), &rep);
+    reps.push_back(rep);
+  }
+  const torch::Tensor rows = reps.empty() ? torch::Tensor() : torch::cat(reps);
+  std::vector<Profile> profiles;
+  profiles.reserve(data.size());
+  int64_t offset = 0;
+  for (const Dataset* d : data) {
+    const int64_t n = d->size();
+    std::vector<RowSums> sums;
+    for (int64_t b = 0; b < n; b += batch_size) {
+      sums.push_back(SumRows(rows.narrow(0, offset + b, std::min(batch_size, n - b))));
+    }
+    profiles.push_back(FromSums(sums, n, version, model.profiled_layer()));
+    offset += n;
+  }
+  return profiles;
 }
 
 Profile ComputeProfile(Model& model, const Dataset& data, int64_t version, int64_t batch_size) {

@@ -110,11 +110,12 @@ std::shared_ptr<LocalClients> BuildClients(std::shared_ptr<RunPlan> plan, int th
   local->transport = std::make_unique<InProcessTransport>(
       infos, [self](int id) { return self->plan->population->MakeClient(id); },
       !population.on_demand(), [spec] { return MakeModel(spec); }, threads, cost);
+  local->transport->set_profile_group(static_cast<int>(o.fedprof.profile_group));
   local->transport->set_describe([self] {
-    const Population& population = *self->plan->population;
-    std::vector<ClientDescription> rows(static_cast<size_t>(population.size()));
-    for (int k = 0; k < population.size(); ++k) {
-      rows[k] = {population.num_samples(k), DataKindName(population.kind(k)),
+    const Population& clients = *self->plan->population;
+    std::vector<ClientDescription> rows(static_cast<size_t>(clients.size()));
+    for (int k = 0; k < clients.size(); ++k) {
+      rows[k] = {clients.num_samples(k), DataKindName(clients.kind(k)),
                  self->specs[k].speed_ghz, self->specs[k].bandwidth_mhz,
                  self->expected_time_s[k]};
     }

@@ -4,9 +4,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <numeric>
+
 #include "fedprof/core/error.h"
 #include "fedprof/core/text.h"
+#include "fedprof/client/reports.h"
 #include "fedprof/models/models.h"
+#include "fedprof/profiling/profiler.h"
 
 namespace fedprof {
 
@@ -50,8 +55,43 @@ void InProcessTransport::LoadState(const std::string& text) {
   }
 }
 
+Client& InProcessTransport::ClientFor(int id, std::optional<Client>* made) {
+  if (!keep_clients_) return made->emplace(make_client_(id));
+  // Distinct ids in one call: no two workers touch the same slot.
+  std::optional<Client>& slot = kept_.at(id);
+  if (!slot) slot.emplace(make_client_(id));
+  return *slot;
+}
+
+namespace {
+
+// Whether two profile-only tasks can share forward passes: the same θ, and
+// the same answer format (plain, or encrypted under the same key).
+bool SameProfileTask(const FitInstructions& a, const FitInstructions& b) {
+  return a.global == b.global && a.model_version == b.model_version &&
+         a.report.public_key == b.report.public_key &&
+         a.report.secure_reference == b.report.secure_reference;
+}
+
+FitResult Failed(const std::exception& e) {
+  FitResult r;
+  r.ok = false;
+  r.error = e.what();
+  return r;
+}
+
+}  // namespace
+
 void InProcessTransport::Fit(const std::vector<ClientInstructions>& tasks,
                              const ResultSink& sink) {
+  if (profile_group_ > 1 && !tasks.empty() &&
+      std::all_of(tasks.begin(), tasks.end(), [&](const ClientInstructions& t) {
+        return ProfileOnly(t.instructions) &&
+               SameProfileTask(t.instructions, tasks.front().instructions);
+      })) {
+    ProfileInGroups(tasks, sink);
+    return;
+  }
   std::mutex sink_mutex;
   pool_.ParallelFor(static_cast<int64_t>(tasks.size()), [&](int64_t i, int worker) {
     // One intra-op thread per client: parallelism is across clients, and
@@ -62,20 +102,11 @@ void InProcessTransport::Fit(const std::vector<ClientInstructions>& tasks,
     FitResult result;
     try {
       std::optional<Client> made;
-      Client* client = nullptr;
-      if (keep_clients_) {
-        // Distinct ids in one call: no two workers touch the same slot.
-        std::optional<Client>& slot = kept_.at(id);
-        if (!slot) slot.emplace(make_client_(id));
-        client = &*slot;
-      } else {
-        made.emplace(make_client_(id));
-        client = &*made;
-      }
+      Client& client = ClientFor(id, &made);
       {
         std::lock_guard<std::mutex> lock(states_mutex_);
         const auto it = local_states_.find(id);
-        client->set_local_state(it == local_states_.end() ? FlatParams() : it->second);
+        client.set_local_state(it == local_states_.end() ? FlatParams() : it->second);
       }
       // A report leaves the worker's model as loaded: the next client on this
       // worker can use it as it is (a million-client report pass loads the
@@ -83,23 +114,84 @@ void InProcessTransport::Fit(const std::vector<ClientInstructions>& tasks,
       std::shared_ptr<const FlatParams>& loaded = worker_loaded_[worker];
       const bool holds = loaded == instructions.global && !instructions.objective.keep_local_batch_norm;
       loaded.reset();
-      result = client->Fit(instructions, *worker_models_[worker], holds);
+      result = client.Fit(instructions, *worker_models_[worker], holds);
       if (instructions.train.epochs == 0 && !instructions.objective.keep_local_batch_norm) {
         loaded = instructions.global;
       }
-      if (!client->local_state().empty()) {
+      if (!client.local_state().empty()) {
         std::lock_guard<std::mutex> lock(states_mutex_);
-        local_states_[id] = client->local_state();
+        local_states_[id] = client.local_state();
       }
       if (cost_) result.cost = cost_(id, instructions);
     } catch (const std::exception& e) {
-      result = FitResult();
-      result.ok = false;
-      result.error = e.what();
+      result = Failed(e);
     }
     result.client_id = id;
     std::lock_guard<std::mutex> lock(sink_mutex);
     (void)sink(static_cast<size_t>(i), std::move(result));
+  });
+}
+
+void InProcessTransport::ProfileInGroups(const std::vector<ClientInstructions>& tasks,
+                                         const ResultSink& sink) {
+  const FitInstructions& ins = tasks.front().instructions;
+  // The tasks in id order, cut where the group changes: one work item each.
+  std::vector<size_t> order(tasks.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return tasks[a].client_id < tasks[b].client_id; });
+  auto group = [&](size_t i) { return ProfileGroupOf(tasks[order[i]].client_id, profile_group_); };
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i == 0 || group(i) != group(i - 1)) starts.push_back(i);
+  }
+  starts.push_back(order.size());
+
+  std::mutex sink_mutex;
+  pool_.ParallelFor(static_cast<int64_t>(starts.size() - 1), [&](int64_t item, int worker) {
+    at::set_num_threads(1);
+    const size_t begin = starts[item], end = starts[item + 1];
+    std::vector<FitResult> results(end - begin);
+    std::vector<std::optional<Client>> made(end - begin);
+    std::vector<const Client*> small;  // profiled together
+    std::vector<size_t> small_at;
+    Model& model = *worker_models_[worker];
+    std::shared_ptr<const FlatParams>& loaded = worker_loaded_[worker];
+    try {
+      if (loaded != ins.global) {
+        loaded.reset();
+        Unflatten(*ins.global, model);
+        loaded = ins.global;
+      }
+      for (size_t k = 0; k < results.size(); ++k) {
+        try {
+          const Client& client = ClientFor(tasks[order[begin + k]].client_id, &made[k]);
+          if (client.num_samples() < kProfileBatch) {
+            small.push_back(&client);
+            small_at.push_back(k);
+          } else {
+            results[k] = std::move(ProfileTogether(ins, model, {&client})[0]);
+          }
+        } catch (const std::exception& e) {
+          results[k] = Failed(e);
+        }
+      }
+      std::vector<FitResult> together = ProfileTogether(ins, model, small);
+      for (size_t j = 0; j < small_at.size(); ++j) results[small_at[j]] = std::move(together[j]);
+    } catch (const std::exception& e) {
+      for (size_t k : small_at) results[k] = Failed(e);
+      if (loaded != ins.global) {  // θ never loaded: nothing was profiled
+        for (FitResult& r : results) r = Failed(e);
+      }
+    }
+    std::lock_guard<std::mutex> lock(sink_mutex);
+    for (size_t k = 0; k < results.size(); ++k) {
+      const size_t i = order[begin + k];
+      FitResult& r = results[k];
+      r.client_id = tasks[i].client_id;
+      if (r.ok && cost_) r.cost = cost_(r.client_id, ins);
+      (void)sink(i, std::move(r));
+    }
   });
 }
 

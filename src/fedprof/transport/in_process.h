@@ -45,6 +45,15 @@ class InProcessTransport : public Transport {
   std::string SaveState() override;
   void LoadState(const std::string& states) override;
 
+  // Clients whose profile-only tasks (FedProf's report pass) share forward
+  // passes: the clients of one group of `clients` consecutive ids
+  // (ProfileGroupOf) with fewer samples than one pass holds are profiled
+  // together; larger clients, whose passes are full anyway, alone. 1: every
+  // client alone, as a deployed client computes its profile. The grouping
+  // depends only on the ids, so results do not depend on the threads.
+  void set_profile_group(int clients) { profile_group_ = clients; }
+  int profile_group() const { return profile_group_; }
+
   // clients.csv's rows, when the owner knows more of its clients (data
   // kinds, devices) than their ClientInfo says.
   void set_describe(std::function<std::vector<ClientDescription>()> describe) {
@@ -67,7 +76,16 @@ class InProcessTransport : public Transport {
   mutable std::mutex states_mutex_;
   std::map<int, FlatParams> local_states_;  // by id; only clients that keep state
   std::function<std::vector<ClientDescription>()> describe_;
+  int profile_group_ = 1;
+
+  // Client `id` for one task: kept, or made into `made`.
+  Client& ClientFor(int id, std::optional<Client>* made);
+  // Profile-only tasks, a group of clients per work item.
+  void ProfileInGroups(const std::vector<ClientInstructions>& tasks, const ResultSink& sink);
 };
+
+// The group of client `id` when groups hold `group` consecutive ids.
+inline int64_t ProfileGroupOf(int id, int group) { return group > 1 ? id / group : id; }
 
 }  // namespace fedprof
 

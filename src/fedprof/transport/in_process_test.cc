@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
@@ -115,6 +116,61 @@ TEST(InProcessTransportTest, ResultsDoNotDependOnTheThreads) {
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(one.by_index.at(i).params, three.by_index.at(i).params) << "index " << i;
     EXPECT_EQ(one.by_index.at(i).train_loss, three.by_index.at(i).train_loss);
+  }
+}
+
+// FedProf's report pass with clients profiled in groups: every client's
+// own profile (within float rounding of profiling alone; exactly it with
+// groups of 1), the same for any number of threads, a failing client
+// failing alone.
+TEST(InProcessTransportTest, ProfilesInGroupsAreEachClientsOwnForAnyThreads) {
+  FitInstructions ins = OneEpoch();
+  ins.train.epochs = 0;
+  ins.report.profile = true;
+  const std::vector<int> ids = {7, 0, 3, 5, 1, 2, 6, 4};
+  auto run = [&](int group, int threads) {
+    InProcessTransport transport(
+        Infos(8),
+        [](int id) {
+          if (id == 6) throw Error("client 6: data file vanished");
+          return Client(id, Blobs(id));
+        },
+        /*keep_clients=*/false, [] { return MakeModel(kSpec); }, threads,
+        [](int id, const FitInstructions&) { return ResultCost{1.0 + id, 0, 0.5, 0}; });
+    transport.set_profile_group(group);
+    return FitAll(transport, ids, ins);
+  };
+  auto model = MakeModel(kSpec);
+  Unflatten(*ins.global, *model);
+  for (int group : {1, 3}) {
+    const Received one = run(group, 1), three = run(group, 3);
+    ASSERT_EQ(one.by_index.size(), ids.size());
+    ASSERT_EQ(three.by_index.size(), ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const FitResult& r = one.by_index.at(i);
+      EXPECT_EQ(r.client_id, ids[i]);
+      if (ids[i] == 6) {
+        EXPECT_FALSE(r.ok);
+        EXPECT_EQ(r.error, "client 6: data file vanished");
+        continue;
+      }
+      ASSERT_TRUE(r.ok) << r.error;
+      ASSERT_TRUE(r.profile.has_value());
+      EXPECT_TRUE(r.params.empty());
+      EXPECT_EQ(r.num_samples, 5 + ids[i]);
+      EXPECT_EQ(r.cost.time_s, 1.0 + ids[i]) << "the cost model's";
+      EXPECT_EQ(r.profile->mean, three.by_index.at(i).profile->mean) << "group " << group;
+      EXPECT_EQ(r.profile->var, three.by_index.at(i).profile->var) << "group " << group;
+      const FitResult alone = Client(ids[i], Blobs(ids[i])).Fit(ins, *model);
+      if (group == 1) {
+        EXPECT_EQ(r.profile->mean, alone.profile->mean);
+        EXPECT_EQ(r.profile->var, alone.profile->var);
+      }
+      for (size_t u = 0; u < alone.profile->units(); ++u) {
+        EXPECT_NEAR(r.profile->mean[u], alone.profile->mean[u],
+                    1e-6 * (1 + std::fabs(alone.profile->mean[u])));
+      }
+    }
   }
 }
 
