@@ -40,7 +40,10 @@ enum Kind : int64_t {
   kStates = 103,
   kAck = 104,
   kFailed = 105,
+  kResults = 106,  // a ResultBatch: up to kResultsPerMessage results without a model
 };
+
+constexpr int kResultsPerMessage = 64;
 
 // A worker told by rank 0 to end the run.
 class Aborted : public Error {
@@ -289,13 +292,11 @@ void DistributedTransport::Fit(const std::vector<ClientInstructions>& tasks,
           mine.ids = share[r][k];
           group_.Send(r, mine);
           std::set<int> pending(share[r][k].begin(), share[r][k].end());
-          while (!pending.empty()) {
-            const RankMessage m = group_.Recv(r);
-            Expect(m, r, kResult);
-            pb::ResultHeader rh;
-            if (!rh.ParseFromString(m.bytes)) throw RankError(r, Rank(r) + " sent a malformed result");
+          // Checks that `rh` (with `values` model values) is a result rank r
+          // owes for this task, and hands it on.
+          auto take = [&](const pb::ResultHeader& rh, int64_t values,
+                          const std::shared_ptr<const FlatParams>& floats) {
             FitResult result = FromWire(rh);
-            const int64_t values = m.floats ? static_cast<int64_t>(m.floats->size()) : 0;
             if (rh.task_id() != task_id || pending.erase(result.client_id) == 0 ||
                 values != rh.num_params()) {
               throw RankError(r, Rank(r) + " sent a result (client " +
@@ -303,8 +304,23 @@ void DistributedTransport::Fit(const std::vector<ClientInstructions>& tasks,
                                      std::to_string(rh.task_id()) +
                                      ") that is not one it owes for task " + std::to_string(task_id));
             }
-            if (m.floats) result.params = *m.floats;
+            if (floats) result.params = *floats;
             deliver(std::move(result));
+          };
+          while (!pending.empty()) {
+            const RankMessage m = group_.Recv(r);
+            if (m.kind == kResults) {
+              pb::ResultBatch batch;
+              if (!batch.ParseFromString(m.bytes) || batch.results_size() > kResultsPerMessage) {
+                throw RankError(r, Rank(r) + " sent a malformed batch of results");
+              }
+              for (const pb::ResultHeader& rh : batch.results()) take(rh, 0, nullptr);
+              continue;
+            }
+            Expect(m, r, kResult);
+            pb::ResultHeader rh;
+            if (!rh.ParseFromString(m.bytes)) throw RankError(r, Rank(r) + " sent a malformed result");
+            take(rh, m.floats ? static_cast<int64_t>(m.floats->size()) : 0, m.floats);
           }
         }
       } catch (const RankError&) {
@@ -463,6 +479,13 @@ void ServeFit(RankGroup& group, InProcessTransport& clients, const RankMessage& 
     tasks.push_back({id, ins});  // θ shared, not copied
   }
   FirstFailure failure;
+  // Results without a model wait here to travel kResultsPerMessage at a time.
+  pb::ResultBatch batch;
+  auto send_batch = [&] {
+    if (batch.results_size() == 0) return;
+    group.Send(0, Message(kResults, 0, batch.SerializeAsString()));
+    batch.Clear();
+  };
   clients.Fit(tasks, [&](size_t, FitResult&& r) -> std::string {
     // Rank 0 checks what it receives; this rank only forwards.
     if (failure.failed()) return "";  // rank 0 is gone: nothing more to send
@@ -470,8 +493,13 @@ void ServeFit(RankGroup& group, InProcessTransport& clients, const RankMessage& 
       pb::ResultHeader rh;
       ToWire(r, &rh);
       rh.set_task_id(header.task_id());
+      if (r.params.empty()) {
+        *batch.add_results() = std::move(rh);
+        if (batch.results_size() == kResultsPerMessage) send_batch();
+        return "";
+      }
       RankMessage out = Message(kResult, 0, rh.SerializeAsString());
-      if (!r.params.empty()) out.floats = std::make_shared<const FlatParams>(std::move(r.params));
+      out.floats = std::make_shared<const FlatParams>(std::move(r.params));
       group.Send(0, out);
     } catch (...) {
       failure.Record(std::current_exception());
@@ -479,6 +507,14 @@ void ServeFit(RankGroup& group, InProcessTransport& clients, const RankMessage& 
     }
     return "";
   });
+  if (!failure.failed()) {
+    try {
+      send_batch();
+    } catch (...) {
+      failure.Record(std::current_exception());
+      group.Cancel();
+    }
+  }
   failure.RethrowIfAny("");
 }
 

@@ -20,7 +20,8 @@
 //   FIT          a TaskHeader (proto/federation.proto), the global model and
 //                the ids of the rank's clients told just that; the worker
 //                sends one RESULT per client (a ResultHeader and the model)
-//                as each is made. A call whose clients are told different
+//                as each is made, and results without a model (reports) as
+//                RESULTS, a ResultBatch of up to 64. A call whose clients are told different
 //                things sends each rank one FIT per distinct instructions,
 //                one after the other's results.
 //   SAVE_STATES  the worker answers STATES: its clients' kept state (JSON).
