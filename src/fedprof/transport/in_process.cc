@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <numeric>
 
+#include "fedprof/client/reports.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/text.h"
-#include "fedprof/client/reports.h"
 #include "fedprof/models/models.h"
 #include "fedprof/profiling/profiler.h"
 
