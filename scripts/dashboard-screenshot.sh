@@ -33,8 +33,10 @@ for _ in $(seq 600); do
 done
 [[ -n "$address" ]] || { echo "no monitor address in the simulation's output" >&2; exit 1; }
 
-round() { curl -s --max-time 2 "http://$address/status" | /usr/bin/python3 -c \
-  'import json,sys; print(json.load(sys.stdin).get("round", 0))' 2>/dev/null || echo 0; }
+# Python rather than curl: install-deps.sh installs the one, not the other.
+round() { /usr/bin/python3 -c 'import json,sys,urllib.request
+print(json.load(urllib.request.urlopen(sys.argv[1], timeout=2)).get("round", 0))' \
+  "http://$address/status" 2>/dev/null || echo 0; }
 for _ in $(seq 600); do
   (( $(round) >= at_round )) && break
   kill -0 "$sim" 2>/dev/null || { cat "$work/sim.log" >&2; exit 1; }

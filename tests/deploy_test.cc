@@ -91,9 +91,11 @@ void StartClients(Deployment* d, int from, int to, const std::string& args, cons
 
 // The identity the deployment promises: N client processes on loopback give
 // the accuracy and loss of `fedprof simulate`, bit for bit. The server's
-// output directory goes to `server_dir` when given.
+// output directory goes to `server_dir` when given. With `ranges`, the
+// clients run as one process per range (--ids A-B) instead of one each.
 void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& settings,
-                                   std::string* server_dir = nullptr) {
+                                   std::string* server_dir = nullptr,
+                                   const std::vector<std::pair<int, int>>& ranges = {}) {
   const std::string dir = FreshDir("identity_" + name);
   const std::string certs = MakeCerts(dir, 5);
   const std::string run = SmallRun(5, 0.6, 3) + " " + settings;
@@ -103,7 +105,13 @@ void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& s
 
   Deployment d;
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
-  StartClients(&d, 0, 5, run + " --tls-dir " + certs, dir);
+  if (ranges.empty()) StartClients(&d, 0, 5, run + " --tls-dir " + certs, dir);
+  for (const auto& [a, b] : ranges) {
+    const std::string ids = std::to_string(a) + "-" + std::to_string(b);
+    d.clients.push_back(d.procs.Start(
+        kCli, "client --server " + d.address + " --ids " + ids + " " + run + " --tls-dir " + certs,
+        dir + "/clients-" + ids + ".log"));
+  }
   ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
   for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
 
@@ -124,6 +132,43 @@ void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& s
 
 TEST(DeployTest, FedAvgOverTheNetworkEqualsSimulation) {
   ExpectSameNumbersAsSimulation("fedavg", "--set strategy.name=fedavg");
+}
+
+// Many clients in one process (fedprof client --ids A-B, for load tests) are
+// each the client a process of its own would be.
+TEST(DeployTest, ClientsSharingAProcessEqualSimulation) {
+  ExpectSameNumbersAsSimulation("ranges", "", nullptr, {{0, 2}, {3, 4}});
+}
+
+// Past deploy.max_clients connected clients, a registration is refused with
+// a retryable status that names the bound; the client keeps retrying (until
+// its --give-up-after) and the run goes on with the clients it holds.
+TEST(DeployTest, RegistrationsPastMaxClientsAreRefusedAndRetried) {
+  const std::string dir = FreshDir("max_clients");
+  const std::string certs = MakeCerts(dir, 3);
+  const std::string run = SmallRun(3, 1.0, 60) + kFastFaults +
+                          " --set deploy.max_clients=2 --set deploy.min_clients=2";
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  StartClients(&d, 0, 2, run + " --tls-dir " + certs, dir);
+  ASSERT_TRUE(WaitUntil([&] { return CountRows(dir + "/server/metrics.csv") >= 1; }, 120))
+      << d.procs.Output(d.server);
+  const int late = d.procs.Start(kCli,
+                                 "client --server " + d.address + " --id 2 --give-up-after 4 " +
+                                     run + " --tls-dir " + certs,
+                                 dir + "/client-2.log");
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+  EXPECT_NE(d.procs.Wait(late, 60), 0) << d.procs.Output(late);
+  EXPECT_NE(d.procs.Output(d.server).find("client 2 refused: Register: the server holds its most connected "
+                                          "clients, 2 (deploy.max_clients)"),
+            std::string::npos)
+      << d.procs.Output(d.server);
+  EXPECT_NE(d.procs.Output(late).find("deploy.max_clients"), std::string::npos)
+      << d.procs.Output(late);
+  const auto metrics = Columns(dir + "/server/metrics.csv");
+  ASSERT_EQ(metrics.at("selected").size(), 60u);
+  for (const std::string& selected : metrics.at("selected")) EXPECT_EQ(selected, "2");
 }
 
 TEST(DeployTest, FedProfOverTheNetworkEqualsSimulation) {

@@ -283,7 +283,9 @@ TEST(MonitorTest, DeploymentShowsConnectedClientsAndAKilledOneTimingOut) {
   ASSERT_EQ(std::system(("bash " FEDPROF_SOURCE_DIR "/scripts/make-certs.sh " + certs +
                          " 4 > /dev/null 2>&1").c_str()),
             0);
-  const std::string run = SmallRun(4, 1.0, 8) +
+  // Enough rounds (about 0.15 s each) for the scrapes to see the run go on
+  // with one client fewer before it ends.
+  const std::string run = SmallRun(4, 1.0, 100) +
                           " --set deploy.heartbeat_s=0.2 --set deploy.heartbeat_timeout_s=2 "
                           "--set deploy.round_timeout_s=60 --set deploy.start_timeout_s=60";
   Processes procs;
@@ -301,9 +303,16 @@ TEST(MonitorTest, DeploymentShowsConnectedClientsAndAKilledOneTimingOut) {
                                             " " + run + " --tls-dir " + certs,
                                   dir + "/client-" + std::to_string(k) + ".log"));
   }
-  ASSERT_TRUE(WaitUntil([&] { return Round(monitor) >= 1; }, 120)) << procs.Output(server);
-  const nlohmann::json before = Scrape("http://" + monitor);
-  EXPECT_EQ(Sample(before, "fedprof_clients_connected{}"), 4);
+  // The connected-clients gauge is sampled once a second.
+  nlohmann::json before;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        before = Scrape("http://" + monitor);
+        return before.value("fedprof_round{}", 0.0) >= 1 &&
+               before.value("fedprof_clients_connected{}", 0.0) == 4;
+      },
+      120))
+      << before.dump(1) << procs.Output(server);
   const double returned = Sample(before, "fedprof_client_results_total{outcome=\"returned\"}");
   EXPECT_GE(returned, 4 * Sample(before, "fedprof_round{}"));
   EXPECT_GT(Sample(before, "fedprof_sent_bytes_total{}"), 0);

@@ -2,6 +2,7 @@
 // other machines, over gRPC with mutual TLS.
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fedprof/config/config.h"
@@ -25,6 +26,8 @@ struct ClientArgs {
   std::string config;
   std::vector<std::string> sets;
   ClientOptions client;
+  std::string ids;  // --ids A-B
+  std::string fit = "train";
 };
 
 void AddSecurity(CLI::App* sub, std::string* tls_dir, bool* insecure, const std::string& files) {
@@ -78,8 +81,18 @@ Runner AddClient(CLI::App& app) {
   auto args = std::make_shared<ClientArgs>();
   CLI::App* sub = app.add_subcommand("client", "Serve a federated-training server as client K");
   sub->add_option("--server", args->client.server, "The server's HOST:PORT")->required();
-  sub->add_option("--id", args->client.id, "This client's id (its certificate's CN client-K)")
-      ->required();
+  CLI::Option* id =
+      sub->add_option("--id", args->client.id, "This client's id (its certificate's CN client-K)");
+  CLI::Option* ids = sub->add_option(
+      "--ids", args->ids,
+      "Clients A..B in this process (A-B), each with its own channel, certificate and data: for "
+      "load tests of a server");
+  id->excludes(ids);
+  sub->add_option("--fit", args->fit,
+                  "train: train as asked; none: answer a task with the model it brought (load "
+                  "tests of the server only: no training, no reports)")
+      ->check(CLI::IsMember({"train", "none"}))
+      ->capture_default_str();
   sub->add_option("--config", args->config, "The run's config (TOML): data, partition, quality");
   sub->add_option("--set", args->sets, "Override a config key: --set key=value (repeatable)");
   sub->add_option("--data-dir", args->client.data_dir,
@@ -92,7 +105,10 @@ Runner AddClient(CLI::App& app) {
   sub->add_option("--bandwidth-mhz", args->client.bandwidth_mhz, "Bandwidth to state (optional)");
   AddSecurity(sub, &args->client.tls_dir, &args->client.insecure,
               "ca.crt, client-K.crt, client-K.key");
-  return [args] {
+  return [args, id, ids] {
+    if (id->count() + ids->count() == 0) throw Error("client: give --id K (or --ids A-B)");
+    if (ids->count() > 0) std::tie(args->client.id, args->client.last_id) = ParseIdRange(args->ids);
+    args->client.fit_none = args->fit == "none";
     Config config;
     if (!args->config.empty()) config.MergeTomlFile(args->config);
     for (const auto& s : args->sets) config.SetAssignment(s);

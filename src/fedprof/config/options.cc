@@ -365,6 +365,9 @@ std::vector<OptionSpec> MakeTable() {
        "Models travel in chunks of this many KiB, below gRPC's 4 MiB message limit.")),
       Resumable(OPTION(deploy, max_samples, "1000000", 1, 2147483647, "",
        "Largest sample count (aggregation weight) a client may claim at registration.")),
+      Resumable(OPTION(deploy, max_clients, "0", 0, 1e7, "",
+       "Most clients connected at once; a registration past it is refused (RESOURCE_EXHAUSTED, "
+       "with a retry hint) and the client retries after a jittered back-off. 0 = clients.count.")),
       // Distributed simulation (torchrun environment, fedprof launch).
       Resumable(OPTION(dist, timeout_s, "1800", 1, 1e6, "",
        "Distributed simulation: the longest any rank waits for another (rendezvous, a command, "

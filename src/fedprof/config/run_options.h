@@ -103,6 +103,7 @@ struct RunOptions {
   };
   struct Deploy {
     int64_t min_clients = 0, min_results = 0, round_attempts = 0, chunk_kb = 0, max_samples = 0;
+    int64_t max_clients = 0;
     double start_timeout_s = 0, round_timeout_s = 0, heartbeat_s = 0, heartbeat_timeout_s = 0;
   };
   struct Dist {

@@ -3,6 +3,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 
 #include "fedprof/client/client.h"
 #include "fedprof/core/hash.h"
@@ -58,6 +60,7 @@ void Serve(RunStart start, const std::string& out_dir, const ServeOptions& serve
   o.max_samples = d.max_samples;
   o.min_clients = static_cast<int>(std::min<int64_t>(d.min_clients, o.num_clients));
   o.start_timeout_s = d.start_timeout_s;
+  o.max_clients = static_cast<int>(std::min<int64_t>(d.max_clients, o.num_clients));
   if (o.heartbeat_timeout_s <= o.heartbeat_s) {
     throw Error("deploy.heartbeat_timeout_s: " + std::to_string(o.heartbeat_timeout_s) +
                 " must exceed deploy.heartbeat_s (" + std::to_string(o.heartbeat_s) + ")");
@@ -96,22 +99,10 @@ void ResumeServer(const std::string& out_dir, const std::vector<std::string>& ov
   Serve(ResumeRun(out_dir, overrides), out_dir, serve);
 }
 
-void RunClient(const Config& config, const ClientOptions& options) {
-  const RunOptions& run = config.options();
-  CheckSecurity("--server", options.server, options.tls_dir, options.insecure);
-  if (options.id < 0 || options.id >= run.clients.count) {
-    throw Error("--id " + std::to_string(options.id) + ": not one of the config's clients 0.." +
-                std::to_string(run.clients.count - 1) + " (clients.count)");
-  }
-  // Only this client's data stays in memory.
-  Client client =
-      options.data_dir.empty()
-          ? Population(LoadData(run.data, static_cast<uint64_t>(run.seed)).train, run)
-                .MakeClient(options.id)
-          : Client(options.id, LoadOwnData(options.data_dir, run.data));
-  if (client.num_samples() == 0) throw Error("client " + std::to_string(options.id) + " holds no data");
-  at::set_num_threads(1);  // as a simulated client trains: the same numbers
+namespace {
 
+// Serves the server's tasks as `client` until the server says the run is done.
+void ServeAs(Client& client, const RunOptions& run, const ClientOptions& options, bool progress) {
   std::shared_ptr<Model> model;
   // The server sends a TorchScript module's hash, never the module: this
   // client builds it from its own copy (model.file), which must hash alike.
@@ -136,6 +127,7 @@ void RunClient(const Config& config, const ClientOptions& options) {
       throw Error("this client's labels exceed the server's " + std::to_string(spec.outputs) +
                   " classes");
     }
+    if (options.fit_none) return;  // no model is trained
     model = MakeModel(spec);
     if (static_cast<int64_t>(Flatten(*model).size()) != num_params) {
       throw Error("the server's model has " + std::to_string(num_params) +
@@ -143,6 +135,13 @@ void RunClient(const Config& config, const ClientOptions& options) {
     }
   };
   auto fit = [&](const FitInstructions& ins) {
+    if (options.fit_none) {  // the model it brought, as if trained
+      FitResult r;
+      r.ok = true;
+      r.num_samples = client.num_samples();
+      if (ins.train.epochs > 0) r.params = *ins.global;
+      return r;
+    }
     try {
       return client.Fit(ins, *model);
     } catch (const std::exception& e) {  // reported to the server, which skips the result
@@ -155,14 +154,78 @@ void RunClient(const Config& config, const ClientOptions& options) {
   GrpcClientOptions o;
   o.server = options.server;
   o.tls_dir = options.tls_dir;
-  o.id = options.id;
+  o.id = client.id();
   o.num_samples = client.num_samples();
   o.speed_ghz = options.speed_ghz;
   o.bandwidth_mhz = options.bandwidth_mhz;
   o.model_sha256 = module_sha256;
   o.give_up_s = options.give_up_s;
-  o.progress = run.report.progress;
+  o.progress = progress;
   RunGrpcClient(o, prepare, fit);
+}
+
+}  // namespace
+
+std::pair<int, int> ParseIdRange(const std::string& text) {
+  const size_t dash = text.find('-');
+  const int first = ParseClientId(text.substr(0, dash), 1000000000);
+  const int last = dash == std::string::npos ? first : ParseClientId(text.substr(dash + 1), 1000000000);
+  if (first < 0 || last < first) {
+    throw Error("--ids '" + Printable(text, 40) + "': not a client id or a range A-B of them (A <= B)");
+  }
+  return {first, last};
+}
+
+void RunClient(const Config& config, const ClientOptions& options) {
+  const RunOptions& run = config.options();
+  CheckSecurity("--server", options.server, options.tls_dir, options.insecure);
+  const int first = options.id;
+  const int last = options.last_id < 0 ? options.id : options.last_id;
+  if (first < 0 || last < first || last >= run.clients.count) {
+    throw Error("--id/--ids " + std::to_string(first) + (last > first ? "-" + std::to_string(last) : "") +
+                ": not among the config's clients 0.." + std::to_string(run.clients.count - 1) +
+                " (clients.count)");
+  }
+  if (!options.data_dir.empty() && last > first) {
+    throw Error("--data-dir holds one client's data: give --id, not a range of --ids");
+  }
+  at::set_num_threads(1);  // as a simulated client trains: the same numbers
+  if (first == last) {
+    // Only this client's data stays in memory.
+    Client client = options.data_dir.empty()
+                        ? Population(LoadData(run.data, static_cast<uint64_t>(run.seed)).train, run)
+                              .MakeClient(first)
+                        : Client(first, LoadOwnData(options.data_dir, run.data));
+    if (client.num_samples() == 0) throw Error("client " + std::to_string(first) + " holds no data");
+    ServeAs(client, run, options, run.report.progress);
+    return;
+  }
+  std::vector<Client> clients;
+  {
+    const Population population(LoadData(run.data, static_cast<uint64_t>(run.seed)).train, run);
+    for (int id = first; id <= last; ++id) {
+      clients.push_back(population.MakeClient(id));
+      if (clients.back().num_samples() == 0) throw Error("client " + std::to_string(id) + " holds no data");
+    }
+  }
+  std::atomic<int> failed{0};
+  std::vector<std::thread> threads;
+  threads.reserve(clients.size());
+  for (Client& client : clients) {
+    threads.emplace_back([&] {
+      try {
+        ServeAs(client, run, options, /*progress=*/false);
+      } catch (const std::exception& e) {
+        LogWarning("client " + std::to_string(client.id()) + ": " + Printable(e.what(), 400));
+        failed.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  if (failed.load() > 0) {
+    throw Error(std::to_string(failed.load()) + " of the " + std::to_string(clients.size()) +
+                " clients ended with an error (each logged above)");
+  }
 }
 
 }  // namespace fedprof

@@ -6,6 +6,7 @@
 // transport/grpc_client.h), secured by mutual TLS unless told otherwise.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fedprof/config/config.h"
@@ -35,7 +36,13 @@ void ResumeServer(const std::string& out_dir, const std::vector<std::string>& ov
 
 struct ClientOptions {
   std::string server;     // HOST:PORT
+  // Clients first_id .. last_id run in this process (last_id -1: first_id
+  // alone), each with its own channel, TLS identity and data; for load tests.
   int id = -1;
+  int last_id = -1;
+  // For load tests of the server: answer a task with the model it brought,
+  // training nothing (reports and evaluation tasks are not answered).
+  bool fit_none = false;
   std::string tls_dir;    // ca.crt, client-<id>.crt, client-<id>.key
   bool insecure = false;  // plaintext; refused unless `server` is a loopback address
   // Empty: the client holds partition `id` of the config's data with its
@@ -49,8 +56,13 @@ struct ClientOptions {
 };
 
 // Serves the server's tasks until it says the run is done. Raw data never
-// leaves this process; profiles are computed here.
+// leaves this process; profiles are computed here. With a range of ids,
+// every client runs on threads of its own; the call throws when any of
+// them ended with an error (each is logged with its id).
 void RunClient(const Config& config, const ClientOptions& options);
+
+// "A" or "A-B" (decimal, A <= B) as [first, last]; throws fedprof::Error.
+std::pair<int, int> ParseIdRange(const std::string& text);
 
 }  // namespace fedprof
 

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "federation.grpc.pb.h"
 #include "fedprof/core/error.h"
@@ -101,7 +102,7 @@ class RefusalInterceptor final : public grpc::experimental::Interceptor {
       case grpc::StatusCode::FAILED_PRECONDITION: return "failed precondition";
       case grpc::StatusCode::PERMISSION_DENIED: return "permission denied";
       case grpc::StatusCode::UNAUTHENTICATED: return "unauthenticated";
-      case grpc::StatusCode::RESOURCE_EXHAUSTED: return "over its size limit";
+      case grpc::StatusCode::RESOURCE_EXHAUSTED: return "over a limit";
       case grpc::StatusCode::INTERNAL: return "malformed";
       case grpc::StatusCode::UNIMPLEMENTED: return "unknown method";
       default: return "status " + std::to_string(static_cast<int>(code));
@@ -139,7 +140,15 @@ FitResult Failed(int id, const std::string& why, bool timed_out) {
 
 }  // namespace
 
-class GrpcTransport::Impl final : public pb::Federation::Service {
+// The service runs on gRPC's callback API: a call is a reactor object, not a
+// thread, so a client that waits for a task, sends a heartbeat or streams a
+// result holds no thread of the server. Handlers never block: a PullTask
+// with nothing to send is parked (at most one per client) until its client
+// gets a task, the run finishes or its wait ends (the waker thread); a
+// PushResult whose result is in waits for the round loop's verdict as an
+// entry of the arrivals queue. Every call is finished exactly once, by
+// whoever takes it out of the structure that holds it, under mutex_.
+class GrpcTransport::Impl final : public pb::Federation::CallbackService {
  public:
   explicit Impl(const GrpcServerOptions& options) : options_(options), clients_(options.num_clients) {
     grpc::ServerBuilder builder;
@@ -149,11 +158,6 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     const int limit = static_cast<int>(MessageLimit());
     builder.SetMaxReceiveMessageSize(limit);
     builder.SetMaxSendMessageSize(limit);
-    // Each waiting client holds a handler thread (PullTask long-polls). With
-    // gRPC's default of 2 idle pollers, the threads those calls free are
-    // ended and others started for the next round's calls; keep them.
-    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
-                                std::clamp(options.num_clients + 2, 2, 1024));
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
     interceptors.push_back(std::make_unique<RefusalInterceptorFactory>(&refusals_, tls()));
     builder.experimental().SetInterceptorCreators(std::move(interceptors));
@@ -163,17 +167,24 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
                   "of this machine)");
     }
     address_ = options.listen.substr(0, options.listen.rfind(':')) + ":" + std::to_string(port);
+    waker_ = std::thread([this] { WakeExpiredPulls(); });
     if (monitor_) monitor_->SetConnectedSource([this] { return static_cast<int>(Available().size()); });
   }
 
   ~Impl() override {
     if (monitor_) monitor_->SetConnectedSource({});
+    std::vector<TaskStream*> parked;
+    std::deque<Arrival> unjudged;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
+      while (!parked_.empty()) parked.push_back(Unpark(parked_.begin()->first));
+      unjudged.swap(arrived_);
     }
-    task_cv_.notify_all();
-    verdict_cv_.notify_all();
+    waker_cv_.notify_all();
+    waker_.join();
+    for (TaskStream* pull : parked) pull->SendStatus(pb::WAIT);
+    for (Arrival& a : unjudged) Answer(a.verdict, "the server stopped before judging it");
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
   }
@@ -201,22 +212,32 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
   }
 
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) {
-    // Each task holds its client's instructions; θ stays one shared copy.
-    std::vector<std::shared_ptr<const FitInstructions>> instructions;
-    instructions.reserve(tasks.size());
-    for (const ClientInstructions& c : tasks) {
-      instructions.push_back(std::make_shared<const FitInstructions>(c.instructions));
-    }
-    std::unique_lock<std::mutex> lock(mutex_);
+    // Each task holds its client's instructions; θ stays one shared copy,
+    // encoded into its chunks once for every stream that sends it.
+    std::map<const FlatParams*, std::shared_ptr<const std::vector<pb::TaskChunk>>> encoded;
+    std::vector<Task> opened(tasks.size());
     const auto start = Clock::now();
     for (size_t i = 0; i < tasks.size(); ++i) {
-      Task& t = tasks_[tasks[i].client_id];
-      t.id = next_task_id_++;
+      Task& t = opened[i];
       t.index = i;
-      t.instructions = std::move(instructions[i]);
+      t.instructions = std::make_shared<const FitInstructions>(tasks[i].instructions);
       t.opened = start;
+      auto& chunks = encoded[t.instructions->global.get()];
+      if (!chunks) chunks = EncodeModel(*t.instructions->global);
+      t.chunks = chunks;
     }
-    task_cv_.notify_all();
+    std::vector<std::pair<TaskStream*, Task>> to_send;
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      const int id = tasks[i].client_id;
+      Task& t = tasks_[id];
+      t = std::move(opened[i]);
+      t.id = next_task_id_++;
+      if (parked_.count(id) > 0) to_send.emplace_back(Unpark(id), t);
+    }
+    lock.unlock();
+    for (auto& [pull, task] : to_send) pull->SendTask(task);
+    lock.lock();
     const auto deadline = start + Seconds(options_.round_timeout_s);
     size_t remaining = tasks.size();
     while (remaining > 0) {
@@ -224,14 +245,16 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
         Arrival a = std::move(arrived_.front());
         arrived_.pop_front();
         lock.unlock();
-        const std::string why = sink(a.index, std::move(a.result));
-        lock.lock();
-        // The client that pushed it is told the round loop's own verdict.
-        if (a.verdict) {
-          a.verdict->given = true;
-          a.verdict->why = why;
-          verdict_cv_.notify_all();
+        std::string why;
+        try {
+          why = sink(a.index, std::move(a.result));
+        } catch (...) {
+          Answer(a.verdict, "the server failed while judging it");
+          throw;
         }
+        // The client that pushed it is told the round loop's own verdict.
+        Answer(a.verdict, why);
+        lock.lock();
         --remaining;
       }
       if (remaining == 0) break;
@@ -283,9 +306,18 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
   }
 
   void Finish(double grace_s) {
+    std::vector<TaskStream*> told;
     std::unique_lock<std::mutex> lock(mutex_);
     done_ = true;
-    task_cv_.notify_all();
+    // Parked pulls hear it now; the others on their next call.
+    while (!parked_.empty()) {
+      const int id = parked_.begin()->first;
+      told.push_back(Unpark(id));
+      clients_[id].told_done = true;
+    }
+    lock.unlock();
+    for (TaskStream* pull : told) pull->SendStatus(pb::DONE);
+    lock.lock();
     const auto deadline = Clock::now() + Seconds(grace_s);
     while (Clock::now() < deadline) {
       bool all_told = true;
@@ -341,30 +373,270 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
   // A handler's refusal is a status with the reason; RefusalInterceptor logs
   // it by caller. Reasons quote what the client sent only through Printable.
 
-  grpc::Status Register(grpc::ServerContext* context, const pb::RegisterRequest* request,
-                        pb::RegisterReply* reply) override {
-    grpc::Status refused = CheckSize(*request, kMaxRegisterBytes, "a registration");
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
+                                     const pb::RegisterRequest* request,
+                                     pb::RegisterReply* reply) override {
+    grpc::ServerUnaryReactor* call = context->DefaultReactor();
+    call->Finish(Registration(*context, *request, reply));
+    return call;
+  }
+
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
+                                      const pb::HeartbeatRequest* request,
+                                      pb::HeartbeatReply* reply) override {
+    grpc::ServerUnaryReactor* call = context->DefaultReactor();
+    grpc::Status refused = CheckSize(*request, kMaxSmallRequestBytes, "a heartbeat");
+    int id = -1;
+    if (refused.ok()) {
+      refused = Authenticate(*context, request->protocol_version(), request->client_id(), &id);
+    }
+    if (refused.ok()) refused = CheckSession(request->session());
+    if (refused.ok()) {
+      reply->set_protocol_version(kProtocolVersion);
+      std::lock_guard<std::mutex> lock(mutex_);
+      reply->set_status(Touch(id, request->session()));
+    }
+    call->Finish(refused);
+    return call;
+  }
+
+  grpc::ServerWriteReactor<pb::TaskChunk>* PullTask(grpc::CallbackServerContext* context,
+                                                    const pb::PullRequest* request) override {
+    auto* pull = new TaskStream(this);
+    grpc::Status refused = CheckSize(*request, kMaxSmallRequestBytes, "a task request");
+    int id = -1;
+    if (refused.ok()) {
+      refused = Authenticate(*context, request->protocol_version(), request->client_id(), &id);
+    }
+    if (refused.ok()) refused = CheckSession(request->session());
+    if (refused.ok() && !(request->wait_s() >= 0 && request->wait_s() <= 3600)) {  // NaN fails too
+      refused = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                             "wait_s " + FormatDouble(request->wait_s()) + " is not in [0, 3600]");
+    }
+    if (!refused.ok()) {
+      pull->Finish(refused);
+      return pull;
+    }
+    const double wait_s = std::min(request->wait_s(), 30.0);
+    std::unique_lock<std::mutex> lock(mutex_);
+    const pb::Status status = Touch(id, request->session());
+    if (status == pb::WAIT && !stopping_) {
+      // A client that lost a task (its connection broke mid-stream) pulls it
+      // again and is sent it again.
+      const auto it = tasks_.find(id);
+      if (it != tasks_.end() && it->second.open) {
+        const Task task = it->second;
+        lock.unlock();
+        pull->SendTask(task);
+        return pull;
+      }
+      if (wait_s > 0) {
+        // One parked pull per client: an earlier one is answered now.
+        TaskStream* earlier = parked_.count(id) > 0 ? Unpark(id) : nullptr;
+        parked_[id] = {pull, Clock::now() + Seconds(wait_s)};
+        clients_[id].pulling = true;
+        lock.unlock();
+        if (earlier) earlier->SendStatus(pb::WAIT);
+        return pull;
+      }
+    }
+    lock.unlock();
+    pull->SendStatus(status);
+    return pull;
+  }
+
+  grpc::ServerReadReactor<pb::ResultChunk>* PushResult(grpc::CallbackServerContext* context,
+                                                       pb::PushReply* reply) override {
+    reply->set_protocol_version(kProtocolVersion);
+    return new ResultStream(this, context, reply);
+  }
+
+ private:
+  struct ClientState {
+    bool registered = false;
+    int64_t claimed = 0;  // samples claimed in this run (kept across restarts)
+    int64_t num_samples = 0;
+    double speed_ghz = 0;
+    double bandwidth_mhz = 0;
+    std::string session;
+    Clock::time_point last_seen;
+    bool pulling = false;  // a PullTask of its is parked: it is there
+    double last_round_s = -1;
+    double total_round_s = 0;
+    int64_t results = 0;
+    bool told_done = false;
+  };
+  struct Task {
+    int64_t id = 0;
+    size_t index = 0;  // in the Fit call's list
+    std::shared_ptr<const FitInstructions> instructions;
+    // The global model's chunks, shared by every task of the round.
+    std::shared_ptr<const std::vector<pb::TaskChunk>> chunks;
+    Clock::time_point opened;
+    bool open = true;
+  };
+
+  // One PullTask call. It is answered once: with a status alone, or with
+  // the task (its status, this client's header, then the round's shared
+  // model chunks, one write at a time).
+  class TaskStream final : public grpc::ServerWriteReactor<pb::TaskChunk> {
+   public:
+    explicit TaskStream(Impl* server) : server_(server) {}
+
+    void SendStatus(pb::Status status) {
+      status_.set_status(status);
+      StartWriteAndFinish(&status_, grpc::WriteOptions(), grpc::Status::OK);
+    }
+
+    void SendTask(const Task& task) {
+      status_.set_status(pb::TASK);
+      const FitInstructions& ins = *task.instructions;
+      ToWire(ins, task.id, static_cast<int64_t>(ins.global->size()), header_.mutable_header());
+      chunks_ = task.chunks;
+      next_ = 0;
+      WriteNext();
+    }
+
+    void OnWriteDone(bool ok) override {
+      if (!ok) {  // the client went away
+        Finish(grpc::Status::OK);
+        return;
+      }
+      if (next_ > 2) sent_bytes_ += (*chunks_)[next_ - 3].params().size();
+      WriteNext();
+    }
+
+    void OnCancel() override { server_->CancelPull(this); }
+    void OnDone() override { delete this; }
+
+   private:
+    // The status, the header, then the chunks; the last leaves with the
+    // call's status.
+    void WriteNext() {
+      const size_t total = 2 + chunks_->size();
+      const size_t at = next_++;
+      const pb::TaskChunk* message = at == 0 ? &status_ : at == 1 ? &header_ : &(*chunks_)[at - 2];
+      if (at + 1 < total) {
+        StartWrite(message);
+        return;
+      }
+      if (at >= 2) sent_bytes_ += message->params().size();
+      if (server_->monitor_) {
+        server_->monitor_->AddBytes(0, static_cast<int64_t>(header_.ByteSizeLong() + sent_bytes_));
+      }
+      StartWriteAndFinish(message, grpc::WriteOptions(), grpc::Status::OK);
+    }
+
+    Impl* const server_;
+    pb::TaskChunk status_;
+    pb::TaskChunk header_;
+    std::shared_ptr<const std::vector<pb::TaskChunk>> chunks_;
+    size_t next_ = 0;         // the next message to write
+    size_t sent_bytes_ = 0;   // model bytes written
+  };
+
+  // The round loop's word on a pushed result goes to the call that pushed
+  // it; `call` is null once answered (or when nobody waits: a timeout).
+  struct Verdict {
+    grpc::ServerReadReactor<pb::ResultChunk>* call = nullptr;
+    pb::PushReply* reply = nullptr;
+  };
+
+  // What a PushResult has learnt of its result so far.
+  struct PushState {
+    int id = -1;
+    Task task;
+    int64_t registered = 0;
+    size_t expected = 0;  // model values
+    FitResult result;
+    std::string why;  // why it is refused on arrival; "" = so far so good
+  };
+
+  // One PushResult call: its header, checked before anything of it is
+  // believed, then the model chunks, one read at a time, each checked.
+  class ResultStream final : public grpc::ServerReadReactor<pb::ResultChunk> {
+   public:
+    ResultStream(Impl* server, grpc::CallbackServerContext* context, pb::PushReply* reply)
+        : server_(server), context_(context), reply_(reply) {
+      StartRead(&chunk_);
+    }
+
+    void OnReadDone(bool ok) override {
+      if (!have_header_) {
+        have_header_ = true;
+        if (!ok || !chunk_.has_header()) {
+          Finish(server_->RefuseHeaderless(*context_));
+          return;
+        }
+        // A copy: reading the model chunks into `chunk_` replaces its
+        // header (a oneof).
+        header_ = chunk_.header();
+        bool read_on = false;
+        const grpc::Status status = server_->BeginResult(*context_, header_, reply_, &state_, &read_on);
+        if (!read_on) {
+          Finish(status);
+          return;
+        }
+      } else if (ok) {
+        server_->AddChunk(chunk_, &state_);
+      }
+      if (ok && state_.why.empty()) {
+        StartRead(&chunk_);
+        return;
+      }
+      // Every chunk is in, or one was refused: the round loop judges it.
+      if (!server_->DeliverResult(header_, std::move(state_), {this, reply_})) {
+        Finish(grpc::Status::OK);
+      }
+    }
+
+    void OnCancel() override { server_->CancelPush(this); }
+    void OnDone() override { delete this; }
+
+   private:
+    Impl* const server_;
+    grpc::CallbackServerContext* const context_;
+    pb::PushReply* const reply_;
+    pb::ResultChunk chunk_;
+    pb::ResultHeader header_;
+    bool have_header_ = false;
+    PushState state_;
+  };
+
+  struct Arrival {
+    size_t index = 0;
+    FitResult result;
+    std::shared_ptr<Verdict> verdict;  // null when no client waits for it (a timeout)
+  };
+  struct Parked {
+    TaskStream* pull = nullptr;
+    Clock::time_point until;
+  };
+
+  grpc::Status Registration(const grpc::CallbackServerContext& context,
+                            const pb::RegisterRequest& request, pb::RegisterReply* reply) {
+    grpc::Status refused = CheckSize(request, kMaxRegisterBytes, "a registration");
     if (!refused.ok()) return refused;
     int id = -1;
-    refused = Authenticate(*context, request->protocol_version(), request->client_id(), &id);
+    refused = Authenticate(context, request.protocol_version(), request.client_id(), &id);
     if (!refused.ok()) return refused;
-    const int64_t n = request->num_samples();
+    const int64_t n = request.num_samples();
     if (n < 1 || n > options_.max_samples) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "claims " + std::to_string(n) + " samples, outside [1, " +
                               std::to_string(options_.max_samples) + "] (deploy.max_samples)");
     }
-    if (!(request->speed_ghz() >= 0 && request->speed_ghz() < 1e6 &&
-          request->bandwidth_mhz() >= 0 && request->bandwidth_mhz() < 1e9)) {
+    if (!(request.speed_ghz() >= 0 && request.speed_ghz() < 1e6 && request.bandwidth_mhz() >= 0 &&
+          request.bandwidth_mhz() < 1e9)) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "states an impossible speed or bandwidth (NaN, negative or too large)");
     }
-    if (!request->model_sha256().empty() && !IsHex(request->model_sha256(), 64)) {
+    if (!request.model_sha256().empty() && !IsHex(request.model_sha256(), 64)) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "model_sha256 '" + Printable(request->model_sha256(), 80) +
+                          "model_sha256 '" + Printable(request.model_sha256(), 80) +
                               "' is not a SHA-256 (64 lowercase hexadecimal digits)");
     }
-    const std::string module_mismatch = ModuleMismatch(id, request->model_sha256());
+    const std::string module_mismatch = ModuleMismatch(id, request.model_sha256());
     if (!module_mismatch.empty()) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, module_mismatch);
     }
@@ -375,13 +647,22 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
                           "registered with " + std::to_string(c.claimed) +
                               " samples in this run; it may not claim " + std::to_string(n) + " now");
     }
+    const auto now = Clock::now();
+    if (options_.max_clients > 0 && !Alive(c, now) && CountAlive(now) >= options_.max_clients) {
+      // Retryable: the client backs off with jitter (grpc_client.cc).
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "the server holds its most connected clients, " +
+                              std::to_string(options_.max_clients) +
+                              " (deploy.max_clients); retry in " +
+                              FormatDouble(options_.heartbeat_timeout_s) + " s");
+    }
     c.registered = true;
     c.claimed = n;
     c.num_samples = n;
-    c.speed_ghz = request->speed_ghz();
-    c.bandwidth_mhz = request->bandwidth_mhz();
+    c.speed_ghz = request.speed_ghz();
+    c.bandwidth_mhz = request.bandwidth_mhz();
     c.session = NewSession();
-    c.last_seen = Clock::now();
+    c.last_seen = now;
     c.told_done = false;
     reply->set_protocol_version(kProtocolVersion);
     reply->set_session(c.session);
@@ -400,117 +681,90 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Heartbeat(grpc::ServerContext* context, const pb::HeartbeatRequest* request,
-                         pb::HeartbeatReply* reply) override {
-    grpc::Status refused = CheckSize(*request, kMaxSmallRequestBytes, "a heartbeat");
-    if (!refused.ok()) return refused;
-    int id = -1;
-    refused = Authenticate(*context, request->protocol_version(), request->client_id(), &id);
-    if (!refused.ok()) return refused;
-    refused = CheckSession(request->session());
-    if (!refused.ok()) return refused;
-    reply->set_protocol_version(kProtocolVersion);
-    std::lock_guard<std::mutex> lock(mutex_);
-    reply->set_status(Touch(id, request->session()));
-    return grpc::Status::OK;
+  // The global model as the task's chunks, at most chunk_bytes each.
+  std::shared_ptr<const std::vector<pb::TaskChunk>> EncodeModel(const FlatParams& global) const {
+    auto chunks = std::make_shared<std::vector<pb::TaskChunk>>();
+    const size_t per_chunk = std::max<size_t>(1, options_.chunk_bytes / sizeof(float));
+    for (size_t at = 0; at < global.size(); at += per_chunk) {
+      chunks->emplace_back();
+      PutFloats(global, at, std::min(per_chunk, global.size() - at), chunks->back().mutable_params());
+    }
+    return chunks;
   }
 
-  grpc::Status PullTask(grpc::ServerContext* context, const pb::PullRequest* request,
-                        grpc::ServerWriter<pb::TaskChunk>* writer) override {
-    grpc::Status refused = CheckSize(*request, kMaxSmallRequestBytes, "a task request");
-    if (!refused.ok()) return refused;
-    int id = -1;
-    refused = Authenticate(*context, request->protocol_version(), request->client_id(), &id);
-    if (!refused.ok()) return refused;
-    refused = CheckSession(request->session());
-    if (!refused.ok()) return refused;
-    if (!(request->wait_s() >= 0 && request->wait_s() <= 3600)) {  // NaN fails too
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "wait_s " + FormatDouble(request->wait_s()) + " is not in [0, 3600]");
-    }
-    const double wait_s = std::min(request->wait_s(), 30.0);
+  // Takes client `id`'s parked pull out; mutex_ held, the caller answers it.
+  TaskStream* Unpark(int id) {
+    const auto it = parked_.find(id);
+    TaskStream* pull = it->second.pull;
+    parked_.erase(it);
+    clients_[id].pulling = false;
+    clients_[id].last_seen = Clock::now();
+    return pull;
+  }
+
+  // Answers parked pulls whose wait has ended, every 100 ms, until the
+  // server stops.
+  void WakeExpiredPulls() {
     std::unique_lock<std::mutex> lock(mutex_);
-    const auto deadline = Clock::now() + Seconds(wait_s);
-    pb::Status status = Touch(id, request->session());
-    while (status == pb::WAIT && !stopping_ && !context->IsCancelled() &&
-           Clock::now() < deadline) {
-      const auto it = tasks_.find(id);
-      if (it != tasks_.end() && it->second.open) {
-        status = pb::TASK;
-        break;
+    while (!stopping_) {
+      waker_cv_.wait_for(lock, std::chrono::milliseconds(100));
+      const auto now = Clock::now();
+      std::vector<std::pair<TaskStream*, pb::Status>> ended;
+      for (auto it = parked_.begin(); it != parked_.end();) {
+        const int id = it++->first;
+        if (parked_.at(id).until <= now) ended.emplace_back(Unpark(id), done_ ? pb::DONE : pb::WAIT);
       }
-      task_cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(200)));
-      status = Touch(id, request->session());
-    }
-    // The last message leaves with the call's status.
-    const auto last = grpc::WriteOptions().set_last_message();
-    pb::TaskChunk chunk;
-    chunk.set_status(status);
-    if (status != pb::TASK) {
+      if (ended.empty()) continue;
       lock.unlock();
-      writer->Write(chunk, last);
-      return grpc::Status::OK;
+      for (auto& [pull, status] : ended) pull->SendStatus(status);
+      lock.lock();
     }
-    // A client that lost a task (its connection broke mid-stream) pulls it
-    // again and is sent it again.
-    const Task task = tasks_.at(id);
-    lock.unlock();
-    const FitInstructions& ins = *task.instructions;
-    const FlatParams& global = *ins.global;
-    if (!writer->Write(chunk)) return grpc::Status::OK;
-    pb::TaskChunk header;
-    ToWire(ins, task.id, static_cast<int64_t>(global.size()), header.mutable_header());
-    if (!writer->Write(header, global.empty() ? last : grpc::WriteOptions())) {
-      return grpc::Status::OK;
+  }
+
+  // A parked pull whose client went away is answered (gRPC needs every
+  // call finished); one already taken out is answered by whoever took it.
+  void CancelPull(TaskStream* pull) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (auto& [id, parked] : parked_) {
+      if (parked.pull != pull) continue;
+      Unpark(id);
+      lock.unlock();
+      pull->Finish(grpc::Status::CANCELLED);
+      return;
     }
-    const size_t per_chunk = std::max<size_t>(1, options_.chunk_bytes / sizeof(float));
-    pb::TaskChunk part;
-    size_t sent = 0;  // model values
-    for (size_t at = 0; at < global.size(); at += per_chunk) {
-      const size_t count = std::min(per_chunk, global.size() - at);
-      PutFloats(global, at, count, part.mutable_params());
-      if (!writer->Write(part, at + count == global.size() ? last : grpc::WriteOptions())) break;
-      sent = at + count;
-    }
-    if (monitor_) monitor_->AddBytes(0, static_cast<int64_t>(header.ByteSizeLong() + sent * sizeof(float)));
-    return grpc::Status::OK;
+  }
+
+  // A result whose first message is not a header.
+  grpc::Status RefuseHeaderless(const grpc::CallbackServerContext& context) {
+    const std::string why = "a result without a readable header (empty, over the " +
+                            std::to_string(MessageLimit()) + "-byte message limit, or malformed)";
+    // Under TLS the certificate says who sent it: its round counts the refusal.
+    const int certified = tls() ? CertifiedClient(context).id : -1;
+    if (certified >= 0 && certified < options_.num_clients) CloseTaskAsRefused(certified, why);
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
   }
 
   // Every check the server can make happens before it answers: the header
   // and its numbers (wire.h), the sample count against the registered one,
   // the model's size, then the round loop's own checks (Server::Validate,
   // the strategy's), whose verdict is the reply. `accepted` means the result
-  // counts in its round.
-  grpc::Status PushResult(grpc::ServerContext* context, grpc::ServerReader<pb::ResultChunk>* reader,
-                          pb::PushReply* reply) override {
-    reply->set_protocol_version(kProtocolVersion);
-    pb::ResultChunk chunk;
-    if (!reader->Read(&chunk) || !chunk.has_header()) {
-      const std::string why = "a result without a readable header (empty, over the " +
-                              std::to_string(MessageLimit()) + "-byte message limit, or malformed)";
-      // Under TLS the certificate says who sent it: its round counts the refusal.
-      const int certified = tls() ? CertifiedClient(*context).id : -1;
-      if (certified >= 0 && certified < options_.num_clients) CloseTaskAsRefused(certified, why);
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
-    }
-    // A copy: reading the model chunks into `chunk` below replaces its
-    // header (a oneof), which a reference would then dangle into.
-    const pb::ResultHeader header = chunk.header();
+  // counts in its round. Sets *read_on when the model chunks are to be read;
+  // otherwise the call ends with the returned status (and `reply`).
+  grpc::Status BeginResult(const grpc::CallbackServerContext& context, const pb::ResultHeader& header,
+                           pb::PushReply* reply, PushState* state, bool* read_on) {
+    *read_on = false;
     int id = -1;
-    grpc::Status refused = Authenticate(*context, header.protocol_version(), header.client_id(), &id);
+    grpc::Status refused = Authenticate(context, header.protocol_version(), header.client_id(), &id);
     if (!refused.ok()) return refused;
     refused = CheckSession(header.session());
     if (!refused.ok()) return refused;
     // The header's own checks come before anything is looked up for it, so a
     // malformed one is refused whatever task it names.
-    FitResult result;
     try {
-      result = FromWire(header);
+      state->result = FromWire(header);
     } catch (const Error& e) {
       return RefuseResult(id, e.what(), reply);
     }
-    Task task;
-    int64_t registered = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (Touch(id, header.session()) == pb::UNKNOWN_SESSION) {
@@ -529,110 +783,115 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
         reply->set_reason(why);
         return grpc::Status::OK;
       }
-      task = it->second;
-      registered = clients_[id].num_samples;
+      state->task = it->second;
+      state->registered = clients_[id].num_samples;
     }
-    // Checks before anything of it is believed.
-    const size_t expected = task.instructions->train.epochs > 0 ? task.instructions->global->size() : 0;
-    std::string why;
-    try {
-      if (header.num_samples() != registered) {
-        // The weight no server can verify is fixed at registration.
-        why = "claims " + std::to_string(header.num_samples()) + " samples; it registered " +
-              std::to_string(registered) + ", its aggregation weight for the run";
-      } else if (header.num_params() != static_cast<int64_t>(expected)) {
-        why = "announced " + std::to_string(header.num_params()) + " model values, expected " +
-              std::to_string(expected);
-      }
-      if (why.empty()) result.params.reserve(expected);  // the server's own model size
-      while (why.empty() && reader->Read(&chunk)) {
-        if (!chunk.has_params()) {
-          why = "a second header in one result";
-        } else if (chunk.params().size() > options_.chunk_bytes) {
-          why = "a model chunk of " + std::to_string(chunk.params().size()) +
-                " bytes, over the chunk size of " + std::to_string(options_.chunk_bytes) +
-                " (deploy.chunk_kb)";
-        } else {
-          AppendFloats(chunk.params(), expected, &result.params);
-        }
-      }
-      if (why.empty() && result.params.size() != expected) {
-        why = "the result ended after " + std::to_string(result.params.size()) + " of " +
-              std::to_string(expected) + " model values (cut off, or a chunk over the " +
-              std::to_string(MessageLimit()) + "-byte message limit)";
-      }
-    } catch (const Error& e) {
-      why = e.what();
-    }
-    const double elapsed = Since(task.opened);
-    if (monitor_) {
-      monitor_->AddBytes(static_cast<int64_t>(header.ByteSizeLong() + result.params.size() * sizeof(float)), 0);
-    }
-    if (!why.empty()) {
-      result = Failed(id, "refused on arrival: " + why, /*timed_out=*/false);
+    state->id = id;
+    state->expected = state->task.instructions->train.epochs > 0 ? state->task.instructions->global->size() : 0;
+    if (header.num_samples() != state->registered) {
+      // The weight no server can verify is fixed at registration.
+      state->why = "claims " + std::to_string(header.num_samples()) + " samples; it registered " +
+                   std::to_string(state->registered) + ", its aggregation weight for the run";
+    } else if (header.num_params() != static_cast<int64_t>(state->expected)) {
+      state->why = "announced " + std::to_string(header.num_params()) + " model values, expected " +
+                   std::to_string(state->expected);
     } else {
+      state->result.params.reserve(state->expected);  // the server's own model size
+    }
+    *read_on = true;
+    return grpc::Status::OK;
+  }
+
+  // One model chunk of a result, checked.
+  void AddChunk(const pb::ResultChunk& chunk, PushState* state) const {
+    if (!chunk.has_params()) {
+      state->why = "a second header in one result";
+    } else if (chunk.params().size() > options_.chunk_bytes) {
+      state->why = "a model chunk of " + std::to_string(chunk.params().size()) +
+                   " bytes, over the chunk size of " + std::to_string(options_.chunk_bytes) +
+                   " (deploy.chunk_kb)";
+    } else {
+      try {
+        AppendFloats(chunk.params(), state->expected, &state->result.params);
+      } catch (const Error& e) {
+        state->why = e.what();
+      }
+    }
+  }
+
+  // Hands a read result to the round loop, whose verdict answers `verdict`.
+  // False when the call is to end now (its reply says why).
+  bool DeliverResult(const pb::ResultHeader& header, PushState state, Verdict verdict) {
+    const int id = state.id;
+    if (state.why.empty() && state.result.params.size() != state.expected) {
+      state.why = "the result ended after " + std::to_string(state.result.params.size()) + " of " +
+                  std::to_string(state.expected) + " model values (cut off, or a chunk over the " +
+                  std::to_string(MessageLimit()) + "-byte message limit)";
+    }
+    const double elapsed = Since(state.task.opened);
+    if (monitor_) {
+      monitor_->AddBytes(
+          static_cast<int64_t>(header.ByteSizeLong() + state.result.params.size() * sizeof(float)), 0);
+    }
+    FitResult result;
+    if (!state.why.empty()) {
+      result = Failed(id, "refused on arrival: " + state.why, /*timed_out=*/false);
+    } else {
+      result = std::move(state.result);
       result.client_id = id;  // whatever it claimed, this is who it is
-      result.num_samples = registered;
+      result.num_samples = state.registered;
       result.cost = ResultCost();
       result.cost.time_s = elapsed;
       result.cost.profiling_time_s = std::clamp(header.profiling_s(), 0.0, elapsed);
     }
-    auto verdict = std::make_shared<Verdict>();
-    std::unique_lock<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(mutex_);
     const auto it = tasks_.find(id);
-    if (it == tasks_.end() || !it->second.open || it->second.id != task.id) {
-      reply->set_reason("the round ended while the result arrived");
-      return grpc::Status::OK;
+    if (stopping_ || it == tasks_.end() || !it->second.open || it->second.id != state.task.id) {
+      verdict.reply->set_reason("the round ended while the result arrived");
+      return false;
     }
     it->second.open = false;
-    if (why.empty()) {
+    if (state.why.empty()) {
       ClientState& c = clients_[id];
       c.last_round_s = elapsed;
       c.total_round_s += elapsed;
       c.results += 1;
     }
-    arrived_.push_back({task.index, std::move(result), verdict});
+    arrived_.push_back({state.task.index, std::move(result), std::make_shared<Verdict>(verdict)});
     arrive_cv_.notify_all();
-    // The round loop judges every arrival before its Fit call returns.
-    verdict_cv_.wait_for(lock, Seconds(options_.round_timeout_s + 60),
-                         [&] { return verdict->given || stopping_; });
-    reply->set_accepted(verdict->given && verdict->why.empty());
-    reply->set_reason(verdict->given ? Printable(verdict->why, kMaxErrorLength)
-                                     : "the round loop gave no verdict in time");
-    return grpc::Status::OK;
+    return true;
   }
 
- private:
-  struct ClientState {
-    bool registered = false;
-    int64_t claimed = 0;  // samples claimed in this run (kept across restarts)
-    int64_t num_samples = 0;
-    double speed_ghz = 0;
-    double bandwidth_mhz = 0;
-    std::string session;
-    Clock::time_point last_seen;
-    double last_round_s = -1;
-    double total_round_s = 0;
-    int64_t results = 0;
-    bool told_done = false;
-  };
-  struct Task {
-    int64_t id = 0;
-    size_t index = 0;  // in the Fit call's list
-    std::shared_ptr<const FitInstructions> instructions;
-    Clock::time_point opened;
-    bool open = true;
-  };
-  // The round loop's word on a pushed result, which its PushReply carries.
-  struct Verdict {
-    bool given = false;
-    std::string why;  // "" = accepted
-  };
-  struct Arrival {
-    size_t index = 0;
-    FitResult result;
-    std::shared_ptr<Verdict> verdict;  // null when no client waits for it (a timeout)
-  };
+  // The round loop's verdict on a pushed result ends its call; "" accepts.
+  void Answer(const std::shared_ptr<Verdict>& verdict, const std::string& why) {
+    if (!verdict) return;
+    grpc::ServerReadReactor<pb::ResultChunk>* call = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      std::swap(call, verdict->call);
+    }
+    if (!call) return;  // its client went away
+    verdict->reply->set_accepted(why.empty());
+    verdict->reply->set_reason(Printable(why, kMaxErrorLength));
+    call->Finish(grpc::Status::OK);
+  }
+
+  // A push whose client went away while its result waited for a verdict is
+  // finished now; the round loop still judges the result.
+  void CancelPush(grpc::ServerReadReactor<pb::ResultChunk>* call) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      bool waiting = false;
+      for (Arrival& a : arrived_) {
+        if (a.verdict && a.verdict->call == call) {
+          a.verdict->call = nullptr;
+          waiting = true;
+        }
+      }
+      if (!waiting) return;
+    }
+    call->Finish(grpc::Status::CANCELLED);
+  }
 
   // Housekeeping while the round loop waits: refusal counts whose window
   // passed are written without waiting for the next refusal, and every 10 s
@@ -647,8 +906,10 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
     malloc_trim(0);
   }
 
+  // A client is there while it is heard from, or while a task request of
+  // its waits at the server.
   bool Alive(const ClientState& c, Clock::time_point now) const {
-    return c.registered && now - c.last_seen <= Seconds(options_.heartbeat_timeout_s);
+    return c.registered && (c.pulling || now - c.last_seen <= Seconds(options_.heartbeat_timeout_s));
   }
 
   int CountAlive(Clock::time_point now) const {
@@ -727,7 +988,7 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
 
   // The id of the calling client: its certificate's (mutual TLS), which
   // must equal the id it claims, or the claim itself without TLS.
-  grpc::Status Authenticate(const grpc::ServerContext& context, uint32_t version, int claimed,
+  grpc::Status Authenticate(const grpc::ServerContextBase& context, uint32_t version, int claimed,
                             int* id) {
     const std::string mismatch = ProtocolMismatch(version, "the client");
     if (!mismatch.empty()) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, mismatch);
@@ -754,13 +1015,14 @@ class GrpcTransport::Impl final : public pb::Federation::Service {
   RefusalLog refusals_;  // before server_: the interceptors use it until the server is gone
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
+  std::thread waker_;  // WakeExpiredPulls
 
   mutable std::mutex mutex_;
-  std::condition_variable task_cv_;     // a task opened, or the run finished
-  std::condition_variable arrive_cv_;   // a result arrived, a client registered or heard DONE
-  std::condition_variable verdict_cv_;  // the round loop judged a pushed result
+  std::condition_variable arrive_cv_;  // a result arrived, a client registered or heard DONE
+  std::condition_variable waker_cv_;   // the server stops
   std::vector<ClientState> clients_;
-  std::map<int, Task> tasks_;  // open tasks of the current Fit call, by client id
+  std::map<int, Task> tasks_;      // open tasks of the current Fit call, by client id
+  std::map<int, Parked> parked_;   // waiting task requests, by client id
   std::deque<Arrival> arrived_;
   int64_t next_task_id_ = 1;
   Clock::time_point last_trim_;  // the round loop's thread alone

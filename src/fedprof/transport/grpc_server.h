@@ -30,6 +30,10 @@ struct GrpcServerOptions {
   // most start_timeout_s.
   int min_clients = 0;
   double start_timeout_s = 300;
+  // Most clients connected at once (0: no bound beyond num_clients); a
+  // registration past it is refused as RESOURCE_EXHAUSTED, which clients
+  // retry after a jittered back-off.
+  int max_clients = 0;
 };
 
 // The server side of the deployment protocol (proto/federation.proto) over
