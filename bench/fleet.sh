@@ -26,7 +26,7 @@ work=$(mktemp -d /tmp/fedprof-fleet.XXXXXX)
 pids=()
 cleanup() {
   stop_all
-  rm -rf "$work"
+  [[ -n ${FLEET_KEEP:-} ]] || rm -rf "$work"
 }
 trap cleanup EXIT
 

@@ -145,15 +145,23 @@ class Session {
     request.set_protocol_version(kProtocolVersion);
     request.set_client_id(options_.id);
     request.set_session(session());
-    request.set_wait_s(options_.pull_wait_s);
+    // A long wait only over a connection that is up: on one still being
+    // made (after losing the server) the request would wait out its whole
+    // deadline, and with it the heartbeats, should the connection stall.
+    const bool connected = channel_->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY;
+    const double wait_s = connected ? options_.pull_wait_s : 0;
+    request.set_wait_s(wait_s);
     grpc::ClientContext context;
-    context.set_deadline(In(options_.pull_wait_s + 60));
+    context.set_deadline(In(wait_s + (connected ? 60 : 10)));
     std::unique_ptr<grpc::ClientReader<pb::TaskChunk>> reader = stub_->PullTask(&context, request);
     pb::TaskChunk chunk;
     pb::Status status = pb::WAIT;
     bool got = false;
     try {
-      if (reader->Read(&chunk) && chunk.has_status()) {
+      waiting_.store(connected);  // a request waiting at the server says this client is there
+      const bool answered = reader->Read(&chunk);
+      waiting_.store(false);
+      if (answered && chunk.has_status()) {
         status = chunk.status();
         if (status == pb::TASK && reader->Read(&chunk) && chunk.has_header()) {
           *ins = fedprof::FromWire(chunk.header());
@@ -237,7 +245,11 @@ class Session {
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stop_) {
       stop_cv_.wait_for(lock, std::chrono::duration<double>(heartbeat_s_));
-      if (stop_ || session_.empty()) continue;
+      // While a task request waits at the server, the server counts this
+      // client as there and the request's answer carries what a heartbeat's
+      // would (done, unknown session): an idle fleet sends one request per
+      // pull_wait_s instead of one per heartbeat_s.
+      if (stop_ || session_.empty() || waiting_.load()) continue;
       pb::HeartbeatRequest request;
       request.set_protocol_version(kProtocolVersion);
       request.set_client_id(options_.id);
@@ -301,6 +313,7 @@ class Session {
   std::unique_ptr<pb::Federation::Stub> stub_;
   std::mt19937_64 rng_{std::random_device{}()};
   std::atomic<bool> done_{false};
+  std::atomic<bool> waiting_{false};  // a PullTask waits for its first answer
 
   std::mutex mutex_;
   std::condition_variable stop_cv_;

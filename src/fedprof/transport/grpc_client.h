@@ -26,7 +26,9 @@ struct GrpcClientOptions {
   // 5 heartbeat intervals, 1 to 10 s, between tries) before giving up, at
   // the start and after losing it.
   double give_up_s = 300;
-  double pull_wait_s = 5;   // how long one task request may wait at the server
+  // How long one task request may wait at the server (which caps it at
+  // 30 s); heartbeats pause while one waits.
+  double pull_wait_s = 25;
   bool progress = true;     // a line per task on stdout
 };
 
