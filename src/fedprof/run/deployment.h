@@ -36,12 +36,14 @@ void ResumeServer(const std::string& out_dir, const std::vector<std::string>& ov
 
 struct ClientOptions {
   std::string server;     // HOST:PORT
-  // Clients first_id .. last_id run in this process (last_id -1: first_id
-  // alone), each with its own channel, TLS identity and data; for load tests.
+  // Client `id`, or (last_id >= 0, fedprof client --ids) clients id ..
+  // last_id in this process, each with its own channel, TLS identity and
+  // data; for load tests.
   int id = -1;
   int last_id = -1;
   // For load tests of the server: answer a task with the model it brought,
-  // training nothing (reports and evaluation tasks are not answered).
+  // training nothing and sending nothing else a task asks for (profiles,
+  // evaluation).
   bool fit_none = false;
   std::string tls_dir;    // ca.crt, client-<id>.crt, client-<id>.key
   bool insecure = false;  // plaintext; refused unless `server` is a loopback address
