@@ -144,7 +144,11 @@ class Session {
     pb::PullRequest request;
     request.set_protocol_version(kProtocolVersion);
     request.set_client_id(options_.id);
-    request.set_session(session());
+    // Read once: the heartbeat thread may forget the session meanwhile, and
+    // a request without one is refused for good.
+    const std::string current = session();
+    if (current.empty()) return false;
+    request.set_session(current);
     // A long wait only over a connection that is up: on one still being
     // made (after losing the server) the request would wait out its whole
     // deadline, and with it the heartbeats, should the connection stall.
@@ -199,7 +203,8 @@ class Session {
     // The task stays open on the server until its round ends: a push that
     // cannot get through is tried again until then.
     while (!done_) {
-      if (session().empty()) return;  // the server forgot us: the task is lost
+      const std::string current = session();  // read once, as in PullOnce
+      if (current.empty()) return;  // the server forgot us: the task is lost
       grpc::ClientContext context;
       context.set_deadline(In(120));
       pb::PushReply reply;
@@ -207,7 +212,7 @@ class Session {
       pb::ResultChunk head;
       pb::ResultHeader* h = head.mutable_header();
       ToWire(result, h);
-      h->set_session(session());
+      h->set_session(current);
       h->set_task_id(task_id);
       h->set_compute_s(compute_s);
       h->set_profiling_s(result.cost.profiling_time_s);
@@ -283,7 +288,17 @@ class Session {
       wait_s = backoff_s_;
     }
     std::uniform_real_distribution<double> jitter(0.5, 1.0);  // so clients do not retry in step
-    std::this_thread::sleep_for(std::chrono::duration<double>(wait_s * jitter(rng_)));
+    const auto until = std::chrono::system_clock::now() +
+                       std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                           std::chrono::duration<double>(wait_s * jitter(rng_)));
+    // Wait on the channel, not asleep: a synchronous client's connection
+    // (its TLS handshake) advances only while one of its threads waits in
+    // gRPC, else only at gRPC's backup poll every 5 s, so that reaching a
+    // restarted server took 15 to 20 s.
+    grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
+    while (std::chrono::system_clock::now() < until && channel_->WaitForStateChange(state, until)) {
+      state = channel_->GetState(/*try_to_connect=*/true);
+    }
   }
 
   void Contact() {
