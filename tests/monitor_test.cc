@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -69,6 +70,18 @@ nlohmann::json Scrape(const std::string& url, const std::string& token_file = ""
   const std::string out = Capture(kScrape + " " + url + " " + token_file, &code);
   EXPECT_EQ(code, 0) << out;
   return code == 0 ? nlohmann::json::parse(out) : nlohmann::json::object();
+}
+
+// Scrapes the monitor at `address` until `done` holds of its samples (at
+// most `timeout_s`); the last scrape goes to *samples.
+bool ScrapeUntil(const std::string& address, double timeout_s, nlohmann::json* samples,
+                 const std::function<bool(const nlohmann::json&)>& done) {
+  return WaitUntil(
+      [&] {
+        *samples = Scrape("http://" + address);
+        return done(*samples);
+      },
+      timeout_s);
 }
 
 double Sample(const nlohmann::json& samples, const std::string& key) {
@@ -305,14 +318,9 @@ TEST(MonitorTest, DeploymentShowsConnectedClientsAndAKilledOneTimingOut) {
   }
   // The connected-clients gauge is sampled once a second.
   nlohmann::json before;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        before = Scrape("http://" + monitor);
-        return before.value("fedprof_round{}", 0.0) >= 1 &&
-               before.value("fedprof_clients_connected{}", 0.0) == 4;
-      },
-      120))
-      << before.dump(1) << procs.Output(server);
+  ASSERT_TRUE(ScrapeUntil(monitor, 120, &before, [](const nlohmann::json& m) {
+    return m.value("fedprof_round{}", 0.0) >= 1 && m.value("fedprof_clients_connected{}", 0.0) == 4;
+  })) << before.dump(1) << procs.Output(server);
   const double returned = Sample(before, "fedprof_client_results_total{outcome=\"returned\"}");
   EXPECT_GE(returned, 4 * Sample(before, "fedprof_round{}"));
   EXPECT_GT(Sample(before, "fedprof_sent_bytes_total{}"), 0);
@@ -321,14 +329,10 @@ TEST(MonitorTest, DeploymentShowsConnectedClientsAndAKilledOneTimingOut) {
 
   procs.Kill(clients[3]);
   nlohmann::json after;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        after = Scrape("http://" + monitor);
-        return after.value("fedprof_client_results_total{outcome=\"timed_out\"}", 0.0) >= 1 &&
-               after.value("fedprof_clients_connected{}", 0.0) == 3;
-      },
-      60))
-      << after.dump(1) << procs.Output(server);
+  ASSERT_TRUE(ScrapeUntil(monitor, 60, &after, [](const nlohmann::json& m) {
+    return m.value("fedprof_client_results_total{outcome=\"timed_out\"}", 0.0) >= 1 &&
+           m.value("fedprof_clients_connected{}", 0.0) == 3;
+  })) << after.dump(1) << procs.Output(server);
   EXPECT_GT(Sample(after, "fedprof_client_results_total{outcome=\"returned\"}"), returned);
   ASSERT_EQ(procs.Wait(server, 120), 0) << procs.Output(server);
   for (int k = 0; k < 3; ++k) EXPECT_EQ(procs.Wait(clients[k], 30), 0) << procs.Output(clients[k]);

@@ -190,23 +190,20 @@ void RunClient(const Config& config, const ClientOptions& options) {
     throw Error("--data-dir holds one client's data: give --id, not a range of --ids");
   }
   at::set_num_threads(1);  // as a simulated client trains: the same numbers
-  if (first == last) {
-    // Only this client's data stays in memory.
-    Client client = options.data_dir.empty()
-                        ? Population(LoadData(run.data, static_cast<uint64_t>(run.seed)).train, run)
-                              .MakeClient(first)
-                        : Client(first, LoadOwnData(options.data_dir, run.data));
-    if (client.num_samples() == 0) throw Error("client " + std::to_string(first) + " holds no data");
-    ServeAs(client, run, options, run.report.progress);
-    return;
-  }
+  // Only these clients' data stays in memory.
   std::vector<Client> clients;
-  {
+  if (!options.data_dir.empty()) {
+    clients.emplace_back(first, LoadOwnData(options.data_dir, run.data));
+  } else {
     const Population population(LoadData(run.data, static_cast<uint64_t>(run.seed)).train, run);
-    for (int id = first; id <= last; ++id) {
-      clients.push_back(population.MakeClient(id));
-      if (clients.back().num_samples() == 0) throw Error("client " + std::to_string(id) + " holds no data");
-    }
+    for (int id = first; id <= last; ++id) clients.push_back(population.MakeClient(id));
+  }
+  for (const Client& client : clients) {
+    if (client.num_samples() == 0) throw Error("client " + std::to_string(client.id()) + " holds no data");
+  }
+  if (clients.size() == 1) {
+    ServeAs(clients.front(), run, options, run.report.progress);
+    return;
   }
   std::atomic<int> failed{0};
   std::vector<std::thread> threads;

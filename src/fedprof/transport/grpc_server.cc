@@ -205,7 +205,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     const auto now = Clock::now();
     for (int id = 0; id < options_.num_clients; ++id) {
       const ClientState& c = clients_[id];
-      if (!Alive(c, now)) continue;
+      if (!Alive(id, now)) continue;
       out.push_back({id, c.num_samples, c.last_round_s});
     }
     return out;
@@ -262,7 +262,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       for (auto& [id, task] : tasks_) {
         if (!task.open) continue;
         std::string why;
-        if (!Alive(clients_[id], now)) {
+        if (!Alive(id, now)) {
           why = "sent nothing for " + std::to_string(options_.heartbeat_timeout_s) +
                 " s (deploy.heartbeat_timeout_s): left the round";
         } else if (now >= deadline) {
@@ -322,7 +322,9 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     while (Clock::now() < deadline) {
       bool all_told = true;
       const auto now = Clock::now();
-      for (const ClientState& c : clients_) all_told = all_told && (!Alive(c, now) || c.told_done);
+      for (int id = 0; id < options_.num_clients; ++id) {
+        all_told = all_told && (!Alive(id, now) || clients_[id].told_done);
+      }
       if (all_told) break;
       arrive_cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(100)));
     }
@@ -385,12 +387,9 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
                                       const pb::HeartbeatRequest* request,
                                       pb::HeartbeatReply* reply) override {
     grpc::ServerUnaryReactor* call = context->DefaultReactor();
-    grpc::Status refused = CheckSize(*request, kMaxSmallRequestBytes, "a heartbeat");
     int id = -1;
-    if (refused.ok()) {
-      refused = Authenticate(*context, request->protocol_version(), request->client_id(), &id);
-    }
-    if (refused.ok()) refused = CheckSession(request->session());
+    const grpc::Status refused = Admit(*context, *request, "a heartbeat", request->protocol_version(),
+                                       request->client_id(), request->session(), &id);
     if (refused.ok()) {
       reply->set_protocol_version(kProtocolVersion);
       std::lock_guard<std::mutex> lock(mutex_);
@@ -403,12 +402,9 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
   grpc::ServerWriteReactor<pb::TaskChunk>* PullTask(grpc::CallbackServerContext* context,
                                                     const pb::PullRequest* request) override {
     auto* pull = new TaskStream(this);
-    grpc::Status refused = CheckSize(*request, kMaxSmallRequestBytes, "a task request");
     int id = -1;
-    if (refused.ok()) {
-      refused = Authenticate(*context, request->protocol_version(), request->client_id(), &id);
-    }
-    if (refused.ok()) refused = CheckSession(request->session());
+    grpc::Status refused = Admit(*context, *request, "a task request", request->protocol_version(),
+                                 request->client_id(), request->session(), &id);
     if (refused.ok() && !(request->wait_s() >= 0 && request->wait_s() <= 3600)) {  // NaN fails too
       refused = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                              "wait_s " + FormatDouble(request->wait_s()) + " is not in [0, 3600]");
@@ -434,7 +430,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
         // One parked pull per client: an earlier one is answered now.
         TaskStream* earlier = parked_.count(id) > 0 ? Unpark(id) : nullptr;
         parked_[id] = {pull, Clock::now() + Seconds(wait_s)};
-        clients_[id].pulling = true;
+        pull->client = id;
         lock.unlock();
         if (earlier) earlier->SendStatus(pb::WAIT);
         return pull;
@@ -460,7 +456,6 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     double bandwidth_mhz = 0;
     std::string session;
     Clock::time_point last_seen;
-    bool pulling = false;  // a PullTask of its is parked: it is there
     double last_round_s = -1;
     double total_round_s = 0;
     int64_t results = 0;
@@ -482,6 +477,8 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
   class TaskStream final : public grpc::ServerWriteReactor<pb::TaskChunk> {
    public:
     explicit TaskStream(Impl* server) : server_(server) {}
+
+    int client = -1;  // whose it is, once parked (under mutex_)
 
     void SendStatus(pb::Status status) {
       status_.set_status(status);
@@ -648,7 +645,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
                               " samples in this run; it may not claim " + std::to_string(n) + " now");
     }
     const auto now = Clock::now();
-    if (options_.max_clients > 0 && !Alive(c, now) && CountAlive(now) >= options_.max_clients) {
+    if (options_.max_clients > 0 && !Alive(id, now) && CountAlive(now) >= options_.max_clients) {
       // Retryable: the client backs off with jitter (grpc_client.cc).
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                           "the server holds its most connected clients, " +
@@ -697,7 +694,6 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     const auto it = parked_.find(id);
     TaskStream* pull = it->second.pull;
     parked_.erase(it);
-    clients_[id].pulling = false;
     clients_[id].last_seen = Clock::now();
     return pull;
   }
@@ -724,14 +720,13 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
   // A parked pull whose client went away is answered (gRPC needs every
   // call finished); one already taken out is answered by whoever took it.
   void CancelPull(TaskStream* pull) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    for (auto& [id, parked] : parked_) {
-      if (parked.pull != pull) continue;
-      Unpark(id);
-      lock.unlock();
-      pull->Finish(grpc::Status::CANCELLED);
-      return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto it = parked_.find(pull->client);
+      if (it == parked_.end() || it->second.pull != pull) return;
+      Unpark(pull->client);
     }
+    pull->Finish(grpc::Status::CANCELLED);
   }
 
   // A result whose first message is not a header.
@@ -906,15 +901,17 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     malloc_trim(0);
   }
 
-  // A client is there while it is heard from, or while a task request of
-  // its waits at the server.
-  bool Alive(const ClientState& c, Clock::time_point now) const {
-    return c.registered && (c.pulling || now - c.last_seen <= Seconds(options_.heartbeat_timeout_s));
+  // Client `id` is there while it is heard from, or while a task request
+  // of its waits at the server (parked).
+  bool Alive(int id, Clock::time_point now) const {
+    const ClientState& c = clients_[id];
+    return c.registered && (now - c.last_seen <= Seconds(options_.heartbeat_timeout_s) ||
+                            parked_.count(id) > 0);
   }
 
   int CountAlive(Clock::time_point now) const {
     int n = 0;
-    for (const ClientState& c : clients_) n += Alive(c, now) ? 1 : 0;
+    for (int id = 0; id < options_.num_clients; ++id) n += Alive(id, now) ? 1 : 0;
     return n;
   }
 
@@ -956,6 +953,17 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         what + " of " + std::to_string(size) + " bytes, over its limit of " +
                             std::to_string(limit));
+  }
+
+  // What a heartbeat or task request passes first, in order: its size, who
+  // it is (*id), its session.
+  grpc::Status Admit(const grpc::ServerContextBase& context, const google::protobuf::Message& request,
+                     const std::string& what, uint32_t version, int claimed,
+                     const std::string& session, int* id) {
+    grpc::Status refused = CheckSize(request, kMaxSmallRequestBytes, what);
+    if (refused.ok()) refused = Authenticate(context, version, claimed, id);
+    if (refused.ok()) refused = CheckSession(session);
+    return refused;
   }
 
   // Sessions are the server's own (NewSession): anything else is malformed.
