@@ -6,7 +6,15 @@
 //   3: a result stream as PushResult reads it: messages of 2-byte
 //      little-endian length + ResultChunk bytes, the first its header, the
 //      rest model chunks (AppendFloats) for a model of 64 values;
-//   4: a task stream as a client reads it: the same framing of TaskChunks.
+//   4: a task stream as a client reads it: the same framing of TaskChunks;
+//   5: a relay's sync as the server reads it: its ids, then each claim;
+//   6: a relay's batch header as the relay reads it, for 1000 clients;
+//   7: a relay's sum stream as the server reads it: RelaySumChunks, the
+//      first its header, the rest the sum's bytes (for a model of 64
+//      values), then ModelSum::Parse.
+
+#include <map>
+#include <memory>
 
 #include "federation.pb.h"
 #include "fedprof/aggregation/model_sum.h"
@@ -49,7 +57,7 @@ void CheckResult(const fedprof::FitResult& r, size_t expected) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fedprof;
   if (size < 1) return 0;
-  const uint8_t selector = data[0] % 5;
+  const uint8_t selector = data[0] % 8;
   ++data;
   --size;
   return fuzz::Run([&] {
@@ -92,6 +100,45 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           FUZZ_CHECK(r.params.size() <= kModelValues, "more values than announced");
         }
         if (r.params.size() == kModelValues) CheckResult(r, kModelValues);
+        return;
+      }
+      case 5: {
+        pb::RelaySyncRequest request;
+        if (!request.ParseFromArray(data, static_cast<int>(size))) return;
+        CheckRelayedIds(request, 1000);
+        for (const pb::RelayedClient& c : request.clients()) {
+          FUZZ_CHECK(c.client_id() >= 0 && c.client_id() < 1000, "an id out of range passed");
+          const std::string why = ClaimProblem(c.num_samples(), c.speed_ghz(), c.bandwidth_mhz(), 1000000);
+          FUZZ_CHECK(!why.empty() || (c.num_samples() >= 1 && c.num_samples() <= 1000000),
+                     "an impossible claim passed");
+        }
+        return;
+      }
+      case 6: {
+        pb::RelayBatchHeader batch;
+        if (!batch.ParseFromArray(data, static_cast<int>(size))) return;
+        std::map<int, int64_t> task_ids;
+        const auto global = std::make_shared<const FlatParams>(kModelValues, 0.5f);
+        const std::vector<ClientInstructions> tasks = FromWire(batch, 1000, global, &task_ids);
+        FUZZ_CHECK(tasks.size() == task_ids.size(), "a client with two tasks passed");
+        for (const ClientInstructions& t : tasks) {
+          FUZZ_CHECK(t.client_id >= 0 && t.client_id < 1000 && t.instructions.global == global,
+                     "a task out of range passed");
+        }
+        return;
+      }
+      case 7: {
+        const std::vector<std::string> frames = Frames(data, size);
+        pb::RelaySumChunk chunk;
+        if (frames.empty() || !chunk.ParseFromString(frames[0]) || !chunk.has_header()) return;
+        std::string bytes;
+        for (size_t i = 1; i < frames.size(); ++i) {
+          if (!chunk.ParseFromString(frames[i]) || !chunk.has_sum()) return;
+          bytes += chunk.sum();
+          if (bytes.size() > 16 + 16 * kModelValues) return;  // the server reads no more
+        }
+        const ModelSum sum = ModelSum::Parse(bytes, "relay 0's sum");
+        for (size_t i = 0; i < sum.size(); ++i) (void)sum.Centered(i, 0.5f);
         return;
       }
       default: {

@@ -209,6 +209,20 @@ def wire():
     tasks = frame(field(1, 0, 1)) + frame(field(2, 2, task))
     tasks += frame(field(3, 2, struct.pack("<16f", *range(16))))
     write("fuzz_wire", "task-stream", b"\x04" + tasks)
+    relayed = b"".join(field(4, 2, field(1, 0, k) + field(2, 0, 100 + k) +
+                                  field(3, 1, struct.pack("<d", 1.5))) for k in (2, 5, 9))
+    write("fuzz_wire", "relay-sync", b"\x05" + field(1, 0, 1) + field(2, 0, 0) + relayed)
+    batch = field(1, 0, 3) + field(2, 1, struct.pack("<d", 60.0)) + field(4, 0, 64)
+    for k in (2, 5):
+        batch += field(3, 2, field(1, 0, k) + field(2, 2, task))
+    write("fuzz_wire", "relay-batch", b"\x06" + batch)
+    # Two models of weight 100 + 105, every value 0.25 · 205 in units of 2^-64.
+    total = struct.pack("<qq", 2, 205) + b"".join(
+        (int(0.25 * 205 * 2**64)).to_bytes(16, "little", signed=True) for _ in range(64))
+    head = field(1, 2, field(1, 0, 1) + field(2, 0, 0) + field(3, 2, b"0" * 32) + field(4, 0, 3) +
+                 field(5, 2, varint(2) + varint(5)) + field(6, 0, len(total)))
+    sums = frame(head) + frame(field(2, 2, total[:600])) + frame(field(2, 2, total[600:]))
+    write("fuzz_wire", "relay-sum", b"\x07" + sums)
 
 
 def enc(m, r):

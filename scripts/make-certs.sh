@@ -8,12 +8,20 @@
 #                             server takes the client's id from it, and only
 #                             from a subject of exactly one such CN, K in
 #                             canonical decimal (client-01 is refused)
+# DIR/relay-R.crt, .key       with RELAYS=M in the environment, relays R = 0 .. M-1
+#                             (fedprof relay --id R), CN=relay-R: a client of the
+#                             server and a server to its own clients, valid for
+#                             the same names as the server
 # Keys are EC P-256 and readable by the owner only. Give each machine only
 # ca.crt and its own certificate and key.
 set -euo pipefail
 
 if [ $# -lt 2 ] || ! [[ $2 =~ ^[0-9]+$ ]]; then
   echo "usage: $0 DIR N [SERVER_NAME ...]   (N = number of clients)" >&2
+  exit 2
+fi
+if ! [[ ${RELAYS:-0} =~ ^[0-9]+$ ]]; then
+  echo "make-certs: RELAYS=${RELAYS} is not a number of relays" >&2
   exit 2
 fi
 dir=$1
@@ -47,8 +55,12 @@ for name in "$@"; do
   if [[ $name =~ ^[0-9.]+$ || $name == *:* ]]; then san+=",IP:$name"; else san+=",DNS:$name"; fi
 done
 issue server "/CN=fedprof-server" -addext "extendedKeyUsage=serverAuth" -addext "subjectAltName=$san"
+for ((r = 0; r < ${RELAYS:-0}; r++)); do
+  issue "relay-$r" "/CN=relay-$r" -addext "extendedKeyUsage=serverAuth,clientAuth" \
+    -addext "subjectAltName=$san"
+done
 for ((k = 0; k < n; k++)); do
   issue "client-$k" "/CN=client-$k" -addext "extendedKeyUsage=clientAuth"
 done
 chmod 644 ./*.crt
-echo "make-certs: CA, server and $n client certificates in $(pwd)"
+echo "make-certs: CA, server, ${RELAYS:-0} relay and $n client certificates in $(pwd)"

@@ -1,13 +1,19 @@
 // End-to-end tests of the deployment: `fedprof server` and `fedprof client`
 // processes on loopback, with mutual TLS from scripts/make-certs.sh.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -52,11 +58,11 @@ std::string FreshDir(const std::string& name) {
   return dir;
 }
 
-// Certificates for `n` clients under dir/certs.
-std::string MakeCerts(const std::string& dir, int n, const std::string& name = "certs") {
+// Certificates for `n` clients (and `relays` relays) under dir/certs.
+std::string MakeCerts(const std::string& dir, int n, const std::string& name = "certs", int relays = 0) {
   const std::string certs = dir + "/" + name;
-  const std::string cmd = "bash " FEDPROF_SOURCE_DIR "/scripts/make-certs.sh " + certs + " " +
-                          std::to_string(n) + " > /dev/null 2>&1";
+  const std::string cmd = "RELAYS=" + std::to_string(relays) + " bash " FEDPROF_SOURCE_DIR
+                          "/scripts/make-certs.sh " + certs + " " + std::to_string(n) + " > /dev/null 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0);
   return certs;
 }
@@ -71,6 +77,7 @@ struct Deployment {
   Processes procs;
   int server = -1;
   std::vector<int> clients;
+  std::vector<int> relays;
   std::string address;
 };
 
@@ -81,12 +88,31 @@ void StartServer(Deployment* d, const std::string& args, const std::string& log)
   ASSERT_FALSE(d->address.empty()) << d->procs.Output(d->server);
 }
 
-void StartClients(Deployment* d, int from, int to, const std::string& args, const std::string& dir) {
+// Clients from .. to - 1, each a process of its own, connecting to `server`
+// (a relay's address; by default the server's).
+void StartClients(Deployment* d, int from, int to, const std::string& args, const std::string& dir,
+                  std::string server = "") {
+  if (server.empty()) server = d->address;
   for (int k = from; k < to; ++k) {
     d->clients.push_back(d->procs.Start(
-        kCli, "client --server " + d->address + " --id " + std::to_string(k) + " " + args,
+        kCli, "client --server " + server + " --id " + std::to_string(k) + " " + args,
         dir + "/client-" + std::to_string(k) + ".log"));
   }
+}
+
+// Starts relay `r` between the server and the clients that will connect to
+// it (at `listen`, a free loopback port by default); its address.
+std::string StartRelay(Deployment* d, int r, const std::string& certs, const std::string& dir,
+                       const std::string& listen = "127.0.0.1:0") {
+  const int h = d->procs.Start(kCli,
+                               "relay --server " + d->address + " --listen " + listen + " --id " +
+                                   std::to_string(r) + " --tls-dir " + certs + " --give-up-after 30",
+                               dir + "/relay-" + std::to_string(r) + ".log");
+  d->relays.push_back(h);
+  const std::string address = d->procs.WaitForOutput(
+      h, "relay " + std::to_string(r) + ": listening on (127\\.0\\.0\\.1:[0-9]+)", 60);
+  EXPECT_FALSE(address.empty()) << d->procs.Output(h);
+  return address;
 }
 
 // The identity the deployment promises: N client processes on loopback give
@@ -128,6 +154,104 @@ void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& s
   EXPECT_EQ(Summary(dir + "/server").at("final_model_sha256"), hash);
   EXPECT_TRUE(FileExists(dir + "/server/clients.csv"));
   if (server_dir) *server_dir = dir + "/server";
+}
+
+// Server, two relays and clients behind each (one client direct): every
+// relay sends one exact partial sum of its clients' models a round, and the
+// run equals simulate's bit for bit; FedProf's profiles pass through the
+// relays to the server, which selects by them.
+void ExpectRelayedRunEqualsSimulation(const std::string& name, const std::string& settings) {
+  const std::string dir = FreshDir("relayed_" + name);
+  const std::string certs = MakeCerts(dir, 5, "certs", /*relays=*/2);
+  const std::string run = SmallRun(5, 0.6, 3) + " " + settings;
+  Processes sim;
+  const int s = sim.Start(kCli, "simulate " + run + " --out " + dir + "/sim", dir + "/sim.log");
+  ASSERT_EQ(sim.Wait(s, 120), 0) << sim.Output(s);
+
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  const std::string relay0 = StartRelay(&d, 0, certs, dir);
+  const std::string relay1 = StartRelay(&d, 1, certs, dir);
+  ASSERT_FALSE(relay0.empty());
+  ASSERT_FALSE(relay1.empty());
+  StartClients(&d, 0, 2, run + " --tls-dir " + certs, dir, relay0);
+  StartClients(&d, 2, 4, run + " --tls-dir " + certs, dir, relay1);
+  StartClients(&d, 4, 5, run + " --tls-dir " + certs, dir);
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  for (int r : d.relays) EXPECT_EQ(d.procs.Wait(r, 30), 0) << d.procs.Output(r);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+
+  const auto simulated = Columns(dir + "/sim/metrics.csv");
+  const auto deployed = Columns(dir + "/server/metrics.csv");
+  for (const char* col : {"round", "selected", "returned", "refused", "timed_out", "train_loss",
+                          "accuracy", "loss"}) {
+    EXPECT_EQ(deployed.at(col), simulated.at(col)) << col;
+  }
+  EXPECT_EQ(Summary(dir + "/server").at("final_model_sha256"), Summary(dir + "/sim").at("final_model_sha256"));
+  // The relays' clients trained, and their sums were taken.
+  int summed = 0;
+  for (int r : d.relays) {
+    const std::string log = d.procs.Output(r);
+    EXPECT_EQ(log.find("was not taken"), std::string::npos) << log;
+    static const std::regex sent("the sum of ([0-9]+) accepted models sent up");
+    for (auto m = std::sregex_iterator(log.begin(), log.end(), sent); m != std::sregex_iterator(); ++m) {
+      summed += std::stoi((*m)[1]);
+    }
+  }
+  EXPECT_GT(summed, 0) << "no client behind a relay trained";
+}
+
+TEST(DeployTest, FedAvgThroughRelaysEqualsSimulation) {
+  ExpectRelayedRunEqualsSimulation("fedavg", "--set strategy.name=fedavg");
+}
+
+TEST(DeployTest, FedProfThroughRelaysEqualsSimulation) {
+  ExpectRelayedRunEqualsSimulation("fedprof", "--set strategy.name=fedprof");
+}
+
+// A free loopback port, for a process that must come back on the same address.
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  ::close(fd);
+  return bound ? ntohs(address.sin_port) : -1;
+}
+
+// A relay killed mid-run loses its clients' results for that round only;
+// restarted on its address, it takes its clients back (they reconnect to
+// it by themselves) and the run finishes every round.
+TEST(DeployTest, RelayKilledAndRestartedTakesItsClientsBack) {
+  const std::string dir = FreshDir("relay_restart");
+  const std::string certs = MakeCerts(dir, 4, "certs", /*relays=*/1);
+  const std::string run = SmallRun(4, 1.0, 30) + kFastFaults + " --set strategy.name=fedavg";
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  const std::string listen = "127.0.0.1:" + std::to_string(port);
+  ASSERT_EQ(StartRelay(&d, 0, certs, dir, listen), listen);
+  StartClients(&d, 0, 3, run + " --tls-dir " + certs, dir, listen);
+  StartClients(&d, 3, 4, run + " --tls-dir " + certs, dir);
+  const std::string metrics = dir + "/server/metrics.csv";
+  ASSERT_TRUE(WaitUntil([&] { return CountRows(metrics) >= 3; }, 120)) << d.procs.Output(d.server);
+  d.procs.Kill(d.relays[0]);
+  ASSERT_TRUE(WaitUntil([&] { return CountRows(metrics) >= 6; }, 120)) << d.procs.Output(d.server);
+  MakeDirs(dir + "/again");
+  ASSERT_EQ(StartRelay(&d, 0, certs, dir + "/again", listen), listen);
+  ASSERT_EQ(d.procs.Wait(d.server, 240), 0) << d.procs.Output(d.server);
+  const auto cols = Columns(metrics);
+  ASSERT_EQ(cols.at("round").size(), 30u);
+  int without_relay = 0;
+  for (const std::string& returned : cols.at("returned")) without_relay += returned == "1" ? 1 : 0;
+  EXPECT_GE(without_relay, 1) << "no round ran without the relay's clients: " << ReadFile(metrics);
+  EXPECT_EQ(cols.at("selected").back(), "4") << ReadFile(metrics);
+  EXPECT_EQ(cols.at("returned").back(), "4") << ReadFile(metrics);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 60), 0) << d.procs.Output(c);
 }
 
 TEST(DeployTest, FedAvgOverTheNetworkEqualsSimulation) {
@@ -216,6 +340,96 @@ TEST(DeployTest, RunSurvivesClientsKilledMidRound) {
   EXPECT_EQ(cols.at("returned").back(), "7");
   EXPECT_FALSE(cols.at("accuracy").back().empty());
   for (int k : {0, 1, 3, 4, 6, 8, 9}) EXPECT_EQ(d.procs.Wait(d.clients[k], 30), 0);
+}
+
+// A fleet of 300 clients in 3 processes (fedprof client --ids): the process
+// holding 30% of them is killed in the middle of a round, and the round
+// still reaches its quorum with the others, as do the rounds after it.
+TEST(DeployTest, FleetLosesAProcessOfItsClientsMidRound) {
+  const std::string dir = FreshDir("fleet_kill");
+  const std::string certs = MakeCerts(dir, 300);
+  const std::string run = SmallRun(300, 1.0, 4) + kFastFaults +
+                          " --set data.train_limit=30000 --set deploy.min_results=150";
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  for (const char* ids : {"0-104", "105-194", "195-299"}) {
+    d.clients.push_back(d.procs.Start(
+        kCli, "client --server " + d.address + " --ids " + ids + " " + run + " --tls-dir " + certs,
+        dir + "/clients-" + ids + ".log"));
+  }
+  const std::string metrics = dir + "/server/metrics.csv";
+  ASSERT_TRUE(WaitUntil([&] { return CountRows(metrics) >= 1; }, 240)) << d.procs.Output(d.server);
+  d.procs.Kill(d.clients[1]);  // clients 105..194, in round 2
+  ASSERT_EQ(d.procs.Wait(d.server, 240), 0) << d.procs.Output(d.server);
+  const auto cols = Columns(metrics);
+  ASSERT_EQ(cols.at("round").size(), 4u);
+  int timed_out = 0;
+  for (size_t r = 0; r < 4; ++r) {
+    timed_out += std::stoi(cols.at("timed_out")[r]);
+    EXPECT_GE(std::stoi(cols.at("returned")[r]), 150) << "round " << r + 1;
+  }
+  EXPECT_GE(timed_out, 1) << ReadFile(metrics);
+  EXPECT_LE(timed_out, 90) << ReadFile(metrics);
+  EXPECT_EQ(cols.at("selected").back(), "210") << "the killed process's clients are no longer selected";
+  EXPECT_EQ(cols.at("returned").back(), "210");
+  EXPECT_EQ(d.procs.Wait(d.clients[0], 30), 0) << d.procs.Output(d.clients[0]);
+  EXPECT_EQ(d.procs.Wait(d.clients[2], 30), 0) << d.procs.Output(d.clients[2]);
+}
+
+// A client that takes its task's first message and then reads nothing more
+// holds neither the round nor the others: once it has taken nothing for
+// deploy.heartbeat_timeout_s its task ends (and its stream with it), though
+// its heartbeats say it is there.
+TEST(DeployTest, AClientThatStopsReadingItsTaskLeavesTheRound) {
+  const std::string dir = FreshDir("slow_reader");
+  const std::string certs = MakeCerts(dir, 4);
+  // A model of 4.9 MB: far more than HTTP/2 sends to a reader that reads nothing.
+  const std::string run = SmallRun(4, 1.0, 1) + kFastFaults +
+                          " --set strategy.name=fedavg --set model.name=mlp --set model.hidden=1536";
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  StartClients(&d, 0, 3, run + " --tls-dir " + certs, dir);
+  const int rogue = d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 3 --tls-dir " + certs +
+                                                    " --mode slowread", dir + "/slowread.log");
+  ASSERT_EQ(d.procs.Wait(d.server, 120), 0) << d.procs.Output(d.server);
+  const auto cols = Columns(dir + "/server/metrics.csv");
+  ASSERT_EQ(cols.at("round").size(), 1u);
+  EXPECT_EQ(cols.at("returned")[0], "3");
+  EXPECT_EQ(cols.at("timed_out")[0], "1");
+  // Well before the round's deadline (60 s).
+  EXPECT_LT(std::stod(cols.at("wall_s")[0]), 40.0);
+  EXPECT_NE(d.procs.Output(d.server).find("client 3 timed out: took none of its task for"),
+            std::string::npos)
+      << d.procs.Output(d.server);
+  EXPECT_NE(d.procs.Output(rogue).find("reading no more"), std::string::npos) << d.procs.Output(rogue);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+}
+
+// A connection that never speaks (no TLS handshake) is closed by the server
+// within its handshake bound (10 s), holding nothing beyond it.
+TEST(DeployTest, AConnectionThatNeverSpeaksIsClosed) {
+  const std::string dir = FreshDir("silent");
+  const std::string certs = MakeCerts(dir, 1);
+  Deployment d;
+  StartServer(&d, SmallRun(1, 1.0, 1) + " --tls-dir " + certs + " --out " + dir + "/server",
+              dir + "/server.log");
+  const int port = std::stoi(d.address.substr(d.address.rfind(':') + 1));
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  timeval bound{30 * kTimeScale, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound));
+  const auto start = std::chrono::steady_clock::now();
+  char byte = 0;
+  const ssize_t got = ::recv(fd, &byte, 1, 0);  // 0: closed; -1: reset (or our bound)
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::close(fd);
+  EXPECT_LE(got, 0);
+  EXPECT_LT(waited, 20.0 * kTimeScale) << "the server kept a silent connection open";
 }
 
 // A certificate from another CA never gets in; a certificate of one client
@@ -661,7 +875,9 @@ TEST(DeployTest, FederatedEvaluationCoversClientsOwnData) {
     for (size_t i = 0; i < evals.at("round").size(); ++i) {
       if (std::stoll(evals.at("round")[i]) != static_cast<int64_t>(r) + 1) continue;
       const int64_t n = std::stoll(evals.at("samples")[i]);
-      if (evals.at("client")[i] == "2") EXPECT_EQ(n, 200);
+      if (evals.at("client")[i] == "2") {
+        EXPECT_EQ(n, 200);
+      }
       samples += n;
       correct += std::stoll(evals.at("correct")[i]);
       loss += n * std::stod(evals.at("loss")[i]);

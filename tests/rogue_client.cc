@@ -16,6 +16,8 @@
 //               are no message; prints how many of these calls the server
 //               refused; then returns results with a NaN loss
 //       huge    sends three registrations of 64 MiB, then exits
+//       slowread registers and sends heartbeats, takes its first task's
+//               status and then reads nothing more of it, for ten minutes
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
@@ -200,6 +202,49 @@ int main(int argc, char** argv) {
         std::printf("huge register: %s\n", s.error_message().c_str());
       }
       return 0;
+    }
+    if (mode == "slowread") {
+      pb::RegisterRequest request;
+      request.set_protocol_version(fedprof::kProtocolVersion);
+      request.set_client_id(id);
+      request.set_num_samples(kSamples);
+      pb::RegisterReply registered;
+      grpc::ClientContext context;
+      context.set_deadline(In(10));
+      const grpc::Status s = stub->Register(&context, request, &registered);
+      if (!s.ok()) throw fedprof::Error("register: " + s.error_message());
+      std::thread([&] {  // alive all along
+        for (;;) {
+          pb::HeartbeatRequest beat;
+          beat.set_protocol_version(fedprof::kProtocolVersion);
+          beat.set_client_id(id);
+          beat.set_session(registered.session());
+          pb::HeartbeatReply reply;
+          grpc::ClientContext c;
+          c.set_deadline(In(5));
+          stub->Heartbeat(&c, beat, &reply);
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      }).detach();
+      for (;;) {
+        pb::PullRequest pull;
+        pull.set_protocol_version(fedprof::kProtocolVersion);
+        pull.set_client_id(id);
+        pull.set_session(registered.session());
+        pull.set_wait_s(25);
+        grpc::ClientContext c;
+        auto reader = stub->PullTask(&c, pull);
+        pb::TaskChunk chunk;
+        if (reader->Read(&chunk) && chunk.has_status() && chunk.status() == pb::TASK) {
+          std::printf("took a task's status; reading no more of it\n");
+          std::fflush(stdout);
+          std::this_thread::sleep_for(std::chrono::minutes(10));
+          return 0;
+        }
+        while (reader->Read(&chunk)) {
+        }
+        reader->Finish();
+      }
     }
     if (mode == "hostile") {
       const Refusals refused = SendHostileCalls(channel, id);

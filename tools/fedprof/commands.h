@@ -26,6 +26,7 @@ Runner AddPretrain(CLI::App& app);
 Runner AddFbftl(CLI::App& app);
 Runner AddServer(CLI::App& app);
 Runner AddClient(CLI::App& app);
+Runner AddRelay(CLI::App& app);
 Runner AddOptions(CLI::App& app);
 Runner AddStatus(CLI::App& app);
 

@@ -116,4 +116,21 @@ Runner AddClient(CLI::App& app) {
   };
 }
 
+Runner AddRelay(CLI::App& app) {
+  auto options = std::make_shared<RelayOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "relay", "Relay between a server and the clients that connect here (tasks down, one exact "
+               "partial sum up per round)");
+  sub->add_option("--server", options->server, "The server's HOST:PORT")->required();
+  sub->add_option("--listen", options->listen, "HOST:PORT for the clients (port 0: any free port)")
+      ->capture_default_str();
+  sub->add_option("--id", options->id, "This relay's id R (its certificate's CN relay-R)")->required();
+  sub->add_option("--give-up-after", options->give_up_s, "Seconds to keep trying to reach the server")
+      ->capture_default_str();
+  AddSecurity(sub, &options->tls_dir, &options->insecure, "ca.crt, relay-R.crt, relay-R.key");
+  sub->footer("Clients connect with fedprof client --server THIS_RELAY'S_HOST:PORT. No config: the "
+              "server says what its clients train. Certificates: RELAYS=R scripts/make-certs.sh DIR N");
+  return [options] { RunRelay(*options); };
+}
+
 }  // namespace fedprof::cli

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   add(fedprof::cli::AddFbftl);
   add(fedprof::cli::AddServer);
   add(fedprof::cli::AddClient);
+  add(fedprof::cli::AddRelay);
   add(fedprof::cli::AddOptions);
   add(fedprof::cli::AddStatus);
   try {

@@ -94,6 +94,10 @@ struct FitResult {
   bool timed_out = false;  // no result in time, or the client left (ok is false)
   std::string error;
   FlatParams params;        // the locally trained model; empty when it only reported
+  // The model went into a relay's partial sum instead (params stays empty):
+  // it reaches the server, once the result is accepted, summed with others
+  // (Transport::ResultSink::Sum).
+  bool summed = false;
   int64_t num_samples = 0;  // |D_k|, the aggregation weight
   double train_loss = 0;    // mean loss over the last local epoch
   std::optional<Profile> profile;  // when asked for, unless matched securely

@@ -3,7 +3,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <atomic>
 #include <thread>
 
 #include "fedprof/client/client.h"
@@ -16,7 +15,9 @@
 #include "fedprof/models/models.h"
 #include "fedprof/run/run.h"
 #include "fedprof/sim/population.h"
+#include "fedprof/server/server.h"
 #include "fedprof/transport/grpc_client.h"
+#include "fedprof/transport/grpc_relay.h"
 #include "fedprof/transport/grpc_server.h"
 
 namespace fedprof {
@@ -101,14 +102,16 @@ void ResumeServer(const std::string& out_dir, const std::vector<std::string>& ov
 
 namespace {
 
-// Serves the server's tasks as `client` until the server says the run is done.
-void ServeAs(Client& client, const RunOptions& run, const ClientOptions& options, bool progress) {
-  std::shared_ptr<Model> model;
+// What client `client` computes for the server's tasks; `model` is its own
+// copy of the server's model, built at registration.
+GrpcClientWork WorkOf(Client& client, std::shared_ptr<Model>& model, const RunOptions& run,
+                      const ClientOptions& options) {
+  GrpcClientWork work;
   // The server sends a TorchScript module's hash, never the module: this
   // client builds it from its own copy (model.file), which must hash alike.
-  const std::string& module_file = run.model.file;
-  const std::string module_sha256 = module_file.empty() ? "" : FileSha256Hex(module_file);
-  auto prepare = [&](ModelSpec spec, int64_t num_params) {
+  const std::string module_file = run.model.file;
+  work.prepare = [&client, &model, module_file, fit_none = options.fit_none](ModelSpec spec,
+                                                                             int64_t num_params) {
     const std::string what = spec.name == "torchscript" ? "its TorchScript module" : spec.name;
     if (spec.name == "torchscript") {
       if (module_file.empty()) {
@@ -127,15 +130,15 @@ void ServeAs(Client& client, const RunOptions& run, const ClientOptions& options
       throw Error("this client's labels exceed the server's " + std::to_string(spec.outputs) +
                   " classes");
     }
-    if (options.fit_none) return;  // no model is trained
+    if (fit_none) return;  // no model is trained
     model = MakeModel(spec);
     if (static_cast<int64_t>(Flatten(*model).size()) != num_params) {
       throw Error("the server's model has " + std::to_string(num_params) +
                   " values, the one built here " + std::to_string(Flatten(*model).size()));
     }
   };
-  auto fit = [&](const FitInstructions& ins) {
-    if (options.fit_none) {  // the model it brought, as if trained
+  work.fit = [&client, &model, fit_none = options.fit_none](const FitInstructions& ins) {
+    if (fit_none) {  // the model it brought, as if trained
       FitResult r;
       r.ok = true;
       r.num_samples = client.num_samples();
@@ -151,20 +154,27 @@ void ServeAs(Client& client, const RunOptions& run, const ClientOptions& options
       return failed;
     }
   };
-  GrpcClientOptions o;
-  o.server = options.server;
-  o.tls_dir = options.tls_dir;
-  o.id = client.id();
-  o.num_samples = client.num_samples();
-  o.speed_ghz = options.speed_ghz;
-  o.bandwidth_mhz = options.bandwidth_mhz;
-  o.model_sha256 = module_sha256;
-  o.give_up_s = options.give_up_s;
-  o.progress = progress;
-  RunGrpcClient(o, prepare, fit);
+  return work;
 }
 
 }  // namespace
+
+void RunRelay(const RelayOptions& options) {
+  CheckSecurity("--server", options.server, options.tls_dir, options.insecure);
+  if (options.insecure && !IsLoopback(options.listen)) {
+    throw Error("--listen " + options.listen + ": --insecure is for loopback addresses only; use --tls-dir");
+  }
+  GrpcRelayOptions o;
+  o.server = options.server;
+  o.listen = options.listen;
+  o.tls_dir = options.tls_dir;
+  o.id = options.id;
+  o.give_up_s = options.give_up_s;
+  // A relay checks each model as the server would before it sums it.
+  RunGrpcRelay(o, [](const FitResult& r, size_t num_params, bool trained) {
+    return Server::Validate(r, num_params, trained);
+  });
+}
 
 std::pair<int, int> ParseIdRange(const std::string& text) {
   const size_t dash = text.find('-');
@@ -201,26 +211,40 @@ void RunClient(const Config& config, const ClientOptions& options) {
   for (const Client& client : clients) {
     if (client.num_samples() == 0) throw Error("client " + std::to_string(client.id()) + " holds no data");
   }
+  const std::string module_sha256 = run.model.file.empty() ? "" : FileSha256Hex(run.model.file);
+  std::vector<std::shared_ptr<Model>> models(clients.size());
+  std::vector<GrpcClientOptions> grpc(clients.size());
+  std::vector<GrpcClientWork> work;
+  for (size_t i = 0; i < clients.size(); ++i) {
+    GrpcClientOptions& o = grpc[i];
+    o.server = options.server;
+    o.tls_dir = options.tls_dir;
+    o.id = clients[i].id();
+    o.num_samples = clients[i].num_samples();
+    o.speed_ghz = options.speed_ghz;
+    o.bandwidth_mhz = options.bandwidth_mhz;
+    o.model_sha256 = module_sha256;
+    o.give_up_s = options.give_up_s;
+    o.progress = clients.size() == 1 && run.report.progress;
+    work.push_back(WorkOf(clients[i], models[i], run, options));
+  }
+  // Clients that train share the cores (run.threads, 0 = one a core); the
+  // many clients of a load test mostly wait, on no thread at all.
+  const int workers = run.threads > 0 ? static_cast<int>(run.threads)
+                                      : static_cast<int>(std::thread::hardware_concurrency());
+  const std::vector<std::string> errors = RunGrpcClients(grpc, work, workers);
   if (clients.size() == 1) {
-    ServeAs(clients.front(), run, options, run.report.progress);
+    if (!errors.front().empty()) throw Error(errors.front());
     return;
   }
-  std::atomic<int> failed{0};
-  std::vector<std::thread> threads;
-  threads.reserve(clients.size());
-  for (Client& client : clients) {
-    threads.emplace_back([&] {
-      try {
-        ServeAs(client, run, options, /*progress=*/false);
-      } catch (const std::exception& e) {
-        LogWarning("client " + std::to_string(client.id()) + ": " + Printable(e.what(), 400));
-        failed.fetch_add(1);
-      }
-    });
+  int failed = 0;
+  for (size_t i = 0; i < clients.size(); ++i) {
+    if (errors[i].empty()) continue;
+    LogWarning("client " + std::to_string(clients[i].id()) + ": " + Printable(errors[i], 400));
+    ++failed;
   }
-  for (std::thread& t : threads) t.join();
-  if (failed.load() > 0) {
-    throw Error(std::to_string(failed.load()) + " of the " + std::to_string(clients.size()) +
+  if (failed > 0) {
+    throw Error(std::to_string(failed) + " of the " + std::to_string(clients.size()) +
                 " clients ended with an error (each logged above)");
   }
 }

@@ -63,6 +63,20 @@ struct ClientOptions {
 // them ended with an error (each is logged with its id).
 void RunClient(const Config& config, const ClientOptions& options);
 
+struct RelayOptions {
+  std::string server;  // the server's HOST:PORT
+  std::string listen = "127.0.0.1:50052";  // where its clients connect
+  int id = 0;          // relay-<id>: its certificate's name
+  std::string tls_dir;    // ca.crt, relay-<id>.crt, relay-<id>.key
+  bool insecure = false;  // plaintext; refused unless both addresses are loopback
+  double give_up_s = 300;
+};
+
+// Relays between the server and the clients that connect to it
+// (transport/grpc_relay.h), until the server says the run is done. Needs no
+// config: the server says what its clients train.
+void RunRelay(const RelayOptions& options);
+
 // "A" or "A-B" (decimal, A <= B) as [first, last]; throws fedprof::Error.
 std::pair<int, int> ParseIdRange(const std::string& text);
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "fedprof/client/client.h"
 #include "fedprof/core/error.h"
@@ -150,15 +151,38 @@ void Server::TrainSelected(int64_t round, const std::vector<ClientInstructions>&
                            const FlatParams& global, Tally* tally) {
   const size_t num_params = global.size();
   tally->selected += static_cast<int>(selected.size());
-  transport_.Fit(selected, [&](size_t, FitResult&& r) -> std::string {
+  // Accepted results whose models come in a relay's partial sum, by task
+  // index, until the sum is in.
+  struct Awaiting {
+    int client_id = -1;
+    int64_t num_samples = 0;
+    double train_loss = 0;
+  };
+  std::map<size_t, Awaiting> awaiting;
+  // An accepted result whose model is lost (its relay's sum never came, or
+  // was refused) no longer counts in the round.
+  const auto lose = [&](size_t index, const std::string& why, bool timed_out) {
+    const auto it = awaiting.find(index);
+    if (it == awaiting.end()) return;
+    --tally->returned;
+    ++(timed_out ? tally->timed_out : tally->refused);
+    tally->train_loss.Add(-it->second.train_loss);  // exact: undoes its Add
+    LogWarning("round " + std::to_string(round) + ": client " + std::to_string(it->second.client_id) +
+               "'s model is lost: " + why);
+    awaiting.erase(it);
+  };
+  const auto each = [&](size_t index, FitResult&& r) -> std::string {
     tally->time_s = std::max(tally->time_s, r.cost.time_s);
     tally->time_without_profiling_s =
         std::max(tally->time_without_profiling_s, r.cost.time_s - r.cost.profiling_time_s);
     tally->energy_j.Add(r.cost.energy_j);
     tally->profiling_energy_j.Add(r.cost.profiling_energy_j);
-    std::string why = Validate(r, num_params, /*expect_model=*/true);
+    std::string why = Validate(r, num_params, /*expect_model=*/!r.summed);
+    if (why.empty() && r.summed && !strategy_.NeedsEveryModel().empty()) {
+      why = "its model comes summed by a relay, but " + strategy_.NeedsEveryModel();
+    }
     if (why.empty()) why = strategy_.CheckResult(r);
-    if (why.empty()) why = strategy_.BoundUpdate(global, &r);  // may clip r.params
+    if (why.empty() && !r.summed) why = strategy_.BoundUpdate(global, &r);  // may clip r.params
     if (RunMonitor* monitor = RunMonitor::Active()) {
       monitor->AddResult(r.client_id, why.empty(), r.timed_out, why, r.cost.time_s);
     }
@@ -170,13 +194,58 @@ void Server::TrainSelected(int64_t round, const std::vector<ClientInstructions>&
     }
     ++tally->returned;
     strategy_.Observe(r);
-    sum_.Add(r.params, r.num_samples);
     tally->train_loss.Add(r.train_loss);
+    if (r.summed) {
+      awaiting[index] = {r.client_id, r.num_samples, r.train_loss};
+      return "";
+    }
+    sum_.Add(r.params, r.num_samples);
     if (strategy_.NeedsUpdates()) {
       updates_.push_back({r.client_id, r.num_samples, std::move(r.params)});
     }
     return "";
-  });
+  };
+  // A relay's partial sum must be the sum of exactly the accepted results
+  // it names: their count and their registered weights.
+  const auto summed = [&](const std::vector<size_t>& indices, const ModelSum* part) -> std::string {
+    std::string why;
+    int64_t weight = 0;
+    std::vector<size_t> sorted = indices;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) why = "it names a result twice";
+    for (size_t i : sorted) {
+      const auto it = awaiting.find(i);
+      if (it == awaiting.end()) {
+        if (why.empty()) why = "it names a result that awaits no sum";
+        continue;
+      }
+      weight += it->second.num_samples;
+    }
+    if (why.empty() && part == nullptr) why = "its relay was lost before it sent the sum";
+    if (why.empty() && (part->size() != num_params || part->count() != static_cast<int64_t>(sorted.size()) ||
+                        part->weight() != weight)) {
+      why = "a partial sum of " + std::to_string(part->count()) + " models of weight " +
+            std::to_string(part->weight()) + ", not of the " + std::to_string(sorted.size()) +
+            " accepted results it names (weight " + std::to_string(weight) + ")";
+    }
+    if (why.empty()) {
+      try {
+        sum_.Merge(*part);
+      } catch (const Error& e) {
+        why = e.what();
+      }
+    }
+    for (size_t i : sorted) {
+      if (why.empty()) {
+        awaiting.erase(i);
+      } else {
+        lose(i, why, /*timed_out=*/part == nullptr);
+      }
+    }
+    return why;
+  };
+  transport_.Fit(selected, Transport::ResultSink(each, summed));
+  while (!awaiting.empty()) lose(awaiting.begin()->first, "its partial sum never came", true);
 }
 
 void Server::CollectReports(const std::vector<ClientInfo>& available, const FlatParams& global,

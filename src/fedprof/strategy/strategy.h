@@ -88,6 +88,16 @@ class Strategy {
     return ApplyUpdateNormBound(norm_bound_, global, result->num_samples, &result->params);
   }
   void SetUpdateNormBound(const UpdateNormBound& bound) { norm_bound_ = bound; }
+  // Whether BoundUpdate ever changes or refuses a model.
+  bool BoundsUpdates() const { return norm_bound_.max_ratio > 0; }
+  // Why this strategy cannot aggregate models that arrive only summed (a
+  // relay's partial sums), or "": robust rules and the update-norm bound need
+  // every model.
+  std::string NeedsEveryModel() const {
+    if (NeedsUpdates()) return "its aggregation rule needs every client's model (strategy.aggregation)";
+    if (BoundsUpdates()) return "it bounds every client's update (robust.max_update_norm)";
+    return "";
+  }
 
   // Federated evaluation (eval.federated_every). The clients asked to
   // evaluate the global model on their own data, with their instructions:

@@ -6,6 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -14,6 +17,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
+#include "fedprof/transport/calls.h"
 #include "fedprof/transport/tls.h"
 #include "fedprof/transport/wire.h"
 
@@ -24,33 +28,128 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::chrono::system_clock::time_point In(double seconds) {
-  return std::chrono::system_clock::now() +
-         std::chrono::duration_cast<std::chrono::system_clock::duration>(
-             std::chrono::duration<double>(seconds));
+Clock::time_point After(double seconds) {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-// What a status says, as this client may log it: the server's words are
-// not trusted to be one line either.
-std::string Said(const grpc::Status& s) { return Printable(s.error_message(), 400); }
-
-// Refusals no retry can mend.
-bool Permanent(const grpc::Status& s) {
-  switch (s.error_code()) {
-    case grpc::StatusCode::FAILED_PRECONDITION:
-    case grpc::StatusCode::PERMISSION_DENIED:
-    case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::UNAUTHENTICATED:
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return true;
-    default:
-      return false;
-  }
-}
-
-class Session {
+// Runs posted functions, in the order posted, on a fixed set of threads:
+// where clients compute.
+class Workers {
  public:
-  explicit Session(const GrpcClientOptions& options) : options_(options) {
+  explicit Workers(int threads) {
+    for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Loop(); });
+  }
+  ~Workers() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  void Post(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(std::move(fn));
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      std::function<void()> fn = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      fn();
+      lock.lock();
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+};
+
+// Calls each function at its time, from one thread: heartbeats and the ends
+// of back-offs. The functions only start calls; they never block. Those
+// still due when it is destroyed are dropped.
+class Timers {
+ public:
+  Timers() : thread_([this] { Loop(); }) {}
+  ~Timers() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  void At(Clock::time_point when, std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      due_.emplace(when, std::move(fn));
+    }
+    wake_.notify_all();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      if (due_.empty()) {
+        wake_.wait(lock);
+      } else if (due_.begin()->first <= Clock::now()) {
+        std::function<void()> fn = std::move(due_.begin()->second);
+        due_.erase(due_.begin());
+        lock.unlock();
+        fn();
+        lock.lock();
+      } else {
+        wake_.wait_until(lock, due_.begin()->first);
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::multimap<Clock::time_point, std::function<void()>> due_;
+  bool stop_ = false;
+  std::thread thread_;  // last: it starts once the rest is built
+};
+
+// What the clients of one process share, and how the process learns that
+// every client has ended with nothing of it left in flight.
+struct Swarm {
+  explicit Swarm(int workers, int clients) : work(workers), unfinished(clients) {}
+  Workers work;
+  Timers timers;
+  std::mutex mutex;
+  std::condition_variable finished_cv;
+  int unfinished;
+
+  void Finished() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (--unfinished == 0) finished_cv.notify_all();
+  }
+};
+
+// One client. Its main flow is one step at a time (register, pull a task,
+// compute it, push the result, or wait out a back-off), each step started by
+// the end of the one before, on whatever thread that ended on; heartbeats
+// run beside it. Every callback holds the session (shared_ptr), and
+// `pending_` counts what is in flight, so that the session is finished
+// (Swarm::Finished) only once it has ended and nothing of it is left.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(const GrpcClientOptions& options, GrpcClientWork work, Swarm* swarm)
+      : options_(options), work_(std::move(work)), swarm_(swarm) {
     grpc::ChannelArguments args;
     const int limit = 8 << 20;  // the server's chunks and headers stay below it
     args.SetMaxReceiveMessageSize(limit);
@@ -61,93 +160,120 @@ class Session {
     last_contact_ = Clock::now();
   }
 
-  void Run(const std::function<void(const ModelSpec&, int64_t)>& prepare,
-           const std::function<FitResult(const FitInstructions&)>& fit) {
-    std::thread heartbeats([this] { HeartbeatLoop(); });
-    try {
-      Serve(prepare, fit);
-    } catch (...) {
-      Stop(heartbeats);
-      throw;
-    }
-    Stop(heartbeats);
+  void Start() {
+    Register();
+    ScheduleHeartbeat();
+  }
+
+  // The error that ended the client ("" = the run is done); once finished.
+  std::string error() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return error_;
   }
 
  private:
-  void Stop(std::thread& heartbeats) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    stop_cv_.notify_all();
-    heartbeats.join();
-  }
+  class PullCall;
+  class PushCall;
+  // The calls are reactors that delete themselves when done.
+  void StartPull(const pb::PullRequest& request, double deadline_s);
+  void StartPush(const std::string& session);
 
-  void Serve(const std::function<void(const ModelSpec&, int64_t)>& prepare,
-             const std::function<FitResult(const FitInstructions&)>& fit) {
-    while (!done_) {
-      if (session().empty()) {
-        RegisterOnce(prepare);
-        continue;
-      }
-      FitInstructions ins;
-      int64_t task_id = 0;
-      if (!PullOnce(&ins, &task_id)) continue;
-      const auto start = Clock::now();
-      FitResult result = fit(ins);
-      const double compute_s = std::chrono::duration<double>(Clock::now() - start).count();
-      if (options_.progress) {
-        LogProgress("client " + std::to_string(options_.id) + ": round " +
-                    std::to_string(ins.round) + (ins.train.epochs > 0 ? " trained" : " reported") +
-                    " in " + std::to_string(compute_s) + " s" +
-                    (result.ok ? "" : " (failed: " + result.error + ")"));
-      }
-      result.client_id = options_.id;
-      Push(result, task_id, compute_s);
-    }
-  }
+  // --- The main flow ----------------------------------------------------
 
-  // One registration attempt; waits with back-off after a failure.
-  void RegisterOnce(const std::function<void(const ModelSpec&, int64_t)>& prepare) {
-    pb::RegisterRequest request;
+  void Register() {
+    if (done_) {
+      End("");
+      return;
+    }
+    struct Call {
+      grpc::ClientContext context;
+      pb::RegisterRequest request;
+      pb::RegisterReply reply;
+    };
+    auto call = std::make_shared<Call>();
+    pb::RegisterRequest& request = call->request;
     request.set_protocol_version(kProtocolVersion);
     request.set_client_id(options_.id);
     request.set_num_samples(options_.num_samples);
     request.set_speed_ghz(options_.speed_ghz);
     request.set_bandwidth_mhz(options_.bandwidth_mhz);
     request.set_model_sha256(options_.model_sha256);
-    pb::RegisterReply reply;
-    grpc::ClientContext context;
-    context.set_deadline(In(10));
-    const grpc::Status status = stub_->Register(&context, request, &reply);
+    call->context.set_deadline(In(10));
+    Begin();
+    stub_->async()->Register(&call->context, &call->request, &call->reply,
+                             [self = shared_from_this(), call](grpc::Status status) {
+                               self->OnRegistered(status, call->reply);
+                               self->Done();
+                             });
+  }
+
+  void OnRegistered(const grpc::Status& status, const pb::RegisterReply& reply) {
     if (!status.ok()) {
-      if (Permanent(status)) throw Error("server " + options_.server + " refused: " + Said(status));
-      BackOff("cannot register with " + options_.server + ": " + Said(status));
+      if (Permanent(status)) {
+        End("server " + options_.server + " refused: " + Said(status));
+      } else {
+        BackOff("cannot register with " + options_.server + ": " + Said(status), &Session::Register);
+      }
       return;
     }
     const std::string mismatch = ProtocolMismatch(reply.protocol_version(), "the server");
-    if (!mismatch.empty()) throw Error(mismatch);
+    if (!mismatch.empty()) {
+      End(mismatch);
+      return;
+    }
     Contact();
-    prepare(FromWire(reply.model()), reply.num_params());
-    std::lock_guard<std::mutex> lock(mutex_);
-    session_ = reply.session();
-    heartbeat_s_ = std::clamp(reply.heartbeat_s(), 0.05, 3600.0);
-    // An older server states no chunk size: 1 MiB, its default.
-    chunk_bytes_ = reply.chunk_bytes() > 0
-                       ? static_cast<size_t>(std::clamp<int64_t>(reply.chunk_bytes(), 1024, 3 << 20))
-                       : size_t{1} << 20;
-    stop_cv_.notify_all();  // the heartbeat thread picks up the new interval
+    Begin();
+    swarm_->work.Post([self = shared_from_this(), reply] {
+      self->Prepared(reply);
+      self->Done();
+    });
   }
 
-  // Asks for a task; true with the instructions when one came.
-  bool PullOnce(FitInstructions* ins, int64_t* task_id) {
+  // On a worker: the client builds the server's model, then is registered.
+  void Prepared(const pb::RegisterReply& reply) {
+    try {
+      if (work_.prepare) work_.prepare(FromWire(reply.model()), reply.num_params());
+    } catch (const std::exception& e) {
+      End(e.what());
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      session_ = reply.session();
+      heartbeat_s_ = std::clamp(reply.heartbeat_s(), 0.05, 3600.0);
+      // An older server states no chunk size: 1 MiB, its default.
+      chunk_bytes_ = reply.chunk_bytes() > 0
+                         ? static_cast<size_t>(std::clamp<int64_t>(reply.chunk_bytes(), 1024, 3 << 20))
+                         : size_t{1} << 20;
+    }
+    Pull();
+  }
+
+  // What a PullTask brought.
+  struct Pulled {
+    pb::Status status = pb::WAIT;
+    bool got = false;  // a whole task
+    FitInstructions instructions;
+    int64_t task_id = 0;
+    std::string malformed;  // a server speaking another protocol, or a malformed task
+  };
+
+  // Asks for a task.
+  void Pull() {
+    if (done_) {
+      End("");
+      return;
+    }
     pb::PullRequest request;
     request.set_protocol_version(kProtocolVersion);
     request.set_client_id(options_.id);
-    // Read once: the heartbeat thread may forget the session meanwhile, and
-    // a request without one is refused for good.
+    // Read once: a heartbeat may forget the session meanwhile, and a request
+    // without one is refused for good.
     const std::string current = session();
-    if (current.empty()) return false;
+    if (current.empty()) {
+      Register();
+      return;
+    }
     request.set_session(current);
     // A long wait only over a connection that is up: on one still being
     // made (after losing the server) the request would wait out its whole
@@ -155,150 +281,217 @@ class Session {
     const bool connected = channel_->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY;
     const double wait_s = connected ? options_.pull_wait_s : 0;
     request.set_wait_s(wait_s);
-    grpc::ClientContext context;
-    context.set_deadline(In(wait_s + (connected ? 60 : 10)));
-    std::unique_ptr<grpc::ClientReader<pb::TaskChunk>> reader = stub_->PullTask(&context, request);
-    pb::TaskChunk chunk;
-    pb::Status status = pb::WAIT;
-    bool got = false;
-    try {
-      waiting_.store(connected);  // a request waiting at the server says this client is there
-      const bool answered = reader->Read(&chunk);
-      waiting_.store(false);
-      if (answered && chunk.has_status()) {
-        status = chunk.status();
-        if (status == pb::TASK && reader->Read(&chunk) && chunk.has_header()) {
-          *ins = fedprof::FromWire(chunk.header());
-          *task_id = chunk.header().task_id();
-          const size_t expected = static_cast<size_t>(chunk.header().num_params());
-          auto global = std::make_shared<FlatParams>();
-          // What a server announces is not believed before it arrives.
-          global->reserve(std::min<size_t>(expected, size_t{1} << 24));
-          while (reader->Read(&chunk) && chunk.has_params()) AppendFloats(chunk.params(), expected, global.get());
-          got = global->size() == expected;
-          ins->global = std::move(global);
-        }
-      }
-    } catch (const Error& e) {
-      // A server speaking another protocol, or a malformed task.
-      context.TryCancel();
-      reader->Finish();
-      throw Error("task from " + options_.server + ": " + e.what());
+    // A request waiting at the server says this client is there.
+    if (connected) waiting_.store(true);
+    Begin();
+    StartPull(request, wait_s + (connected ? 60 : 10));
+  }
+
+  void OnPulled(const grpc::Status& finished, Pulled pulled) {
+    waiting_.store(false);
+    if (!pulled.malformed.empty()) {
+      End("task from " + options_.server + ": " + pulled.malformed);
+      return;
     }
-    const grpc::Status finished = reader->Finish();
     if (!finished.ok()) {
       if (Permanent(finished)) {
-        throw Error("server " + options_.server + " refused: " + Said(finished));
+        End("server " + options_.server + " refused: " + Said(finished));
+      } else {
+        BackOff("lost " + options_.server + ": " + Said(finished), &Session::Pull);
       }
-      BackOff("lost " + options_.server + ": " + Said(finished));
-      return false;
+      return;
     }
     Contact();
-    if (status == pb::DONE) done_ = true;
-    if (status == pb::UNKNOWN_SESSION) Forget();
-    return status == pb::TASK && got;
+    if (pulled.status == pb::DONE) done_ = true;
+    if (pulled.status == pb::UNKNOWN_SESSION) Forget();
+    if (pulled.status != pb::TASK || !pulled.got) {
+      Pull();
+      return;
+    }
+    Begin();
+    swarm_->work.Post([self = shared_from_this(), pulled = std::move(pulled)]() mutable {
+      self->Compute(pulled.instructions, pulled.task_id);
+      self->Done();
+    });
   }
 
-  void Push(const FitResult& result, int64_t task_id, double compute_s) {
-    // The task stays open on the server until its round ends: a push that
-    // cannot get through is tried again until then.
-    while (!done_) {
-      const std::string current = session();  // read once, as in PullOnce
-      if (current.empty()) return;  // the server forgot us: the task is lost
-      grpc::ClientContext context;
-      context.set_deadline(In(120));
-      pb::PushReply reply;
-      std::unique_ptr<grpc::ClientWriter<pb::ResultChunk>> writer = stub_->PushResult(&context, &reply);
-      pb::ResultChunk head;
-      pb::ResultHeader* h = head.mutable_header();
-      ToWire(result, h);
-      h->set_session(current);
-      h->set_task_id(task_id);
-      h->set_compute_s(compute_s);
-      h->set_profiling_s(result.cost.profiling_time_s);
-      // The last message closes the stream in the same operation; a stream
-      // broken before it is closed here (closing it twice aborts in gRPC).
-      const FlatParams& params = result.params;
-      const auto last = grpc::WriteOptions().set_last_message();
-      bool closed = params.empty();
-      bool ok = writer->Write(head, closed ? last : grpc::WriteOptions());
-      const size_t per_chunk = chunk_bytes() / sizeof(float);
-      pb::ResultChunk part;
-      for (size_t at = 0; ok && at < params.size(); at += per_chunk) {
-        const size_t count = std::min(per_chunk, params.size() - at);
-        PutFloats(params, at, count, part.mutable_params());
-        closed = at + count == params.size();
-        ok = writer->Write(part, closed ? last : grpc::WriteOptions());
+  // On a worker: the task, then its result on its way.
+  void Compute(const FitInstructions& ins, int64_t task_id) {
+    const auto start = Clock::now();
+    FitResult result;
+    try {
+      result = work_.fit(ins);
+    } catch (const std::exception& e) {
+      End(e.what());
+      return;
+    }
+    const double compute_s = std::chrono::duration<double>(Clock::now() - start).count();
+    if (options_.progress) {
+      LogProgress("client " + std::to_string(options_.id) + ": round " + std::to_string(ins.round) +
+                  (ins.train.epochs > 0 ? " trained" : " reported") + " in " +
+                  std::to_string(compute_s) + " s" + (result.ok ? "" : " (failed: " + result.error + ")"));
+    }
+    result.client_id = options_.id;
+    result_ = std::move(result);
+    task_id_ = task_id;
+    compute_s_ = compute_s;
+    Push();
+  }
+
+  // The task stays open on the server until its round ends: a push that
+  // cannot get through is tried again until then.
+  void Push() {
+    if (done_) {
+      End("");
+      return;
+    }
+    const std::string current = session();  // read once, as in Pull
+    if (current.empty()) {  // the server forgot us: the task is lost
+      Register();
+      return;
+    }
+    Begin();
+    StartPush(current);
+  }
+
+  void OnPushed(const grpc::Status& status, const pb::PushReply& reply) {
+    if (status.ok()) {
+      Contact();
+      if (!reply.accepted()) {
+        LogWarning("client " + std::to_string(options_.id) + ": result not accepted: " +
+                   Printable(reply.reason(), 400));
+        if (reply.reason().rfind("unknown session", 0) == 0) Forget();
       }
-      if (!closed) writer->WritesDone();
-      const grpc::Status status = writer->Finish();
-      if (status.ok()) {
-        Contact();
-        if (!reply.accepted()) {
-          LogWarning("client " + std::to_string(options_.id) + ": result not accepted: " +
-                     Printable(reply.reason(), 400));
-          if (reply.reason().rfind("unknown session", 0) == 0) Forget();
-        }
-        return;
-      }
-      if (Permanent(status)) throw Error("server " + options_.server + " refused: " + Said(status));
-      BackOff("cannot deliver a result to " + options_.server + ": " + Said(status));
+      result_ = FitResult();
+      Pull();
+      return;
+    }
+    if (Permanent(status)) {
+      End("server " + options_.server + " refused: " + Said(status));
+    } else {
+      BackOff("cannot deliver a result to " + options_.server + ": " + Said(status), &Session::Push);
     }
   }
 
-  void HeartbeatLoop() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stop_) {
-      stop_cv_.wait_for(lock, std::chrono::duration<double>(heartbeat_s_));
+  // Waits before `then`, longer after each failure (with jitter, so that
+  // clients do not retry in step), and ends the client once the server has
+  // been silent for give_up_s.
+  void BackOff(const std::string& why, void (Session::*then)()) {
+    double wait_s = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const double silent = std::chrono::duration<double>(Clock::now() - last_contact_).count();
+      if (silent > options_.give_up_s) {
+        wait_s = -1;
+      } else {
+        if (backoff_s_ == 0) LogWarning(why + "; retrying");
+        // The longest pause follows the heartbeat cadence the server asked for.
+        backoff_s_ = std::clamp(backoff_s_ * 2, 0.25, std::clamp(5 * heartbeat_s_, 1.0, 10.0));
+        wait_s = backoff_s_ * std::uniform_real_distribution<double>(0.5, 1.0)(rng_);
+      }
+    }
+    if (wait_s < 0) {
+      const double silent = std::chrono::duration<double>(Clock::now() - last_contact()).count();
+      End(why + "; no answer for " + std::to_string(static_cast<int>(silent)) +
+          " s, giving up (--give-up-after)");
+      return;
+    }
+    channel_->GetState(/*try_to_connect=*/true);  // reconnecting starts now
+    Begin();
+    swarm_->timers.At(After(wait_s), [self = shared_from_this(), then] {
+      (self.get()->*then)();
+      self->Done();
+    });
+  }
+
+  void End(const std::string& error) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (ended_) return;
+      ended_ = true;
+      error_ = error;
+    }
+    MaybeFinished();
+  }
+
+  // --- Heartbeats, beside the main flow ----------------------------------
+
+  // Heartbeats wait on the timers without counting as in flight: those due
+  // after the client has ended are dropped.
+  void ScheduleHeartbeat() {
+    double every = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (ended_) return;
+      every = heartbeat_s_;
+    }
+    swarm_->timers.At(After(every), [weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->Beat();
+    });
+  }
+
+  void Beat() {
+    struct Call {
+      grpc::ClientContext context;
+      pb::HeartbeatRequest request;
+      pb::HeartbeatReply reply;
+    };
+    auto call = std::make_shared<Call>();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (ended_) return;
       // While a task request waits at the server, the server counts this
       // client as there and the request's answer carries what a heartbeat's
       // would (done, unknown session): an idle fleet sends one request per
       // pull_wait_s instead of one per heartbeat_s.
-      if (stop_ || session_.empty() || waiting_.load()) continue;
-      pb::HeartbeatRequest request;
-      request.set_protocol_version(kProtocolVersion);
-      request.set_client_id(options_.id);
-      request.set_session(session_);
-      lock.unlock();
-      pb::HeartbeatReply reply;
-      grpc::ClientContext context;
-      context.set_deadline(In(5));
-      const grpc::Status status = stub_->Heartbeat(&context, request, &reply);
-      if (status.ok()) {
-        Contact();
-        if (reply.status() == pb::DONE) done_ = true;
-        if (reply.status() == pb::UNKNOWN_SESSION) Forget();
+      if (session_.empty() || waiting_.load()) {
+        call.reset();
+      } else {
+        call->request.set_protocol_version(kProtocolVersion);
+        call->request.set_client_id(options_.id);
+        call->request.set_session(session_);
+        ++pending_;
       }
-      lock.lock();
     }
+    if (!call) {
+      ScheduleHeartbeat();
+      return;
+    }
+    call->context.set_deadline(In(5));
+    stub_->async()->Heartbeat(&call->context, &call->request, &call->reply,
+                              [self = shared_from_this(), call](grpc::Status status) {
+                                if (status.ok()) {
+                                  self->Contact();
+                                  if (call->reply.status() == pb::DONE) self->done_ = true;
+                                  if (call->reply.status() == pb::UNKNOWN_SESSION) self->Forget();
+                                }
+                                self->ScheduleHeartbeat();
+                                self->Done();
+                              });
   }
 
-  void BackOff(const std::string& why) {
-    const double silent = std::chrono::duration<double>(Clock::now() - last_contact()).count();
-    if (silent > options_.give_up_s) {
-      throw Error(why + "; no answer for " + std::to_string(static_cast<int>(silent)) +
-                  " s, giving up (--give-up-after)");
-    }
-    double wait_s = 0;
+  // --- Bookkeeping -------------------------------------------------------
+
+  void Begin() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++pending_;
+  }
+  void Done() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (backoff_s_ == 0) LogWarning(why + "; retrying");
-      // The longest pause follows the heartbeat cadence the server asked for.
-      backoff_s_ = std::clamp(backoff_s_ * 2, 0.25, std::clamp(5 * heartbeat_s_, 1.0, 10.0));
-      wait_s = backoff_s_;
+      --pending_;
     }
-    std::uniform_real_distribution<double> jitter(0.5, 1.0);  // so clients do not retry in step
-    const auto until = std::chrono::system_clock::now() +
-                       std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                           std::chrono::duration<double>(wait_s * jitter(rng_)));
-    // Wait on the channel, not asleep: a synchronous client's connection
-    // (its TLS handshake) advances only while one of its threads waits in
-    // gRPC, else only at gRPC's backup poll every 5 s, so that reaching a
-    // restarted server took 15 to 20 s.
-    grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
-    while (std::chrono::system_clock::now() < until && channel_->WaitForStateChange(state, until)) {
-      state = channel_->GetState(/*try_to_connect=*/true);
+    MaybeFinished();
+  }
+  // Tells the swarm, once, that this client has ended and nothing of it is
+  // in flight.
+  void MaybeFinished() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!ended_ || pending_ > 0 || finished_) return;
+      finished_ = true;
     }
+    swarm_->Finished();
   }
 
   void Contact() {
@@ -324,30 +517,197 @@ class Session {
   }
 
   const GrpcClientOptions options_;
+  const GrpcClientWork work_;
+  Swarm* const swarm_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::Federation::Stub> stub_;
-  std::mt19937_64 rng_{std::random_device{}()};
-  std::atomic<bool> done_{false};
-  std::atomic<bool> waiting_{false};  // a PullTask waits for its first answer
+  std::atomic<bool> done_{false};     // the server said the run is done
+  std::atomic<bool> waiting_{false};  // a task request waits at the server
+
+  // The main flow's own: the result being delivered.
+  FitResult result_;
+  int64_t task_id_ = 0;
+  double compute_s_ = 0;
 
   std::mutex mutex_;
-  std::condition_variable stop_cv_;
-  bool stop_ = false;
+  std::mt19937_64 rng_{std::random_device{}()};
   std::string session_;  // empty: not registered
   double heartbeat_s_ = 2;
   size_t chunk_bytes_ = size_t{1} << 20;  // of a result's model chunks, as the server asks
   Clock::time_point last_contact_;
   double backoff_s_ = 0;
+  int pending_ = 0;  // calls, computations and back-offs in flight
+  bool ended_ = false;
+  bool finished_ = false;
+  std::string error_;
 };
 
+// One PullTask call: the status, then for a task its header and the model
+// in chunks, each checked as it comes.
+class Session::PullCall final : public grpc::ClientReadReactor<pb::TaskChunk> {
+ public:
+  PullCall(std::shared_ptr<Session> session, const pb::PullRequest& request, double deadline_s)
+      : session_(std::move(session)), request_(request) {
+    context_.set_deadline(In(deadline_s));
+    session_->stub_->async()->PullTask(&context_, &request_, this);
+    StartRead(&chunk_);
+    StartCall();
+  }
+
+  void OnReadDone(bool ok) override {
+    session_->waiting_.store(false);  // answered (or broken): no longer waiting
+    if (!ok) return;  // OnDone follows
+    bool more = false;
+    try {
+      more = Take();
+    } catch (const Error& e) {
+      pulled_.malformed = e.what();
+      context_.TryCancel();
+      return;
+    }
+    if (more) StartRead(&chunk_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    if (global_) {
+      pulled_.got = global_->size() == expected_;
+      pulled_.instructions.global = std::move(global_);
+    }
+    session_->OnPulled(status, std::move(pulled_));
+    session_->Done();
+    delete this;
+  }
+
+ private:
+  // Takes the chunk just read; whether more are to be read.
+  bool Take() {
+    switch (stage_++) {
+      case 0:  // the status
+        if (!chunk_.has_status()) return false;
+        pulled_.status = chunk_.status();
+        return pulled_.status == pb::TASK;
+      case 1: {  // the header
+        if (!chunk_.has_header()) return false;
+        pulled_.instructions = fedprof::FromWire(chunk_.header());
+        pulled_.task_id = chunk_.header().task_id();
+        expected_ = static_cast<size_t>(chunk_.header().num_params());
+        global_ = std::make_shared<FlatParams>();
+        // What a server announces is not believed before it arrives.
+        global_->reserve(std::min<size_t>(expected_, size_t{1} << 24));
+        return true;
+      }
+      default:  // the model's chunks
+        if (!chunk_.has_params()) return false;
+        AppendFloats(chunk_.params(), expected_, global_.get());
+        return true;
+    }
+  }
+
+  const std::shared_ptr<Session> session_;
+  grpc::ClientContext context_;
+  const pb::PullRequest request_;
+  pb::TaskChunk chunk_;
+  int stage_ = 0;
+  Pulled pulled_;
+  std::shared_ptr<FlatParams> global_;
+  size_t expected_ = 0;
+};
+
+// One PushResult call: the header, then the model in chunks of the size the
+// server asked for; the last message closes the stream.
+class Session::PushCall final : public grpc::ClientWriteReactor<pb::ResultChunk> {
+ public:
+  PushCall(std::shared_ptr<Session> session, const std::string& current)
+      : session_(std::move(session)),
+        params_(session_->result_.params),
+        per_chunk_(std::max<size_t>(1, session_->chunk_bytes() / sizeof(float))) {
+    context_.set_deadline(In(120));
+    pb::ResultHeader* h = message_.mutable_header();
+    ToWire(session_->result_, h);
+    h->set_session(current);
+    h->set_task_id(session_->task_id_);
+    h->set_compute_s(session_->compute_s_);
+    h->set_profiling_s(session_->result_.cost.profiling_time_s);
+    session_->stub_->async()->PushResult(&context_, &reply_, this);
+    Write();
+    StartCall();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok || at_ >= params_.size()) return;  // broken, or all written: OnDone follows
+    message_.Clear();
+    const size_t count = std::min(per_chunk_, params_.size() - at_);
+    PutFloats(params_, at_, count, message_.mutable_params());
+    at_ += count;
+    Write();
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    session_->OnPushed(status, reply_);
+    session_->Done();
+    delete this;
+  }
+
+ private:
+  void Write() {
+    if (at_ >= params_.size()) {
+      StartWriteLast(&message_, grpc::WriteOptions());
+    } else {
+      StartWrite(&message_);
+    }
+  }
+
+  const std::shared_ptr<Session> session_;
+  const FlatParams& params_;  // the session's result, kept until the call ends
+  const size_t per_chunk_;
+  grpc::ClientContext context_;
+  pb::ResultChunk message_;
+  pb::PushReply reply_;
+  size_t at_ = 0;  // model values written
+};
+
+void Session::StartPull(const pb::PullRequest& request, double deadline_s) {
+  new PullCall(shared_from_this(), request, deadline_s);
+}
+
+void Session::StartPush(const std::string& session) { new PushCall(shared_from_this(), session); }
+
 }  // namespace
+
+std::vector<std::string> RunGrpcClients(const std::vector<GrpcClientOptions>& clients,
+                                        const std::vector<GrpcClientWork>& work, int workers) {
+  if (clients.size() != work.size()) throw Error("RunGrpcClients: one work per client");
+  for (const GrpcClientOptions& o : clients) {
+    if (o.id < 0) throw Error("--id: a client id >= 0 is required");
+  }
+  Swarm swarm(workers, static_cast<int>(clients.size()));
+  std::vector<std::shared_ptr<Session>> sessions;
+  sessions.reserve(clients.size());
+  for (size_t i = 0; i < clients.size(); ++i) {
+    sessions.push_back(std::make_shared<Session>(clients[i], work[i], &swarm));
+  }
+  for (const auto& s : sessions) s->Start();
+  {
+    std::unique_lock<std::mutex> lock(swarm.mutex);
+    swarm.finished_cv.wait(lock, [&] { return swarm.unfinished == 0; });
+  }
+  std::vector<std::string> errors;
+  for (const auto& s : sessions) errors.push_back(s->error());
+  // What gRPC still holds of a session (a callback being destroyed) lets go
+  // of it within moments; the session's channel goes with it.
+  for (const auto& s : sessions) {
+    for (int i = 0; i < 1000 && s.use_count() > 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  return errors;
+}
 
 void RunGrpcClient(const GrpcClientOptions& options,
                    const std::function<void(const ModelSpec& model, int64_t num_params)>& prepare,
                    const std::function<FitResult(const FitInstructions&)>& fit) {
-  if (options.id < 0) throw Error("--id: a client id >= 0 is required");
-  Session session(options);
-  session.Run(prepare, fit);
+  const std::vector<std::string> errors = RunGrpcClients({options}, {{prepare, fit}}, 1);
+  if (!errors.front().empty()) throw Error(errors.front());
 }
 
 }  // namespace fedprof

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "fedprof/models/spec.h"
 #include "fedprof/protocol/messages.h"
@@ -23,8 +24,8 @@ struct GrpcClientOptions {
   // (model.file), stated at registration; empty = none.
   std::string model_sha256;
   // Keeps trying to reach the server this long (back-off from 0.25 s to
-  // 5 heartbeat intervals, 1 to 10 s, between tries) before giving up, at
-  // the start and after losing it.
+  // 5 heartbeat intervals, 1 to 10 s, with jitter, between tries) before
+  // giving up, at the start and after losing it.
   double give_up_s = 300;
   // How long one task request may wait at the server (which caps it at
   // 30 s); heartbeats pause while one waits.
@@ -32,14 +33,32 @@ struct GrpcClientOptions {
   bool progress = true;     // a line per task on stdout
 };
 
-// The client side of the deployment protocol (proto/federation.proto):
-// registers (again whenever the server has forgotten it, e.g. after a
-// restart), sends heartbeats from a thread of its own, pulls tasks, computes
-// them with `fit` and pushes the results, until the server says the run is
-// done. `prepare` is called after each registration with the model the
-// server trains and its size, before any task. Throws fedprof::Error when
-// the server refuses the client (another protocol version, a certificate of
-// another client, an impossible claim) or stays unreachable for give_up_s.
+// What a client computes. `prepare` is called after each registration with
+// the model the server trains and its size, before any task; `fit` computes
+// a task. Both run on a worker thread and may throw (the client ends with
+// that error).
+struct GrpcClientWork {
+  std::function<void(const ModelSpec& model, int64_t num_params)> prepare;
+  std::function<FitResult(const FitInstructions&)> fit;
+};
+
+// The client side of the deployment protocol (proto/federation.proto), for
+// clients[i] with work[i], all in this process: each registers (again
+// whenever the server has forgotten it, e.g. after a restart), sends
+// heartbeats, pulls tasks, computes them and pushes the results, until the
+// server says the run is done. Each client has its own channel and TLS
+// identity; all run on gRPC's callback API, so a client waiting for a task,
+// a reply or the end of its back-off holds no thread, and `workers` threads
+// (at least 1) compute for all of them. Returns once every client has
+// ended: for each, the error that ended it, or "" when the server said the
+// run is done. A client ends with an error when the server refuses it
+// (another protocol version, a certificate of another client, an
+// impossible claim), stays unreachable for give_up_s, or its work throws.
+std::vector<std::string> RunGrpcClients(const std::vector<GrpcClientOptions>& clients,
+                                        const std::vector<GrpcClientWork>& work, int workers);
+
+// One client (RunGrpcClients of one, one worker); throws fedprof::Error
+// with the error that ended it.
 void RunGrpcClient(const GrpcClientOptions& options,
                    const std::function<void(const ModelSpec& model, int64_t num_params)>& prepare,
                    const std::function<FitResult(const FitInstructions&)>& fit);

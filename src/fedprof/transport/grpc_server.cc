@@ -5,6 +5,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -12,9 +13,12 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <thread>
+#include <type_traits>
 
 #include "federation.grpc.pb.h"
+#include "fedprof/aggregation/model_sum.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
@@ -48,6 +52,15 @@ std::string NewSession() {
 // (the model chunks' size); these bound each call's own request on arrival.
 constexpr size_t kMaxRegisterBytes = 1024;   // numbers and a 64-digit hash
 constexpr size_t kMaxSmallRequestBytes = 256;  // Heartbeat, PullTask: numbers and a session
+// What one connection may carry at once: a client needs a task request, a
+// heartbeat and a result; more streams wait (HTTP/2 flow control).
+constexpr int kMaxStreamsPerConnection = 8;
+// A connection that has not finished its TLS handshake within this is
+// closed, and so is one that has carried no call for kIdleConnectionMs (a
+// client always has a task request waiting, or a heartbeat due, well within
+// it).
+constexpr int kHandshakeTimeoutMs = 10000;
+constexpr int kIdleConnectionMs = 60000;
 // Room beside a model chunk for a result header (a profile of 2^16 units, a
 // sketch of 2^16 values or a ciphertext).
 constexpr size_t kHeaderAllowance = size_t{1} << 20;
@@ -63,6 +76,7 @@ std::string Caller(const grpc::ServerContextBase& context, bool tls) {
   if (tls) {
     const CertifiedPeer peer = CertifiedClient(context);
     if (peer.id >= 0) return "client " + std::to_string(peer.id);
+    if (peer.relay >= 0) return "relay " + std::to_string(peer.relay);
     return "peer " + Printable(context.peer(), 64) + " (" + peer.problem + ")";
   }
   return "peer " + Printable(context.peer(), 64);
@@ -81,14 +95,20 @@ class RefusalInterceptor final : public grpc::experimental::Interceptor {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
       const grpc::Status status = methods->GetSendStatus();
-      // A cancelled call is a client that went away, not a refusal.
-      if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
+      // A call its client gave up on (cancelled, or past its deadline) is a
+      // client that went away, not a refusal: gRPC ends one whose request
+      // never arrived as UNIMPLEMENTED, whatever its method.
+      const grpc::ServerContextBase& context = *info_->server_context();
+      const bool abandoned = status.error_code() == grpc::StatusCode::CANCELLED ||
+                             context.IsCancelled() ||
+                             context.deadline() < std::chrono::system_clock::now();
+      if (!status.ok() && !abandoned) {
         std::string method = info_->method() ? info_->method() : "?";
         method = method.substr(method.rfind('/') + 1);
         const std::string kind = CodeName(status.error_code());
         // gRPC's own refusals of a request that does not parse say nothing.
         const std::string& why = status.error_message();
-        log_->Refuse(Caller(*info_->server_context(), tls_), method + " " + kind,
+        log_->Refuse(Caller(context, tls_), method + " " + kind,
                      method + ": " +
                          (why.empty() ? "a request that is " + kind : Printable(why, 400)));
       }
@@ -150,14 +170,18 @@ FitResult Failed(int id, const std::string& why, bool timed_out) {
 // whoever takes it out of the structure that holds it, under mutex_.
 class GrpcTransport::Impl final : public pb::Federation::CallbackService {
  public:
-  explicit Impl(const GrpcServerOptions& options) : options_(options), clients_(options.num_clients) {
+  explicit Impl(const GrpcServerOptions& options)
+      : options_(options), sum_bytes_(SumBytes(options.num_params)), clients_(options.num_clients) {
     grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort(options.listen, ServerCredentials(options.tls_dir), &port);
+    builder.AddListeningPort(options.listen, ServerCredentials(options.tls_dir, options.cert_name), &port);
     builder.RegisterService(this);
     const int limit = static_cast<int>(MessageLimit());
     builder.SetMaxReceiveMessageSize(limit);
     builder.SetMaxSendMessageSize(limit);
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
+    builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, kHandshakeTimeoutMs);
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kIdleConnectionMs);
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
     interceptors.push_back(std::make_unique<RefusalInterceptorFactory>(&refusals_, tls()));
     builder.experimental().SetInterceptorCreators(std::move(interceptors));
@@ -174,16 +198,19 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
   ~Impl() override {
     if (monitor_) monitor_->SetConnectedSource({});
     std::vector<TaskStream*> parked;
+    std::vector<BatchStream*> relays_parked;
     std::deque<Arrival> unjudged;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
       while (!parked_.empty()) parked.push_back(Unpark(parked_.begin()->first));
+      while (!relay_parked_.empty()) relays_parked.push_back(UnparkRelay(relay_parked_.begin()->first));
       unjudged.swap(arrived_);
     }
     waker_cv_.notify_all();
     waker_.join();
     for (TaskStream* pull : parked) pull->SendStatus(pb::WAIT);
+    for (BatchStream* pull : relays_parked) pull->SendStatus(pb::WAIT);
     for (Arrival& a : unjudged) Answer(a.verdict, "the server stopped before judging it");
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
@@ -195,6 +222,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
   bool tls() const { return !options_.tls_dir.empty(); }
   const std::string& address() const { return address_; }
   int num_clients() const { return options_.num_clients; }
+  void SetRoundTimeout(double s) { round_timeout_s_.store(s); }
   const GrpcServerOptions& options() const { return options_; }
 
   // --- The round loop's side -------------------------------------------
@@ -213,8 +241,15 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
 
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) {
     // Each task holds its client's instructions; θ stays one shared copy,
-    // encoded into its chunks once for every stream that sends it.
+    // encoded into its chunks once for every stream that sends it (and once
+    // for every relay's batch).
     std::map<const FlatParams*, std::shared_ptr<const std::vector<pb::TaskChunk>>> encoded;
+    std::map<const FlatParams*, std::shared_ptr<const std::vector<pb::RelayTaskChunk>>> for_relays;
+    std::vector<int> relay_of(tasks.size(), -1);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (size_t i = 0; i < tasks.size(); ++i) relay_of[i] = clients_[tasks[i].client_id].relay;
+    }
     std::vector<Task> opened(tasks.size());
     const auto start = Clock::now();
     for (size_t i = 0; i < tasks.size(); ++i) {
@@ -222,58 +257,128 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       t.index = i;
       t.instructions = std::make_shared<const FitInstructions>(tasks[i].instructions);
       t.opened = start;
-      auto& chunks = encoded[t.instructions->global.get()];
-      if (!chunks) chunks = EncodeModel(*t.instructions->global);
-      t.chunks = chunks;
+      const FlatParams* global = t.instructions->global.get();
+      if (relay_of[i] < 0) {
+        auto& chunks = encoded[global];
+        if (!chunks) chunks = EncodeModel<pb::TaskChunk>(*global);
+        t.chunks = chunks;
+      } else if (!for_relays[global]) {
+        for_relays[global] = EncodeModel<pb::RelayTaskChunk>(*global);
+      }
     }
+    const double round_timeout_s = round_timeout_s_.load();
+    const auto deadline = start + Seconds(round_timeout_s);
     std::vector<std::pair<TaskStream*, Task>> to_send;
+    std::vector<std::pair<BatchStream*, int64_t>> batches_to_send;
     std::unique_lock<std::mutex> lock(mutex_);
+    // A relay's clients' tasks go to it as one batch per model.
+    std::map<std::pair<int, const FlatParams*>, int64_t> batch_of;
     for (size_t i = 0; i < tasks.size(); ++i) {
       const int id = tasks[i].client_id;
       Task& t = tasks_[id];
       t = std::move(opened[i]);
       t.id = next_task_id_++;
-      if (parked_.count(id) > 0) to_send.emplace_back(Unpark(id), t);
+      if (relay_of[i] >= 0) {
+        const FlatParams* global = t.instructions->global.get();
+        int64_t& b = batch_of[{relay_of[i], global}];
+        if (b == 0) {
+          b = next_batch_id_++;
+          Batch& batch = batches_[b];
+          batch.relay = relay_of[i];
+          batch.chunks = for_relays[global];
+          pb::RelayBatchHeader* h = batch.header.mutable_header();
+          h->set_batch_id(b);
+          h->set_deadline_s(round_timeout_s);
+          h->set_num_params(static_cast<int64_t>(global->size()));
+        }
+        t.batch = b;
+        pb::RelayTask* rt = batches_[b].header.mutable_header()->add_tasks();
+        rt->set_client_id(id);
+        ToWire(*t.instructions, t.id, static_cast<int64_t>(t.instructions->global->size()),
+               rt->mutable_header());
+      } else if (parked_.count(id) > 0) {
+        to_send.emplace_back(Unpark(id), t);
+      }
+    }
+    for (auto& [b, batch] : batches_) {
+      if (relay_parked_.count(batch.relay) == 0) continue;
+      batch.sent = true;
+      batches_to_send.emplace_back(UnparkRelay(batch.relay), b);
     }
     lock.unlock();
-    for (auto& [pull, task] : to_send) pull->SendTask(task);
+    for (auto& [pull, task] : to_send) StartSending(pull, task);
+    for (auto& [pull, b] : batches_to_send) StartSending(pull, batches_.at(b));
     lock.lock();
-    const auto deadline = start + Seconds(options_.round_timeout_s);
     size_t remaining = tasks.size();
-    while (remaining > 0) {
+    while (remaining > 0 || WaitingForSums()) {
       while (!arrived_.empty()) {
         Arrival a = std::move(arrived_.front());
         arrived_.pop_front();
         lock.unlock();
         std::string why;
         try {
-          why = sink(a.index, std::move(a.result));
+          why = a.is_sum ? sink.Sum(a.indices, a.sum.get()) : sink(a.index, std::move(a.result));
         } catch (...) {
           Answer(a.verdict, "the server failed while judging it");
           throw;
         }
-        // The client that pushed it is told the round loop's own verdict.
+        lock.lock();
+        if (a.is_sum) {
+          batches_.at(a.batch).sum_in = true;
+        } else {
+          --remaining;
+          // The relay adds the model of an accepted result to its sum.
+          if (a.summed && why.empty()) batches_.at(a.batch).awaiting.push_back(a.index);
+        }
+        lock.unlock();
+        // The client (or relay) that sent it is told the round loop's own verdict.
         Answer(a.verdict, why);
         lock.lock();
-        --remaining;
       }
-      if (remaining == 0) break;
+      if (remaining == 0 && !WaitingForSums()) break;
       const auto now = Clock::now();
+      std::vector<std::shared_ptr<Sending>> stalled;
       for (auto& [id, task] : tasks_) {
         if (!task.open) continue;
         std::string why;
+        const auto sending = sending_.find(id);
         if (!Alive(id, now)) {
           why = "sent nothing for " + std::to_string(options_.heartbeat_timeout_s) +
                 " s (deploy.heartbeat_timeout_s): left the round";
+        } else if (sending != sending_.end() &&
+                   sending->second->StalledSince(now - Seconds(options_.heartbeat_timeout_s))) {
+          // A client that takes none of its task is as gone as a silent one
+          // (a chunk, deploy.chunk_kb, must cross its link within the timeout).
+          why = "took none of its task for " + std::to_string(options_.heartbeat_timeout_s) +
+                " s (deploy.heartbeat_timeout_s): left the round";
+          stalled.push_back(sending->second);
         } else if (now >= deadline) {
-          why = "no result within " + std::to_string(options_.round_timeout_s) +
-                " s (deploy.round_timeout_s)";
+          why = "no result within " + std::to_string(round_timeout_s) + " s (deploy.round_timeout_s)";
         }
         if (why.empty()) continue;
         task.open = false;
         FitResult r = Failed(id, why, /*timed_out=*/true);
         r.cost.time_s = Since(task.opened);
-        arrived_.push_back({task.index, std::move(r), nullptr});
+        Arrival a;
+        a.index = task.index;
+        a.result = std::move(r);
+        arrived_.push_back(std::move(a));
+      }
+      if (!stalled.empty()) {
+        lock.unlock();
+        for (const auto& stream : stalled) stream->Cancel();
+        lock.lock();
+      }
+      // A sum whose relay is gone, or past the deadline, will not come.
+      for (auto& [b, batch] : batches_) {
+        if (batch.awaiting.empty() || batch.sum_in || batch.sum_queued) continue;
+        if (RelayAlive(batch.relay, now) && now < deadline) continue;
+        batch.sum_queued = true;
+        Arrival a;
+        a.is_sum = true;
+        a.batch = b;
+        a.indices = batch.awaiting;
+        arrived_.push_back(std::move(a));
       }
       if (arrived_.empty()) {
         lock.unlock();
@@ -285,6 +390,21 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       }
     }
     tasks_.clear();
+    batches_.clear();
+    // A task still being sent (its client reads slowly, or not at all) ends
+    // with its round: it holds no round and no buffer beyond it.
+    std::vector<std::shared_ptr<Sending>> unfinished;
+    for (auto& [id, sending] : sending_) unfinished.push_back(sending);
+    lock.unlock();
+    for (const auto& sending : unfinished) sending->Cancel();
+  }
+
+  // Whether an accepted result's model still awaits its relay's sum (mutex_ held).
+  bool WaitingForSums() const {
+    for (const auto& [b, batch] : batches_) {
+      if (!batch.awaiting.empty() && !batch.sum_in) return true;
+    }
+    return false;
   }
 
   void WaitForClients(int count, double timeout_s) {
@@ -307,6 +427,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
 
   void Finish(double grace_s) {
     std::vector<TaskStream*> told;
+    std::vector<BatchStream*> relays_told;
     std::unique_lock<std::mutex> lock(mutex_);
     done_ = true;
     // Parked pulls hear it now; the others on their next call.
@@ -315,8 +436,14 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       told.push_back(Unpark(id));
       clients_[id].told_done = true;
     }
+    while (!relay_parked_.empty()) {
+      const int r = relay_parked_.begin()->first;
+      relays_told.push_back(UnparkRelay(r));
+      TellRelayDone(r);
+    }
     lock.unlock();
     for (TaskStream* pull : told) pull->SendStatus(pb::DONE);
+    for (BatchStream* pull : relays_told) pull->SendStatus(pb::DONE);
     lock.lock();
     const auto deadline = Clock::now() + Seconds(grace_s);
     while (Clock::now() < deadline) {
@@ -401,7 +528,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
 
   grpc::ServerWriteReactor<pb::TaskChunk>* PullTask(grpc::CallbackServerContext* context,
                                                     const pb::PullRequest* request) override {
-    auto* pull = new TaskStream(this);
+    auto* pull = new TaskStream(this, context);
     int id = -1;
     grpc::Status refused = Admit(*context, *request, "a task request", request->protocol_version(),
                                  request->client_id(), request->session(), &id);
@@ -422,15 +549,16 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       const auto it = tasks_.find(id);
       if (it != tasks_.end() && it->second.open) {
         const Task task = it->second;
+        pull->owner = id;
         lock.unlock();
-        pull->SendTask(task);
+        StartSending(pull, task);
         return pull;
       }
       if (wait_s > 0) {
         // One parked pull per client: an earlier one is answered now.
         TaskStream* earlier = parked_.count(id) > 0 ? Unpark(id) : nullptr;
         parked_[id] = {pull, Clock::now() + Seconds(wait_s)};
-        pull->client = id;
+        pull->owner = id;
         lock.unlock();
         if (earlier) earlier->SendStatus(pb::WAIT);
         return pull;
@@ -447,6 +575,79 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     return new ResultStream(this, context, reply);
   }
 
+  // --- The relays' side (gRPC handlers) ----------------------------------
+  // A relay is trusted with its clients' identities (it checks their
+  // certificates) and with their models (it sums them); everything it sends
+  // is checked as a client's would be: sizes, numbers, sessions, which of
+  // its clients have open tasks, and that its sums are of what it names.
+
+  grpc::ServerUnaryReactor* RelaySync(grpc::CallbackServerContext* context,
+                                      const pb::RelaySyncRequest* request,
+                                      pb::RelaySyncReply* reply) override {
+    grpc::ServerUnaryReactor* call = context->DefaultReactor();
+    call->Finish(SyncRelay(*context, *request, reply));
+    return call;
+  }
+
+  grpc::ServerWriteReactor<pb::RelayTaskChunk>* RelayPull(grpc::CallbackServerContext* context,
+                                                          const pb::RelayPullRequest* request) override {
+    auto* pull = new BatchStream(this, context);
+    int r = -1;
+    grpc::Status refused = CheckSize(*request, kMaxSmallRequestBytes, "a relay's batch request");
+    if (refused.ok()) refused = AuthenticateRelay(*context, request->protocol_version(), request->relay_id(), &r);
+    if (refused.ok()) refused = CheckSession(request->session());
+    if (refused.ok() && !(request->wait_s() >= 0 && request->wait_s() <= 3600)) {  // NaN fails too
+      refused = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                             "wait_s " + FormatDouble(request->wait_s()) + " is not in [0, 3600]");
+    }
+    if (!refused.ok()) {
+      pull->Finish(refused);
+      return pull;
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    pb::Status status = TouchRelay(r, request->session());
+    if (status == pb::DONE) TellRelayDone(r);
+    if (status == pb::WAIT && !stopping_) {
+      pull->owner = r;
+      // A batch goes to its relay once: one whose stream broke is lost, as
+      // its relay would be.
+      for (auto& [b, batch] : batches_) {
+        if (batch.relay != r || batch.sent) continue;
+        batch.sent = true;
+        lock.unlock();
+        StartSending(pull, batch);
+        return pull;
+      }
+      if (request->wait_s() > 0) {
+        BatchStream* earlier = relay_parked_.count(r) > 0 ? UnparkRelay(r) : nullptr;
+        relay_parked_[r] = {pull, Clock::now() + Seconds(std::min(request->wait_s(), 30.0))};
+        lock.unlock();
+        if (earlier) earlier->SendStatus(pb::WAIT);
+        return pull;
+      }
+    }
+    lock.unlock();
+    pull->SendStatus(status);
+    return pull;
+  }
+
+  grpc::ServerUnaryReactor* RelayResult(grpc::CallbackServerContext* context,
+                                        const pb::RelayResultRequest* request,
+                                        pb::PushReply* reply) override {
+    grpc::ServerUnaryReactor* call = context->DefaultReactor();
+    reply->set_protocol_version(kProtocolVersion);
+    bool judged = false;
+    const grpc::Status status = TakeRelayResult(*context, *request, reply, call, &judged);
+    if (!judged) call->Finish(status);
+    return call;
+  }
+
+  grpc::ServerReadReactor<pb::RelaySumChunk>* RelaySum(grpc::CallbackServerContext* context,
+                                                      pb::PushReply* reply) override {
+    reply->set_protocol_version(kProtocolVersion);
+    return new SumStream(this, context, reply);
+  }
+
  private:
   struct ClientState {
     bool registered = false;
@@ -460,6 +661,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     double total_round_s = 0;
     int64_t results = 0;
     bool told_done = false;
+    int relay = -1;  // the relay it is served through, or -1: directly
   };
   struct Task {
     int64_t id = 0;
@@ -469,42 +671,87 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     std::shared_ptr<const std::vector<pb::TaskChunk>> chunks;
     Clock::time_point opened;
     bool open = true;
+    int64_t batch = 0;  // its relay's batch, or 0: sent directly
   };
 
-  // One PullTask call. It is answered once: with a status alone, or with
-  // the task (its status, this client's header, then the round's shared
-  // model chunks, one write at a time).
-  class TaskStream final : public grpc::ServerWriteReactor<pb::TaskChunk> {
+  // A stream being sent, as others may cancel it: its context, until the
+  // stream is done.
+  class Sending {
    public:
-    explicit TaskStream(Impl* server) : server_(server) {}
+    explicit Sending(grpc::CallbackServerContext* context)
+        : context_(context), progress_(Clock::now().time_since_epoch().count()) {}
+    // A write went through (or the stream started).
+    void Progress() { progress_.store(Clock::now().time_since_epoch().count()); }
+    // Whether the stream has written nothing since `since`.
+    bool StalledSince(Clock::time_point since) const {
+      return Clock::time_point(Clock::duration(progress_.load())) < since;
+    }
+    void Cancel() {
+      std::lock_guard<std::recursive_mutex> lock(mutex_);  // OnDone may run inside TryCancel
+      if (context_) context_->TryCancel();
+    }
+    void Done() {
+      std::lock_guard<std::recursive_mutex> lock(mutex_);
+      context_ = nullptr;
+    }
 
-    int client = -1;  // whose it is, once parked (under mutex_)
+   private:
+    std::recursive_mutex mutex_;
+    grpc::CallbackServerContext* context_;
+    std::atomic<Clock::rep> progress_;
+  };
+
+  // One PullTask call (Chunk = TaskChunk) or RelayPull call (RelayTaskChunk).
+  // It is answered once: with a status alone, or with the task (its status,
+  // its header, then the round's shared model chunks, one write at a time).
+  template <typename Chunk>
+  class ModelStream final : public grpc::ServerWriteReactor<Chunk> {
+   public:
+    static constexpr bool kRelay = std::is_same_v<Chunk, pb::RelayTaskChunk>;
+
+    ModelStream(Impl* server, grpc::CallbackServerContext* context)
+        : sending(std::make_shared<Sending>(context)), server_(server) {}
+
+    // Whose it is (a client's id, a relay's), once parked or sending (under mutex_).
+    int owner = -1;
+    const std::shared_ptr<Sending> sending;
 
     void SendStatus(pb::Status status) {
       status_.set_status(status);
-      StartWriteAndFinish(&status_, grpc::WriteOptions(), grpc::Status::OK);
+      this->StartWriteAndFinish(&status_, grpc::WriteOptions(), grpc::Status::OK);
     }
 
-    void SendTask(const Task& task) {
+    // `header` holds the task's (or batch's) header.
+    void Send(Chunk header, std::shared_ptr<const std::vector<Chunk>> chunks) {
+      sending->Progress();
       status_.set_status(pb::TASK);
-      const FitInstructions& ins = *task.instructions;
-      ToWire(ins, task.id, static_cast<int64_t>(ins.global->size()), header_.mutable_header());
-      chunks_ = task.chunks;
+      header_ = std::move(header);
+      chunks_ = std::move(chunks);
       next_ = 0;
       WriteNext();
     }
 
     void OnWriteDone(bool ok) override {
       if (!ok) {  // the client went away
-        Finish(grpc::Status::OK);
+        this->Finish(grpc::Status::OK);
         return;
       }
+      sending->Progress();
       if (next_ > 2) sent_bytes_ += (*chunks_)[next_ - 3].params().size();
       WriteNext();
     }
 
-    void OnCancel() override { server_->CancelPull(this); }
-    void OnDone() override { delete this; }
+    void OnCancel() override {
+      if constexpr (kRelay) {
+        server_->CancelRelayPull(this);
+      } else {
+        server_->CancelPull(this);
+      }
+    }
+    void OnDone() override {
+      server_->SendingDone(this);
+      delete this;
+    }
 
    private:
     // The status, the header, then the chunks; the last leaves with the
@@ -512,31 +759,35 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     void WriteNext() {
       const size_t total = 2 + chunks_->size();
       const size_t at = next_++;
-      const pb::TaskChunk* message = at == 0 ? &status_ : at == 1 ? &header_ : &(*chunks_)[at - 2];
+      const Chunk* message = at == 0 ? &status_ : at == 1 ? &header_ : &(*chunks_)[at - 2];
       if (at + 1 < total) {
-        StartWrite(message);
+        this->StartWrite(message);
         return;
       }
       if (at >= 2) sent_bytes_ += message->params().size();
       if (server_->monitor_) {
         server_->monitor_->AddBytes(0, static_cast<int64_t>(header_.ByteSizeLong() + sent_bytes_));
       }
-      StartWriteAndFinish(message, grpc::WriteOptions(), grpc::Status::OK);
+      this->StartWriteAndFinish(message, grpc::WriteOptions(), grpc::Status::OK);
     }
 
     Impl* const server_;
-    pb::TaskChunk status_;
-    pb::TaskChunk header_;
-    std::shared_ptr<const std::vector<pb::TaskChunk>> chunks_;
+    Chunk status_;
+    Chunk header_;
+    std::shared_ptr<const std::vector<Chunk>> chunks_;
     size_t next_ = 0;         // the next message to write
     size_t sent_bytes_ = 0;   // model bytes written
   };
+  using TaskStream = ModelStream<pb::TaskChunk>;
+  using BatchStream = ModelStream<pb::RelayTaskChunk>;
 
-  // The round loop's word on a pushed result goes to the call that pushed
-  // it; `call` is null once answered (or when nobody waits: a timeout).
+  // The round loop's word on a result goes to the call that brought it
+  // (a client's PushResult, a relay's RelayResult or RelaySum); `call` is
+  // null once answered (or when nobody waits: a timeout).
   struct Verdict {
-    grpc::ServerReadReactor<pb::ResultChunk>* call = nullptr;
+    const void* call = nullptr;  // identifies the call, for its cancellation
     pb::PushReply* reply = nullptr;
+    std::function<void()> finish;  // ends the call (once its reply is written)
   };
 
   // What a PushResult has learnt of its result so far.
@@ -582,7 +833,8 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
         return;
       }
       // Every chunk is in, or one was refused: the round loop judges it.
-      if (!server_->DeliverResult(header_, std::move(state_), {this, reply_})) {
+      if (!server_->DeliverResult(header_, std::move(state_),
+                                  {this, reply_, [this] { Finish(grpc::Status::OK); }})) {
         Finish(grpc::Status::OK);
       }
     }
@@ -600,13 +852,96 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     PushState state_;
   };
 
+  // What a RelaySum has learnt of its sum so far.
+  struct SumState {
+    int relay = -1;
+    int64_t batch = 0;
+    std::vector<size_t> indices;
+    size_t expected = 0;  // bytes
+    std::string bytes;
+  };
+
+  // One RelaySum call: its header, checked, then the sum's bytes, at most
+  // the size a sum of this model has.
+  class SumStream final : public grpc::ServerReadReactor<pb::RelaySumChunk> {
+   public:
+    SumStream(Impl* server, grpc::CallbackServerContext* context, pb::PushReply* reply)
+        : server_(server), context_(context), reply_(reply) {
+      StartRead(&chunk_);
+    }
+
+    void OnReadDone(bool ok) override {
+      if (!have_header_) {
+        have_header_ = true;
+        const grpc::Status status =
+            ok && chunk_.has_header()
+                ? server_->BeginSum(*context_, chunk_.header(), &state_)
+                : grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a partial sum without a header");
+        if (!status.ok()) {
+          Finish(status);
+          return;
+        }
+      } else if (ok) {
+        if (!chunk_.has_sum() || state_.bytes.size() + chunk_.sum().size() > state_.expected) {
+          Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "a partial sum beyond the " + std::to_string(state_.expected) +
+                                  " bytes it announced"));
+          return;
+        }
+        state_.bytes += chunk_.sum();
+      }
+      if (ok) {
+        StartRead(&chunk_);
+        return;
+      }
+      server_->DeliverSum(std::move(state_), {this, reply_, [this] { Finish(grpc::Status::OK); }});
+    }
+
+    void OnCancel() override {
+      server_->CancelVerdict(this, [this] { Finish(grpc::Status::CANCELLED); });
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    Impl* const server_;
+    grpc::CallbackServerContext* const context_;
+    pb::PushReply* const reply_;
+    pb::RelaySumChunk chunk_;
+    bool have_header_ = false;
+    SumState state_;
+  };
+
+  // What the round loop judges next: a result, or a relay's partial sum
+  // (is_sum) of the results at `indices` (a null sum: it will not come).
   struct Arrival {
     size_t index = 0;
     FitResult result;
     std::shared_ptr<Verdict> verdict;  // null when no client waits for it (a timeout)
+    int64_t batch = 0;    // the relay batch it belongs to, or 0
+    bool summed = false;  // a relay's result, its model in the batch's sum
+    bool is_sum = false;
+    std::vector<size_t> indices;
+    std::shared_ptr<const ModelSum> sum;
   };
+  // A relay as the server knows it.
+  struct RelayState {
+    std::string session;
+    Clock::time_point last_seen;
+    std::set<int> clients;  // as of its last sync
+  };
+  // The tasks of one Fit call that go to one relay, with the model once.
+  struct Batch {
+    int relay = -1;
+    pb::RelayTaskChunk header;
+    std::shared_ptr<const std::vector<pb::RelayTaskChunk>> chunks;
+    bool sent = false;
+    std::vector<size_t> awaiting;  // indices of accepted results whose models its sum holds
+    bool sum_queued = false;       // its sum (or its loss) awaits judging: no other is taken
+    bool sum_in = false;           // judged
+  };
+  template <typename Stream>
   struct Parked {
-    TaskStream* pull = nullptr;
+    Stream* pull = nullptr;
     Clock::time_point until;
   };
 
@@ -618,16 +953,9 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     refused = Authenticate(context, request.protocol_version(), request.client_id(), &id);
     if (!refused.ok()) return refused;
     const int64_t n = request.num_samples();
-    if (n < 1 || n > options_.max_samples) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "claims " + std::to_string(n) + " samples, outside [1, " +
-                              std::to_string(options_.max_samples) + "] (deploy.max_samples)");
-    }
-    if (!(request.speed_ghz() >= 0 && request.speed_ghz() < 1e6 && request.bandwidth_mhz() >= 0 &&
-          request.bandwidth_mhz() < 1e9)) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "states an impossible speed or bandwidth (NaN, negative or too large)");
-    }
+    const std::string impossible =
+        ClaimProblem(n, request.speed_ghz(), request.bandwidth_mhz(), options_.max_samples);
+    if (!impossible.empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, impossible);
     if (!request.model_sha256().empty() && !IsHex(request.model_sha256(), 64)) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "model_sha256 '" + Printable(request.model_sha256(), 80) +
@@ -654,6 +982,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
                               FormatDouble(options_.heartbeat_timeout_s) + " s");
     }
     c.registered = true;
+    c.relay = -1;  // directly now, whatever relay served it before
     c.claimed = n;
     c.num_samples = n;
     c.speed_ghz = request.speed_ghz();
@@ -661,8 +990,16 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     c.session = NewSession();
     c.last_seen = now;
     c.told_done = false;
+    FillRegisterReply(c.session, reply);
+    arrive_cv_.notify_all();
+    return grpc::Status::OK;
+  }
+
+  // What a registration is answered with: the session, and the model and
+  // settings the client is to use.
+  void FillRegisterReply(const std::string& session, pb::RegisterReply* reply) const {
     reply->set_protocol_version(kProtocolVersion);
-    reply->set_session(c.session);
+    reply->set_session(session);
     reply->set_heartbeat_s(options_.heartbeat_s);
     reply->set_num_params(options_.num_params);
     reply->set_chunk_bytes(static_cast<int64_t>(options_.chunk_bytes));
@@ -674,19 +1011,340 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     m->set_profile_layer(options_.model.profile_layer);
     m->set_width(options_.model.width);
     m->set_file_sha256(options_.model.file_sha256);
-    arrive_cv_.notify_all();
-    return grpc::Status::OK;
   }
 
-  // The global model as the task's chunks, at most chunk_bytes each.
-  std::shared_ptr<const std::vector<pb::TaskChunk>> EncodeModel(const FlatParams& global) const {
-    auto chunks = std::make_shared<std::vector<pb::TaskChunk>>();
+  // The global model as a task's (or a relay batch's) chunks, at most
+  // chunk_bytes each.
+  template <typename Chunk>
+  std::shared_ptr<const std::vector<Chunk>> EncodeModel(const FlatParams& global) const {
+    auto chunks = std::make_shared<std::vector<Chunk>>();
     const size_t per_chunk = std::max<size_t>(1, options_.chunk_bytes / sizeof(float));
     for (size_t at = 0; at < global.size(); at += per_chunk) {
       chunks->emplace_back();
       PutFloats(global, at, std::min(per_chunk, global.size() - at), chunks->back().mutable_params());
     }
     return chunks;
+  }
+
+  // Sends `task` on `pull`: the one task stream of its client, whose
+  // earlier one (its client lost it and asked again) is cancelled, so that
+  // a client holds at most one task's buffers at a time.
+  void StartSending(TaskStream* pull, const Task& task) {
+    pb::TaskChunk header;
+    const FitInstructions& ins = *task.instructions;
+    ToWire(ins, task.id, static_cast<int64_t>(ins.global->size()), header.mutable_header());
+    SendOn(pull, std::move(header), task.chunks);
+  }
+
+  // The same for a relay's batch.
+  void StartSending(BatchStream* pull, const Batch& batch) {
+    SendOn(pull, batch.header, batch.chunks);
+  }
+
+  template <typename Chunk>
+  void SendOn(ModelStream<Chunk>* pull, Chunk header,
+              std::shared_ptr<const std::vector<Chunk>> chunks) {
+    std::shared_ptr<Sending> earlier;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& slot = sending_[SendingKey(pull)];
+      if (slot) earlier = slot;
+      slot = pull->sending;
+    }
+    if (earlier) earlier->Cancel();
+    pull->Send(std::move(header), std::move(chunks));
+  }
+
+  template <typename Chunk>
+  void SendingDone(ModelStream<Chunk>* pull) {
+    pull->sending->Done();
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = sending_.find(SendingKey(pull));
+    if (it != sending_.end() && it->second == pull->sending) sending_.erase(it);
+  }
+
+  // Clients' streams under their ids, relays' under -1 - r.
+  template <typename Chunk>
+  static int SendingKey(const ModelStream<Chunk>* pull) {
+    return ModelStream<Chunk>::kRelay ? -1 - pull->owner : pull->owner;
+  }
+
+  // A relay's sync: who it serves now. Each client it names is checked as a
+  // registration would be; those it may not serve are named in the reply.
+  grpc::Status SyncRelay(const grpc::CallbackServerContext& context,
+                         const pb::RelaySyncRequest& request, pb::RelaySyncReply* reply) {
+    const size_t limit = 1024 + 40 * static_cast<size_t>(options_.num_clients);
+    grpc::Status refused = CheckSize(request, limit, "a relay's sync");
+    int r = -1;
+    if (refused.ok()) refused = AuthenticateRelay(context, request.protocol_version(), request.relay_id(), &r);
+    if (refused.ok() && !request.session().empty()) refused = CheckSession(request.session());
+    if (!refused.ok()) return refused;
+    try {
+      CheckRelayedIds(request, options_.num_clients);
+    } catch (const Error& e) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, e.what());
+    }
+    reply->set_protocol_version(kProtocolVersion);
+    std::lock_guard<std::mutex> lock(mutex_);
+    RelayState& relay = relays_[r];
+    if (!request.session().empty() && request.session() != relay.session) {
+      reply->set_status(pb::UNKNOWN_SESSION);  // the server restarted: sync afresh
+      return grpc::Status::OK;
+    }
+    const auto now = Clock::now();
+    if (request.session().empty()) {  // a relay (re)starting: what it served before is gone
+      relay.session = NewSession();
+      relay.clients.clear();
+    }
+    relay.last_seen = now;
+    int alive = options_.max_clients > 0 ? CountAlive(now) : 0;
+    std::set<int> serving;
+    for (const pb::RelayedClient& c : request.clients()) {
+      const bool was_alive = Alive(c.client_id(), now);
+      const std::string why = TakeRelayed(r, c, was_alive, alive, now);
+      if (why.empty()) {
+        serving.insert(c.client_id());
+        alive += was_alive ? 0 : 1;
+      } else {
+        reply->add_refused_ids(c.client_id());
+        reply->add_refused_reasons(why);
+      }
+    }
+    relay.clients = std::move(serving);
+    reply->set_session(relay.session);
+    reply->set_status(done_ ? pb::DONE : pb::WAIT);
+    if (done_) TellRelayDone(r);
+    FillRegisterReply("", reply->mutable_setup());
+    reply->set_num_clients(options_.num_clients);
+    reply->set_max_samples(options_.max_samples);
+    reply->set_heartbeat_timeout_s(options_.heartbeat_timeout_s);
+    arrive_cv_.notify_all();
+    return grpc::Status::OK;
+  }
+
+  // Why relay `r` may not serve client `c` now, or "" once it does (mutex_
+  // held): the checks of a registration, and a client is served one way at
+  // a time.
+  std::string TakeRelayed(int r, const pb::RelayedClient& c, bool was_alive, int alive,
+                          Clock::time_point now) {
+    const int id = c.client_id();
+    ClientState& state = clients_[id];
+    const int64_t n = c.num_samples();
+    const std::string impossible = ClaimProblem(n, c.speed_ghz(), c.bandwidth_mhz(), options_.max_samples);
+    if (!impossible.empty()) return impossible;
+    if (state.claimed > 0 && state.claimed != n) {
+      return "registered with " + std::to_string(state.claimed) + " samples in this run; it may not claim " +
+             std::to_string(n) + " now";
+    }
+    if (was_alive && state.relay != r) {
+      return state.relay < 0 ? "registered with the server directly"
+                             : "served by relay " + std::to_string(state.relay);
+    }
+    if (!was_alive && options_.max_clients > 0 && alive >= options_.max_clients) {
+      return "the server holds its most connected clients, " + std::to_string(options_.max_clients) +
+             " (deploy.max_clients)";
+    }
+    if (!was_alive) state.told_done = false;
+    state.registered = true;
+    state.relay = r;
+    state.claimed = n;
+    state.num_samples = n;
+    state.speed_ghz = c.speed_ghz();
+    state.bandwidth_mhz = c.bandwidth_mhz();
+    state.session.clear();  // it speaks to the server only through its relay
+    state.last_seen = now;
+    return "";
+  }
+
+  // Relay `r` heard from under `session`; what it should do next (mutex_ held).
+  pb::Status TouchRelay(int r, const std::string& session) {
+    RelayState& relay = relays_[r];
+    if (relay.session.empty() || session != relay.session) return pb::UNKNOWN_SESSION;
+    relay.last_seen = Clock::now();
+    return done_ ? pb::DONE : pb::WAIT;
+  }
+
+  // A relay's result: the same checks as a client's PushResult (wire.h, the
+  // open task, the registered sample count), and no model (its model goes
+  // into the relay's sum once the result is accepted). Sets *judged when the
+  // result went to the round loop, whose verdict ends `call`.
+  grpc::Status TakeRelayResult(const grpc::CallbackServerContext& context,
+                               const pb::RelayResultRequest& request, pb::PushReply* reply,
+                               grpc::ServerUnaryReactor* call, bool* judged) {
+    *judged = false;
+    grpc::Status refused = CheckSize(request, kHeaderAllowance, "a relayed result");
+    int r = -1;
+    if (refused.ok()) refused = AuthenticateRelay(context, request.protocol_version(), request.relay_id(), &r);
+    if (refused.ok()) refused = CheckSession(request.session());
+    if (!refused.ok()) return refused;
+    const pb::ResultHeader& header = request.result();
+    const int id = header.client_id();
+    if (id < 0 || id >= options_.num_clients) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "a result of client " + std::to_string(id) + ", not one of 0.." +
+                              std::to_string(options_.num_clients - 1));
+    }
+    FitResult result;
+    std::string why;
+    try {
+      result = FromWire(header);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    Task task;
+    int64_t registered = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (TouchRelay(r, request.session()) == pb::UNKNOWN_SESSION) {
+        reply->set_reason("unknown session: sync again");
+        return grpc::Status::OK;
+      }
+      const auto it = tasks_.find(id);
+      if (clients_[id].relay != r || it == tasks_.end() || !it->second.open ||
+          it->second.batch != request.batch_id() || it->second.id != header.task_id()) {
+        const std::string stale = "task " + std::to_string(header.task_id()) + " of client " +
+                                  std::to_string(id) + " is not open in batch " +
+                                  std::to_string(request.batch_id()) + " of this relay";
+        refusals_.Refuse("relay " + std::to_string(r), "stale results", "RelayResult: " + stale);
+        reply->set_reason(stale);
+        return grpc::Status::OK;
+      }
+      task = it->second;
+      registered = clients_[id].num_samples;
+    }
+    if (why.empty() && header.num_samples() != registered) {
+      why = "claims " + std::to_string(header.num_samples()) + " samples; it registered " +
+            std::to_string(registered) + ", its aggregation weight for the run";
+    }
+    if (why.empty() && header.num_params() != 0) {
+      why = "a relayed result brings " + std::to_string(header.num_params()) +
+            " model values; its model belongs in its relay's sum";
+    }
+    const double elapsed = Since(task.opened);
+    if (!why.empty()) {
+      refusals_.Refuse("relay " + std::to_string(r), "malformed results",
+                       "RelayResult of client " + std::to_string(id) + ": " + Printable(why, 400));
+      result = Failed(id, "refused on arrival: " + why, /*timed_out=*/false);
+    } else if (result.ok) {
+      const double profiling_s = header.profiling_s();
+      result.client_id = id;  // whatever it claimed, this is who it is
+      result.num_samples = registered;
+      result.cost = ResultCost();
+      result.cost.time_s = elapsed;
+      result.cost.profiling_time_s = std::clamp(profiling_s, 0.0, elapsed);
+      result.summed = task.instructions->train.epochs > 0;
+    } else {
+      result = Failed(id, result.error.empty() ? "failed at its relay" : result.error, result.timed_out);
+      result.cost.time_s = elapsed;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = tasks_.find(id);
+    if (stopping_ || it == tasks_.end() || !it->second.open || it->second.id != task.id) {
+      reply->set_reason("the round ended while the result arrived");
+      return grpc::Status::OK;
+    }
+    it->second.open = false;
+    if (result.ok) {
+      ClientState& c = clients_[id];
+      c.last_round_s = elapsed;
+      c.total_round_s += elapsed;
+      c.results += 1;
+    }
+    Arrival a;
+    a.index = task.index;
+    a.batch = task.batch;
+    a.summed = result.summed;
+    a.result = std::move(result);
+    a.verdict = std::make_shared<Verdict>(Verdict{call, reply, [call] { call->Finish(grpc::Status::OK); }});
+    arrived_.push_back(std::move(a));
+    arrive_cv_.notify_all();
+    *judged = true;
+    return grpc::Status::OK;
+  }
+
+  // A relay's sum header: its batch, the clients it names (each with a task
+  // in the batch, once) and its size, which must be that of a sum of this
+  // model.
+  grpc::Status BeginSum(const grpc::CallbackServerContext& context, const pb::RelaySumHeader& header,
+                        SumState* state) {
+    int r = -1;
+    grpc::Status refused = CheckSize(header, 64 + 8 * static_cast<size_t>(options_.num_clients), "a sum header");
+    if (refused.ok()) refused = AuthenticateRelay(context, header.protocol_version(), header.relay_id(), &r);
+    if (refused.ok()) refused = CheckSession(header.session());
+    if (!refused.ok()) return refused;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (TouchRelay(r, header.session()) == pb::UNKNOWN_SESSION) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "unknown session: sync again");
+    }
+    const auto b = batches_.find(header.batch_id());
+    if (b == batches_.end() || b->second.relay != r || b->second.sum_in || b->second.sum_queued) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "batch " + std::to_string(header.batch_id()) + " awaits no sum of this relay");
+    }
+    std::set<int> named;
+    for (int id : header.client_ids()) {
+      const auto t = tasks_.find(id);
+      if (!named.insert(id).second || t == tasks_.end() || t->second.batch != header.batch_id()) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "the sum names client " + std::to_string(id) +
+                                ", twice or without a task in its batch");
+      }
+      state->indices.push_back(t->second.index);
+    }
+    state->relay = r;
+    state->batch = header.batch_id();
+    state->expected = sum_bytes_;
+    if (header.bytes() != static_cast<int64_t>(sum_bytes_)) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "a sum of " + std::to_string(header.bytes()) + " bytes; one of this model has " +
+                              std::to_string(sum_bytes_));
+    }
+    state->bytes.reserve(sum_bytes_);
+    return grpc::Status::OK;
+  }
+
+  // A relay's sum, read whole: the round loop judges it (ModelSum::Parse
+  // first checks it is a sum that its count of models could make).
+  void DeliverSum(SumState state, Verdict verdict) {
+    Arrival a;
+    a.is_sum = true;
+    a.batch = state.batch;
+    a.indices = std::move(state.indices);
+    const std::string origin = "relay " + std::to_string(state.relay) + "'s sum";
+    std::string why;
+    if (state.bytes.size() != state.expected) {
+      why = "the sum ended after " + std::to_string(state.bytes.size()) + " of its " +
+            std::to_string(state.expected) + " bytes";
+    } else {
+      try {
+        a.sum = std::make_shared<const ModelSum>(ModelSum::Parse(state.bytes, origin));
+      } catch (const Error& e) {
+        why = e.what();
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto b = batches_.find(state.batch);
+    if (stopping_ || b == batches_.end() || b->second.sum_in || b->second.sum_queued) {
+      verdict.reply->set_reason("the round ended while the sum arrived");
+      verdict.finish();
+      return;
+    }
+    if (!why.empty()) {
+      // Refused whole: its results' models are lost to the round.
+      refusals_.Refuse("relay " + std::to_string(state.relay), "malformed sums", "RelaySum: " + Printable(why, 400));
+      verdict.reply->set_reason(Printable(why, kMaxErrorLength));
+      verdict.finish();
+      b->second.sum_queued = true;
+      a.indices = b->second.awaiting;
+      a.sum.reset();
+      arrived_.push_back(std::move(a));
+      arrive_cv_.notify_all();
+      return;
+    }
+    b->second.sum_queued = true;  // it came: no other will be taken
+    a.verdict = std::make_shared<Verdict>(std::move(verdict));
+    arrived_.push_back(std::move(a));
+    arrive_cv_.notify_all();
   }
 
   // Takes client `id`'s parked pull out; mutex_ held, the caller answers it.
@@ -698,6 +1356,22 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     return pull;
   }
 
+  // Takes relay `r`'s parked batch request out; mutex_ held, the caller answers it.
+  BatchStream* UnparkRelay(int r) {
+    const auto it = relay_parked_.find(r);
+    BatchStream* pull = it->second.pull;
+    relay_parked_.erase(it);
+    relays_[r].last_seen = Clock::now();
+    return pull;
+  }
+
+  // Relay `r` has heard that the run is done, and so, through it, have its
+  // clients. mutex_ held.
+  void TellRelayDone(int r) {
+    for (int id : relays_[r].clients) clients_[id].told_done = true;
+    arrive_cv_.notify_all();
+  }
+
   // Answers parked pulls whose wait has ended, every 100 ms, until the
   // server stops.
   void WakeExpiredPulls() {
@@ -705,14 +1379,23 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     while (!stopping_) {
       waker_cv_.wait_for(lock, std::chrono::milliseconds(100));
       const auto now = Clock::now();
-      std::vector<std::pair<TaskStream*, pb::Status>> ended;
+      const pb::Status status = done_ ? pb::DONE : pb::WAIT;
+      std::vector<TaskStream*> ended;
       for (auto it = parked_.begin(); it != parked_.end();) {
         const int id = it++->first;
-        if (parked_.at(id).until <= now) ended.emplace_back(Unpark(id), done_ ? pb::DONE : pb::WAIT);
+        if (parked_.at(id).until <= now) ended.push_back(Unpark(id));
       }
-      if (ended.empty()) continue;
+      std::vector<BatchStream*> relays_ended;
+      for (auto it = relay_parked_.begin(); it != relay_parked_.end();) {
+        const int r = it++->first;
+        if (relay_parked_.at(r).until > now) continue;
+        relays_ended.push_back(UnparkRelay(r));
+        if (done_) TellRelayDone(r);
+      }
+      if (ended.empty() && relays_ended.empty()) continue;
       lock.unlock();
-      for (auto& [pull, status] : ended) pull->SendStatus(status);
+      for (TaskStream* pull : ended) pull->SendStatus(status);
+      for (BatchStream* pull : relays_ended) pull->SendStatus(status);
       lock.lock();
     }
   }
@@ -722,9 +1405,19 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
   void CancelPull(TaskStream* pull) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      const auto it = parked_.find(pull->client);
+      const auto it = parked_.find(pull->owner);
       if (it == parked_.end() || it->second.pull != pull) return;
-      Unpark(pull->client);
+      Unpark(pull->owner);
+    }
+    pull->Finish(grpc::Status::CANCELLED);
+  }
+
+  void CancelRelayPull(BatchStream* pull) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto it = relay_parked_.find(pull->owner);
+      if (it == relay_parked_.end() || it->second.pull != pull) return;
+      UnparkRelay(pull->owner);
     }
     pull->Finish(grpc::Status::CANCELLED);
   }
@@ -852,7 +1545,11 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       c.total_round_s += elapsed;
       c.results += 1;
     }
-    arrived_.push_back({state.task.index, std::move(result), std::make_shared<Verdict>(verdict)});
+    Arrival a;
+    a.index = state.task.index;
+    a.result = std::move(result);
+    a.verdict = std::make_shared<Verdict>(std::move(verdict));
+    arrived_.push_back(std::move(a));
     arrive_cv_.notify_all();
     return true;
   }
@@ -860,7 +1557,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
   // The round loop's verdict on a pushed result ends its call; "" accepts.
   void Answer(const std::shared_ptr<Verdict>& verdict, const std::string& why) {
     if (!verdict) return;
-    grpc::ServerReadReactor<pb::ResultChunk>* call = nullptr;
+    const void* call = nullptr;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       std::swap(call, verdict->call);
@@ -868,12 +1565,19 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     if (!call) return;  // its client went away
     verdict->reply->set_accepted(why.empty());
     verdict->reply->set_reason(Printable(why, kMaxErrorLength));
-    call->Finish(grpc::Status::OK);
+    verdict->finish();
   }
 
   // A push whose client went away while its result waited for a verdict is
   // finished now; the round loop still judges the result.
   void CancelPush(grpc::ServerReadReactor<pb::ResultChunk>* call) {
+    CancelVerdict(call, [call] { call->Finish(grpc::Status::CANCELLED); });
+  }
+
+  // A call whose result waits for the round loop's verdict, cancelled by
+  // its caller, is finished now with `finish`; the round loop still judges
+  // the result.
+  void CancelVerdict(const void* call, const std::function<void()>& finish) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       bool waiting = false;
@@ -885,7 +1589,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       }
       if (!waiting) return;
     }
-    call->Finish(grpc::Status::CANCELLED);
+    finish();
   }
 
   // Housekeeping while the round loop waits: refusal counts whose window
@@ -905,8 +1609,18 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
   // of its waits at the server (parked).
   bool Alive(int id, Clock::time_point now) const {
     const ClientState& c = clients_[id];
+    if (c.relay >= 0) {  // while its relay is there and says it is
+      const auto it = relays_.find(c.relay);
+      return c.registered && RelayAlive(c.relay, now) && it->second.clients.count(id) > 0;
+    }
     return c.registered && (now - c.last_seen <= Seconds(options_.heartbeat_timeout_s) ||
                             parked_.count(id) > 0);
+  }
+
+  bool RelayAlive(int r, Clock::time_point now) const {
+    const auto it = relays_.find(r);
+    return it != relays_.end() && (now - it->second.last_seen <= Seconds(options_.heartbeat_timeout_s) ||
+                                   relay_parked_.count(r) > 0);
   }
 
   int CountAlive(Clock::time_point now) const {
@@ -966,6 +1680,32 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     return refused;
   }
 
+  // The id of the calling relay: its certificate's (mutual TLS), which must
+  // equal the id it claims, or the claim itself without TLS.
+  grpc::Status AuthenticateRelay(const grpc::ServerContextBase& context, uint32_t version, int claimed,
+                                 int* relay) {
+    const std::string mismatch = ProtocolMismatch(version, "the relay");
+    if (!mismatch.empty()) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, mismatch);
+    if (tls()) {
+      const CertifiedPeer peer = CertifiedClient(context);
+      if (peer.relay < 0) {
+        return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                            "only a relay's certificate may make a relay's calls" +
+                                (peer.problem.empty() ? "" : " (" + peer.problem + ")"));
+      }
+      if (peer.relay != claimed) {
+        return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                            "certificate of relay " + std::to_string(peer.relay) +
+                                " used to speak as relay " + std::to_string(claimed));
+      }
+    }
+    if (claimed < 0 || claimed >= 1000000000) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "relay id " + std::to_string(claimed));
+    }
+    *relay = claimed;
+    return grpc::Status::OK;
+  }
+
   // Sessions are the server's own (NewSession): anything else is malformed.
   static grpc::Status CheckSession(const std::string& session) {
     if (IsHex(session, 32)) return grpc::Status::OK;
@@ -990,7 +1730,10 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     const auto it = tasks_.find(id);
     if (it == tasks_.end() || !it->second.open) return;
     it->second.open = false;
-    arrived_.push_back({it->second.index, Failed(id, "refused on arrival: " + why, false), nullptr});
+    Arrival a;
+    a.index = it->second.index;
+    a.result = Failed(id, "refused on arrival: " + why, false);
+    arrived_.push_back(std::move(a));
     arrive_cv_.notify_all();
   }
 
@@ -1018,7 +1761,16 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     return grpc::Status::OK;
   }
 
+  // The size of a partial sum of this model (ModelSum::Serialize).
+  static size_t SumBytes(int64_t num_params) {
+    ModelSum sum;
+    sum.Reset(static_cast<size_t>(std::max<int64_t>(0, num_params)));
+    return sum.Serialize().size();
+  }
+
   const GrpcServerOptions options_;
+  const size_t sum_bytes_;
+  std::atomic<double> round_timeout_s_{options_.round_timeout_s};  // a relay's follows each batch
   RunMonitor* const monitor_ = RunMonitor::Active();  // --monitor's, or null
   RefusalLog refusals_;  // before server_: the interceptors use it until the server is gone
   std::unique_ptr<grpc::Server> server_;
@@ -1030,7 +1782,12 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
   std::condition_variable waker_cv_;   // the server stops
   std::vector<ClientState> clients_;
   std::map<int, Task> tasks_;      // open tasks of the current Fit call, by client id
-  std::map<int, Parked> parked_;   // waiting task requests, by client id
+  std::map<int, Parked<TaskStream>> parked_;  // waiting task requests, by client id
+  std::map<int, std::shared_ptr<Sending>> sending_;  // streams being sent (SendingKey)
+  std::map<int, RelayState> relays_;                 // by relay id
+  std::map<int, Parked<BatchStream>> relay_parked_;  // waiting batch requests, by relay id
+  std::map<int64_t, Batch> batches_;                 // of the current Fit call
+  int64_t next_batch_id_ = 1;
   std::deque<Arrival> arrived_;
   int64_t next_task_id_ = 1;
   Clock::time_point last_trim_;  // the round loop's thread alone
@@ -1044,6 +1801,7 @@ GrpcTransport::~GrpcTransport() = default;
 std::string GrpcTransport::address() const { return impl_->address(); }
 int GrpcTransport::num_clients() const { return impl_->num_clients(); }
 std::vector<ClientInfo> GrpcTransport::Available() { return impl_->Available(); }
+void GrpcTransport::SetRoundTimeout(double seconds) { impl_->SetRoundTimeout(seconds); }
 void GrpcTransport::Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) {
   impl_->Fit(tasks, sink);
 }

@@ -34,6 +34,9 @@ struct GrpcServerOptions {
   // registration past it is refused as RESOURCE_EXHAUSTED, which clients
   // retry after a jittered back-off.
   int max_clients = 0;
+  // The certificate the server presents: DIR/<cert_name>.crt and .key
+  // (a relay presents its own, relay-<r>).
+  std::string cert_name = "server";
 };
 
 // The server side of the deployment protocol (proto/federation.proto) over
@@ -47,7 +50,14 @@ struct GrpcServerOptions {
 // and handed on as a failed result, one that arrives after its round closed
 // is dropped. A push is answered with the round loop's own verdict (the
 // ResultSink's), so `accepted` means the result counts. Every refusal is
-// logged by caller through a RefusalLog (repeats counted). Thread-safe.
+// logged by caller through a RefusalLog (repeats counted).
+//
+// Clients may also come through relays (proto/federation.proto, `fedprof
+// relay`), whose certificates name them relay-<r>: a relay's clients get
+// their tasks in one batch per relay (the model once), and their results
+// come without models, whose accepted ones arrive as the relay's exact
+// partial sum (ResultSink::Sum). A relay that goes silent takes its clients
+// with it, as a silent client takes itself. Thread-safe.
 class GrpcTransport : public Transport {
  public:
   // Starts serving. Throws fedprof::Error when the address cannot be bound
@@ -65,6 +75,10 @@ class GrpcTransport : public Transport {
   // Opens a task for each client and waits until every one has a result,
   // has left (no heartbeat) or the round deadline passes.
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
+
+  // How long a Fit call waits for results from now on (at first
+  // options.round_timeout_s): a relay's follows each batch's deadline.
+  void SetRoundTimeout(double seconds);
 
   // Says where it listens and waits for min_clients (WaitForClients).
   void Open() override;

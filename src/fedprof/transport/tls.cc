@@ -28,20 +28,25 @@ std::string ReadPem(const std::string& dir, const std::string& name) {
 
 }  // namespace
 
-std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const std::string& tls_dir) {
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const std::string& tls_dir,
+                                                           const std::string& name) {
   if (tls_dir.empty()) return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions options(
       GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   options.pem_root_certs = ReadPem(tls_dir, "ca.crt");
   options.pem_key_cert_pairs.push_back(
-      {ReadPem(tls_dir, "server.key"), ReadPem(tls_dir, "server.crt")});
+      {ReadPem(tls_dir, name + ".key"), ReadPem(tls_dir, name + ".crt")});
   return grpc::SslServerCredentials(options);
 }
 
 std::shared_ptr<grpc::ChannelCredentials> ClientCredentials(const std::string& tls_dir, int id) {
+  return ClientCredentials(tls_dir, "client-" + std::to_string(id));
+}
+
+std::shared_ptr<grpc::ChannelCredentials> ClientCredentials(const std::string& tls_dir,
+                                                            const std::string& name) {
   if (tls_dir.empty()) return grpc::InsecureChannelCredentials();
   grpc::SslCredentialsOptions options;
-  const std::string name = "client-" + std::to_string(id);
   options.pem_root_certs = ReadPem(tls_dir, "ca.crt");
   options.pem_private_key = ReadPem(tls_dir, name + ".key");
   options.pem_cert_chain = ReadPem(tls_dir, name + ".crt");
@@ -50,32 +55,38 @@ std::shared_ptr<grpc::ChannelCredentials> ClientCredentials(const std::string& t
 
 CertifiedPeer CertifiedClient(const grpc::ServerContextBase& context) {
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (!auth || !auth->IsPeerAuthenticated()) return {-1, "no verified client certificate"};
+  if (!auth || !auth->IsPeerAuthenticated()) return {-1, -1, "no verified client certificate"};
   // gRPC names only the first CN (x509_common_name): read the certificate.
   const std::vector<grpc::string_ref> pems = auth->FindPropertyValues("x509_pem_cert");
-  if (pems.size() != 1) return {-1, "no client certificate"};
+  if (pems.size() != 1) return {-1, -1, "no client certificate"};
   std::unique_ptr<BIO, decltype(&BIO_free)> bio(
       BIO_new_mem_buf(pems[0].data(), static_cast<int>(pems[0].size())), BIO_free);
   std::unique_ptr<X509, decltype(&X509_free)> cert(
       bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr, X509_free);
-  if (!cert) return {-1, "an unreadable client certificate"};
+  if (!cert) return {-1, -1, "an unreadable client certificate"};
   const X509_NAME* subject = X509_get_subject_name(cert.get());
   const int first = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
-  if (first < 0) return {-1, "a certificate without a common name"};
+  if (first < 0) return {-1, -1, "a certificate without a common name"};
   if (X509_NAME_get_index_by_NID(subject, NID_commonName, first) >= 0) {
-    return {-1, "a certificate with more than one common name"};
+    return {-1, -1, "a certificate with more than one common name"};
   }
   const ASN1_STRING* data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, first));
   const std::string cn(reinterpret_cast<const char*>(ASN1_STRING_get0_data(data)),
                        static_cast<size_t>(ASN1_STRING_length(data)));
-  const std::string prefix = "client-";
-  const int id = cn.compare(0, prefix.size(), prefix) == 0
-                     ? ParseClientId(cn.substr(prefix.size()), 1000000000)
-                     : -1;
-  if (id < 0) {
-    return {-1, "certificate CN '" + Printable(cn, 64) + "' is not client-<id> (canonical decimal)"};
+  // The number after `prefix`, or -1.
+  const auto numbered = [&cn](const std::string& prefix) {
+    return cn.compare(0, prefix.size(), prefix) == 0 ? ParseClientId(cn.substr(prefix.size()), 1000000000)
+                                                     : -1;
+  };
+  CertifiedPeer peer;
+  peer.id = numbered("client-");
+  peer.relay = numbered("relay-");
+  if (peer.id < 0 && peer.relay < 0) {
+    peer.problem = "certificate CN '" + Printable(cn, 64) + "' is not client-<id> (canonical decimal)";
+  } else if (peer.id < 0) {
+    peer.problem = "a relay's certificate (relay-" + std::to_string(peer.relay) + ")";
   }
-  return {id, ""};
+  return peer;
 }
 
 }  // namespace fedprof

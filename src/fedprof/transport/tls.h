@@ -13,23 +13,30 @@
 
 namespace fedprof {
 
-// The server's credentials from DIR/ca.crt, server.crt, server.key: it
-// presents server.crt and requires a client certificate signed by ca.crt.
-// An empty `tls_dir` gives plaintext credentials. Throws fedprof::Error
-// naming a missing or unreadable file.
-std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const std::string& tls_dir);
+// The server's credentials from DIR/ca.crt, <name>.crt, <name>.key (the
+// server's, or relay-<r>'s when a relay serves its clients): it presents
+// <name>.crt and requires a client certificate signed by ca.crt. An empty
+// `tls_dir` gives plaintext credentials. Throws fedprof::Error naming a
+// missing or unreadable file.
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const std::string& tls_dir,
+                                                           const std::string& name = "server");
 
 // Client `id`'s credentials from DIR/ca.crt, client-<id>.crt, client-<id>.key:
 // it trusts only servers certified by ca.crt. Empty `tls_dir`: plaintext.
 std::shared_ptr<grpc::ChannelCredentials> ClientCredentials(const std::string& tls_dir, int id);
+// The same for the certificate <name>.crt (a relay's, towards its server).
+std::shared_ptr<grpc::ChannelCredentials> ClientCredentials(const std::string& tls_dir,
+                                                            const std::string& name);
 
 // Who the peer's verified certificate says it is. The id is read strictly:
-// the subject holds exactly one common name, "client-<id>" with the id in
-// canonical decimal (no sign, no leading zero, at most 9 digits), as
-// scripts/make-certs.sh writes it. Otherwise `id` is -1 and `problem` says
-// why (no certificate, no CN, two CNs, "client-01", ...).
+// the subject holds exactly one common name, "client-<id>" (or a relay's
+// "relay-<r>") with the number in canonical decimal (no sign, no leading
+// zero, at most 9 digits), as scripts/make-certs.sh writes it. Otherwise
+// `id` and `relay` are -1 and `problem` says why (no certificate, no CN, two
+// CNs, "client-01", ...).
 struct CertifiedPeer {
-  int id = -1;
+  int id = -1;     // a client's certificate
+  int relay = -1;  // a relay's
   std::string problem;
 };
 CertifiedPeer CertifiedClient(const grpc::ServerContextBase& context);

@@ -4,8 +4,10 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "fedprof/aggregation/model_sum.h"
 #include "fedprof/protocol/messages.h"
 
 namespace fedprof {
@@ -65,7 +67,34 @@ class Transport {
   // else why it was refused; a transport that answers its client
   // (PushReply.accepted) answers with this verdict. Called from any thread,
   // but never from two at once.
-  using ResultSink = std::function<std::string(size_t index, FitResult&& result)>;
+  //
+  // A relay's results come without their models (FitResult::summed): the
+  // models of those accepted come afterwards as one exact partial sum,
+  // handed to Sum with the results' indices (or a null sum when it is lost,
+  // its relay gone). Sum returns "" when the sum is used, else why not, and
+  // then those results' models are lost. A sink made of one function takes
+  // no sums; a transport that has them (relays) needs one that does.
+  class ResultSink {
+   public:
+    using Each = std::function<std::string(size_t index, FitResult&& result)>;
+    using Summed = std::function<std::string(const std::vector<size_t>& indices, const ModelSum* sum)>;
+    template <typename F, typename = std::enable_if_t<
+                              std::is_invocable_r_v<std::string, F&, size_t, FitResult&&>>>
+    ResultSink(F each) : each_(std::move(each)) {}  // NOLINT: a function is a sink
+    ResultSink(Each each, Summed summed) : each_(std::move(each)), summed_(std::move(summed)) {}
+
+    std::string operator()(size_t index, FitResult&& result) const {
+      return each_(index, std::move(result));
+    }
+    bool TakesSums() const { return static_cast<bool>(summed_); }
+    std::string Sum(const std::vector<size_t>& indices, const ModelSum* sum) const {
+      return summed_ ? summed_(indices, sum) : "this round takes no partial sums";
+    }
+
+   private:
+    Each each_;
+    Summed summed_;
+  };
 
   // Sends each client in `tasks` (distinct ids) its own instructions and
   // hands every result to `sink`, in any order, returning once all have

@@ -223,6 +223,49 @@ FitResult FromWire(const pb::ResultHeader& h) {
   return r;
 }
 
+std::string ClaimProblem(int64_t num_samples, double speed_ghz, double bandwidth_mhz,
+                         int64_t max_samples) {
+  if (num_samples < 1 || num_samples > max_samples) {
+    return "claims " + std::to_string(num_samples) + " samples, outside [1, " +
+           std::to_string(max_samples) + "] (deploy.max_samples)";
+  }
+  if (!(speed_ghz >= 0 && speed_ghz < 1e6 && bandwidth_mhz >= 0 && bandwidth_mhz < 1e9)) {
+    return "states an impossible speed or bandwidth (NaN, negative or too large)";
+  }
+  return "";
+}
+
+void CheckRelayedIds(const pb::RelaySyncRequest& request, int num_clients) {
+  int previous = -1;
+  for (const pb::RelayedClient& c : request.clients()) {
+    if (c.client_id() <= previous || c.client_id() >= num_clients) {
+      throw Error("its clients are not distinct ids of 0.." + std::to_string(num_clients - 1) +
+                  " in increasing order");
+    }
+    previous = c.client_id();
+  }
+}
+
+std::vector<ClientInstructions> FromWire(const pb::RelayBatchHeader& batch, int num_clients,
+                                         std::shared_ptr<const FlatParams> global,
+                                         std::map<int, int64_t>* task_ids) {
+  std::vector<ClientInstructions> tasks;
+  task_ids->clear();
+  for (const pb::RelayTask& t : batch.tasks()) {
+    const int id = t.client_id();
+    if (id < 0 || id >= num_clients || !task_ids->emplace(id, t.header().task_id()).second) {
+      throw Error("a task for client " + std::to_string(id) + ", twice or not one of 0.." +
+                  std::to_string(num_clients - 1));
+    }
+    ClientInstructions c;
+    c.client_id = id;
+    c.instructions = FromWire(t.header());
+    c.instructions.global = global;
+    tasks.push_back(std::move(c));
+  }
+  return tasks;
+}
+
 void AppendFloats(const std::string& bytes, size_t expected, FlatParams* out) {
   if (bytes.size() % sizeof(float) != 0) {
     throw Error("model chunk of " + std::to_string(bytes.size()) + " bytes is not whole float32s");

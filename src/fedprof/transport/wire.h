@@ -7,7 +7,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "fedprof/models/spec.h"
 #include "fedprof/protocol/messages.h"
@@ -17,6 +20,8 @@ namespace federation::v1 {
 class TaskHeader;
 class ResultHeader;
 class ModelSpec;
+class RelaySyncRequest;
+class RelayBatchHeader;
 }  // namespace federation::v1
 
 // The protocol's version; a peer speaking another one is refused.
@@ -52,6 +57,24 @@ ModelSpec FromWire(const federation::v1::ModelSpec& spec);
 void ToWire(const FitResult& result, federation::v1::ResultHeader* out);
 // Throws fedprof::Error naming the malformed field. params stay empty.
 FitResult FromWire(const federation::v1::ResultHeader& header);
+
+// Why a client's claim at registration (directly or through a relay) is
+// impossible, or "": a sample count outside [1, max_samples], a speed or
+// bandwidth that is NaN, negative or too large.
+std::string ClaimProblem(int64_t num_samples, double speed_ghz, double bandwidth_mhz,
+                         int64_t max_samples);
+
+// Throws fedprof::Error unless a relay's sync names distinct clients of
+// 0 .. num_clients - 1 in increasing order.
+void CheckRelayedIds(const federation::v1::RelaySyncRequest& request, int num_clients);
+
+// A relay's batch as its clients' instructions, each with `global`, and
+// their task ids by client (`task_ids`). Throws fedprof::Error for a task
+// of a client outside 0 .. num_clients - 1, a client with two tasks, or a
+// malformed task header.
+std::vector<ClientInstructions> FromWire(const federation::v1::RelayBatchHeader& batch,
+                                         int num_clients, std::shared_ptr<const FlatParams> global,
+                                         std::map<int, int64_t>* task_ids);
 
 // Appends the little-endian float32 values in `bytes` to `out`, refusing
 // (fedprof::Error) a slice that is not whole floats or that would take
