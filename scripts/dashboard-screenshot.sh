@@ -45,6 +45,7 @@ done
 
 # The page polls on load; a 3 s virtual-time budget lets its first answer render.
 timeout 120 chromium --headless --no-sandbox --disable-gpu --no-first-run --hide-scrollbars \
+  --disable-quic --disable-background-networking --disable-component-update --disable-sync \
   --user-data-dir="$work/profile" --window-size=1400,1420 --virtual-time-budget=3000 \
   --screenshot="$out" "http://$address/" > "$work/chromium.log" 2>&1 ||
   { cat "$work/chromium.log" >&2; exit 1; }

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Reads a page as a browser rendered it (chromium --dump-dom) on standard
+"""Reads a page as a browser rendered it (tests/rendered_page.py) on standard
 input and parses it with Python's HTML parser. Prints one JSON object: for
 each element with an id, {"text": its text, "style": its style attribute}."""
 import json

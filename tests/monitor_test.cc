@@ -27,11 +27,13 @@ namespace {
 
 using testing_support::ExpectError;
 using testing_support::Processes;
+using testing_support::kTimeScale;
 using testing_support::WaitUntil;
 
 const std::string kCli = FEDPROF_CLI;
 const std::string kScrape = "/usr/bin/python3 " FEDPROF_SOURCE_DIR "/tests/monitor_scrape.py";
 const std::string kElements = "/usr/bin/python3 " FEDPROF_SOURCE_DIR "/tests/dom_elements.py";
+const std::string kRenderedPage = "/usr/bin/python3 " FEDPROF_SOURCE_DIR "/tests/rendered_page.py";
 
 std::string FreshDir(const std::string& name) {
   const std::string dir = testing::TempDir() + "/fedprof_monitor_" + name;
@@ -253,13 +255,16 @@ TEST(MonitorTest, DashboardShowsTheRoundAndAccuracyInChromium) {
   ASSERT_FALSE(address.empty());
   ASSERT_TRUE(WaitUntil([&] { return Round(address) >= 2; }, 120)) << procs.Output(sim);
   int code = -1;
-  // The page polls on load and 2 s after each answer; a 3 s budget sees two
-  // polls answered and ends before a third is sent, which the dump would
-  // otherwise cut off mid-request (and the page would show it as a failure).
-  const std::string dom = Capture(
-      std::string(chromium) + " --headless --no-sandbox --disable-gpu --no-first-run "
-      "--user-data-dir=" + dir + "/profile --virtual-time-budget=3000 --dump-dom http://" +
-      address + "/ 2>/dev/null", &code);
+  // Chromium, driven by its DevTools protocol, loads the page and hands back
+  // its HTML once its script shows a round of at least 2 and Chart.js has
+  // drawn the accuracy chart (sized its canvas), within a bounded wait.
+  const std::string shown_by_then =
+      "/^[0-9]+$/.test(document.getElementById('round').textContent) && "
+      "+document.getElementById('round').textContent >= 2 && "
+      "document.getElementById('c_acc').style.boxSizing === 'border-box'";
+  const std::string dom = Capture(kRenderedPage + " " + chromium + " http://" + address + "/ \"" +
+                                      shown_by_then + "\" " + std::to_string(60 * kTimeScale),
+                                  &code);
   const nlohmann::json status = Status(address);
   procs.Kill(sim);
   ASSERT_EQ(code, 0) << dom;

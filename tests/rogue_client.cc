@@ -18,9 +18,14 @@
 //       huge    sends three registrations of 64 MiB, then exits
 //       slowread registers and sends heartbeats, takes its first task's
 //               status and then reads nothing more of it, for ten minutes
+//       relaysum acts as relay K (its certificate relay-K) for clients
+//               0 and 1, passes on honest results of their tasks without
+//               models, then sends a sum of the right size whose weight is
+//               not theirs; then a sum from another relay's batch
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -32,6 +37,7 @@
 #include <vector>
 
 #include "federation.grpc.pb.h"
+#include "fedprof/aggregation/model_sum.h"
 #include "fedprof/core/error.h"
 #include "fedprof/transport/grpc_client.h"
 #include "fedprof/transport/tls.h"
@@ -159,6 +165,116 @@ Refusals SendHostileCalls(const std::shared_ptr<grpc::Channel>& channel, int id)
   return refused;
 }
 
+// The relaysum mode: a relay whose sums are not of what it passed on.
+int RogueRelay(const std::string& server, const std::string& tls_dir, int id) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  const auto channel =
+      grpc::CreateCustomChannel(server, fedprof::ClientCredentials(tls_dir, "relay-" + std::to_string(id)), args);
+  auto stub = pb::Federation::NewStub(channel);
+  std::string session;
+  int64_t num_params = 0;
+  std::atomic<bool> done{false};
+  auto sync = [&] {
+    pb::RelaySyncRequest request;
+    request.set_protocol_version(fedprof::kProtocolVersion);
+    request.set_relay_id(id);
+    request.set_session(session);
+    for (int k : {0, 1}) {
+      pb::RelayedClient* c = request.add_clients();
+      c->set_client_id(k);
+      c->set_num_samples(kSamples);
+    }
+    pb::RelaySyncReply reply;
+    grpc::ClientContext c;
+    c.set_deadline(In(5));
+    const grpc::Status s = stub->RelaySync(&c, request, &reply);
+    if (!s.ok()) throw fedprof::Error("sync: " + s.error_message());
+    session = reply.session();
+    num_params = reply.setup().num_params();
+    if (reply.status() == pb::DONE) done = true;
+  };
+  sync();
+  std::thread([&] {  // alive all along
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      try {
+        sync();
+      } catch (...) {
+      }
+    }
+  }).detach();
+  int batches = 0;
+  while (!done) {
+    pb::RelayPullRequest pull;
+    pull.set_protocol_version(fedprof::kProtocolVersion);
+    pull.set_relay_id(id);
+    pull.set_session(session);
+    pull.set_wait_s(5);
+    grpc::ClientContext c;
+    auto reader = stub->RelayPull(&c, pull);
+    pb::RelayTaskChunk chunk;
+    pb::RelayBatchHeader batch;
+    bool got = false;
+    while (reader->Read(&chunk)) {
+      if (chunk.has_header()) {
+        batch = chunk.header();
+        got = true;
+      }
+    }
+    reader->Finish();
+    if (!got) continue;
+    std::vector<int> accepted;
+    for (const pb::RelayTask& t : batch.tasks()) {
+      pb::RelayResultRequest request;
+      request.set_protocol_version(fedprof::kProtocolVersion);
+      request.set_relay_id(id);
+      request.set_session(session);
+      request.set_batch_id(batch.batch_id());
+      pb::ResultHeader* h = request.mutable_result();
+      h->set_protocol_version(fedprof::kProtocolVersion);
+      h->set_client_id(t.client_id());
+      h->set_task_id(t.header().task_id());
+      h->set_ok(true);
+      h->set_num_samples(kSamples);
+      h->set_train_loss(1.0);
+      pb::PushReply reply;
+      grpc::ClientContext rc;
+      rc.set_deadline(In(10));
+      if (stub->RelayResult(&rc, request, &reply).ok() && reply.accepted()) accepted.push_back(t.client_id());
+    }
+    // A sum of the right size whose weight is not its clients' (first), then
+    // a sum for a batch that is not this relay's.
+    fedprof::ModelSum sum;
+    sum.Reset(static_cast<size_t>(num_params));
+    sum.Add(fedprof::FlatParams(static_cast<size_t>(num_params), 0.0f), 7);
+    pb::RelaySumChunk head;
+    pb::RelaySumHeader* h = head.mutable_header();
+    h->set_protocol_version(fedprof::kProtocolVersion);
+    h->set_relay_id(id);
+    h->set_session(session);
+    h->set_batch_id(batches++ == 0 ? batch.batch_id() : batch.batch_id() + 1000);
+    *h->mutable_client_ids() = {accepted.begin(), accepted.end()};
+    const std::string bytes = sum.Serialize();
+    h->set_bytes(static_cast<int64_t>(bytes.size()));
+    pb::PushReply reply;
+    grpc::ClientContext sc;
+    sc.set_deadline(In(30));
+    auto writer = stub->RelaySum(&sc, &reply);
+    writer->Write(head);
+    pb::RelaySumChunk part;
+    part.set_sum(bytes);
+    writer->Write(part);
+    writer->WritesDone();
+    const grpc::Status s = writer->Finish();
+    std::printf("rogue relay: sum of batch %lld: %s\n", static_cast<long long>(batch.batch_id()),
+                s.ok() ? (reply.accepted() ? "accepted" : ("not accepted: " + reply.reason()).c_str())
+                       : s.error_message().c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -202,6 +318,9 @@ int main(int argc, char** argv) {
         std::printf("huge register: %s\n", s.error_message().c_str());
       }
       return 0;
+    }
+    if (mode == "relaysum") {
+      return RogueRelay(server, tls_dir, id);
     }
     if (mode == "slowread") {
       pb::RegisterRequest request;

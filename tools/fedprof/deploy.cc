@@ -117,7 +117,12 @@ Runner AddClient(CLI::App& app) {
 }
 
 Runner AddRelay(CLI::App& app) {
-  auto options = std::make_shared<RelayOptions>();
+  struct Args {
+    RelayOptions relay;
+    MonitorArgs monitor;
+  };
+  auto args = std::make_shared<Args>();
+  RelayOptions* options = &args->relay;
   CLI::App* sub = app.add_subcommand(
       "relay", "Relay between a server and the clients that connect here (tasks down, one exact "
                "partial sum up per round)");
@@ -128,9 +133,14 @@ Runner AddRelay(CLI::App& app) {
   sub->add_option("--give-up-after", options->give_up_s, "Seconds to keep trying to reach the server")
       ->capture_default_str();
   AddSecurity(sub, &options->tls_dir, &options->insecure, "ca.crt, relay-R.crt, relay-R.key");
+  AddMonitorOptions(sub, &args->monitor);
   sub->footer("Clients connect with fedprof client --server THIS_RELAY'S_HOST:PORT. No config: the "
               "server says what its clients train. Certificates: RELAYS=R scripts/make-certs.sh DIR N");
-  return [options] { RunRelay(*options); };
+  return [args] {
+    // Its clients connected, their results passed on or refused, bytes moved.
+    const std::unique_ptr<RunMonitor> monitor = StartMonitor(args->monitor, "relay");
+    RunRelay(args->relay);
+  };
 }
 
 }  // namespace fedprof::cli

@@ -19,6 +19,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
+#include "fedprof/monitor/monitor.h"
 #include "fedprof/transport/calls.h"
 #include "fedprof/transport/grpc_server.h"
 #include "fedprof/transport/tls.h"
@@ -268,9 +269,12 @@ class Relay {
       grpc::ClientContext context;
       context.set_deadline(In(30));
       const grpc::Status status = stub_->RelayResult(&context, request, &reply);
-      if (!status.ok()) return "the server did not take it: " + Said(status);
+      if (why.empty() && !status.ok()) why = "the server did not take it: " + Said(status);
+      if (why.empty() && !reply.accepted()) why = Printable(reply.reason(), 400);
+      if (RunMonitor* monitor = RunMonitor::Active()) {
+        monitor->AddResult(id, why.empty(), r.timed_out, why, r.cost.time_s);
+      }
       if (!why.empty()) return why;
-      if (!reply.accepted()) return Printable(reply.reason(), 400);
       if (r.ok && trained) {
         sum.Add(r.params, r.num_samples);
         summed.push_back(id);

@@ -95,13 +95,16 @@ class RefusalInterceptor final : public grpc::experimental::Interceptor {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
       const grpc::Status status = methods->GetSendStatus();
-      // A call its client gave up on (cancelled, or past its deadline) is a
-      // client that went away, not a refusal: gRPC ends one whose request
-      // never arrived as UNIMPLEMENTED, whatever its method.
+      // A call its client gave up on is a client that went away, not a
+      // refusal: cancelled, or ended by gRPC as UNIMPLEMENTED (without a
+      // word) because its request never arrived before the client cancelled
+      // it or its deadline passed, whatever its method. A request that came
+      // and does not parse ends the same way uncancelled: that is refused.
       const grpc::ServerContextBase& context = *info_->server_context();
-      const bool abandoned = status.error_code() == grpc::StatusCode::CANCELLED ||
-                             context.IsCancelled() ||
-                             context.deadline() < std::chrono::system_clock::now();
+      const bool abandoned =
+          status.error_code() == grpc::StatusCode::CANCELLED ||
+          (status.error_code() == grpc::StatusCode::UNIMPLEMENTED && status.error_message().empty() &&
+           (context.IsCancelled() || context.deadline() < std::chrono::system_clock::now()));
       if (!status.ok() && !abandoned) {
         std::string method = info_->method() ? info_->method() : "?";
         method = method.substr(method.rfind('/') + 1);
@@ -558,6 +561,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
         // One parked pull per client: an earlier one is answered now.
         TaskStream* earlier = parked_.count(id) > 0 ? Unpark(id) : nullptr;
         parked_[id] = {pull, Clock::now() + Seconds(wait_s)};
+        Expires(parked_[id].until, id);
         pull->owner = id;
         lock.unlock();
         if (earlier) earlier->SendStatus(pb::WAIT);
@@ -621,6 +625,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       if (request->wait_s() > 0) {
         BatchStream* earlier = relay_parked_.count(r) > 0 ? UnparkRelay(r) : nullptr;
         relay_parked_[r] = {pull, Clock::now() + Seconds(std::min(request->wait_s(), 30.0))};
+        Expires(relay_parked_[r].until, -1 - r);
         lock.unlock();
         if (earlier) earlier->SendStatus(pb::WAIT);
         return pull;
@@ -1372,25 +1377,46 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     arrive_cv_.notify_all();
   }
 
-  // Answers parked pulls whose wait has ended, every 100 ms, until the
-  // server stops.
+  // The parked pull of client `owner` (a relay's: -1 - r) waits until
+  // `until` (mutex_ held): the waker answers it then.
+  void Expires(Clock::time_point until, int owner) {
+    const bool sooner = expiries_.empty() || until < expiries_.begin()->first;
+    expiries_.emplace(until, owner);
+    if (sooner) waker_cv_.notify_all();
+  }
+
+  // Answers parked pulls whose wait has ended, until the server stops. It
+  // sleeps until the earliest wait ends (and sweeps at most every 100 ms),
+  // taking the ended waits in time order, so that an idle fleet costs no
+  // scan of every parked pull.
   void WakeExpiredPulls() {
     std::unique_lock<std::mutex> lock(mutex_);
+    auto last_sweep = Clock::now();
     while (!stopping_) {
-      waker_cv_.wait_for(lock, std::chrono::milliseconds(100));
+      const auto next = expiries_.empty() ? Clock::now() + std::chrono::seconds(1)
+                                          : expiries_.begin()->first;
+      waker_cv_.wait_until(lock, std::max(next, last_sweep + std::chrono::milliseconds(100)));
+      if (stopping_) break;
       const auto now = Clock::now();
+      last_sweep = now;
       const pb::Status status = done_ ? pb::DONE : pb::WAIT;
       std::vector<TaskStream*> ended;
-      for (auto it = parked_.begin(); it != parked_.end();) {
-        const int id = it++->first;
-        if (parked_.at(id).until <= now) ended.push_back(Unpark(id));
-      }
       std::vector<BatchStream*> relays_ended;
-      for (auto it = relay_parked_.begin(); it != relay_parked_.end();) {
-        const int r = it++->first;
-        if (relay_parked_.at(r).until > now) continue;
-        relays_ended.push_back(UnparkRelay(r));
-        if (done_) TellRelayDone(r);
+      while (!expiries_.empty() && expiries_.begin()->first <= now) {
+        const auto [until, owner] = *expiries_.begin();
+        expiries_.erase(expiries_.begin());
+        // Skip a wait answered before its end (its pull is no longer parked,
+        // or another parked since).
+        if (owner >= 0) {
+          const auto it = parked_.find(owner);
+          if (it != parked_.end() && it->second.until == until) ended.push_back(Unpark(owner));
+        } else {
+          const int r = -1 - owner;
+          const auto it = relay_parked_.find(r);
+          if (it == relay_parked_.end() || it->second.until != until) continue;
+          relays_ended.push_back(UnparkRelay(r));
+          if (done_) TellRelayDone(r);
+        }
       }
       if (ended.empty() && relays_ended.empty()) continue;
       lock.unlock();
@@ -1593,14 +1619,14 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
   }
 
   // Housekeeping while the round loop waits: refusal counts whose window
-  // passed are written without waiting for the next refusal, and every 10 s
+  // passed are written without waiting for the next refusal, and every 30 s
   // the heap's free pages go back to the system. gRPC reads an oversized
   // request whole before it drops it (docs/deploy.md), and glibc would keep
   // those pages for the rest of the run.
   void Tidy() {
     refusals_.Flush();
     const auto now = Clock::now();
-    if (now - last_trim_ < std::chrono::seconds(10)) return;
+    if (now - last_trim_ < std::chrono::seconds(30)) return;
     last_trim_ = now;
     malloc_trim(0);
   }
@@ -1779,7 +1805,10 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
 
   mutable std::mutex mutex_;
   std::condition_variable arrive_cv_;  // a result arrived, a client registered or heard DONE
-  std::condition_variable waker_cv_;   // the server stops
+  std::condition_variable waker_cv_;   // the server stops, or a wait ends sooner
+  // When parked pulls' waits end, by owner (SendingKey's numbering); an
+  // entry whose pull was answered sooner is skipped when its time comes.
+  std::multimap<Clock::time_point, int> expiries_;
   std::vector<ClientState> clients_;
   std::map<int, Task> tasks_;      // open tasks of the current Fit call, by client id
   std::map<int, Parked<TaskStream>> parked_;  // waiting task requests, by client id
