@@ -288,6 +288,25 @@ TEST(DeployTest, ARelaysSumMustBeOfTheResultsItPassedOn) {
   EXPECT_EQ(d.procs.Wait(d.clients[0], 30), 0) << d.procs.Output(d.clients[0]);
 }
 
+// A run whose aggregation needs every model takes no relays (they send
+// sums): the relay's first sync is refused in one line, and it stops.
+TEST(DeployTest, ARunThatNeedsEveryModelTakesNoRelays) {
+  const std::string dir = FreshDir("no_relays");
+  const std::string certs = MakeCerts(dir, 2, "certs", /*relays=*/1);
+  const std::string run = SmallRun(2, 1.0, 1) + " --set strategy.aggregator=median";
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  const int relay = d.procs.Start(kCli,
+                                  "relay --server " + d.address + " --listen 127.0.0.1:0 --id 0 --tls-dir " +
+                                      certs + " --give-up-after 30",
+                                  dir + "/relay.log");
+  EXPECT_EQ(d.procs.Wait(relay, 60), 1) << d.procs.Output(relay);
+  EXPECT_NE(d.procs.Output(relay).find("this run takes no relays: its aggregation rule needs every "
+                                       "client's model (strategy.aggregator)"),
+            std::string::npos)
+      << d.procs.Output(relay);
+}
+
 TEST(DeployTest, FedAvgOverTheNetworkEqualsSimulation) {
   ExpectSameNumbersAsSimulation("fedavg", "--set strategy.name=fedavg");
 }

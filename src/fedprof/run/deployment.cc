@@ -62,6 +62,7 @@ void Serve(RunStart start, const std::string& out_dir, const ServeOptions& serve
   o.min_clients = static_cast<int>(std::min<int64_t>(d.min_clients, o.num_clients));
   o.start_timeout_s = d.start_timeout_s;
   o.max_clients = static_cast<int>(std::min<int64_t>(d.max_clients, o.num_clients));
+  o.relays_refused = plan->strategy->NeedsEveryModel();  // relays send sums, not models
   if (o.heartbeat_timeout_s <= o.heartbeat_s) {
     throw Error("deploy.heartbeat_timeout_s: " + std::to_string(o.heartbeat_timeout_s) +
                 " must exceed deploy.heartbeat_s (" + std::to_string(o.heartbeat_s) + ")");
@@ -237,12 +238,8 @@ void RunClient(const Config& config, const ClientOptions& options) {
     if (!errors.front().empty()) throw Error(errors.front());
     return;
   }
-  int failed = 0;
-  for (size_t i = 0; i < clients.size(); ++i) {
-    if (errors[i].empty()) continue;
-    LogWarning("client " + std::to_string(clients[i].id()) + ": " + Printable(errors[i], 400));
-    ++failed;
-  }
+  const auto failed = std::count_if(errors.begin(), errors.end(),
+                                    [](const std::string& e) { return !e.empty(); });
   if (failed > 0) {
     throw Error(std::to_string(failed) + " of the " + std::to_string(clients.size()) +
                 " clients ended with an error (each logged above)");

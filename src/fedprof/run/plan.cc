@@ -154,6 +154,9 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
       throw Error("fedprof.reference: 'holdout' needs data.holdout_share > 0 (or use test|client)");
     }
   }
+  // A deployment's clients hold the training data: its server keeps only the
+  // test set and the reference set (FedProf's D_V), not the rest of it.
+  if (where == ClientsLive::kElsewhere) plan.data.train = Dataset();
   plan.rounds = ServerOptionsFrom(o, where);
   return owned;
 }

@@ -94,7 +94,7 @@ class Strategy {
   // relay's partial sums), or "": robust rules and the update-norm bound need
   // every model.
   std::string NeedsEveryModel() const {
-    if (NeedsUpdates()) return "its aggregation rule needs every client's model (strategy.aggregation)";
+    if (NeedsUpdates()) return "its aggregation rule needs every client's model (strategy.aggregator)";
     if (BoundsUpdates()) return "it bounds every client's update (robust.max_update_norm)";
     return "";
   }

@@ -127,7 +127,8 @@ class Timers {
 // What the clients of one process share, and how the process learns that
 // every client has ended with nothing of it left in flight.
 struct Swarm {
-  explicit Swarm(int workers, int clients) : work(workers), unfinished(clients) {}
+  explicit Swarm(int workers, int clients) : many(clients > 1), work(workers), unfinished(clients) {}
+  const bool many;
   Workers work;
   Timers timers;
   std::mutex mutex;
@@ -410,6 +411,10 @@ class Session : public std::enable_shared_from_this<Session> {
       if (ended_) return;
       ended_ = true;
       error_ = error;
+    }
+    // One of many clients says so when it ends, not when all have.
+    if (!error.empty() && swarm_->many) {
+      LogWarning("client " + std::to_string(options_.id) + ": " + Printable(error, 400));
     }
     MaybeFinished();
   }

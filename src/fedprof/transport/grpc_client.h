@@ -51,7 +51,8 @@ struct GrpcClientWork {
 // a reply or the end of its back-off holds no thread, and `workers` threads
 // (at least 1) compute for all of them. Returns once every client has
 // ended: for each, the error that ended it, or "" when the server said the
-// run is done. A client ends with an error when the server refuses it
+// run is done (of several clients, each also logs its error as it ends).
+// A client ends with an error when the server refuses it
 // (another protocol version, a certificate of another client, an
 // impossible claim), stays unreachable for give_up_s, or its work throws.
 std::vector<std::string> RunGrpcClients(const std::vector<GrpcClientOptions>& clients,

@@ -37,6 +37,9 @@ struct GrpcServerOptions {
   // The certificate the server presents: DIR/<cert_name>.crt and .key
   // (a relay presents its own, relay-<r>).
   std::string cert_name = "server";
+  // Why relays may not join this run (its aggregation needs every model),
+  // or "": they may.
+  std::string relays_refused;
 };
 
 // The server side of the deployment protocol (proto/federation.proto) over
