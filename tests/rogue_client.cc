@@ -289,6 +289,13 @@ int main(int argc, char** argv) {
   try {
     grpc::ChannelArguments args;
     args.SetMaxSendMessageSize(128 << 20);  // the server, not this side, must refuse
+    if (mode == "slowread") {
+      // A reader that announces HTTP/2's first window (64 KiB) and no more:
+      // gRPC's bandwidth probe would otherwise widen it, on a fast loopback,
+      // to most of a model it never reads.
+      args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+      args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 10);
+    }
     const auto channel =
         grpc::CreateCustomChannel(server, fedprof::ClientCredentials(tls_dir, id), args);
     auto stub = pb::Federation::NewStub(channel);

@@ -320,7 +320,7 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     std::vector<char> asked(n, 0);
     for (int attempt = 0;; ++attempt) {
       // A retry selects among the clients not yet asked this round.
-      std::vector<ClientInfo> available = transport_.Available();
+      std::vector<ClientInfo> available = transport_.AvailableOrWait();
       available.erase(std::remove_if(available.begin(), available.end(),
                                      [&](const ClientInfo& c) { return asked.at(c.id) != 0; }),
                       available.end());

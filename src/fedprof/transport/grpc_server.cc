@@ -420,17 +420,13 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     return false;
   }
 
-  void WaitForClients(int count, double timeout_s) {
+  // Returns false when fewer than `count` are alive after `timeout_s`.
+  bool WaitForClients(int count, double timeout_s) {
     std::unique_lock<std::mutex> lock(mutex_);
     const auto deadline = Clock::now() + Seconds(timeout_s);
     while (true) {
-      const int alive = CountAlive(Clock::now());
-      if (alive >= count) return;
-      if (Clock::now() >= deadline) {
-        throw Error("only " + std::to_string(alive) + " of the " + std::to_string(count) +
-                    " clients needed (deploy.min_clients) were available within " +
-                    std::to_string(timeout_s) + " s (deploy.start_timeout_s)");
-      }
+      if (CountAlive(Clock::now()) >= count) return true;
+      if (Clock::now() >= deadline) return false;
       lock.unlock();
       Tidy();
       lock.lock();
@@ -1859,7 +1855,22 @@ void GrpcTransport::Open() {
 }
 void GrpcTransport::Close() { Finish(2 * impl_->options().heartbeat_s + 1); }
 void GrpcTransport::WaitForClients(int count, double timeout_s) {
-  impl_->WaitForClients(count, timeout_s);
+  if (impl_->WaitForClients(count, timeout_s)) return;
+  throw Error("only " + std::to_string(impl_->Available().size()) + " of the " + std::to_string(count) +
+              " clients needed (deploy.min_clients) were available within " + std::to_string(timeout_s) +
+              " s (deploy.start_timeout_s)");
+}
+std::vector<ClientInfo> GrpcTransport::AvailableOrWait() {
+  std::vector<ClientInfo> available = impl_->Available();
+  if (!available.empty()) return available;
+  const double timeout_s = impl_->options().start_timeout_s;
+  LogWarning("every client has left; waiting up to " + FormatDouble(timeout_s) +
+             " s (deploy.start_timeout_s) for one to come back");
+  if (!impl_->WaitForClients(1, timeout_s)) {
+    throw Error("every client has left and none came back within " + FormatDouble(timeout_s) +
+                " s (deploy.start_timeout_s)");
+  }
+  return impl_->Available();
 }
 void GrpcTransport::Finish(double grace_s) { impl_->Finish(grace_s); }
 std::vector<ClientDescription> GrpcTransport::Describe() { return impl_->Describe(); }

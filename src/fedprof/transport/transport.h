@@ -62,6 +62,11 @@ class Transport {
   // simulation every client; in a deployment those registered and alive.
   virtual std::vector<ClientInfo> Available() = 0;
 
+  // Available() once it names at least one client: a deployment whose
+  // clients have all left waits for one to come back rather than run rounds
+  // with no one (at most deploy.start_timeout_s, then throws fedprof::Error).
+  virtual std::vector<ClientInfo> AvailableOrWait() { return Available(); }
+
   // Receives each result of a Fit call exactly once; `index` is the task's
   // position in the list given to Fit. Returns "" when the result is used,
   // else why it was refused; a transport that answers its client
