@@ -430,7 +430,9 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       lock.unlock();
       Tidy();
       lock.lock();
-      arrive_cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(200)));
+      // A registration wakes it (arrive_cv_); the wake each second is for
+      // the refusal log, as each wake scans every client.
+      arrive_cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::seconds(1)));
     }
   }
 

@@ -2,7 +2,9 @@
 #define FEDPROF_TRANSPORT_TLS_H_
 
 // Mutual TLS for the deployment, from the files scripts/make-certs.sh
-// writes. For the gRPC transport's .cc files only.
+// writes. For the gRPC transport's .cc files only. Every server and channel
+// is made with these credentials, so they also prepare gRPC's runtime for
+// the process, once (PrepareGrpcRuntime).
 
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
@@ -12,6 +14,9 @@
 #include <string>
 
 namespace fedprof {
+
+// Sets gRPC's runtime up for this process (once; later calls do nothing).
+void PrepareGrpcRuntime();
 
 // The server's credentials from DIR/ca.crt, <name>.crt, <name>.key (the
 // server's, or relay-<r>'s when a relay serves its clients): it presents
