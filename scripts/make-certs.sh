@@ -59,7 +59,6 @@ for ((r = 0; r < ${RELAYS:-0}; r++)); do
   issue "relay-$r" "/CN=relay-$r" -addext "extendedKeyUsage=serverAuth,clientAuth" \
     -addext "subjectAltName=$san"
 done
-# The clients' certificates, one openssl call each, on every core.
 # The clients' certificates on every core, 200 to a shell (a shell per
 # certificate cost as much as its openssl).
 export -f issue

@@ -32,8 +32,8 @@ std::string ReadPem(const std::string& dir, const std::string& name) {
 
 // Debian's Abseil is built without NDEBUG, so every absl::Mutex that gRPC
 // locks would also update Abseil's process-wide lock-order graph (a debug
-// check, off in gRPC's own release builds) under one global lock: at 5,000
-// idle connections that graph took a sixth of the server's time.
+// check, off in gRPC's own release builds) under one global lock: without it
+// a server with 5,000 idle clients went from 20.6% to 15.2% of a core.
 void PrepareGrpcRuntime() {
   static std::once_flag once;
   std::call_once(once, [] { absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore); });
