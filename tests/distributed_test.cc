@@ -211,11 +211,15 @@ TEST(DistributedTest, FedProfMetricsAreIdenticalForOneTwoAndThreeRanks) {
 // Clients of about 40 samples, profiled in groups of 3 consecutive ids
 // (fedprof.profile_group): a group's clients share a rank and their forward
 // passes there, so the profiles, scores and models are those of one process.
+// The 60 clients draw from 360 training samples, so the clean (~1,200
+// samples) and blurred (~480) clients take their rows from the shared
+// tables (Population::SharedTables), computed on every rank that needs them.
 TEST(DistributedTest, FedProfWithSmallClientsProfiledInGroupsIsIdenticalForAnyRanks) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   ExpectIdenticalForAnyRanks("fedprof_groups",
                              "--set strategy.name=fedprof --set partition.kind=sampled "
                              "--set partition.size_mean=40 --set partition.size_sd=5 "
+                             "--set clients.count=60 --set data.train_limit=400 "
                              "--set fedprof.profile_group=3");
 }
 

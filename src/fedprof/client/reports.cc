@@ -60,23 +60,24 @@ bool ProfileOnly(const FitInstructions& ins) {
          !ins.objective.keep_local_batch_norm;
 }
 
-std::vector<FitResult> ProfileTogether(const FitInstructions& ins, Model& model,
-                                       const std::vector<const Client*>& clients) {
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<const Dataset*> data;
+namespace {
+
+// The results of profile-only tasks for clients `ids` (of `sizes` samples),
+// their `profiles` computed together since `start`: the wall time is shared
+// out by samples.
+std::vector<FitResult> TogetherResults(const FitInstructions& ins, const std::vector<int>& ids,
+                                       const std::vector<int64_t>& sizes,
+                                       std::vector<Profile> profiles,
+                                       std::chrono::steady_clock::time_point start) {
+  std::vector<FitResult> results(ids.size());
   int64_t samples = 0;
-  for (const Client* c : clients) {
-    data.push_back(&c->data());
-    samples += c->num_samples();
-  }
-  std::vector<Profile> profiles = ComputeProfiles(model, data, ins.model_version);
-  std::vector<FitResult> results(clients.size());
-  for (size_t i = 0; i < clients.size(); ++i) {
+  for (size_t i = 0; i < ids.size(); ++i) {
     FitResult& r = results[i];
-    r.client_id = clients[i]->id();
-    r.num_samples = clients[i]->num_samples();
+    r.client_id = ids[i];
+    r.num_samples = sizes[i];
     PutProfile(ins.report, std::move(profiles[i]), &r);
     r.ok = true;
+    samples += sizes[i];
   }
   const double seconds = SecondsSince(start);
   for (FitResult& r : results) {
@@ -85,6 +86,34 @@ std::vector<FitResult> ProfileTogether(const FitInstructions& ins, Model& model,
                     : 0.0;
   }
   return results;
+}
+
+}  // namespace
+
+std::vector<FitResult> ProfileTogether(const FitInstructions& ins, Model& model,
+                                       const std::vector<const Client*>& clients) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<const Dataset*> data;
+  std::vector<int> ids;
+  std::vector<int64_t> sizes;
+  for (const Client* c : clients) {
+    data.push_back(&c->data());
+    ids.push_back(c->id());
+    sizes.push_back(c->num_samples());
+  }
+  return TogetherResults(ins, ids, sizes, ComputeProfiles(model, data, ins.model_version), start);
+}
+
+std::vector<FitResult> ProfileFromTables(const FitInstructions& ins, Model& model,
+                                         SharedRepresentations& shared,
+                                         const std::vector<int>& ids,
+                                         const std::vector<const TableRows*>& rows) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int64_t> sizes;
+  for (const TableRows* r : rows) sizes.push_back(static_cast<int64_t>(r->rows.size()));
+  std::vector<Profile> profiles = ProfilesFromRows(shared.Gather(model, rows), sizes,
+                                                   ins.model_version, model.profiled_layer());
+  return TogetherResults(ins, ids, sizes, std::move(profiles), start);
 }
 
 }  // namespace fedprof

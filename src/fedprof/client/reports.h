@@ -38,6 +38,14 @@ bool ProfileOnly(const FitInstructions& instructions);
 std::vector<FitResult> ProfileTogether(const FitInstructions& instructions, Model& model,
                                        const std::vector<const class Client*>& clients);
 
+// The same for clients `ids` whose inputs are rows of shared tables
+// (`rows`, one each), their profiles reduced from `shared`'s rows (computed
+// with `model` holding θ where not yet): their data is never built.
+std::vector<FitResult> ProfileFromTables(const FitInstructions& instructions, Model& model,
+                                         class SharedRepresentations& shared,
+                                         const std::vector<int>& ids,
+                                         const std::vector<const TableRows*>& rows);
+
 }  // namespace fedprof
 
 #endif  // FEDPROF_CLIENT_REPORTS_H_

@@ -20,8 +20,6 @@ Rng MakeRng(uint64_t seed, Stream stream, std::initializer_list<uint64_t> tags) 
   return Rng(seq);
 }
 
-double Uniform01(Rng& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-
 double StandardNormal(Rng& rng) {
   double u1 = Uniform01(rng);
   double u2 = Uniform01(rng);

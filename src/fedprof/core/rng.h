@@ -37,8 +37,8 @@ uint64_t Mix64(uint64_t x);
 Rng MakeRng(uint64_t seed, Stream stream, std::initializer_list<uint64_t> tags = {});
 
 // Uniform real in [0, 1) from 53 random bits (identical across platforms,
-// unlike std::uniform_real_distribution).
-double Uniform01(Rng& rng);
+// unlike std::uniform_real_distribution). Inline: noise draws one per pixel.
+inline double Uniform01(Rng& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
 // Standard normal by Box-Muller on Uniform01 (portable, unlike
 // std::normal_distribution).

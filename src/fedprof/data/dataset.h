@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,22 @@ struct Dataset {
   int64_t size() const { return x.defined() ? x.size(0) : 0; }
   bool is_regression() const { return num_classes == 0; }
   bool is_image() const { return x.defined() && x.dim() == 4; }
+};
+
+// Inputs that many data sets hold alike: row i of table t is one sample's
+// input, the same bits in every data set that holds it (under a sampled
+// partition clients draw their samples from one training set: a clean
+// client holds rows of it, a blurred client rows of its blurred copy).
+struct InputTables {
+  std::vector<int64_t> sizes;  // rows of each table
+  // Rows [start, start + len) of table `table`: inputs [len, ...].
+  std::function<at::Tensor(int table, int64_t start, int64_t len)> inputs;
+};
+
+// A data set's inputs as rows of one of some InputTables, in its order.
+struct TableRows {
+  int table = -1;
+  std::vector<int64_t> rows;
 };
 
 // Rows `indices` of `data` (a copy), keeping num_classes and name. An index

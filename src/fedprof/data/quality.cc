@@ -177,15 +177,20 @@ void ApplySaltPepper(at::Tensor& images, double density, Rng& rng) {
     const int64_t area = t.size(2) * t.size(3);
     float* data = t.data_ptr<float>();
     const double half = density / 2;
+    std::vector<double> draws(static_cast<size_t>(area));
     for (int64_t i = 0; i < n; ++i) {
       float* image = data + i * channels * area;
-      for (int64_t p = 0; p < area; ++p) {
-        // One draw decides both whether the pixel is hit and which way:
-        // [0, d/2) pepper, [d/2, d) salt. A pixel is all its channels.
-        const double u = Uniform01(rng);
-        if (u >= density) continue;
-        const float value = u < half ? 0.0f : 1.0f;
-        for (int64_t c = 0; c < channels; ++c) image[c * area + p] = value;
+      // One draw per pixel decides both whether it is hit and which way:
+      // [0, d/2) pepper, [d/2, d) salt. A pixel is all its channels. The
+      // draws first, then a pass without branches (whether a pixel is hit
+      // is a coin flip that a branch would mispredict).
+      for (double& u : draws) u = Uniform01(rng);
+      for (int64_t c = 0; c < channels; ++c) {
+        float* plane = image + c * area;
+        for (int64_t p = 0; p < area; ++p) {
+          const float value = draws[p] < half ? 0.0f : 1.0f;
+          plane[p] = draws[p] < density ? value : plane[p];
+        }
       }
     }
   });
@@ -270,10 +275,7 @@ Dataset MakeIrrelevant(const Dataset& client, const Dataset* source, Rng& rng) {
           "shape " + c10::str(source->x.sizes().slice(1)) + ", expected " +
           c10::str(client.x.sizes().slice(1)) + " as in " + client.name);
     }
-    std::vector<int64_t> picks(n);
-    const auto source_size = static_cast<uint64_t>(source->size());
-    for (int64_t& p : picks)
-      p = static_cast<int64_t>(UniformIndex(rng, source_size));
+    const std::vector<int64_t> picks = IrrelevantPicks(n, source->size(), rng);
     out.x = source->x
                 .index_select(0, torch::tensor(at::ArrayRef<int64_t>(picks),
                                                torch::kInt64))
@@ -304,6 +306,14 @@ Dataset MakeIrrelevant(const Dataset& client, const Dataset* source, Rng& rng) {
                          torch::kInt64));
   }
   return out;
+}
+
+std::vector<int64_t> IrrelevantPicks(int64_t n, int64_t source_size, Rng& rng) {
+  std::vector<int64_t> picks(n);
+  for (int64_t& p : picks) {
+    p = static_cast<int64_t>(UniformIndex(rng, static_cast<uint64_t>(source_size)));
+  }
+  return picks;
 }
 
 }  // namespace fedprof

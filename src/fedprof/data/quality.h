@@ -65,6 +65,10 @@ void ApplyPollution(at::Tensor& features, double share, Rng& rng);
 // For regression (num_classes 0) the targets are the client's own, permuted.
 Dataset MakeIrrelevant(const Dataset& client, const Dataset* source, Rng& rng);
 
+// The rows of `source` MakeIrrelevant gives a client of `n` samples: its
+// first draws from `rng`.
+std::vector<int64_t> IrrelevantPicks(int64_t n, int64_t source_size, Rng& rng);
+
 }  // namespace fedprof
 
 #endif  // FEDPROF_DATA_QUALITY_H_

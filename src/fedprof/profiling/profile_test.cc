@@ -5,11 +5,14 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/params.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/models/models.h"
+#include "tests/expect_error.h"
 
 namespace fedprof {
 namespace {
@@ -148,6 +151,90 @@ TEST(ProfileTest, ProfilesComputedTogetherAreEachDataSetsOwn) {
     const std::vector<Profile> again = ComputeProfiles(*model, all, 2);
     for (size_t i = 0; i < sets.size(); ++i) EXPECT_EQ(again[i].mean, together[i].mean);
   }
+}
+
+// Data sets made of rows of shared input tables: each layer row is that of
+// its table's pass of 128 consecutive rows, bit for bit, whichever data set
+// asks for it first and on whichever thread; each profile is within float
+// rounding of the data set's own pass.
+TEST(ProfileTest, ProfilesFromSharedRowsAreEachDataSetsOwn) {
+  torch::manual_seed(9);
+  const std::vector<torch::Tensor> images = {torch::rand({300, 1, 28, 28}),
+                                             torch::rand({50, 1, 28, 28})};
+  InputTables tables;
+  tables.sizes = {300, 50};
+  tables.inputs = [&](int t, int64_t start, int64_t len) { return images.at(t).narrow(0, start, len); };
+  // Rows repeated, of both tables, out of order; one set of none.
+  std::vector<TableRows> sets = {
+      {0, {5, 299, 5, 130, 0}}, {1, {49}}, {0, {}}, {1, {3, 1, 4, 1, 5, 9, 2, 6}}, {0, {}}};
+  for (int64_t r = 0; r < 127; ++r) sets.back().rows.push_back((r * 37) % 300);
+  std::vector<const TableRows*> all;
+  for (const TableRows& s : sets) all.push_back(&s);
+  for (const std::string layer : {"fc1", "conv2"}) {
+    auto model = MakeModel({"lenet5", {1, 28, 28}, 10, {}, layer});
+    SharedRepresentations shared(tables);
+    const torch::Tensor rows = shared.Gather(*model, all);
+    torch::NoGradGuard no_grad;
+    model->eval();
+    int64_t i = 0;
+    for (const TableRows& s : sets) {
+      for (const int64_t r : s.rows) {
+        const int64_t start = r / kProfileBatch * kProfileBatch;
+        torch::Tensor rep;
+        model->Forward(
+            images[s.table].narrow(0, start, std::min(kProfileBatch, tables.sizes[s.table] - start)),
+            &rep);
+        EXPECT_TRUE(torch::equal(rows[i++], rep[r - start])) << layer << " table " << s.table << " row " << r;
+      }
+    }
+    ASSERT_EQ(i, rows.size(0));
+
+    std::vector<int64_t> sizes;
+    for (const TableRows& s : sets) sizes.push_back(static_cast<int64_t>(s.rows.size()));
+    const std::vector<Profile> profiles = ProfilesFromRows(rows, sizes, 4, model->profiled_layer());
+    ASSERT_EQ(profiles.size(), sets.size());
+    for (size_t k = 0; k < sets.size(); ++k) {
+      Dataset own;
+      own.x = images[sets[k].table].index_select(0, torch::tensor(sets[k].rows, torch::kLong));
+      own.y = torch::zeros({own.x.size(0)}, torch::kLong);
+      own.num_classes = 10;
+      const Profile alone = ComputeProfile(*model, own, 4);
+      EXPECT_EQ(profiles[k].version, 4);
+      EXPECT_EQ(profiles[k].layer, layer);
+      ASSERT_EQ(profiles[k].units(), alone.units()) << k;
+      for (size_t u = 0; u < alone.units(); ++u) {
+        EXPECT_NEAR(profiles[k].mean[u], alone.mean[u], 1e-6 * (1 + std::fabs(alone.mean[u])));
+        EXPECT_NEAR(profiles[k].var[u], alone.var[u], 1e-6 * (1 + alone.var[u]));
+      }
+      if (!sets[k].rows.empty()) {
+        EXPECT_LT(Divergence(profiles[k], alone), 1e-6) << k;
+      }
+    }
+
+    // Asked for set by set in another order, on two threads with a replica
+    // each: the same rows.
+    SharedRepresentations again(tables);
+    auto replica = MakeModel({"lenet5", {1, 28, 28}, 10, {}, layer});
+    Unflatten(Flatten(*model), *replica);
+    std::vector<torch::Tensor> parts(sets.size());
+    std::thread other([&] {
+      torch::NoGradGuard guard;
+      for (size_t k = 1; k < sets.size(); k += 2) parts[k] = again.Gather(*replica, {&sets[k]});
+    });
+    for (size_t k = sets.size() - 1; k < sets.size(); k -= 2) parts[k] = again.Gather(*model, {&sets[k]});
+    other.join();
+    std::vector<torch::Tensor> defined;
+    for (const torch::Tensor& t : parts) {
+      if (t.defined()) defined.push_back(t);
+    }
+    EXPECT_TRUE(torch::equal(torch::cat(defined), rows)) << layer;
+  }
+  auto model = MakeModel({"lenet5", {1, 28, 28}, 10, {}, "fc1"});
+  SharedRepresentations shared(tables);
+  const TableRows beyond{1, {50}}, no_table{2, {0}};
+  testing_support::ExpectError([&] { shared.Gather(*model, {&beyond}); },
+                               {"row 50 of table 1", "has 50"});
+  testing_support::ExpectError([&] { shared.Gather(*model, {&no_table}); }, "no table 2");
 }
 
 TEST(ProfileTest, ConstantUnitsGetTheVarianceFloor) {

@@ -2,6 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <cstring>
+
+#include "fedprof/core/error.h"
 #include "fedprof/models/models.h"
 #include "fedprof/models/replicas.h"
 
@@ -26,10 +29,10 @@ Profile FromSums(const std::vector<RowSums>& sums, int64_t n, int64_t version,
   p.version = version;
   p.layer = layer;
   if (n == 0) return p;
-  torch::Tensor sum = sums[0].sum.clone(), sum_sq = sums[0].sum_sq.clone();
+  torch::Tensor sum = sums[0].sum, sum_sq = sums[0].sum_sq;
   for (size_t b = 1; b < sums.size(); ++b) {
-    sum += sums[b].sum;
-    sum_sq += sums[b].sum_sq;
+    sum = sum + sums[b].sum;
+    sum_sq = sum_sq + sums[b].sum_sq;
   }
   const torch::Tensor mean = sum / static_cast<double>(n);
   const torch::Tensor var =
@@ -82,17 +85,25 @@ std::vector<Profile> ComputeProfiles(Model& model, const std::vector<const Datas
     model.Forward(pieces.size() == 1 ? pieces[0] : torch::cat(pieces), &rep);
     reps.push_back(rep);
   }
-  const torch::Tensor rows = reps.empty() ? torch::Tensor() : torch::cat(reps);
+  std::vector<int64_t> sizes;
+  sizes.reserve(data.size());
+  for (const Dataset* d : data) sizes.push_back(d->size());
+  return ProfilesFromRows(reps.empty() ? torch::Tensor() : torch::cat(reps), sizes, version,
+                          model.profiled_layer(), batch_size);
+}
+
+std::vector<Profile> ProfilesFromRows(const torch::Tensor& rows, const std::vector<int64_t>& sizes,
+                                      int64_t version, const std::string& layer,
+                                      int64_t batch_size) {
   std::vector<Profile> profiles;
-  profiles.reserve(data.size());
+  profiles.reserve(sizes.size());
   int64_t offset = 0;
-  for (const Dataset* d : data) {
-    const int64_t n = d->size();
+  for (const int64_t n : sizes) {
     std::vector<RowSums> sums;
     for (int64_t b = 0; b < n; b += batch_size) {
       sums.push_back(SumRows(rows.narrow(0, offset + b, std::min(batch_size, n - b))));
     }
-    profiles.push_back(FromSums(sums, n, version, model.profiled_layer()));
+    profiles.push_back(FromSums(sums, n, version, layer));
     offset += n;
   }
   return profiles;
@@ -101,6 +112,67 @@ std::vector<Profile> ComputeProfiles(Model& model, const std::vector<const Datas
 Profile ComputeProfile(Model& model, const Dataset& data, int64_t version, int64_t batch_size) {
   ModelReplicas single(model);
   return ComputeProfile(single, data, version, batch_size);
+}
+
+SharedRepresentations::SharedRepresentations(InputTables tables, int64_t batch_size)
+    : tables_(std::move(tables)), batch_size_(batch_size) {
+  int64_t passes = 0;
+  for (const int64_t rows : tables_.sizes) {
+    first_pass_.push_back(passes);
+    passes += (rows + batch_size_ - 1) / batch_size_;
+  }
+  passes_.resize(static_cast<size_t>(passes));
+  computed_ = std::make_unique<std::once_flag[]>(static_cast<size_t>(passes));
+}
+
+const torch::Tensor& SharedRepresentations::Pass(Model& model, int table, int64_t c) {
+  const size_t i = static_cast<size_t>(first_pass_[table] + c);
+  std::call_once(computed_[i], [&] {
+    torch::NoGradGuard no_grad;
+    model.eval();
+    const int64_t start = c * batch_size_;
+    const int64_t len = std::min(batch_size_, tables_.sizes[table] - start);
+    torch::Tensor rep;
+    model.Forward(tables_.inputs(table, start, len), &rep);
+    // Its own storage, whatever the representation is a view of.
+    passes_[i] = rep.reshape({len, -1}).clone(torch::MemoryFormat::Contiguous);
+  });
+  return passes_[i];
+}
+
+torch::Tensor SharedRepresentations::Gather(Model& model, const std::vector<const TableRows*>& sets) {
+  int64_t total = 0;
+  for (const TableRows* s : sets) {
+    if (s->table < 0 || s->table >= static_cast<int>(tables_.sizes.size())) {
+      throw Error("shared inputs: no table " + std::to_string(s->table));
+    }
+    for (const int64_t r : s->rows) {
+      if (r < 0 || r >= tables_.sizes[s->table]) {
+        throw Error("shared inputs: row " + std::to_string(r) + " of table " +
+                    std::to_string(s->table) + ", which has " +
+                    std::to_string(tables_.sizes[s->table]));
+      }
+    }
+    total += static_cast<int64_t>(s->rows.size());
+  }
+  if (total == 0) return torch::Tensor();
+  torch::Tensor out;
+  char* to = nullptr;
+  int64_t row_bytes = 0;
+  for (const TableRows* s : sets) {
+    for (const int64_t r : s->rows) {
+      const torch::Tensor& pass = Pass(model, s->table, r / batch_size_);
+      if (!out.defined()) {
+        out = torch::empty({total, pass.size(1)}, pass.options());
+        to = static_cast<char*>(out.data_ptr());
+        row_bytes = pass.size(1) * static_cast<int64_t>(pass.element_size());
+      }
+      std::memcpy(to, static_cast<const char*>(pass.data_ptr()) + (r % batch_size_) * row_bytes,
+                  static_cast<size_t>(row_bytes));
+      to += row_bytes;
+    }
+  }
+  return out;
 }
 
 }  // namespace fedprof

@@ -111,6 +111,9 @@ std::shared_ptr<LocalClients> BuildClients(std::shared_ptr<RunPlan> plan, int th
       infos, [self](int id) { return self->plan->population->MakeClient(id); },
       !population.on_demand(), [spec] { return MakeModel(spec); }, threads, cost);
   local->transport->set_profile_group(static_cast<int>(o.fedprof.profile_group));
+  local->transport->set_shared_inputs(population.SharedTables(), [self](int id, TableRows* rows) {
+    return self->plan->population->SharedRowsOf(id, rows);
+  });
   local->transport->set_describe([self] {
     const Population& clients = *self->plan->population;
     std::vector<ClientDescription> rows(static_cast<size_t>(clients.size()));

@@ -193,6 +193,14 @@ Population::Population(const Dataset& train, const RunOptions& options)
                   train.name + "'s");
     }
   }
+
+  const InputTables tables = SharedTables();
+  std::vector<int64_t> held(kTables, 0);
+  for (int k = 0; k < n; ++k) {
+    const int t = TableOf(k);
+    if (t >= 0) held[t] += sizes_[k];
+  }
+  for (int t = 0; t < kTables; ++t) serves_[t] = tables.sizes[t] > 0 && held[t] >= tables.sizes[t];
 }
 
 Population::~Population() = default;
@@ -213,6 +221,51 @@ Client Population::MakeClient(int k) const {
   Client client(k, std::move(d));
   client.set_attack(attacks_.For(k));
   return client;
+}
+
+int Population::TableOf(int k) const {
+  if (!sampled_) return -1;  // disjoint partitions: no sample is held twice
+  switch (kinds_.at(k)) {
+    case DataKind::kClean: return kAsIs;
+    case DataKind::kBlurred: return kBlurred;
+    case DataKind::kIrrelevant: return irrelevant_source_.size() > 0 ? kIrrelevantSource : -1;
+    default: return -1;  // per-client noise
+  }
+}
+
+InputTables Population::SharedTables() const {
+  InputTables tables;
+  tables.sizes.assign(kTables, 0);
+  if (!sampled_) return tables;
+  tables.sizes[kAsIs] = train_.size();
+  tables.sizes[kBlurred] = train_.size();
+  tables.sizes[kIrrelevantSource] = irrelevant_source_.size();
+  tables.inputs = [this](int table, int64_t start, int64_t len) {
+    switch (table) {
+      case kAsIs: return train_.x.narrow(0, start, len);
+      case kBlurred: {
+        at::Tensor x = train_.x.narrow(0, start, len).clone();
+        ApplyGaussianBlur(x, quality_.blur_sigma);
+        return x;
+      }
+      default: return irrelevant_source_.x.narrow(0, start, len).to(torch::kFloat32);
+    }
+  };
+  return tables;
+}
+
+bool Population::SharedRowsOf(int k, TableRows* rows) const {
+  const int t = TableOf(k);
+  if (t < 0 || !serves_[t]) return false;
+  rows->table = t;
+  if (t == kIrrelevantSource) {
+    // MakeIrrelevant's draws: the first of the client's noise stream.
+    Rng rng = MakeRng(seed_, Stream::kNoise, {static_cast<uint64_t>(k)});
+    rows->rows = IrrelevantPicks(sizes_[k], irrelevant_source_.size(), rng);
+  } else {
+    rows->rows = sampled_->Indices(k);
+  }
+  return true;
 }
 
 }  // namespace fedprof

@@ -61,6 +61,19 @@ class Population {
   // attacking when the attack.* options make it an attacker.
   Client MakeClient(int k) const;
 
+  // Inputs that many clients hold alike under the sampled partitions: the
+  // training set as it is (clean clients), blurred (quality.blurred: the
+  // blur is deterministic and per image) and the irrelevant clients' source
+  // set (quality.irrelevant_source). A table serves only when its clients
+  // together hold at least as many samples as it has rows: computing its
+  // rows once then costs no more than the clients' own passes. Refers to
+  // this population.
+  InputTables SharedTables() const;
+  // Whether client k's inputs are rows of a table of SharedTables() that
+  // serves; `rows` then says which, in order: MakeClient(k).data().x is
+  // exactly those rows.
+  bool SharedRowsOf(int k, TableRows* rows) const;
+
  private:
   Dataset train_;
   uint64_t seed_;
@@ -71,6 +84,12 @@ class Population {
   std::vector<int32_t> sizes_;
   std::vector<std::vector<int64_t>> parts_;           // disjoint partitions
   std::unique_ptr<class SampledPartition> sampled_;  // sampled partitions
+  // The tables of SharedTables(), and whether each serves.
+  enum Table { kAsIs, kBlurred, kIrrelevantSource, kTables };
+  bool serves_[kTables] = {};
+
+  // The table client k's inputs are rows of, or -1 when they are its own.
+  int TableOf(int k) const;
 };
 
 }  // namespace fedprof

@@ -147,6 +147,10 @@ void InProcessTransport::ProfileInGroups(const std::vector<ClientInstructions>& 
   }
   starts.push_back(order.size());
 
+  // Rows of shared tables under θ, for this call: computed once each, by
+  // whichever worker first needs them.
+  std::optional<SharedRepresentations> shared;
+  if (rows_of_) shared.emplace(tables_);
   std::mutex sink_mutex;
   pool_.ParallelFor(static_cast<int64_t>(starts.size() - 1), [&](int64_t item, int worker) {
     at::set_num_threads(1);
@@ -155,6 +159,10 @@ void InProcessTransport::ProfileInGroups(const std::vector<ClientInstructions>& 
     std::vector<std::optional<Client>> made(end - begin);
     std::vector<const Client*> small;  // profiled together
     std::vector<size_t> small_at;
+    std::vector<TableRows> rows(end - begin);  // clients of shared inputs
+    std::vector<int> shared_ids;
+    std::vector<const TableRows*> shared_rows;
+    std::vector<size_t> shared_at;
     Model& model = *worker_models_[worker];
     std::shared_ptr<const FlatParams>& loaded = worker_loaded_[worker];
     try {
@@ -164,8 +172,16 @@ void InProcessTransport::ProfileInGroups(const std::vector<ClientInstructions>& 
         loaded = ins.global;
       }
       for (size_t k = 0; k < results.size(); ++k) {
+        const int id = tasks[order[begin + k]].client_id;
         try {
-          const Client& client = ClientFor(tasks[order[begin + k]].client_id, &made[k]);
+          if (shared && rows_of_(id, &rows[k]) &&
+              static_cast<int64_t>(rows[k].rows.size()) < kProfileBatch) {
+            shared_ids.push_back(id);
+            shared_rows.push_back(&rows[k]);
+            shared_at.push_back(k);
+            continue;
+          }
+          const Client& client = ClientFor(id, &made[k]);
           if (client.num_samples() < kProfileBatch) {
             small.push_back(&client);
             small_at.push_back(k);
@@ -178,20 +194,27 @@ void InProcessTransport::ProfileInGroups(const std::vector<ClientInstructions>& 
       }
       std::vector<FitResult> together = ProfileTogether(ins, model, small);
       for (size_t j = 0; j < small_at.size(); ++j) results[small_at[j]] = std::move(together[j]);
+      if (!shared_ids.empty()) {
+        together = ProfileFromTables(ins, model, *shared, shared_ids, shared_rows);
+        for (size_t j = 0; j < shared_at.size(); ++j) results[shared_at[j]] = std::move(together[j]);
+      }
     } catch (const std::exception& e) {
-      for (size_t k : small_at) results[k] = Failed(e);
+      for (const std::vector<size_t>* at : {&small_at, &shared_at}) {
+        for (size_t k : *at) {
+          if (!results[k].ok) results[k] = Failed(e);  // not profiled yet
+        }
+      }
       if (loaded != ins.global) {  // θ never loaded: nothing was profiled
         for (FitResult& r : results) r = Failed(e);
       }
     }
-    std::lock_guard<std::mutex> lock(sink_mutex);
     for (size_t k = 0; k < results.size(); ++k) {
-      const size_t i = order[begin + k];
       FitResult& r = results[k];
-      r.client_id = tasks[i].client_id;
+      r.client_id = tasks[order[begin + k]].client_id;
       if (r.ok && cost_) r.cost = cost_(r.client_id, ins);
-      (void)sink(i, std::move(r));
     }
+    std::lock_guard<std::mutex> lock(sink_mutex);
+    for (size_t k = 0; k < results.size(); ++k) (void)sink(order[begin + k], std::move(results[k]));
   });
 }
 

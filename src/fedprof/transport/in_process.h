@@ -54,6 +54,18 @@ class InProcessTransport : public Transport {
   void set_profile_group(int clients) { profile_group_ = clients; }
   int profile_group() const { return profile_group_; }
 
+  // Clients whose inputs are rows of `tables`, which many clients hold alike
+  // (`rows_of` says which rows client `id` holds, or returns false when its
+  // inputs are its own). With profile groups (above), such a client of
+  // fewer samples than one pass takes its profile-only task's rows from one
+  // computation per table row under θ (SharedRepresentations) instead of
+  // passes of its own, and its data is never built.
+  using RowsOf = std::function<bool(int id, TableRows* rows)>;
+  void set_shared_inputs(InputTables tables, RowsOf rows_of) {
+    tables_ = std::move(tables);
+    rows_of_ = std::move(rows_of);
+  }
+
   // clients.csv's rows, when the owner knows more of its clients (data
   // kinds, devices) than their ClientInfo says.
   void set_describe(std::function<std::vector<ClientDescription>()> describe) {
@@ -77,6 +89,8 @@ class InProcessTransport : public Transport {
   std::map<int, FlatParams> local_states_;  // by id; only clients that keep state
   std::function<std::vector<ClientDescription>()> describe_;
   int profile_group_ = 1;
+  InputTables tables_;
+  RowsOf rows_of_;
 
   // Client `id` for one task: kept, or made into `made`.
   Client& ClientFor(int id, std::optional<Client>* made);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -169,6 +170,99 @@ TEST(InProcessTransportTest, ProfilesInGroupsAreEachClientsOwnForAnyThreads) {
       for (size_t u = 0; u < alone.profile->units(); ++u) {
         EXPECT_NEAR(r.profile->mean[u], alone.profile->mean[u],
                     1e-6 * (1 + std::fabs(alone.profile->mean[u])));
+      }
+    }
+  }
+}
+
+// Clients whose inputs are rows of a shared table, in FedProf's report
+// pass: with groups, those of fewer samples than one pass are profiled from
+// the table's rows under θ, their data never built, the same for any number
+// of threads and within float rounding of each client profiling alone; with
+// groups of 1 every client profiles alone, bit for bit. The rows are those
+// of the call's θ.
+TEST(InProcessTransportTest, ClientsOfSharedInputsAreProfiledFromTheTableForAnyThreads) {
+  Blobs(0);
+  torch::manual_seed(11);
+  const Dataset table = testing_support::DrawBlobs(300);
+  // Even ids and client 9 (one pass and more) hold rows of the table; the
+  // other odd ids their own blobs.
+  auto rows_of = [](int id, TableRows* rows) {
+    if (id % 2 == 1 && id != 9) return false;
+    rows->table = 0;
+    rows->rows.clear();
+    for (int64_t i = 0; i < (id == 9 ? 130 : 5 + id); ++i) rows->rows.push_back((id * 37 + i * 11) % 300);
+    return true;
+  };
+  auto data_of = [&](int id) {
+    TableRows rows;
+    return rows_of(id, &rows) ? Subset(table, rows.rows) : Blobs(id);
+  };
+  InputTables tables;
+  tables.sizes = {table.size()};
+  tables.inputs = [&](int, int64_t start, int64_t len) { return table.x.narrow(0, start, len); };
+  FitInstructions ins = OneEpoch();
+  ins.train.epochs = 0;
+  ins.report.profile = true;
+  FitInstructions next = ins;  // another θ
+  FlatParams moved = *ins.global;
+  for (float& v : moved) v *= 1.5f;
+  next.global = std::make_shared<const FlatParams>(std::move(moved));
+  next.model_version = 1;
+  const std::vector<int> ids = {7, 0, 3, 9, 5, 1, 2, 6, 4, 8};
+  struct Run {
+    Received first, second;
+    std::vector<int> built;
+  };
+  auto run = [&](int group, int threads) {
+    Run r;
+    r.built.assign(ids.size(), 0);
+    std::mutex mutex;
+    InProcessTransport transport(
+        Infos(10),
+        [&](int id) {
+          std::lock_guard<std::mutex> lock(mutex);
+          ++r.built[id];
+          return Client(id, data_of(id));
+        },
+        /*keep_clients=*/false, [] { return MakeModel(kSpec); }, threads);
+    transport.set_profile_group(group);
+    transport.set_shared_inputs(tables, rows_of);
+    r.first = FitAll(transport, ids, ins);
+    r.second = FitAll(transport, ids, next);
+    return r;
+  };
+  auto model = MakeModel(kSpec);
+  for (int group : {1, 4}) {
+    const Run one = run(group, 1), three = run(group, 3);
+    for (int id = 0; id < 10; ++id) {
+      const bool from_table = group > 1 && id % 2 == 0;
+      EXPECT_EQ(one.built[id], from_table ? 0 : 2) << "client " << id << ", group " << group;
+    }
+    for (const FitInstructions* told : {&ins, &next}) {
+      const Received& got = told == &ins ? one.first : one.second;
+      const Received& got3 = told == &ins ? three.first : three.second;
+      ASSERT_EQ(got.by_index.size(), ids.size());
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const FitResult& r = got.by_index.at(i);
+        ASSERT_TRUE(r.ok) << r.error;
+        ASSERT_TRUE(r.profile.has_value());
+        EXPECT_EQ(r.client_id, ids[i]);
+        EXPECT_EQ(r.num_samples, data_of(ids[i]).size());
+        EXPECT_EQ(r.profile->version, told->model_version);
+        EXPECT_EQ(r.profile->mean, got3.by_index.at(i).profile->mean) << "group " << group;
+        EXPECT_EQ(r.profile->var, got3.by_index.at(i).profile->var) << "group " << group;
+        const FitResult alone = Client(ids[i], data_of(ids[i])).Fit(*told, *model);
+        if (group == 1) {
+          EXPECT_EQ(r.profile->mean, alone.profile->mean);
+          EXPECT_EQ(r.profile->var, alone.profile->var);
+        }
+        for (size_t u = 0; u < alone.profile->units(); ++u) {
+          EXPECT_NEAR(r.profile->mean[u], alone.profile->mean[u],
+                      1e-6 * (1 + std::fabs(alone.profile->mean[u])));
+          EXPECT_NEAR(r.profile->var[u], alone.profile->var[u],
+                      1e-6 * (1 + alone.profile->var[u]));
+        }
       }
     }
   }
