@@ -141,7 +141,10 @@ class BuiltinStagedModel : public StagedModel {
   static at::Tensor RunStage(Stage& s, const at::Tensor& x, at::Tensor* pre) {
     at::Tensor h = s.conv ? s.conv->forward(x) : s.linear->forward(x.dim() > 2 ? x.flatten(1) : x);
     if (pre != nullptr) *pre = h;
-    if (s.relu) h = torch::relu(h);
+    // In place when nothing else holds h and no gradient is recorded
+    // (evaluation, profiling): the same kernel and values, one
+    // activation-sized tensor fewer.
+    if (s.relu) h = pre == nullptr && !at::GradMode::is_enabled() ? h.relu_() : torch::relu(h);
     if (s.conv) h = MaxPool2(h);
     return h;
   }

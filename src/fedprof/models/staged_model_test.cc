@@ -46,6 +46,27 @@ TEST(StagedModelTest, LeNet5IsOneModelForProfilingAndTransfer) {
       torch::allclose(rep, torch::addmm(params["fc1.bias"], features, params["fc1.weight"].t())));
 }
 
+// Evaluation (no gradients: ReLU in place, pooling without indices) gives
+// the values of the same forward with gradients, and the representation of
+// every profiled layer is its own, not what the in-place ReLU made of it.
+TEST(StagedModelTest, EvaluationGivesTheForwardWithGradientsValues) {
+  torch::manual_seed(5);
+  auto model = MakeModel({"lenet5", {1, 28, 28}, 10, {}, ""});
+  model->eval();
+  const at::Tensor x = torch::randn({6, 1, 28, 28});
+  for (const std::string& layer : model->ProfileableLayers()) {
+    model->SetProfiledLayer(layer);
+    at::Tensor rep, rep_graded;
+    const at::Tensor out_graded = model->Forward(x, &rep_graded);
+    ASSERT_TRUE(out_graded.requires_grad());
+    torch::NoGradGuard no_grad;
+    const at::Tensor out = model->Forward(x, &rep);
+    EXPECT_TRUE(torch::equal(out, out_graded.detach())) << layer;
+    EXPECT_TRUE(torch::equal(rep, rep_graded.detach())) << layer;
+    EXPECT_LT(rep.min().item<float>(), 0) << layer << ": a pre-activation, before the ReLU";
+  }
+}
+
 TEST(StagedModelTest, SplitForwardEqualsTheWholeAndCountsMatch) {
   auto net = Source();
   EXPECT_EQ(net->stage_names(),
