@@ -6,10 +6,12 @@
 # algorithm), mean round time and peak memory, for FedAvg and FedProf.
 #
 # Then the report pass alone (1 round), side by side: each client profiled
-# alone (fedprof.profile_group = 1), the small clients of each group of 64
-# ids profiled in shared passes (the default), and the latter under
-# `launch` with 1 and 2 ranks of 1 thread each. With FEDPROF_BEFORE=BIN the
-# first row is run by BIN, another build (e.g. the commit before a change).
+# alone (fedprof.profile_group = 1, as a deployed client), the default (the
+# clean and blurred clients' rows taken from one pass per 128 samples of the
+# training set as it is and blurred, the salt-and-pepper clients of each
+# group of 64 ids profiled in shared passes), and the default under `launch`
+# with 1 and 2 ranks of 1 thread each. With FEDPROF_BEFORE=BIN the first
+# row is run by BIN, another build (e.g. the commit before a change).
 #
 #   bench/scale.sh [CLIENTS] [ROUNDS]        (needs `make build`)
 set -euo pipefail
@@ -61,8 +63,9 @@ if [[ -n "$before" ]]; then
 fi
 row "each client alone (profile_group 1)" "1 x 2" \
   build/fedprof simulate $one --set threads=2 --set fedprof.profile_group=1 --out "$work/r1"
-row "groups of 64 (default)" "1 x 2" build/fedprof simulate $one --set threads=2 --out "$work/r2"
-row "groups of 64, launch" "1 x 1" \
+row "shared tables, groups of 64 (default)" "1 x 2" \
+  build/fedprof simulate $one --set threads=2 --out "$work/r2"
+row "default, launch" "1 x 1" \
   build/fedprof launch --nproc 1 -- simulate $one --set threads=1 --out "$work/r3"
-row "groups of 64, launch" "2 x 1" \
+row "default, launch" "2 x 1" \
   build/fedprof launch --nproc 2 -- simulate $one --set threads=1 --out "$work/r4"

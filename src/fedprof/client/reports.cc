@@ -110,14 +110,9 @@ std::vector<FitResult> ProfileFromTables(const FitInstructions& ins, Model& mode
                                          const std::vector<const TableRows*>& rows) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int64_t> sizes;
-  std::vector<Profile> profiles;
-  for (const TableRows* r : rows) {
-    // One client's rows at a time: a group's would be a block past glibc's
-    // mmap threshold, mapped and unmapped for every group.
-    sizes.push_back(static_cast<int64_t>(r->rows.size()));
-    profiles.push_back(std::move(ProfilesFromRows(shared.Gather(model, {r}), {sizes.back()},
-                                                  ins.model_version, model.profiled_layer())[0]));
-  }
+  for (const TableRows* r : rows) sizes.push_back(static_cast<int64_t>(r->rows.size()));
+  std::vector<Profile> profiles = ProfilesFromRows(shared.Gather(model, rows), sizes,
+                                                   ins.model_version, model.profiled_layer());
   return TogetherResults(ins, ids, sizes, std::move(profiles), start);
 }
 

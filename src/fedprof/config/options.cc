@@ -216,8 +216,11 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(fedprof, profile_group, "64", 1, 65536, "",
        "Simulation: the clients of each group of this many consecutive ids that hold fewer "
        "samples than one forward pass (128) profile their data in shared passes of 128 "
-       "instead of a small pass each; their profiles then differ from a client's own pass by "
-       "float rounding (about 1e-7). 1: each client alone, bit for bit as a deployed client."),
+       "instead of a small pass each; under a sampled partition, those whose inputs are "
+       "samples of a data set as they are or blurred (clean, blurred, irrelevant from a data "
+       "set) take their representations from one pass per 128 samples of that set "
+       "(docs/scale.md). Their profiles then differ from a client's own pass by float "
+       "rounding (about 1e-7). 1: each client alone, bit for bit as a deployed client."),
       // Baselines; defaults from each method's paper.
       OPTION(fedprox, mu, "0.01", 0, 1e3, "",
        "The fedprox preset's proximal weight mu (Li et al. 2020 tune it in {0.001, 0.01, 0.1, "

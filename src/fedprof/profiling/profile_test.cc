@@ -114,6 +114,34 @@ TEST(ProfileTest, ComputedProfileEqualsDirectStatisticsOfTheLayer) {
   }
 }
 
+// A data set of one pass: its profile is exactly the double-precision mean
+// and population variance of the layer's rows, the sums divided by n, as
+// they have always been computed (runs keep their numbers).
+TEST(ProfileTest, ProfileOfOnePassIsItsRowsStatisticsBitForBit) {
+  torch::manual_seed(6);
+  auto model = MakeModel({"lenet5", {1, 28, 28}, 10, {}, "fc1"});
+  Dataset data;
+  data.x = torch::rand({37, 1, 28, 28});
+  data.y = torch::zeros({37}, torch::kLong);
+  data.num_classes = 10;
+  torch::Tensor rep;
+  {
+    torch::NoGradGuard no_grad;
+    model->eval();
+    model->Forward(data.x, &rep);
+  }
+  const torch::Tensor r = rep.to(torch::kDouble);
+  const torch::Tensor mean = r.sum(0) / 37.0;
+  const torch::Tensor var = (r.pow(2).sum(0) / 37.0 - mean.pow(2)).clamp_min(kVarianceFloor);
+  const std::vector<double> expected_mean(mean.data_ptr<double>(), mean.data_ptr<double>() + 120);
+  const std::vector<double> expected_var(var.data_ptr<double>(), var.data_ptr<double>() + 120);
+  const Profile alone = ComputeProfile(*model, data, 0);
+  EXPECT_EQ(alone.mean, expected_mean);
+  EXPECT_EQ(alone.var, expected_var);
+  EXPECT_EQ(ComputeProfiles(*model, {&data}, 0)[0].mean, expected_mean);
+  EXPECT_EQ(ComputeProfiles(*model, {&data}, 0)[0].var, expected_var);
+}
+
 // Many small data sets profiled in shared passes: each profile is its own
 // data's, within float rounding of its own pass (exactly it when alone),
 // whatever data sets share the passes; a large one is cut into its passes
