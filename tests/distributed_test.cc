@@ -223,6 +223,29 @@ TEST(DistributedTest, FedProfWithSmallClientsProfiledInGroupsIsIdenticalForAnyRa
                              "--set fedprof.profile_group=3");
 }
 
+// Secure aggregation under launch: the ranks' clients hand rank 0 their
+// results and rank 0 runs each round's SecAgg+ session; the model is bit
+// for bit that of one process without secure aggregation, and so are the
+// metrics.
+TEST(DistributedTest, SecureAggregationUnderLaunchGivesThePlainModel) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string base = FreshDir("secagg_ranks");
+  const std::string run = std::string(kSmallRun) + " --set rounds=2 --set threads=1";
+  const std::string plain = base + "/plain";
+  const Result p = RunCli("simulate " + run + " --out " + plain, base + "/plain.log");
+  ASSERT_EQ(p.code, 0) << p.output;
+  const std::string out = base + "/secure";
+  const Result r = RunCli(Launch(2, run + " --set secagg.protocol=secagg+ --set report.progress=true "
+                                          "--out " + out),
+                          out + ".log");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("round 2: secagg+ of 4 clients"), std::string::npos) << r.output;
+  EXPECT_EQ(MetricsWithoutWall(plain), MetricsWithoutWall(out));
+  EXPECT_EQ(testing_support::Summary(plain).at("final_model_sha256"),
+            testing_support::Summary(out).at("final_model_sha256"));
+  EXPECT_TRUE(ProcessesWith(out).empty());
+}
+
 // A rank killed mid-run: rank 0 names it in one line, the launcher stops
 // the others and exits non-zero, well within dist.timeout_s; nothing is left.
 TEST(DistributedTest, KilledRankEndsTheRunWithOneLineAndNoProcessLeft) {

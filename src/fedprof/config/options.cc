@@ -347,6 +347,27 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(report, per_client_limit, "10000", 0, 1e7, "",
        "Outputs with a column or bar per client (scores.csv, scores.png, selection.png) are "
        "written only for populations up to this size."),
+      // Secure aggregation of the round's models (docs/privacy.md).
+      OPTION(secagg, protocol, "none", 0, 0, "none|secagg|secagg+",
+       "secagg: Bonawitz et al. (CCS 2017), every client masks with every other; secagg+: Bell "
+       "et al. (CCS 2020), each with k = O(log K) neighbours. The server learns the sum of the "
+       "round's models (exactly the plaintext sum) and who is in it, never one client's model."),
+      OPTION(secagg, dropout, "0.1", 0, 0.5, "",
+       "delta: the share of a session's clients that may drop out and the sum still be "
+       "recovered; with secagg.corrupt it sets k and t (Bell et al., Lemmas 4.3-4.4)."),
+      OPTION(secagg, corrupt, "0.1", 0, 0.5, "",
+       "gamma: the share of a session's clients that may collude with the server without "
+       "learning another client's model."),
+      OPTION(secagg, neighbors, "0", 0, 1e7, "",
+       "k: neighbours each client masks with and shares among (secagg+); 0: the fewest that "
+       "secagg.dropout and secagg.corrupt allow."),
+      OPTION(secagg, threshold, "0", 0, 1e7, "",
+       "t: shares that recover a client's secret; 0: chosen with k. An explicit t is held to "
+       "the security conditions only."),
+      OPTION(secagg, drop_after_masking, "0", 0, 0.5, "",
+       "Simulation: the share of each session's clients that stop answering once they have "
+       "sent their masked model (their models still count, recovered from their neighbours' "
+       "shares); for measuring and testing recovery."),
       // Deployment (fedprof server / client over gRPC).
       Resumable(OPTION(deploy, min_clients, "0", 0, 1e7, "",
        "Clients that must have registered before round 1; 0 = all clients.count.")),

@@ -109,6 +109,11 @@ struct RunOptions {
   struct Dist {
     double timeout_s = 0;
   };
+  struct SecAgg {
+    std::string protocol;
+    int64_t neighbors = 0, threshold = 0;
+    double dropout = 0, corrupt = 0, drop_after_masking = 0;
+  };
 
   int64_t seed = 0, rounds = 0, threads = 0;
   Data data;
@@ -132,6 +137,7 @@ struct RunOptions {
   Report report;
   Deploy deploy;
   Dist dist;
+  SecAgg secagg;
 };
 
 }  // namespace fedprof

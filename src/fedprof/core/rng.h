@@ -28,6 +28,7 @@ enum class Stream : uint64_t {
   kPrivacy = 9,
   kAttackers = 10,  // which simulated clients attack (client/attack.h)
   kFederatedEvaluation = 11,  // which clients evaluate the global model
+  kSecAggDropouts = 12,       // which clients of a session drop out (simulated)
 };
 
 // SplitMix64 finaliser: a bijective 64-bit mixer.

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "fedprof/config/options.h"
@@ -11,6 +13,7 @@
 #include "fedprof/core/rng.h"
 #include "fedprof/core/text.h"
 #include "fedprof/profiling/profiler.h"
+#include "fedprof/secagg/graph.h"
 #include "fedprof/server/checkpoint.h"
 
 namespace fedprof {
@@ -51,6 +54,43 @@ ModelSpec SpecFor(const RunOptions::Model& options, const Dataset& data) {
 std::shared_ptr<Model> InitialModel(int64_t seed, const ModelSpec& spec) {
   torch::manual_seed(Mix64(static_cast<uint64_t>(seed) ^ static_cast<uint64_t>(Stream::kModelInit)));
   return MakeModel(spec);
+}
+
+// Secure aggregation hands the server the round's sum alone: strategies
+// that need each client's model, or a sketch of it, cannot run under it.
+// Its parameters must also be possible for a full round of clients.
+void CheckSecureAggregation(const RunOptions& o, int num_clients, const Strategy& strategy,
+                            ClientsLive where) {
+  const RunOptions::SecAgg& secagg = o.secagg;
+  if (secagg.protocol == "none") return;
+  const std::string option = "secagg.protocol = " + secagg.protocol + ": ";
+  if (where == ClientsLive::kElsewhere) {
+    throw Error(option + "secure aggregation runs in simulate and launch; fedprof server does "
+                         "not run it over gRPC yet");
+  }
+  if (strategy.SketchDim() > 0) {
+    throw Error(option + "strategy " + strategy.name() +
+                " samples clients by sketches of their individual updates, which secure "
+                "aggregation hides from the server");
+  }
+  if (!strategy.NeedsEveryModel().empty()) {
+    throw Error(option + "the server sees only the sum of the round's models, but " +
+                strategy.NeedsEveryModel());
+  }
+  const int per_round = static_cast<int>(std::max<int64_t>(
+      1, std::min<int64_t>(num_clients, std::llround(num_clients * o.strategy.fraction))));
+  const std::string round = std::to_string(per_round) +
+                            " clients per round (strategy.fraction x clients.count)";
+  if (per_round < 2) throw Error(option + "a sum of one model is that model: " + round);
+  secagg::Tolerance tolerance;
+  tolerance.dropout = secagg.dropout;
+  tolerance.corrupt = secagg.corrupt;
+  try {
+    secagg::ChooseGraph(secagg::ParseProtocol(secagg.protocol), per_round, tolerance,
+                        static_cast<int>(secagg.neighbors), static_cast<int>(secagg.threshold));
+  } catch (const Error& e) {
+    throw Error(option + round + ": " + e.what());
+  }
 }
 
 void CheckStrategyFitsModel(const Strategy& strategy, const Model& model,
@@ -148,6 +188,7 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
   };
   plan.strategy = MakeStrategy(o, context);
   CheckStrategyFitsModel(*plan.strategy, *plan.initial_model, o.model);
+  CheckSecureAggregation(o, plan.num_clients(), *plan.strategy, where);
   if (plan.strategy->WantedReports().profile) {
     plan.reference = ReferenceSet(o.fedprof, plan.data, plan.population.get());
     if (plan.reference.size() == 0) {

@@ -19,6 +19,7 @@
 #include "fedprof/sim/population.h"
 #include "fedprof/strategy/strategy.h"
 #include "fedprof/transport/in_process.h"
+#include "fedprof/transport/secure_aggregation.h"
 
 namespace fedprof {
 namespace {
@@ -41,6 +42,19 @@ CostOptions CostOptionsFrom(const RunOptions::Cost& c, const Dataset& train) {
     o.bits_per_sample = values * (train.is_image() ? 8 : 32);
   }
   return o;
+}
+
+SecureAggregationOptions SecureAggregationFrom(const RunOptions& o) {
+  SecureAggregationOptions s;
+  s.protocol = secagg::ParseProtocol(o.secagg.protocol);
+  s.tolerance.dropout = o.secagg.dropout;
+  s.tolerance.corrupt = o.secagg.corrupt;
+  s.neighbors = static_cast<int>(o.secagg.neighbors);
+  s.threshold = static_cast<int>(o.secagg.threshold);
+  s.drop_after_masking = o.secagg.drop_after_masking;
+  s.seed = static_cast<uint64_t>(o.seed);
+  s.progress = o.report.progress;
+  return s;
 }
 
 // The clients of a run as one process holds them: the plan (data,
@@ -156,6 +170,14 @@ void Run(RunStart start, const std::string& out_dir) {
     distributed = std::make_unique<DistributedTransport>(*group, *local->transport,
                                                          o.report.progress);
     transport = distributed.get();
+  }
+  // Rank 0 runs the sessions: under launch the ranks' clients hand it their
+  // inputs, as the session's client side (its server side sees only masked
+  // inputs and the sum).
+  std::unique_ptr<SecureAggregationTransport> secure;
+  if (o.secagg.protocol != "none") {
+    secure = std::make_unique<SecureAggregationTransport>(*transport, SecureAggregationFrom(o));
+    transport = secure.get();
   }
   if (o.report.progress) {
     char line[160];

@@ -122,6 +122,7 @@ SessionReport RunInProcess(const SessionConfig& config, const std::map<int64_t, 
     Stopwatch watch(report.server);
     directories = server.CloseAdvertise();
   }
+  report.params = server.params();
   // Round 1: ShareKeys.
   for (const auto& entry : directories) {
     const int64_t id = entry.first;

@@ -47,6 +47,7 @@ struct PartyCost {
 
 struct SessionReport {
   AggregateResult result;
+  RoundParams params;  // k and t of the session, once U_1 was known
   std::map<int64_t, PartyCost> clients;
   PartyCost server;
   // Clients that aborted (refused the server), with their reason.

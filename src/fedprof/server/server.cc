@@ -179,7 +179,7 @@ void Server::TrainSelected(int64_t round, const std::vector<ClientInstructions>&
     tally->profiling_energy_j.Add(r.cost.profiling_energy_j);
     std::string why = Validate(r, num_params, /*expect_model=*/!r.summed);
     if (why.empty() && r.summed && !strategy_.NeedsEveryModel().empty()) {
-      why = "its model comes summed by a relay, but " + strategy_.NeedsEveryModel();
+      why = "its model comes only in a sum, but " + strategy_.NeedsEveryModel();
     }
     if (why.empty()) why = strategy_.CheckResult(r);
     if (why.empty() && !r.summed) why = strategy_.BoundUpdate(global, &r);  // may clip r.params
@@ -207,7 +207,8 @@ void Server::TrainSelected(int64_t round, const std::vector<ClientInstructions>&
   };
   // A relay's partial sum must be the sum of exactly the accepted results
   // it names: their count and their registered weights.
-  const auto summed = [&](const std::vector<size_t>& indices, const ModelSum* part) -> std::string {
+  const auto summed = [&](const std::vector<size_t>& indices, const ModelSum* part,
+                          const std::string& lost) -> std::string {
     std::string why;
     int64_t weight = 0;
     std::vector<size_t> sorted = indices;
@@ -221,7 +222,9 @@ void Server::TrainSelected(int64_t round, const std::vector<ClientInstructions>&
       }
       weight += it->second.num_samples;
     }
-    if (why.empty() && part == nullptr) why = "its relay was lost before it sent the sum";
+    if (why.empty() && part == nullptr) {
+      why = lost.empty() ? "its relay was lost before it sent the sum" : lost;
+    }
     if (why.empty() && (part->size() != num_params || part->count() != static_cast<int64_t>(sorted.size()) ||
                         part->weight() != weight)) {
       why = "a partial sum of " + std::to_string(part->count()) + " models of weight " +

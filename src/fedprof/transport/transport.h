@@ -73,16 +73,19 @@ class Transport {
   // (PushReply.accepted) answers with this verdict. Called from any thread,
   // but never from two at once.
   //
-  // A relay's results come without their models (FitResult::summed): the
-  // models of those accepted come afterwards as one exact partial sum,
-  // handed to Sum with the results' indices (or a null sum when it is lost,
-  // its relay gone). Sum returns "" when the sum is used, else why not, and
-  // then those results' models are lost. A sink made of one function takes
-  // no sums; a transport that has them (relays) needs one that does.
+  // A relay's results come without their models (FitResult::summed), and so
+  // do all of a securely aggregated round's: the models of those accepted
+  // come afterwards as one exact partial sum, handed to Sum with the
+  // results' indices (or a null sum, with why, when it is lost: its relay
+  // gone, the secure session failed). Sum returns "" when the sum is used,
+  // else why not, and then those results' models are lost. A sink made of
+  // one function takes no sums; a transport that has them needs one that
+  // does.
   class ResultSink {
    public:
     using Each = std::function<std::string(size_t index, FitResult&& result)>;
-    using Summed = std::function<std::string(const std::vector<size_t>& indices, const ModelSum* sum)>;
+    using Summed = std::function<std::string(const std::vector<size_t>& indices, const ModelSum* sum,
+                                             const std::string& lost)>;
     template <typename F, typename = std::enable_if_t<
                               std::is_invocable_r_v<std::string, F&, size_t, FitResult&&>>>
     ResultSink(F each) : each_(std::move(each)) {}  // NOLINT: a function is a sink
@@ -92,8 +95,9 @@ class Transport {
       return each_(index, std::move(result));
     }
     bool TakesSums() const { return static_cast<bool>(summed_); }
-    std::string Sum(const std::vector<size_t>& indices, const ModelSum* sum) const {
-      return summed_ ? summed_(indices, sum) : "this round takes no partial sums";
+    std::string Sum(const std::vector<size_t>& indices, const ModelSum* sum,
+                    const std::string& lost = "") const {
+      return summed_ ? summed_(indices, sum, lost) : "this round takes no partial sums";
     }
 
    private:

@@ -1,0 +1,162 @@
+#include "fedprof/transport/secure_aggregation.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "fedprof/core/error.h"
+#include "fedprof/core/log.h"
+#include "fedprof/core/rng.h"
+#include "fedprof/secagg/in_process.h"
+
+namespace fedprof {
+namespace {
+
+// `count` of `ids`, drawn without replacement from the round's stream.
+std::set<int64_t> DrawDropouts(const std::vector<int64_t>& ids, size_t count, uint64_t seed,
+                               int64_t round) {
+  std::vector<int64_t> pool = ids;
+  Rng rng = MakeRng(seed, Stream::kSecAggDropouts, {static_cast<uint64_t>(round)});
+  std::set<int64_t> drawn;
+  for (size_t i = 0; i < count && i < pool.size(); ++i) {
+    const size_t j = i + static_cast<size_t>(UniformIndex(rng, pool.size() - i));
+    std::swap(pool[i], pool[j]);
+    drawn.insert(pool[i]);
+  }
+  return drawn;
+}
+
+}  // namespace
+
+SecureAggregationTransport::SecureAggregationTransport(Transport& inner,
+                                                       SecureAggregationOptions options)
+    : inner_(inner), options_(std::move(options)) {}
+
+void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& tasks,
+                                     const ResultSink& sink) {
+  // Each accepted model, as its client's input: the words its term adds to
+  // the exact sum. The sink sees the result without it.
+  std::map<int64_t, std::vector<secagg::Word>> inputs;
+  std::map<int64_t, size_t> index_of;
+  size_t length = 0;
+  inner_.Fit(tasks, Transport::ResultSink([&](size_t index, FitResult&& r) -> std::string {
+    if (!r.ok || r.params.empty() || r.summed) return sink(index, std::move(r));
+    std::vector<secagg::Word> words;
+    try {
+      words = ModelSum::TermWords(r.params, r.num_samples);
+    } catch (const Error& e) {
+      // An honest client cannot encode such a model; it reports the failure.
+      FitResult failed;
+      failed.client_id = r.client_id;
+      failed.cost = r.cost;
+      failed.error = std::string("its model cannot be securely aggregated: ") + e.what();
+      return sink(index, std::move(failed));
+    }
+    r.params = FlatParams();
+    r.summed = true;
+    const int64_t id = r.client_id;
+    std::string why = sink(index, std::move(r));
+    if (why.empty()) {
+      length = words.size();
+      inputs[id] = std::move(words);
+      index_of[id] = index;
+    }
+    return why;
+  }));
+  if (inputs.empty()) return;
+
+  std::vector<int64_t> ids;
+  for (const auto& entry : inputs) ids.push_back(entry.first);
+  const auto indices_of = [&](const std::vector<int64_t>& clients) {
+    std::vector<size_t> indices;
+    for (int64_t id : clients) indices.push_back(index_of.at(id));
+    return indices;
+  };
+  // Each client's long-term signing key, as a deployment's PKI provides it.
+  secagg::SessionConfig config;
+  config.session_id = secagg::RandomBytes(secagg::kKeyBytes);
+  config.protocol = options_.protocol;
+  config.tolerance = options_.tolerance;
+  config.neighbors = options_.neighbors;
+  config.threshold = options_.threshold;
+  config.length = length;
+  std::map<int64_t, secagg::Bytes> signing_keys;
+  for (int64_t id : ids) {
+    secagg::KeyPair key = secagg::GenerateEd25519();
+    signing_keys[id] = std::move(key.secret);
+    config.verify_keys[id] = std::move(key.public_key);
+  }
+  const int64_t round = tasks.front().instructions.round;
+  secagg::Dropouts dropouts;
+  dropouts.after_masked_input =
+      DrawDropouts(ids, static_cast<size_t>(options_.drop_after_masking * static_cast<double>(ids.size())),
+                   options_.seed, round);
+
+  secagg::SessionReport report;
+  try {
+    report = secagg::RunInProcess(config, signing_keys, inputs, dropouts);
+  } catch (const Error& e) {
+    inputs.clear();
+    sink.Sum(indices_of(ids), nullptr, std::string("secure aggregation failed: ") + e.what());
+    return;
+  }
+  inputs.clear();
+  const std::vector<int64_t>& survivors = report.result.survivors;
+  std::vector<int64_t> lost;
+  std::set_difference(ids.begin(), ids.end(), survivors.begin(), survivors.end(),
+                      std::back_inserter(lost));
+  try {
+    // A sum no `survivors` honest inputs can make (a client masked garbage)
+    // is refused whole: secure aggregation cannot tell whose input it was.
+    const ModelSum sum = ModelSum::FromTermWords(report.result.sum,
+                                                 static_cast<int64_t>(survivors.size()),
+                                                 "the secure aggregation's sum");
+    sink.Sum(indices_of(survivors), &sum);
+  } catch (const Error& e) {
+    sink.Sum(indices_of(survivors), nullptr, e.what());
+  }
+  for (int64_t id : lost) {
+    const auto aborted = report.aborted.find(id);
+    const auto excluded = report.excluded.find(id);
+    sink.Sum({index_of.at(id)}, nullptr,
+             aborted != report.aborted.end()
+                 ? "it left secure aggregation: " + aborted->second
+             : excluded != report.excluded.end()
+                 ? "secure aggregation excluded it: " + excluded->second
+                 : std::string("its masked model never reached secure aggregation"));
+  }
+
+  SecureAggregationCost cost;
+  cost.clients = static_cast<int>(ids.size());
+  cost.survivors = static_cast<int>(survivors.size());
+  cost.neighbors = report.params.graph.neighbors;
+  cost.threshold = report.params.graph.threshold;
+  for (const auto& [id, party] : report.clients) {
+    (void)id;
+    cost.client_bytes_sent += static_cast<double>(party.bytes_sent);
+    cost.client_bytes_received += static_cast<double>(party.bytes_received);
+    cost.client_seconds += party.seconds;
+  }
+  const double n = static_cast<double>(report.clients.size());
+  cost.client_bytes_sent /= n;
+  cost.client_bytes_received /= n;
+  cost.client_seconds /= n;
+  cost.server_bytes_received = report.server.bytes_received;
+  cost.server_seconds = report.server.seconds;
+  sessions_.push_back(cost);
+  if (options_.progress) {
+    char line[240];
+    std::snprintf(line, sizeof(line),
+                  "round %lld: %s of %d clients (k = %d, t = %d): %d models in the sum, "
+                  "%.2f MB sent per client, server %.2f s",
+                  static_cast<long long>(round), secagg::ProtocolName(options_.protocol).c_str(),
+                  cost.clients, cost.neighbors, cost.threshold, cost.survivors,
+                  cost.client_bytes_sent / 1e6, cost.server_seconds);
+    LogProgress(line);
+  }
+}
+
+}  // namespace fedprof

@@ -1,0 +1,75 @@
+#ifndef FEDPROF_TRANSPORT_SECURE_AGGREGATION_H_
+#define FEDPROF_TRANSPORT_SECURE_AGGREGATION_H_
+
+// Secure aggregation around the transport of clients that live in this
+// process or on the ranks of a distributed simulation. Each accepted
+// result's model becomes its client's input to one SecAgg / SecAgg+ session
+// per round (secagg/in_process.h: the deployment's messages, encoded and
+// checked); the round loop receives every result without its model
+// (FitResult::summed) and then only the session's unmasked sum, exactly the
+// sum its plaintext aggregation would make (ModelSum::TermWords). A client
+// whose masked model is not in the sum (it dropped out before sending it,
+// or was excluded) loses its model for the round, as a relay's lost sum
+// does; a session that cannot finish loses them all.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fedprof/secagg/graph.h"
+#include "fedprof/transport/transport.h"
+
+namespace fedprof {
+
+struct SecureAggregationOptions {
+  secagg::Protocol protocol = secagg::Protocol::kSecAggPlus;
+  secagg::Tolerance tolerance;
+  int neighbors = 0;  // k, 0: chosen from the tolerance
+  int threshold = 0;  // t, 0: chosen from the tolerance
+  // The share of each session's clients that stop answering once their
+  // masked input is sent (simulated dropouts; their models still count).
+  double drop_after_masking = 0;
+  uint64_t seed = 0;  // picks the dropouts
+  bool progress = false;  // a line per session
+};
+
+// What one session cost, as secagg/in_process.h measures it.
+struct SecureAggregationCost {
+  int clients = 0;        // |U_1|
+  int survivors = 0;      // |U_3|: the models in the sum
+  int neighbors = 0;      // k
+  int threshold = 0;      // t
+  double client_bytes_sent = 0;  // mean over the clients
+  double client_bytes_received = 0;
+  double client_seconds = 0;  // mean CPU seconds
+  int64_t server_bytes_received = 0;
+  double server_seconds = 0;
+};
+
+class SecureAggregationTransport : public Transport {
+ public:
+  // `inner` must outlive this transport.
+  SecureAggregationTransport(Transport& inner, SecureAggregationOptions options);
+
+  int num_clients() const override { return inner_.num_clients(); }
+  void Open() override { inner_.Open(); }
+  void Close() override { inner_.Close(); }
+  std::string SaveState() override { return inner_.SaveState(); }
+  void LoadState(const std::string& state) override { inner_.LoadState(state); }
+  std::vector<ClientDescription> Describe() override { return inner_.Describe(); }
+  std::vector<ClientInfo> Available() override { return inner_.Available(); }
+  std::vector<ClientInfo> AvailableOrWait() override { return inner_.AvailableOrWait(); }
+  void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
+
+  // The sessions run so far, in order.
+  const std::vector<SecureAggregationCost>& sessions() const { return sessions_; }
+
+ private:
+  Transport& inner_;
+  SecureAggregationOptions options_;
+  std::vector<SecureAggregationCost> sessions_;
+};
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_TRANSPORT_SECURE_AGGREGATION_H_

@@ -1,0 +1,240 @@
+#include "fedprof/transport/secure_aggregation.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fedprof/core/files.h"
+#include "fedprof/models/models.h"
+#include "fedprof/run/plan.h"
+#include "fedprof/run/simulation.h"
+#include "fedprof/transport/in_process.h"
+#include "tests/blobs.h"
+#include "tests/expect_error.h"
+
+namespace fedprof {
+namespace {
+
+using testing_support::ExpectError;
+
+const ModelSpec kSpec{"mlp", {4}, 2, {8}, ""};
+
+// Client k holds 6 + k samples of two Gaussian blobs.
+std::vector<Dataset> BlobClients(int n) {
+  torch::manual_seed(100);
+  std::vector<Dataset> sets;
+  for (int k = 0; k < n; ++k) sets.push_back(testing_support::DrawBlobs(6 + k));
+  return sets;
+}
+
+class SecureAggregationTest : public testing::Test {
+ protected:
+  static constexpr int kClients = 6;
+
+  SecureAggregationTest() : data_(BlobClients(kClients)) {
+    torch::manual_seed(7);
+    FitInstructions ins;
+    ins.round = 3;
+    ins.global = std::make_shared<const FlatParams>(Flatten(*MakeModel(kSpec)));
+    ins.train.epochs = 1;
+    ins.train.batch_size = 4;
+    ins.train.lr = 0.1;
+    ins.seed = 3;
+    for (int k = 0; k < kClients; ++k) tasks_.push_back({k, ins});
+  }
+
+  std::unique_ptr<InProcessTransport> Clients() {
+    std::vector<ClientInfo> infos;
+    for (int k = 0; k < kClients; ++k) infos.push_back({k, data_[k].size(), -1});
+    return std::make_unique<InProcessTransport>(
+        infos, [this](int id) { return Client(id, data_[id]); }, /*keep_clients=*/false,
+        [] { return MakeModel(kSpec); }, /*num_threads=*/2);
+  }
+
+  std::vector<Dataset> data_;
+  std::vector<ClientInstructions> tasks_;
+};
+
+// What the round loop's side of the transport is handed.
+struct ServerView {
+  std::map<size_t, FitResult> results;
+  std::vector<std::pair<std::vector<size_t>, std::string>> sums;  // indices, serialised sum
+  std::vector<std::pair<std::vector<size_t>, std::string>> lost;  // indices, why
+};
+
+// The server's side: results without models, then sums; `refuse` is
+// refused as a server's checks would.
+ServerView FitSecurely(Transport& transport, const std::vector<ClientInstructions>& tasks,
+                       int refuse) {
+  ServerView view;
+  transport.Fit(tasks, Transport::ResultSink(
+                           [&](size_t index, FitResult&& r) -> std::string {
+                             const int id = r.client_id;
+                             view.results[index] = std::move(r);
+                             return id == refuse ? "refused by the test" : "";
+                           },
+                           [&](const std::vector<size_t>& indices, const ModelSum* sum,
+                               const std::string& lost) -> std::string {
+                             if (sum == nullptr) {
+                               view.lost.emplace_back(indices, lost);
+                             } else {
+                               view.sums.emplace_back(indices, sum->Serialize());
+                             }
+                             return "";
+                           }));
+  return view;
+}
+
+// The server never holds a model: every result reaches it without one, and
+// the only models it gets are one sum, bit for bit the plaintext sum of the
+// accepted clients' models, with or without dropouts after masking.
+TEST_F(SecureAggregationTest, TheServerGetsResultsWithoutModelsAndTheirExactSum) {
+  // The plaintext models, from the same clients and instructions.
+  std::map<int, FitResult> plain;
+  Clients()->Fit(tasks_, [&](size_t, FitResult&& r) {
+    const int id = r.client_id;
+    plain[id] = std::move(r);
+    return std::string();
+  });
+  ASSERT_EQ(plain.size(), static_cast<size_t>(kClients));
+  ModelSum expected;
+  expected.Reset(plain.at(0).params.size());
+  for (const auto& [id, r] : plain) {
+    ASSERT_TRUE(r.ok) << r.error;
+    if (id != 4) expected.Add(r.params, r.num_samples);
+  }
+
+  for (const auto& [protocol, drop] :
+       std::vector<std::pair<secagg::Protocol, double>>{{secagg::Protocol::kSecAgg, 0},
+                                                         {secagg::Protocol::kSecAggPlus, 0},
+                                                         {secagg::Protocol::kSecAggPlus, 0.2}}) {
+    SCOPED_TRACE(secagg::ProtocolName(protocol) + " dropping " + std::to_string(drop));
+    const std::unique_ptr<InProcessTransport> clients = Clients();
+    SecureAggregationOptions options;
+    options.protocol = protocol;
+    options.tolerance.dropout = 0.2;  // one of the five may drop: t = 3 of k = 4
+    options.drop_after_masking = drop;
+    SecureAggregationTransport secure(*clients, options);
+    const ServerView view = FitSecurely(secure, tasks_, /*refuse=*/4);
+    ASSERT_EQ(view.results.size(), static_cast<size_t>(kClients));
+    for (const auto& [index, r] : view.results) {
+      EXPECT_TRUE(r.ok) << r.error;
+      EXPECT_TRUE(r.summed) << "client " << r.client_id;
+      EXPECT_TRUE(r.params.empty()) << "client " << r.client_id << "'s model reached the server";
+      EXPECT_EQ(r.num_samples, plain.at(r.client_id).num_samples);
+      EXPECT_EQ(r.train_loss, plain.at(r.client_id).train_loss);
+    }
+    EXPECT_TRUE(view.lost.empty());
+    ASSERT_EQ(view.sums.size(), 1u);
+    EXPECT_EQ(view.sums[0].first, (std::vector<size_t>{0, 1, 2, 3, 5})) << "the refused one is out";
+    EXPECT_EQ(view.sums[0].second, expected.Serialize());
+    ASSERT_EQ(secure.sessions().size(), 1u);
+    const SecureAggregationCost& cost = secure.sessions()[0];
+    EXPECT_EQ(cost.clients, 5);
+    EXPECT_EQ(cost.survivors, 5);
+    EXPECT_GT(cost.client_bytes_sent, 16.0 * static_cast<double>(expected.size()))
+        << "a masked model is 16 bytes a value";
+  }
+}
+
+// A session that cannot finish (more dropouts than its threshold allows)
+// loses the round's models with the reason, and hands over no sum.
+TEST_F(SecureAggregationTest, ASessionThatCannotFinishLosesTheModels) {
+  const std::unique_ptr<InProcessTransport> clients = Clients();
+  SecureAggregationOptions options;
+  options.protocol = secagg::Protocol::kSecAgg;
+  options.tolerance.dropout = 0.1;
+  options.drop_after_masking = 0.5;
+  SecureAggregationTransport secure(*clients, options);
+  const ServerView view = FitSecurely(secure, tasks_, /*refuse=*/-1);
+  EXPECT_TRUE(view.sums.empty());
+  ASSERT_EQ(view.lost.size(), 1u);
+  EXPECT_EQ(view.lost[0].first.size(), static_cast<size_t>(kClients));
+  EXPECT_NE(view.lost[0].second.find("secure aggregation failed: "), std::string::npos)
+      << view.lost[0].second;
+}
+
+bool HaveFashionMnist() { return FileExists("/usr/share/datasets/fashion-mnist"); }
+
+// A short Fashion-MNIST simulation with `sets` applied: its summary.
+nlohmann::json Simulate(const std::string& name,
+                        const std::vector<std::pair<std::string, std::string>>& sets) {
+  Config config;
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"data.train_limit", "2000"}, {"data.test_limit", "200"}, {"clients.count", "10"},
+           {"strategy.fraction", "0.5"}, {"train.epochs", "1"}, {"rounds", "3"},
+           {"data.holdout_share", "0.1"}, {"report.progress", "false"}, {"threads", "2"}}) {
+    config.Set(k, v, "test");
+  }
+  for (const auto& [k, v] : sets) config.Set(k, v, "test");
+  const std::string out = testing::TempDir() + "/secagg_run_" + name;
+  std::filesystem::remove_all(out);
+  RunSimulation(config, out);
+  std::ifstream in(out + "/summary.json");
+  return nlohmann::json::parse(in);
+}
+
+// The acceptance test of secure aggregation in simulation: SecAgg and
+// SecAgg+ (with a client of each round dropping out after masking) give
+// the plaintext run's final model bit for bit, for FedAvg and for FedProf
+// with Paillier matching, whose server then sees neither profiles nor
+// models.
+TEST(SecureAggregationRunTest, SimulatedRunsEqualPlaintextBitForBit) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string fedavg = Simulate("fedavg", {}).at("final_model_sha256");
+  EXPECT_EQ(Simulate("fedavg_secagg", {{"secagg.protocol", "secagg"}}).at("final_model_sha256"),
+            fedavg);
+  EXPECT_EQ(Simulate("fedavg_secagg_plus", {{"secagg.protocol", "secagg+"},
+                                            {"secagg.dropout", "0.2"},
+                                            {"secagg.drop_after_masking", "0.2"}})
+                .at("final_model_sha256"),
+            fedavg);
+  const std::vector<std::pair<std::string, std::string>> fedprof = {
+      {"strategy.name", "fedprof"}, {"fedprof.secure_matching", "paillier"}};
+  const std::string plain = Simulate("fedprof", fedprof).at("final_model_sha256");
+  std::vector<std::pair<std::string, std::string>> secure = fedprof;
+  secure.push_back({"secagg.protocol", "secagg+"});
+  EXPECT_EQ(Simulate("fedprof_secagg_plus", secure).at("final_model_sha256"), plain);
+  EXPECT_NE(plain, fedavg);
+}
+
+// Strategies that need what secure aggregation hides are refused before a
+// round, with one line saying why; so are rounds it cannot protect, and a
+// server, which does not run it.
+TEST(SecureAggregationRunTest, WhatItCannotServeIsRefusedBeforeARound) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  ExpectError([] { Simulate("clustered", {{"secagg.protocol", "secagg+"},
+                                          {"strategy.name", "clustered"}}); },
+              {"secagg.protocol = secagg+: strategy clustered", "sketches of their individual"});
+  ExpectError([] { Simulate("krum", {{"secagg.protocol", "secagg"},
+                                     {"strategy.aggregator", "krum"}}); },
+              {"secagg.protocol = secagg: the server sees only the sum", "strategy.aggregator"});
+  ExpectError([] { Simulate("bounded", {{"secagg.protocol", "secagg"},
+                                        {"robust.max_update_norm", "1"}}); },
+              {"secagg.protocol = secagg: ", "robust.max_update_norm"});
+  ExpectError([] { Simulate("one", {{"secagg.protocol", "secagg"}, {"strategy.fraction", "0.1"}}); },
+              {"secagg.protocol = secagg: a sum of one model is that model: 1 clients per round"});
+  ExpectError([] { Simulate("five", {{"secagg.protocol", "secagg+"}, {"secagg.dropout", "0.4"}}); },
+              {"secagg.protocol = secagg+: 5 clients per round"});
+  Config config;
+  for (const char* set : {"model.name=mlp", "model.hidden=8", "secagg.protocol=secagg+"}) {
+    config.SetAssignment(set);
+  }
+  torch::manual_seed(1);
+  ExpectError(
+      [&] {
+        MakePlan(config, ClientsLive::kElsewhere,
+                 TrainTest{testing_support::DrawBlobs(20), testing_support::DrawBlobs(10), Dataset()});
+      },
+      {"secagg.protocol = secagg+: ", "fedprof server does not run it"});
+}
+
+}  // namespace
+}  // namespace fedprof
