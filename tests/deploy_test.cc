@@ -229,7 +229,7 @@ int FreePort() {
 TEST(DeployTest, RelayKilledAndRestartedTakesItsClientsBack) {
   const std::string dir = FreshDir("relay_restart");
   const std::string certs = MakeCerts(dir, 4, "certs", /*relays=*/1);
-  const std::string run = SmallRun(4, 1.0, 30) + kFastFaults + " --set strategy.name=fedavg";
+  const std::string run = SmallRun(4, 1.0, 60) + kFastFaults + " --set strategy.name=fedavg";
   Deployment d;
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
   const int port = FreePort();
@@ -258,7 +258,7 @@ TEST(DeployTest, RelayKilledAndRestartedTakesItsClientsBack) {
   ASSERT_EQ(StartRelay(&d, 0, certs, dir + "/again", listen), listen);
   ASSERT_EQ(d.procs.Wait(d.server, 240), 0) << d.procs.Output(d.server);
   const auto cols = Columns(metrics);
-  ASSERT_EQ(cols.at("round").size(), 30u);
+  ASSERT_EQ(cols.at("round").size(), 60u);
   EXPECT_EQ(cols.at("selected").back(), "3") << ReadFile(metrics);
   EXPECT_EQ(cols.at("returned").back(), "3") << ReadFile(metrics);
   for (int c = 0; c < 3; ++c) EXPECT_EQ(d.procs.Wait(d.clients[c], 60), 0) << d.procs.Output(d.clients[c]);
@@ -749,7 +749,7 @@ TEST(DeployTest, LateClientsReportAndJoinTheRounds) {
   StartClients(&d, 3, 5, run + " --tls-dir " + certs, dir);
   ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
   const auto cols = Columns(metrics);
-  ASSERT_EQ(cols.at("round").size(), 30u);
+  ASSERT_EQ(cols.at("round").size(), 60u);
   EXPECT_EQ(cols.at("selected").front(), "3");
   EXPECT_EQ(cols.at("selected").back(), "5") << ReadFile(metrics);
   const std::string log = d.procs.Output(d.server);

@@ -141,6 +141,9 @@ struct Swarm {
   }
 };
 
+// The longest a client's channel waits between two connection attempts.
+constexpr int kMaxReconnectBackoffMs = 2000;
+
 // One client. Its main flow is one step at a time (register, pull a task,
 // compute it, push the result, or wait out a back-off), each step started by
 // the end of the one before, on whatever thread that ended on; heartbeats
@@ -155,6 +158,9 @@ class Session : public std::enable_shared_from_this<Session> {
     const int limit = 8 << 20;  // the server's chunks and headers stay below it
     args.SetMaxReceiveMessageSize(limit);
     args.SetMaxSendMessageSize(limit);
+    // gRPC's own reconnection back-off grows to 120 s while the server (or
+    // relay) is down; capped, a client is back within seconds of its return.
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
     channel_ = grpc::CreateCustomChannel(options.server, ClientCredentials(options.tls_dir, options.id),
                                          args);
     stub_ = pb::Federation::NewStub(channel_);
