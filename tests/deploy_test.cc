@@ -739,7 +739,9 @@ TEST(DeployTest, KilledServerResumesAndClientsReconnect) {
 TEST(DeployTest, LateClientsReportAndJoinTheRounds) {
   const std::string dir = FreshDir("late");
   const std::string certs = MakeCerts(dir, 5);
-  const std::string run = SmallRun(5, 1.0, 30) + " --set strategy.name=fedprof " +
+  // 80 rounds: long enough for two more client processes to start and
+  // register on 2 busy cores.
+  const std::string run = SmallRun(5, 1.0, 80) + " --set strategy.name=fedprof " +
                           "--set deploy.min_clients=3 --set report.progress=true" + kFastFaults;
   Deployment d;
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
@@ -749,7 +751,7 @@ TEST(DeployTest, LateClientsReportAndJoinTheRounds) {
   StartClients(&d, 3, 5, run + " --tls-dir " + certs, dir);
   ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
   const auto cols = Columns(metrics);
-  ASSERT_EQ(cols.at("round").size(), 30u);
+  ASSERT_EQ(cols.at("round").size(), 80u);
   EXPECT_EQ(cols.at("selected").front(), "3");
   EXPECT_EQ(cols.at("selected").back(), "5") << ReadFile(metrics);
   const std::string log = d.procs.Output(d.server);
