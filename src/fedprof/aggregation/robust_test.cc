@@ -5,22 +5,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <random>
 
 #include "fedprof/client/attack.h"
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
-#include "fedprof/core/files.h"
 #include "fedprof/models/models.h"
 #include "fedprof/models/replicas.h"
 #include "fedprof/server/server.h"
-#include "fedprof/run/simulation.h"
 #include "fedprof/strategy/strategy.h"
 #include "fedprof/transport/in_process.h"
 #include "tests/blobs.h"
+#include "tests/simulate_summary.h"
 
 namespace fedprof {
 namespace {
@@ -389,48 +385,35 @@ TEST(RobustServerTest, NormBoundRefusesOrClipsTheBoostedClients) {
   EXPECT_LT(wrecked.state.history.back().accuracy, 0.8);
 }
 
-bool HaveFashionMnist() { return FileExists("/usr/share/datasets/fashion-mnist"); }
-
 // Ten rounds of a small Fashion-MNIST run (20 clients of 600 images, 10 a
 // round) where 6 clients flip their updates' sign, boosted 4 times.
 double AttackedAccuracy(const std::string& aggregator) {
-  Config config;
-  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
-           {"data.train_limit", "12000"}, {"data.test_limit", "1000"}, {"clients.count", "20"},
-           {"strategy.fraction", "0.5"}, {"strategy.aggregation", "partial"},
-           {"strategy.aggregator", aggregator}, {"train.epochs", "1"}, {"train.lr", "0.05"},
-           {"rounds", "10"},
-           {"partition.kind", "iid"}, {"attack.share", "0.3"}, {"attack.kind", "sign_flip"},
-           {"report.progress", "false"}, {"threads", "2"}}) {
-    config.Set(k, v, "test");
-  }
-  const std::string out = testing::TempDir() + "/robust_e2e_" + aggregator;
-  std::filesystem::remove_all(out);
-  RunSimulation(config, out);
-  std::ifstream in(out + "/summary.json");
-  return nlohmann::json::parse(in).at("final_accuracy").get<double>();
+  return testing_support::SimulateSummary(
+             "robust_e2e_" + aggregator,
+             {{"data.train_limit", "12000"}, {"data.test_limit", "1000"}, {"clients.count", "20"},
+              {"strategy.fraction", "0.5"}, {"strategy.aggregation", "partial"},
+              {"strategy.aggregator", aggregator}, {"train.epochs", "1"}, {"train.lr", "0.05"},
+              {"rounds", "10"},
+              {"partition.kind", "iid"}, {"attack.share", "0.3"}, {"attack.kind", "sign_flip"},
+              {"report.progress", "false"}, {"threads", "2"}})
+      .at("final_accuracy")
+      .get<double>();
 }
 
 // The final model's hash of a short Fashion-MNIST run with `sets` applied.
-std::string FinalModelHash(const std::string& name,
-                           const std::vector<std::pair<std::string, std::string>>& sets) {
-  Config config;
-  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
-           {"data.train_limit", "2000"}, {"data.test_limit", "200"}, {"clients.count", "10"},
-           {"strategy.fraction", "0.5"}, {"train.epochs", "1"}, {"rounds", "2"},
-           {"report.progress", "false"}, {"threads", "2"}}) {
-    config.Set(k, v, "test");
-  }
-  for (const auto& [k, v] : sets) config.Set(k, v, "test");
-  const std::string out = testing::TempDir() + "/robust_hash_" + name;
-  std::filesystem::remove_all(out);
-  RunSimulation(config, out);
-  std::ifstream in(out + "/summary.json");
-  return nlohmann::json::parse(in).at("final_model_sha256").get<std::string>();
+std::string FinalModelHash(const std::string& name, const testing_support::Settings& sets) {
+  return testing_support::SimulateSummary(
+             "robust_hash_" + name,
+             {{"data.train_limit", "2000"}, {"data.test_limit", "200"}, {"clients.count", "10"},
+              {"strategy.fraction", "0.5"}, {"train.epochs", "1"}, {"rounds", "2"},
+              {"report.progress", "false"}, {"threads", "2"}},
+             sets)
+      .at("final_model_sha256")
+      .get<std::string>();
 }
 
 TEST(RobustEndToEndTest, InertAttackersAndAnUnreachedBoundChangeNoBit) {
-  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  if (!testing_support::HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::string plain = FinalModelHash("plain", {});
   // λ = 1: θ + (w − θ) = w exactly; the attackers' draw touches no other stream.
   EXPECT_EQ(FinalModelHash("inert", {{"attack.share", "0.5"}, {"attack.kind", "scale"},
@@ -443,7 +426,7 @@ TEST(RobustEndToEndTest, InertAttackersAndAnUnreachedBoundChangeNoBit) {
 }
 
 TEST(RobustEndToEndTest, MedianHoldsWhereTheAverageFallsUnderSignFlip) {
-  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  if (!testing_support::HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const double average = AttackedAccuracy("average");
   const double median = AttackedAccuracy("median");
   // Measured: average 0.095 (chance), median 0.595 (0.706 without attackers).

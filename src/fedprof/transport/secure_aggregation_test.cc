@@ -3,21 +3,18 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "fedprof/core/files.h"
 #include "fedprof/models/models.h"
 #include "fedprof/run/plan.h"
-#include "fedprof/run/simulation.h"
 #include "fedprof/transport/in_process.h"
 #include "tests/blobs.h"
 #include "tests/expect_error.h"
+#include "tests/simulate_summary.h"
 
 namespace fedprof {
 namespace {
@@ -161,24 +158,16 @@ TEST_F(SecureAggregationTest, ASessionThatCannotFinishLosesTheModels) {
       << view.lost[0].second;
 }
 
-bool HaveFashionMnist() { return FileExists("/usr/share/datasets/fashion-mnist"); }
+using testing_support::HaveFashionMnist;
 
 // A short Fashion-MNIST simulation with `sets` applied: its summary.
-nlohmann::json Simulate(const std::string& name,
-                        const std::vector<std::pair<std::string, std::string>>& sets) {
-  Config config;
-  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
-           {"data.train_limit", "2000"}, {"data.test_limit", "200"}, {"clients.count", "10"},
-           {"strategy.fraction", "0.5"}, {"train.epochs", "1"}, {"rounds", "3"},
-           {"data.holdout_share", "0.1"}, {"report.progress", "false"}, {"threads", "2"}}) {
-    config.Set(k, v, "test");
-  }
-  for (const auto& [k, v] : sets) config.Set(k, v, "test");
-  const std::string out = testing::TempDir() + "/secagg_run_" + name;
-  std::filesystem::remove_all(out);
-  RunSimulation(config, out);
-  std::ifstream in(out + "/summary.json");
-  return nlohmann::json::parse(in);
+nlohmann::json Simulate(const std::string& name, const testing_support::Settings& sets) {
+  return testing_support::SimulateSummary(
+      "secagg_run_" + name,
+      {{"data.train_limit", "2000"}, {"data.test_limit", "200"}, {"clients.count", "10"},
+       {"strategy.fraction", "0.5"}, {"train.epochs", "1"}, {"rounds", "3"},
+       {"data.holdout_share", "0.1"}, {"report.progress", "false"}, {"threads", "2"}},
+      sets);
 }
 
 // The acceptance test of secure aggregation in simulation: SecAgg and
@@ -196,10 +185,10 @@ TEST(SecureAggregationRunTest, SimulatedRunsEqualPlaintextBitForBit) {
                                             {"secagg.drop_after_masking", "0.2"}})
                 .at("final_model_sha256"),
             fedavg);
-  const std::vector<std::pair<std::string, std::string>> fedprof = {
+  const testing_support::Settings fedprof = {
       {"strategy.name", "fedprof"}, {"fedprof.secure_matching", "paillier"}};
   const std::string plain = Simulate("fedprof", fedprof).at("final_model_sha256");
-  std::vector<std::pair<std::string, std::string>> secure = fedprof;
+  testing_support::Settings secure = fedprof;
   secure.push_back({"secagg.protocol", "secagg+"});
   EXPECT_EQ(Simulate("fedprof_secagg_plus", secure).at("final_model_sha256"), plain);
   EXPECT_NE(plain, fedavg);
