@@ -11,13 +11,19 @@
 //         4-client session (it must answer or refuse with an Error);
 //   10:   an UnmaskResponse from client 0 of that session to the server,
 //         the other clients answering honestly: Finish must return the
-//         exact sum of the inputs or fail the round, never another sum.
+//         exact sum of the inputs or fail the round, never another sum;
+//   11:   a task's SecAggSetup (proto/federation.proto) as a client checks
+//         it, and what it accepts back through SetupToWire;
+//   12:   a SecAggRequest from client 0 to the server's side of a
+//         deployment's session (transport/grpc_secagg.h), which must
+//         answer it exactly once.
 
 #include <memory>
 
 #include "fedprof/secagg/client.h"
 #include "fedprof/secagg/server.h"
 #include "fedprof/secagg/wire.h"
+#include "fedprof/transport/grpc_secagg.h"
 #include "fuzz/fuzz_common.h"
 
 namespace {
@@ -131,6 +137,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           s.server->ReceiveUnmask(id, s.clients[id]->Unmask(s.request));
         }
         FUZZ_CHECK(s.server->Finish().sum == s.expected, "a wrong sum");
+        break;
+      }
+      case 11: {
+        fedprof::federation::v1::SecAggSetup wire;
+        if (!wire.ParseFromString(body)) return;
+        const SessionConfig config = fedprof::SetupFromWire(wire, 2, 0);
+        const SessionConfig again = fedprof::SetupFromWire(fedprof::SetupToWire(config, wire.reply_wait_s()), 2, 0);
+        FUZZ_CHECK(again.verify_keys == config.verify_keys && again.session_id == config.session_id,
+                   "a setup that does not round-trip");
+        break;
+      }
+      case 12: {
+        fedprof::federation::v1::SecAggRequest request;
+        if (!request.ParseFromString(body)) return;
+        SessionConfig config;
+        config.session_id = Bytes(kKeyBytes, 7);
+        config.length = 3;
+        for (int64_t id = 0; id < 3; ++id) config.verify_keys[id] = Bytes(kKeyBytes, static_cast<uint8_t>(id + 1));
+        fedprof::federation::v1::SecAggReply reply;
+        int answered = 0;
+        {
+          fedprof::SecAggRendezvous session(config, {{0, 1}, {1, 2}, {2, 3}}, 1);
+          for (int64_t id = 0; id < 3; ++id) session.Admit(id);
+          session.Take(0, request, fedprof::HeldReply{&reply, [&] { ++answered; }});
+        }
+        FUZZ_CHECK(answered == 1, "a request answered other than once");
         break;
       }
       default: break;

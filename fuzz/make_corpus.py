@@ -298,6 +298,18 @@ def secagg():
     write("fuzz_secagg", "unmask-response", b"\x07" + response)
     write("fuzz_secagg", "unmask-response-bad-kind", b"\x07" + field(1, 0, 0) +
           field(2, 2, share(1, 5)))
+    # A task's setup for clients 0 and 1 of a 2-value model (3 words).
+    setup = (field(1, 2, b"\x07" * 32) + field(2, 0, 1) + field(7, 0, 3) + ids(8, [0, 1]) +
+             field(9, 2, b"\x01" * 32) + field(9, 2, b"\x02" * 32) + field(10, 1, struct.pack("<d", 90.0)))
+    write("fuzz_secagg", "task-setup", b"\x0b" + setup)
+    write("fuzz_secagg", "task-setup-short-key", b"\x0b" + field(1, 2, b"\x07" * 32) + field(7, 0, 3) +
+          ids(8, [0, 1]) + field(9, 2, b"\x01" * 31) + field(9, 2, b"\x02" * 32))
+    # Client 0's advertisement to a deployment's session, and a masked-input
+    # chunk out of turn.
+    write("fuzz_secagg", "request-advertise", b"\x0c" + field(1, 0, 1) + field(4, 0, 1) +
+          field(5, 2, advertise(0)))
+    write("fuzz_secagg", "request-masked-early", b"\x0c" + field(4, 0, 1) +
+          field(7, 2, field(1, 0, 0) + field(2, 0, 0) + field(3, 0, 3) + field(4, 2, b"\x00" * 48)))
 
     def chunk(first, words):
         body = (field(1, 0, 4) + field(2, 0, first) + field(3, 0, 8) +

@@ -16,6 +16,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fedprof/core/error.h"
@@ -367,6 +368,55 @@ TEST(DeployTest, SecureMatchingOverTheNetworkEqualsSimulation) {
   ExpectSameNumbersAsSimulation("secure", "--set strategy.name=fedprof --set "
                                           "fedprof.secure_matching=paillier --set "
                                           "model.profile_layer=conv2");
+}
+
+// Secure aggregation over gRPC: each round's models reach the server only
+// as their SecAgg session's sum, and the run equals simulate's (whose
+// sessions run in process) bit for bit.
+TEST(DeployTest, SecureAggregationOverTheNetworkEqualsSimulation) {
+  ExpectSameNumbersAsSimulation("secagg", "--set secagg.protocol=secagg");
+}
+
+// Five client processes under SecAgg+; the last is killed once the server
+// has its masked model of the last round. Its model still counts (its self
+// mask is recovered from its neighbours' shares), so the model equals the
+// plaintext simulation's bit for bit.
+TEST(DeployTest, SecureAggregationSurvivesAClientKilledAfterMasking) {
+  const std::string dir = FreshDir("secagg_kill");
+  const std::string certs = MakeCerts(dir, 5);
+  const std::string run = SmallRun(5, 1.0, 2) + kFastFaults;
+  Processes sim;
+  const int s = sim.Start(kCli, "simulate " + run + " --out " + dir + "/sim", dir + "/sim.log");
+  ASSERT_EQ(sim.Wait(s, 120), 0) << sim.Output(s);
+  const std::string plaintext = Summary(dir + "/sim").at("final_model_sha256");
+
+  Deployment d;
+  // δ = 0.2: a session of 5 survives one dropout.
+  StartServer(&d,
+              run + " --set secagg.protocol=secagg+ --set secagg.dropout=0.2 --set report.progress=true" +
+                  " --tls-dir " + certs + " --out " + dir + "/server",
+              dir + "/server.log");
+  StartClients(&d, 0, 4, run + " --tls-dir " + certs, dir);
+  const int victim = d.procs.Start(
+      kCli, "client --server " + d.address + " --id 4 " + run + " --set report.progress=true --tls-dir " + certs,
+      dir + "/client-4.log");
+  const auto deadline = testing_support::DeadlineIn(120);
+  while (d.procs.Output(victim).find("round 2 masked model delivered") == std::string::npos) {
+    ASSERT_TRUE(d.procs.Running(victim) && std::chrono::steady_clock::now() < deadline)
+        << d.procs.Output(victim);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  d.procs.Kill(victim);
+  ASSERT_EQ(d.procs.Wait(d.server, 120), 0) << d.procs.Output(d.server);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+  const std::string log = d.procs.Output(d.server);
+  for (const char* round : {"round 1: ", "round 2: "}) {
+    EXPECT_NE(log.find(std::string(round) + "secagg+ of 5 clients (k = "), std::string::npos) << log;
+  }
+  EXPECT_NE(log.find("round 2: secagg+ of 5 clients"), std::string::npos) << log;
+  EXPECT_NE(log.find("5 models in the sum", log.find("round 2: secagg+")), std::string::npos) << log;
+  EXPECT_EQ(Columns(dir + "/server/metrics.csv").at("returned"), (std::vector<std::string>{"5", "5"}));
+  EXPECT_EQ(Summary(dir + "/server").at("final_model_sha256"), plaintext);
 }
 
 // A model over gRPC's default 4 MiB message limit (an MLP of 1.2 M values,

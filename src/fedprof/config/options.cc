@@ -368,6 +368,10 @@ std::vector<OptionSpec> MakeTable() {
        "Simulation: the share of each session's clients that stop answering once they have "
        "sent their masked model (their models still count, recovered from their neighbours' "
        "shares); for measuring and testing recovery."),
+      Resumable(OPTION(secagg, phase_timeout_s, "60", 0.1, 1e5, "",
+       "Deployment: the longest the server waits for the clients' messages of one round of a "
+       "session; a client that has not answered by then, or has stopped sending heartbeats, "
+       "is a dropout.")),
       // Deployment (fedprof server / client over gRPC).
       Resumable(OPTION(deploy, min_clients, "0", 0, 1e7, "",
        "Clients that must have registered before round 1; 0 = all clients.count.")),

@@ -63,6 +63,13 @@ void Serve(RunStart start, const std::string& out_dir, const ServeOptions& serve
   o.start_timeout_s = d.start_timeout_s;
   o.max_clients = static_cast<int>(std::min<int64_t>(d.max_clients, o.num_clients));
   o.relays_refused = plan->strategy->NeedsEveryModel();  // relays send sums, not models
+  if (plan->options().secagg.protocol != "none") {
+    o.secure_aggregation = SecureAggregationFrom(plan->options());
+    o.secagg_phase_timeout_s = plan->options().secagg.phase_timeout_s;
+    // A relay sums its clients' models in the clear.
+    o.relays_refused = "its clients' models are aggregated securely (secagg.protocol), which a "
+                       "relay's plaintext partial sums would undo";
+  }
   if (o.heartbeat_timeout_s <= o.heartbeat_s) {
     throw Error("deploy.heartbeat_timeout_s: " + std::to_string(o.heartbeat_timeout_s) +
                 " must exceed deploy.heartbeat_s (" + std::to_string(o.heartbeat_s) + ")");

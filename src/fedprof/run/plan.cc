@@ -34,6 +34,19 @@ std::vector<int64_t> ParseWidths(const std::string& s) {
 
 }  // namespace
 
+SecureAggregationOptions SecureAggregationFrom(const RunOptions& o) {
+  SecureAggregationOptions s;
+  s.protocol = secagg::ParseProtocol(o.secagg.protocol);
+  s.tolerance.dropout = o.secagg.dropout;
+  s.tolerance.corrupt = o.secagg.corrupt;
+  s.neighbors = static_cast<int>(o.secagg.neighbors);
+  s.threshold = static_cast<int>(o.secagg.threshold);
+  s.drop_after_masking = o.secagg.drop_after_masking;
+  s.seed = static_cast<uint64_t>(o.seed);
+  s.progress = o.report.progress;
+  return s;
+}
+
 ModelSpec SpecFor(const RunOptions::Model& options, const Dataset& data) {
   ModelSpec spec;
   spec.name = options.name;
@@ -59,15 +72,10 @@ std::shared_ptr<Model> InitialModel(int64_t seed, const ModelSpec& spec) {
 // Secure aggregation hands the server the round's sum alone: strategies
 // that need each client's model, or a sketch of it, cannot run under it.
 // Its parameters must also be possible for a full round of clients.
-void CheckSecureAggregation(const RunOptions& o, int num_clients, const Strategy& strategy,
-                            ClientsLive where) {
+void CheckSecureAggregation(const RunOptions& o, int num_clients, const Strategy& strategy) {
   const RunOptions::SecAgg& secagg = o.secagg;
   if (secagg.protocol == "none") return;
   const std::string option = "secagg.protocol = " + secagg.protocol + ": ";
-  if (where == ClientsLive::kElsewhere) {
-    throw Error(option + "secure aggregation runs in simulate and launch; fedprof server does "
-                         "not run it over gRPC yet");
-  }
   if (strategy.SketchDim() > 0) {
     throw Error(option + "strategy " + strategy.name() +
                 " samples clients by sketches of their individual updates, which secure "
@@ -188,7 +196,7 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
   };
   plan.strategy = MakeStrategy(o, context);
   CheckStrategyFitsModel(*plan.strategy, *plan.initial_model, o.model);
-  CheckSecureAggregation(o, plan.num_clients(), *plan.strategy, where);
+  CheckSecureAggregation(o, plan.num_clients(), *plan.strategy);
   if (plan.strategy->WantedReports().profile) {
     plan.reference = ReferenceSet(o.fedprof, plan.data, plan.population.get());
     if (plan.reference.size() == 0) {

@@ -19,6 +19,7 @@
 #include "fedprof/server/server.h"
 #include "fedprof/sim/population.h"
 #include "fedprof/strategy/strategy.h"
+#include "fedprof/transport/secure_aggregation.h"
 
 namespace fedprof {
 
@@ -63,6 +64,10 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where);
 std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, TrainTest data);
 
 // The pieces of a plan, for the commands that need only one of them.
+
+// Secure aggregation as the secagg.* options set it (secagg.protocol not
+// "none").
+SecureAggregationOptions SecureAggregationFrom(const RunOptions& o);
 
 // The model the model.* options describe for samples like those of `data`;
 // hashes model.file.

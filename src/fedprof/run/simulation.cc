@@ -44,19 +44,6 @@ CostOptions CostOptionsFrom(const RunOptions::Cost& c, const Dataset& train) {
   return o;
 }
 
-SecureAggregationOptions SecureAggregationFrom(const RunOptions& o) {
-  SecureAggregationOptions s;
-  s.protocol = secagg::ParseProtocol(o.secagg.protocol);
-  s.tolerance.dropout = o.secagg.dropout;
-  s.tolerance.corrupt = o.secagg.corrupt;
-  s.neighbors = static_cast<int>(o.secagg.neighbors);
-  s.threshold = static_cast<int>(o.secagg.threshold);
-  s.drop_after_masking = o.secagg.drop_after_masking;
-  s.seed = static_cast<uint64_t>(o.seed);
-  s.progress = o.report.progress;
-  return s;
-}
-
 // The clients of a run as one process holds them: the plan (data,
 // population, model), each client's device and the cost model (Eqs. 27-34)
 // that gives each result its virtual time and energy, and the transport that

@@ -10,14 +10,18 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "federation.grpc.pb.h"
+#include "fedprof/aggregation/model_sum.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
+#include "fedprof/secagg/client.h"
 #include "fedprof/transport/calls.h"
+#include "fedprof/transport/grpc_secagg.h"
 #include "fedprof/transport/tls.h"
 #include "fedprof/transport/wire.h"
 
@@ -165,6 +169,11 @@ class Session : public std::enable_shared_from_this<Session> {
                                          args);
     stub_ = pb::Federation::NewStub(channel_);
     last_contact_ = Clock::now();
+    // This process's secure aggregation identity, registered over the
+    // client's authenticated channel.
+    secagg::KeyPair signing = secagg::GenerateEd25519();
+    signing_key_ = std::move(signing.secret);
+    verify_key_ = std::move(signing.public_key);
   }
 
   void Start() {
@@ -205,6 +214,7 @@ class Session : public std::enable_shared_from_this<Session> {
     request.set_speed_ghz(options_.speed_ghz);
     request.set_bandwidth_mhz(options_.bandwidth_mhz);
     request.set_model_sha256(options_.model_sha256);
+    request.set_secagg_verify_key(verify_key_.data(), verify_key_.size());
     call->context.set_deadline(In(10));
     Begin();
     stub_->async()->Register(&call->context, &call->request, &call->reply,
@@ -262,6 +272,9 @@ class Session : public std::enable_shared_from_this<Session> {
     bool got = false;  // a whole task
     FitInstructions instructions;
     int64_t task_id = 0;
+    // The secure aggregation session the task's model goes to, if any.
+    std::optional<secagg::SessionConfig> secagg;
+    double secagg_wait_s = 0;
     std::string malformed;  // a server speaking another protocol, or a malformed task
   };
 
@@ -317,13 +330,15 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     Begin();
     swarm_->work.Post([self = shared_from_this(), pulled = std::move(pulled)]() mutable {
-      self->Compute(pulled.instructions, pulled.task_id);
+      self->Compute(pulled);
       self->Done();
     });
   }
 
-  // On a worker: the task, then its result on its way.
-  void Compute(const FitInstructions& ins, int64_t task_id) {
+  // On a worker: the task, then its result on its way (under secure
+  // aggregation without its model, which goes masked into the session).
+  void Compute(const Pulled& pulled) {
+    const FitInstructions& ins = pulled.instructions;
     const auto start = Clock::now();
     FitResult result;
     try {
@@ -339,8 +354,9 @@ class Session : public std::enable_shared_from_this<Session> {
                   std::to_string(compute_s) + " s" + (result.ok ? "" : " (failed: " + result.error + ")"));
     }
     result.client_id = options_.id;
+    if (pulled.secagg && result.ok && !result.params.empty()) JoinSecAgg(pulled, result);
     result_ = std::move(result);
-    task_id_ = task_id;
+    task_id_ = pulled.task_id;
     compute_s_ = compute_s;
     Push();
   }
@@ -370,7 +386,15 @@ class Session : public std::enable_shared_from_this<Session> {
         if (reply.reason().rfind("unknown session", 0) == 0) Forget();
       }
       result_ = FitResult();
-      Pull();
+      if (secagg_ && reply.accepted()) {
+        Begin();
+        swarm_->work.Post([self = shared_from_this()] {
+          self->SecAggStep(pb::SecAggReply());
+          self->Done();
+        });
+        return;
+      }
+      LeaveSecAgg("");
       return;
     }
     if (Permanent(status)) {
@@ -378,6 +402,157 @@ class Session : public std::enable_shared_from_this<Session> {
     } else {
       BackOff("cannot deliver a result to " + options_.server + ": " + Said(status), &Session::Push);
     }
+  }
+
+  // --- Secure aggregation of the pushed result's model ------------------
+
+  // The result's model becomes this client's input to the session; the
+  // result goes without it.
+  void JoinSecAgg(const Pulled& pulled, FitResult& result) {
+    try {
+      secagg_input_ = ModelSum::TermWords(result.params, result.num_samples);
+    } catch (const Error& e) {
+      result.ok = false;
+      result.error = std::string("its model cannot be securely aggregated: ") + e.what();
+    }
+    result.params = FlatParams();
+    if (!result.ok) return;
+    secagg_ = std::make_unique<secagg::SecAggClient>(*pulled.secagg, options_.id, signing_key_);
+    secagg_wait_s_ = pulled.secagg_wait_s;
+    secagg_round_ = pulled.instructions.round;
+  }
+
+  // On a worker: the session's next message from what the server sent (an
+  // empty reply: the start).
+  void SecAggStep(const pb::SecAggReply& reply) {
+    pb::SecAggRequest next;
+    try {
+      const std::string server = "the server";
+      switch (reply.message_case()) {
+        case pb::SecAggReply::kDirectory:
+          *next.mutable_shares() = secagg::ToWire(secagg_->Share(secagg::FromWire(reply.directory(), server)));
+          break;
+        case pb::SecAggReply::kBundle: {
+          const secagg::MaskedInput masked =
+              secagg_->Mask(secagg::FromWire(reply.bundle(), server), secagg_input_);
+          secagg_input_ = {};
+          masked_chunks_ = secagg::ToWire(masked, std::max<size_t>(1, chunk_bytes() / sizeof(secagg::Word)));
+          next_chunk_ = 0;
+          secagg_stage_ = SecAggStage::kSendingMasked;
+          SendMaskedChunk();
+          return;
+        }
+        case pb::SecAggReply::kSurvivors:
+          *next.mutable_signature() = secagg::ToWire(secagg_->Check(secagg::FromWire(reply.survivors(), server)));
+          break;
+        case pb::SecAggReply::kUnmask:
+          *next.mutable_unmask() = secagg::ToWire(secagg_->Unmask(secagg::FromWire(reply.unmask(), server)));
+          break;
+        case pb::SecAggReply::MESSAGE_NOT_SET:
+          // The start, or a chunk of the masked model taken.
+          if (secagg_stage_ == SecAggStage::kNotStarted) {
+            secagg_stage_ = SecAggStage::kAdvertised;
+            *next.mutable_advertise() = secagg::ToWire(secagg_->Advertise());
+            break;
+          }
+          if (secagg_stage_ != SecAggStage::kSendingMasked) {
+            throw Error("the server answered without the session's next message");
+          }
+          if (next_chunk_ < masked_chunks_.size()) {
+            SendMaskedChunk();
+            return;
+          }
+          // The server holds the whole masked model: wait for the survivor list.
+          masked_chunks_.clear();
+          secagg_stage_ = SecAggStage::kMaskedDelivered;
+          if (options_.progress) {
+            LogProgress("client " + std::to_string(options_.id) + ": round " + std::to_string(secagg_round_) +
+                        " masked model delivered");
+          }
+          break;
+      }
+    } catch (const Error& e) {
+      // An honest client refuses a server that breaks the protocol.
+      LeaveSecAgg(std::string("refused the server's secure aggregation: ") + e.what());
+      return;
+    }
+    SendSecAgg(std::move(next));
+  }
+
+  void SendMaskedChunk() {
+    pb::SecAggRequest next;
+    *next.mutable_masked() = std::move(masked_chunks_[next_chunk_++]);
+    SendSecAgg(std::move(next));
+  }
+
+  void SendSecAgg(pb::SecAggRequest request) {
+    const std::string current = session();
+    if (current.empty()) {  // the server forgot us: the session is lost
+      LeaveSecAgg("");
+      return;
+    }
+    struct Call {
+      grpc::ClientContext context;
+      pb::SecAggRequest request;
+      pb::SecAggReply reply;
+    };
+    auto call = std::make_shared<Call>();
+    call->request = std::move(request);
+    call->request.set_protocol_version(kProtocolVersion);
+    call->request.set_client_id(options_.id);
+    call->request.set_session(current);
+    call->request.set_task_id(task_id_);
+    // The server holds the answer until the session's round closes.
+    call->context.set_deadline(In(secagg_wait_s_ + 30));
+    Begin();
+    stub_->async()->SecAgg(&call->context, &call->request, &call->reply,
+                           [self = shared_from_this(), call](grpc::Status status) {
+                             self->OnSecAgg(status, call->reply);
+                             self->Done();
+                           });
+  }
+
+  void OnSecAgg(const grpc::Status& status, const pb::SecAggReply& reply) {
+    if (!status.ok()) {
+      if (Permanent(status)) {
+        End("server " + options_.server + " refused: " + Said(status));
+      } else {
+        LeaveSecAgg("lost the server during secure aggregation: " + Said(status));
+      }
+      return;
+    }
+    Contact();
+    const std::string mismatch = ProtocolMismatch(reply.protocol_version(), "the server");
+    if (!mismatch.empty()) {
+      End(mismatch);
+      return;
+    }
+    if (!reply.more()) {
+      if (reply.reason().rfind("unknown session", 0) == 0) Forget();
+      LeaveSecAgg(reply.reason().empty() ? "" : "secure aggregation ended: " + Printable(reply.reason(), 400));
+      if (reply.reason().empty() && options_.progress) {
+        LogProgress("client " + std::to_string(options_.id) + ": round " + std::to_string(secagg_round_) +
+                    " model in the secure sum");
+      }
+      return;
+    }
+    Begin();
+    swarm_->work.Post([self = shared_from_this(), reply] {
+      self->SecAggStep(reply);
+      self->Done();
+    });
+  }
+
+  // The session is over for this client (`why`: how, if not in the sum);
+  // on to the next task.
+  void LeaveSecAgg(const std::string& why) {
+    if (!why.empty()) LogWarning("client " + std::to_string(options_.id) + ": " + why);
+    secagg_.reset();
+    secagg_input_ = {};
+    masked_chunks_.clear();
+    next_chunk_ = 0;
+    secagg_stage_ = SecAggStage::kNotStarted;
+    Pull();
   }
 
   // Waits before `then`, longer after each failure (with jitter, so that
@@ -535,10 +710,21 @@ class Session : public std::enable_shared_from_this<Session> {
   std::atomic<bool> done_{false};     // the server said the run is done
   std::atomic<bool> waiting_{false};  // a task request waits at the server
 
-  // The main flow's own: the result being delivered.
+  // The main flow's own: the result being delivered, and the secure
+  // aggregation session its model goes to.
   FitResult result_;
   int64_t task_id_ = 0;
   double compute_s_ = 0;
+  secagg::Bytes signing_key_, verify_key_;  // Ed25519, for every session
+  std::unique_ptr<secagg::SecAggClient> secagg_;
+  std::vector<secagg::Word> secagg_input_;
+  std::vector<secagg::pb::MaskedInputChunk> masked_chunks_;
+  size_t next_chunk_ = 0;
+  // Where the session is, for the server's answers that carry no message.
+  enum class SecAggStage { kNotStarted, kAdvertised, kSendingMasked, kMaskedDelivered };
+  SecAggStage secagg_stage_ = SecAggStage::kNotStarted;
+  double secagg_wait_s_ = 0;
+  int64_t secagg_round_ = 0;
 
   std::mutex mutex_;
   std::mt19937_64 rng_{std::random_device{}()};
@@ -601,6 +787,11 @@ class Session::PullCall final : public grpc::ClientReadReactor<pb::TaskChunk> {
         if (!chunk_.has_header()) return false;
         pulled_.instructions = fedprof::FromWire(chunk_.header());
         pulled_.task_id = chunk_.header().task_id();
+        if (chunk_.header().has_secagg() && pulled_.instructions.train.epochs > 0) {
+          pulled_.secagg = SetupFromWire(chunk_.header().secagg(), chunk_.header().num_params(),
+                                         session_->options_.id);
+          pulled_.secagg_wait_s = chunk_.header().secagg().reply_wait_s();
+        }
         expected_ = static_cast<size_t>(chunk_.header().num_params());
         global_ = std::make_shared<FlatParams>();
         // What a server announces is not believed before it arrives.

@@ -23,6 +23,8 @@
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
 #include "fedprof/monitor/monitor.h"
+#include "fedprof/secagg/crypto.h"
+#include "fedprof/transport/grpc_secagg.h"
 #include "fedprof/transport/refusal_log.h"
 #include "fedprof/transport/tls.h"
 #include "fedprof/transport/wire.h"
@@ -219,6 +221,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       while (!parked_.empty()) parked.push_back(Unpark(parked_.begin()->first));
       while (!relay_parked_.empty()) relays_parked.push_back(UnparkRelay(relay_parked_.begin()->first));
       unjudged.swap(arrived_);
+      secagg_.reset();  // its held replies are answered
     }
     waker_cv_.notify_all();
     waker_.join();
@@ -284,13 +287,55 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     std::vector<std::pair<TaskStream*, Task>> to_send;
     std::vector<std::pair<BatchStream*, Batch>> batches_to_send;
     std::unique_lock<std::mutex> lock(mutex_);
+    // The round's secure aggregation session, of its training tasks.
+    std::map<int64_t, size_t> secagg_index;  // by client
+    std::shared_ptr<const pb::SecAggSetup> setup;
+    if (options_.secure_aggregation) {
+      std::map<int64_t, int64_t> task_of;
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        if (tasks[i].instructions.train.epochs == 0) continue;
+        task_of[tasks[i].client_id] = next_task_id_ + static_cast<int64_t>(i);
+        secagg_index[tasks[i].client_id] = i;
+      }
+      if (task_of.size() >= 2) {
+        const SecureAggregationOptions& o = *options_.secure_aggregation;
+        secagg::SessionConfig config;
+        config.session_id = secagg::RandomBytes(secagg::kKeyBytes);
+        config.protocol = o.protocol;
+        config.tolerance = o.tolerance;
+        config.neighbors = o.neighbors;
+        config.threshold = o.threshold;
+        config.length = static_cast<size_t>(options_.num_params) + 1;
+        for (const auto& entry : task_of) {
+          const std::string& key = clients_[entry.first].verify_key;
+          config.verify_keys[entry.first] = secagg::Bytes(key.begin(), key.end());
+        }
+        setup = std::make_shared<const pb::SecAggSetup>(
+            SetupToWire(config, round_timeout_s + options_.secagg_phase_timeout_s));
+        secagg_ = std::make_shared<SecAggRendezvous>(std::move(config), std::move(task_of),
+                                                     options_.secagg_phase_timeout_s);
+      }
+    }
     // A relay's clients' tasks go to it as one batch per model.
     std::map<std::pair<int, const FlatParams*>, int64_t> batch_of;
     for (size_t i = 0; i < tasks.size(); ++i) {
       const int id = tasks[i].client_id;
       Task& t = tasks_[id];
       t = std::move(opened[i]);
-      t.id = next_task_id_++;
+      t.id = next_task_id_ + static_cast<int64_t>(i);
+      if (secagg_index.count(id) != 0) {
+        if (!setup) {
+          // One model is its own sum: it would reach the server as it is.
+          t.open = false;
+          Arrival a;
+          a.index = t.index;
+          a.result = Failed(id, "secure aggregation needs two models in a round; this round has one",
+                            /*timed_out=*/false);
+          arrived_.push_back(std::move(a));
+          continue;
+        }
+        t.secagg = setup;
+      }
       if (relay_of[i] >= 0) {
         const FlatParams* global = t.instructions->global.get();
         int64_t& b = batch_of[{relay_of[i], global}];
@@ -313,6 +358,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
         to_send.emplace_back(Unpark(id), t);
       }
     }
+    next_task_id_ += static_cast<int64_t>(tasks.size());
     for (auto& [b, batch] : batches_) {
       if (relay_parked_.count(batch.relay) == 0) continue;
       batch.sent = true;
@@ -329,6 +375,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
         arrived_.pop_front();
         lock.unlock();
         std::string why;
+        const int client = a.result.client_id;
         try {
           why = a.is_sum ? sink.Sum(a.indices, a.sum.get()) : sink(a.index, std::move(a.result));
         } catch (...) {
@@ -340,8 +387,11 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
           batches_.at(a.batch).sum_in = true;
         } else {
           --remaining;
-          // The relay adds the model of an accepted result to its sum.
-          if (a.summed && why.empty()) batches_.at(a.batch).awaiting.push_back(a.index);
+          // The relay adds the model of an accepted result to its sum; the
+          // session takes a directly sent one's (before the client hears
+          // the verdict that lets it join).
+          if (a.summed && why.empty() && a.batch != 0) batches_.at(a.batch).awaiting.push_back(a.index);
+          if (a.summed && why.empty() && a.batch == 0 && secagg_) secagg_->Admit(client);
         }
         lock.unlock();
         // The client (or relay) that sent it is told the round loop's own verdict.
@@ -408,8 +458,36 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     // with its round: it holds no round and no buffer beyond it.
     std::vector<std::shared_ptr<Sending>> unfinished;
     for (auto& [id, sending] : sending_) unfinished.push_back(sending);
+    const std::shared_ptr<SecAggRendezvous> session = secagg_;
     lock.unlock();
     for (const auto& sending : unfinished) sending->Cancel();
+    if (session) Aggregate(*session, tasks.front().instructions.round, secagg_index, sink);
+  }
+
+  // Runs the round's secure aggregation session among the clients whose
+  // results were accepted, and hands its sum to the round loop.
+  void Aggregate(SecAggRendezvous& session, int64_t round, const std::map<int64_t, size_t>& index_of,
+                 const ResultSink& sink) {
+    const SecAggOutcome out = session.Run([this](int64_t id) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      return Alive(static_cast<int>(id), Clock::now());
+    });
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      secagg_.reset();
+    }
+    if (out.clients.empty()) return;
+    if (!out.finished) {
+      std::vector<size_t> indices;
+      for (int64_t id : out.clients) indices.push_back(index_of.at(id));
+      sink.Sum(indices, nullptr, "secure aggregation failed: " + out.failure);
+    } else {
+      HandOverSession(out.result.sum, out.result.survivors, out.lost, index_of, sink);
+    }
+    if (monitor_) monitor_->AddBytes(out.cost.server_bytes_received, 0);
+    if (options_.secure_aggregation->progress) {
+      LogProgress(DescribeSession(round, options_.secure_aggregation->protocol, out.cost));
+    }
   }
 
   // Whether an accepted result's model still awaits its relay's sum (mutex_ held).
@@ -587,6 +665,38 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     return new ResultStream(this, context, reply);
   }
 
+  // A client's message of the round's secure aggregation session: the
+  // session answers it, now or once its round closes.
+  grpc::ServerUnaryReactor* SecAgg(grpc::CallbackServerContext* context,
+                                   const pb::SecAggRequest* request, pb::SecAggReply* reply) override {
+    grpc::ServerUnaryReactor* call = context->DefaultReactor();
+    reply->set_protocol_version(kProtocolVersion);
+    int id = -1;
+    grpc::Status refused = Authenticate(*context, request->protocol_version(), request->client_id(), &id);
+    if (refused.ok()) refused = CheckSession(request->session());
+    if (!refused.ok()) {
+      call->Finish(refused);
+      return call;
+    }
+    std::shared_ptr<SecAggRendezvous> session;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (Touch(id, request->session()) == pb::UNKNOWN_SESSION) {
+        reply->set_reason("unknown session: register again");
+      } else if (!secagg_) {
+        reply->set_reason("no secure aggregation session is open");
+      } else {
+        session = secagg_;
+      }
+    }
+    if (!session) {
+      call->Finish(grpc::Status::OK);
+      return call;
+    }
+    session->Take(id, *request, HeldReply{reply, [call] { call->Finish(grpc::Status::OK); }});
+    return call;
+  }
+
   // --- The relays' side (gRPC handlers) ----------------------------------
   // A relay is trusted with its clients' identities (it checks their
   // certificates) and with their models (it sums them); everything it sends
@@ -676,6 +786,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     int64_t results = 0;
     bool told_done = false;
     int relay = -1;  // the relay it is served through, or -1: directly
+    std::string verify_key;  // for secure aggregation, as registered
   };
   struct Task {
     int64_t id = 0;
@@ -686,6 +797,8 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     Clock::time_point opened;
     bool open = true;
     int64_t batch = 0;  // its relay's batch, or 0: sent directly
+    // The round's secure aggregation session, which its model joins.
+    std::shared_ptr<const pb::SecAggSetup> secagg;
   };
 
   // A stream being sent, as others may cancel it: its context, until the
@@ -979,6 +1092,17 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     if (!module_mismatch.empty()) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, module_mismatch);
     }
+    const std::string& verify_key = request.secagg_verify_key();
+    if (!verify_key.empty() && verify_key.size() != secagg::kKeyBytes) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "a secure aggregation verification key of " + std::to_string(verify_key.size()) +
+                              " bytes; an Ed25519 key has " + std::to_string(secagg::kKeyBytes));
+    }
+    if (options_.secure_aggregation && verify_key.empty()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "this run aggregates securely (secagg.protocol) and the client sent no "
+                          "verification key for it");
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     ClientState& c = clients_[id];
     if (c.claimed > 0 && c.claimed != n) {
@@ -1001,6 +1125,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     c.num_samples = n;
     c.speed_ghz = request.speed_ghz();
     c.bandwidth_mhz = request.bandwidth_mhz();
+    c.verify_key = verify_key;
     c.session = NewSession();
     c.last_seen = now;
     c.told_done = false;
@@ -1047,6 +1172,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     pb::TaskChunk header;
     const FitInstructions& ins = *task.instructions;
     ToWire(ins, task.id, static_cast<int64_t>(ins.global->size()), header.mutable_header());
+    if (task.secagg) *header.mutable_header()->mutable_secagg() = *task.secagg;
     SendOn(pull, std::move(header), task.chunks);
   }
 
@@ -1514,7 +1640,10 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       state->registered = clients_[id].num_samples;
     }
     state->id = id;
-    state->expected = state->task.instructions->train.epochs > 0 ? state->task.instructions->global->size() : 0;
+    // A model under secure aggregation comes only masked, in its session.
+    state->expected = state->task.instructions->train.epochs > 0 && !state->task.secagg
+                          ? state->task.instructions->global->size()
+                          : 0;
     if (header.num_samples() != state->registered) {
       // The weight no server can verify is fixed at registration.
       state->why = "claims " + std::to_string(header.num_samples()) + " samples; it registered " +
@@ -1570,6 +1699,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       result.cost = ResultCost();
       result.cost.time_s = elapsed;
       result.cost.profiling_time_s = std::clamp(header.profiling_s(), 0.0, elapsed);
+      result.summed = result.ok && state.task.secagg != nullptr;
     }
     std::lock_guard<std::mutex> lock(mutex_);
     const auto it = tasks_.find(id);
@@ -1586,6 +1716,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     }
     Arrival a;
     a.index = state.task.index;
+    a.summed = result.summed;
     a.result = std::move(result);
     a.verdict = std::make_shared<Verdict>(std::move(verdict));
     arrived_.push_back(std::move(a));
@@ -1829,6 +1960,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
   std::map<int, RelayState> relays_;                 // by relay id
   std::map<int, Parked<BatchStream>> relay_parked_;  // waiting batch requests, by relay id
   std::map<int64_t, Batch> batches_;                 // of the current Fit call
+  std::shared_ptr<SecAggRendezvous> secagg_;         // the current Fit call's session
   int64_t next_batch_id_ = 1;
   std::deque<Arrival> arrived_;
   int64_t next_task_id_ = 1;

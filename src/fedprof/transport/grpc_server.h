@@ -4,10 +4,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fedprof/models/spec.h"
+#include "fedprof/transport/secure_aggregation.h"
 #include "fedprof/transport/transport.h"
 
 namespace fedprof {
@@ -40,6 +42,11 @@ struct GrpcServerOptions {
   // Why relays may not join this run (its aggregation needs every model),
   // or "": they may.
   std::string relays_refused;
+  // Secure aggregation of the clients' models (docs/secagg.md), or none:
+  // models in the clear. Each round of its sessions waits at most
+  // secagg_phase_timeout_s for the clients' messages.
+  std::optional<SecureAggregationOptions> secure_aggregation;
+  double secagg_phase_timeout_s = 60;
 };
 
 // The server side of the deployment protocol (proto/federation.proto) over
@@ -60,7 +67,13 @@ struct GrpcServerOptions {
 // their tasks in one batch per relay (the model once), and their results
 // come without models, whose accepted ones arrive as the relay's exact
 // partial sum (ResultSink::Sum). A relay that goes silent takes its clients
-// with it, as a silent client takes itself. Thread-safe.
+// with it, as a silent client takes itself.
+//
+// Under secure aggregation a training task carries its round's session
+// setup, a client's result comes without its model, and the accepted
+// results' models reach the round loop only as the session's exact sum
+// (transport/grpc_secagg.h): no code of the server decodes a client's model
+// then. Relays are refused. Thread-safe.
 class GrpcTransport : public Transport {
  public:
   // Starts serving. Throws fedprof::Error when the address cannot be bound

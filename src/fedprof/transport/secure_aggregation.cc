@@ -1,8 +1,8 @@
 #include "fedprof/transport/secure_aggregation.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
-#include <iterator>
 #include <map>
 #include <set>
 #include <utility>
@@ -96,6 +96,7 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
                    options_.seed, round);
 
   secagg::SessionReport report;
+  const auto start = std::chrono::steady_clock::now();
   try {
     report = secagg::RunInProcess(config, signing_keys, inputs, dropouts);
   } catch (const Error& e) {
@@ -104,34 +105,22 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
     return;
   }
   inputs.clear();
-  const std::vector<int64_t>& survivors = report.result.survivors;
-  std::vector<int64_t> lost;
-  std::set_difference(ids.begin(), ids.end(), survivors.begin(), survivors.end(),
-                      std::back_inserter(lost));
-  try {
-    // A sum no `survivors` honest inputs can make (a client masked garbage)
-    // is refused whole: secure aggregation cannot tell whose input it was.
-    const ModelSum sum = ModelSum::FromTermWords(report.result.sum,
-                                                 static_cast<int64_t>(survivors.size()),
-                                                 "the secure aggregation's sum");
-    sink.Sum(indices_of(survivors), &sum);
-  } catch (const Error& e) {
-    sink.Sum(indices_of(survivors), nullptr, e.what());
-  }
-  for (int64_t id : lost) {
+  std::map<int64_t, std::string> lost;
+  for (int64_t id : ids) {
+    if (std::binary_search(report.result.survivors.begin(), report.result.survivors.end(), id)) continue;
     const auto aborted = report.aborted.find(id);
     const auto excluded = report.excluded.find(id);
-    sink.Sum({index_of.at(id)}, nullptr,
-             aborted != report.aborted.end()
-                 ? "it left secure aggregation: " + aborted->second
-             : excluded != report.excluded.end()
-                 ? "secure aggregation excluded it: " + excluded->second
-                 : std::string("its masked model never reached secure aggregation"));
+    lost[id] = aborted != report.aborted.end()
+                   ? "it left secure aggregation: " + aborted->second
+               : excluded != report.excluded.end()
+                   ? "secure aggregation excluded it: " + excluded->second
+                   : std::string("its masked model never reached secure aggregation");
   }
+  HandOverSession(report.result.sum, report.result.survivors, lost, index_of, sink);
 
   SecureAggregationCost cost;
   cost.clients = static_cast<int>(ids.size());
-  cost.survivors = static_cast<int>(survivors.size());
+  cost.survivors = static_cast<int>(report.result.survivors.size());
   cost.neighbors = report.params.graph.neighbors;
   cost.threshold = report.params.graph.threshold;
   for (const auto& [id, party] : report.clients) {
@@ -146,17 +135,37 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
   cost.client_seconds /= n;
   cost.server_bytes_received = report.server.bytes_received;
   cost.server_seconds = report.server.seconds;
+  cost.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   sessions_.push_back(cost);
-  if (options_.progress) {
-    char line[240];
-    std::snprintf(line, sizeof(line),
-                  "round %lld: %s of %d clients (k = %d, t = %d): %d models in the sum, "
-                  "%.2f MB sent per client, server %.2f s",
-                  static_cast<long long>(round), secagg::ProtocolName(options_.protocol).c_str(),
-                  cost.clients, cost.neighbors, cost.threshold, cost.survivors,
-                  cost.client_bytes_sent / 1e6, cost.server_seconds);
-    LogProgress(line);
+  if (options_.progress) LogProgress(DescribeSession(round, options_.protocol, cost));
+}
+
+void HandOverSession(const std::vector<secagg::Word>& sum, const std::vector<int64_t>& survivors,
+                     const std::map<int64_t, std::string>& lost,
+                     const std::map<int64_t, size_t>& index_of, const Transport::ResultSink& sink) {
+  std::vector<size_t> indices;
+  for (int64_t id : survivors) indices.push_back(index_of.at(id));
+  if (!survivors.empty()) {
+    try {
+      const ModelSum total = ModelSum::FromTermWords(sum, static_cast<int64_t>(survivors.size()),
+                                                     "the secure aggregation's sum");
+      sink.Sum(indices, &total);
+    } catch (const Error& e) {
+      sink.Sum(indices, nullptr, e.what());
+    }
   }
+  for (const auto& [id, why] : lost) sink.Sum({index_of.at(id)}, nullptr, why);
+}
+
+std::string DescribeSession(int64_t round, secagg::Protocol protocol, const SecureAggregationCost& cost) {
+  char line[240];
+  std::snprintf(line, sizeof(line),
+                "round %lld: %s of %d clients (k = %d, t = %d): %d models in the sum, "
+                "%.2f MB sent per client, server %.2f s of %.2f s",
+                static_cast<long long>(round), secagg::ProtocolName(protocol).c_str(), cost.clients,
+                cost.neighbors, cost.threshold, cost.survivors, cost.client_bytes_sent / 1e6,
+                cost.server_seconds, cost.wall_seconds);
+  return line;
 }
 
 }  // namespace fedprof

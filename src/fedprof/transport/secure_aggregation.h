@@ -13,6 +13,7 @@
 // does; a session that cannot finish loses them all.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,21 @@ struct SecureAggregationCost {
   double client_seconds = 0;  // mean CPU seconds
   int64_t server_bytes_received = 0;
   double server_seconds = 0;
+  // The session's wall time (in a deployment from the round's last result to the sum).
+  double wall_seconds = 0;
 };
+
+// Hands a session's outcome to the round loop: the sum of the models of
+// `survivors` (refused whole when no inputs of that many honest clients
+// could make it: secure aggregation cannot tell whose input was garbage),
+// and the loss of each client of `lost`, with why. `index_of` gives each
+// client's index in the Fit call.
+void HandOverSession(const std::vector<secagg::Word>& sum, const std::vector<int64_t>& survivors,
+                     const std::map<int64_t, std::string>& lost,
+                     const std::map<int64_t, size_t>& index_of, const Transport::ResultSink& sink);
+
+// The progress line of a session of round `round`.
+std::string DescribeSession(int64_t round, secagg::Protocol protocol, const SecureAggregationCost& cost);
 
 class SecureAggregationTransport : public Transport {
  public:

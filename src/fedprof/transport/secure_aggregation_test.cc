@@ -195,8 +195,8 @@ TEST(SecureAggregationRunTest, SimulatedRunsEqualPlaintextBitForBit) {
 }
 
 // Strategies that need what secure aggregation hides are refused before a
-// round, with one line saying why; so are rounds it cannot protect, and a
-// server, which does not run it.
+// round, with one line saying why, by simulate and by a server alike; so
+// are rounds it cannot protect.
 TEST(SecureAggregationRunTest, WhatItCannotServeIsRefusedBeforeARound) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   ExpectError([] { Simulate("clustered", {{"secagg.protocol", "secagg+"},
@@ -213,7 +213,8 @@ TEST(SecureAggregationRunTest, WhatItCannotServeIsRefusedBeforeARound) {
   ExpectError([] { Simulate("five", {{"secagg.protocol", "secagg+"}, {"secagg.dropout", "0.4"}}); },
               {"secagg.protocol = secagg+: 5 clients per round"});
   Config config;
-  for (const char* set : {"model.name=mlp", "model.hidden=8", "secagg.protocol=secagg+"}) {
+  for (const char* set :
+       {"model.name=mlp", "model.hidden=8", "secagg.protocol=secagg+", "strategy.aggregator=krum"}) {
     config.SetAssignment(set);
   }
   torch::manual_seed(1);
@@ -222,7 +223,7 @@ TEST(SecureAggregationRunTest, WhatItCannotServeIsRefusedBeforeARound) {
         MakePlan(config, ClientsLive::kElsewhere,
                  TrainTest{testing_support::DrawBlobs(20), testing_support::DrawBlobs(10), Dataset()});
       },
-      {"secagg.protocol = secagg+: ", "fedprof server does not run it"});
+      {"secagg.protocol = secagg+: the server sees only the sum", "strategy.aggregator"});
 }
 
 }  // namespace

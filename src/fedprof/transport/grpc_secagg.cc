@@ -1,0 +1,359 @@
+#include "fedprof/transport/grpc_secagg.h"
+
+#include <algorithm>
+#include <iterator>
+#include <utility>
+
+#include "fedprof/core/error.h"
+#include "fedprof/core/log.h"
+#include "fedprof/core/text.h"
+
+namespace fedprof {
+
+namespace pb = federation::v1;
+
+federation::v1::SecAggSetup SetupToWire(const secagg::SessionConfig& config, double reply_wait_s) {
+  pb::SecAggSetup s;
+  s.set_session_id(config.session_id.data(), config.session_id.size());
+  s.set_plus(config.protocol == secagg::Protocol::kSecAggPlus);
+  s.set_dropout(config.tolerance.dropout);
+  s.set_corrupt(config.tolerance.corrupt);
+  s.set_neighbors(config.neighbors);
+  s.set_threshold(config.threshold);
+  s.set_length(static_cast<int64_t>(config.length));
+  for (const auto& [id, key] : config.verify_keys) {
+    s.add_clients(static_cast<int32_t>(id));
+    s.add_verify_keys(key.data(), key.size());
+  }
+  s.set_reply_wait_s(reply_wait_s);
+  return s;
+}
+
+secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& s, int64_t num_params,
+                                    int64_t own_id) {
+  const auto bad = [](const std::string& what) { throw Error("task: secure aggregation " + what); };
+  secagg::SessionConfig config;
+  if (s.session_id().size() != secagg::kKeyBytes) bad("session id of " + std::to_string(s.session_id().size()) + " bytes");
+  config.session_id.assign(s.session_id().begin(), s.session_id().end());
+  config.protocol = s.plus() ? secagg::Protocol::kSecAggPlus : secagg::Protocol::kSecAgg;
+  // NaN fails these too.
+  if (!(s.dropout() >= 0 && s.dropout() <= 0.5)) bad("dropout " + FormatDouble(s.dropout()) + " is not in [0, 0.5]");
+  if (!(s.corrupt() >= 0 && s.corrupt() <= 0.5)) bad("corruption " + FormatDouble(s.corrupt()) + " is not in [0, 0.5]");
+  config.tolerance.dropout = s.dropout();
+  config.tolerance.corrupt = s.corrupt();
+  if (s.neighbors() < 0 || s.threshold() < 0) bad("with a negative k or t");
+  config.neighbors = s.neighbors();
+  config.threshold = s.threshold();
+  if (s.length() != num_params + 1) {
+    bad("of " + std::to_string(s.length()) + " words; this model has " + std::to_string(num_params) +
+        " values and its sample count");
+  }
+  config.length = static_cast<size_t>(s.length());
+  if (s.clients_size() != s.verify_keys_size() || s.clients_size() < 2 ||
+      static_cast<size_t>(s.clients_size()) > secagg::kMaxSessionClients) {
+    bad("of " + std::to_string(s.clients_size()) + " clients and " + std::to_string(s.verify_keys_size()) +
+        " keys");
+  }
+  for (int i = 0; i < s.clients_size(); ++i) {
+    const std::string& key = s.verify_keys(i);
+    if (s.clients(i) < 0 || key.size() != secagg::kKeyBytes) {
+      bad("client " + std::to_string(s.clients(i)) + " with a key of " + std::to_string(key.size()) + " bytes");
+    }
+    if (!config.verify_keys.emplace(s.clients(i), secagg::Bytes(key.begin(), key.end())).second) {
+      bad("names client " + std::to_string(s.clients(i)) + " twice");
+    }
+  }
+  if (config.verify_keys.count(own_id) == 0) bad("of clients without this one");
+  if (!(s.reply_wait_s() > 0 && s.reply_wait_s() <= 1e7)) bad("reply wait " + FormatDouble(s.reply_wait_s()));
+  try {
+    secagg::CheckConfig(config);
+  } catch (const Error& e) {
+    bad(std::string("setup: ") + e.what());
+  }
+  return config;
+}
+
+SecAggRendezvous::SecAggRendezvous(secagg::SessionConfig config, std::map<int64_t, int64_t> task_of,
+                                   double phase_timeout_s)
+    : config_(std::move(config)),
+      task_of_(std::move(task_of)),
+      phase_timeout_s_(phase_timeout_s),
+      server_(config_, [&] {
+        std::vector<int64_t> ids;
+        for (const auto& entry : task_of_) ids.push_back(entry.first);
+        return ids;
+      }()) {}
+
+SecAggRendezvous::~SecAggRendezvous() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  phase_ = Phase::kDone;
+  AnswerAll("the server stopped");
+  Flush(lock);
+}
+
+void SecAggRendezvous::Admit(int64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  admitted_.insert(id);
+}
+
+void SecAggRendezvous::Answer(int64_t id, bool more, const std::string& reason,
+                              const std::function<void(pb::SecAggReply*)>& fill) {
+  const auto it = held_.find(id);
+  if (it == held_.end()) {
+    // A client whose masked model is in asks for what follows with its
+    // next call (which may come after the round closed).
+    pb::SecAggReply& later = undelivered_[id];
+    later.set_more(more);
+    later.set_reason(Printable(reason, 400));
+    if (fill) fill(&later);
+    return;
+  }
+  HeldReply held = std::move(it->second);
+  held_.erase(it);
+  held.reply->set_more(more);
+  held.reply->set_reason(Printable(reason, 400));
+  if (fill) fill(held.reply);
+  to_finish_.push_back(std::move(held));
+}
+
+void SecAggRendezvous::AnswerAll(const std::string& why) {
+  while (!held_.empty()) Answer(held_.begin()->first, false, why);
+}
+
+void SecAggRendezvous::Drop(int64_t id, const std::string& why) {
+  server_.Refuse(id, why);
+  assembling_.erase(id);
+  Answer(id, false, "excluded from secure aggregation: " + why);
+}
+
+void SecAggRendezvous::Flush(std::unique_lock<std::mutex>& lock) {
+  std::vector<HeldReply> done;
+  done.swap(to_finish_);
+  lock.unlock();
+  for (HeldReply& held : done) held.finish();
+  lock.lock();
+}
+
+void SecAggRendezvous::Take(int64_t id, const pb::SecAggRequest& request, HeldReply held) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const std::string origin = "client " + std::to_string(id);
+  const auto task = task_of_.find(id);
+  const auto answer_now = [&](bool more, const std::string& reason) {
+    held.reply->set_more(more);
+    held.reply->set_reason(Printable(reason, 400));
+    to_finish_.push_back(std::move(held));
+    Flush(lock);
+  };
+  if (task == task_of_.end() || task->second != request.task_id()) {
+    answer_now(false, "task " + std::to_string(request.task_id()) + " has no secure aggregation open");
+    return;
+  }
+  if (phase_ == Phase::kDone) {
+    answer_now(false, "the session has ended");
+    return;
+  }
+  if (admitted_.count(id) == 0) {
+    answer_now(false, "its result is not (or not yet) accepted");
+    return;
+  }
+  if (held_.count(id) != 0) {
+    // One message at a time: a second while one waits breaks the protocol.
+    Drop(id, "a message while its last one awaits an answer");
+    answer_now(false, "excluded from secure aggregation: two messages at once");
+    return;
+  }
+  const int64_t bytes = static_cast<int64_t>(request.ByteSizeLong());
+  bytes_received_ += bytes;
+  received_by_[id] += bytes;
+  const auto start = Clock::now();
+  bool taken = false;
+  try {
+    switch (request.message_case()) {
+      case pb::SecAggRequest::kAdvertise:
+        if (phase_ != Phase::kAdvertise) break;
+        taken = server_.ReceiveAdvertise(id, secagg::FromWire(request.advertise(), origin));
+        break;
+      case pb::SecAggRequest::kShares:
+        if (phase_ != Phase::kShare) break;
+        taken = server_.ReceiveShares(id, secagg::FromWire(request.shares(), origin));
+        break;
+      case pb::SecAggRequest::kMasked: {
+        if (phase_ != Phase::kMask) break;
+        auto& assembler = assembling_[id];
+        if (!assembler) assembler = std::make_unique<secagg::MaskedInputAssembler>(config_.length, origin);
+        assembler->Add(request.masked());
+        if (!assembler->complete()) {
+          answer_now(true, "");  // the next chunk
+          return;
+        }
+        const secagg::MaskedInput input = assembler->Finish();
+        assembling_.erase(id);
+        if (server_.ReceiveMasked(id, input)) {
+          // Acknowledged at once, so that the client knows its model is in;
+          // it then waits for the survivor list with a call of no message.
+          answered_.insert(id);
+          answered_cv_.notify_all();
+          answer_now(true, "");
+          return;
+        }
+        break;
+      }
+      case pb::SecAggRequest::kSignature:
+        if (phase_ != Phase::kCheck) break;
+        taken = server_.ReceiveSignature(id, secagg::FromWire(request.signature(), origin));
+        break;
+      case pb::SecAggRequest::kUnmask:
+        if (phase_ != Phase::kUnmask) break;
+        taken = server_.ReceiveUnmask(id, secagg::FromWire(request.unmask(), origin));
+        break;
+      case pb::SecAggRequest::MESSAGE_NOT_SET: {
+        // A client waiting for what follows its masked model.
+        const auto later = undelivered_.find(id);
+        if (later != undelivered_.end()) {
+          const uint32_t version = held.reply->protocol_version();
+          *held.reply = std::move(later->second);
+          held.reply->set_protocol_version(version);
+          undelivered_.erase(later);
+          to_finish_.push_back(std::move(held));
+          Flush(lock);
+          return;
+        }
+        taken = phase_ == Phase::kMask && answered_.count(id) != 0;
+        if (taken) {
+          held_[id] = std::move(held);
+          return;
+        }
+        server_.Refuse(id, "a secure aggregation call without a message, out of turn");
+        break;
+      }
+    }
+  } catch (const Error& e) {
+    assembling_.erase(id);
+    server_.Refuse(id, e.what());
+  }
+  cost_.server_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  if (!taken) {
+    const auto excluded = server_.excluded().find(id);
+    answer_now(false, excluded != server_.excluded().end()
+                          ? "excluded from secure aggregation: " + excluded->second
+                          : std::string("a message the session's current round does not take"));
+    return;
+  }
+  held_[id] = std::move(held);
+  answered_.insert(id);
+  answered_cv_.notify_all();
+}
+
+void SecAggRendezvous::AwaitPhase(std::unique_lock<std::mutex>& lock, const std::set<int64_t>& expected,
+                                  const std::function<bool(int64_t)>& alive) {
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(phase_timeout_s_));
+  while (Clock::now() < deadline) {
+    std::vector<int64_t> waiting;
+    for (int64_t id : expected) {
+      if (answered_.count(id) == 0 && server_.excluded().count(id) == 0) waiting.push_back(id);
+    }
+    if (waiting.empty()) return;
+    lock.unlock();
+    const bool anyone = std::any_of(waiting.begin(), waiting.end(), alive);
+    lock.lock();
+    if (!anyone) return;
+    answered_cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(200)));
+  }
+}
+
+SecAggOutcome SecAggRendezvous::Run(const std::function<bool(int64_t)>& alive) {
+  SecAggOutcome out;
+  const auto began = Clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  out.clients.assign(admitted_.begin(), admitted_.end());
+  std::set<int64_t> expected = admitted_;
+  // Each round: wait for its messages, close it, answer the held replies.
+  const auto close = [&](Phase next, const auto& step) {
+    AwaitPhase(lock, expected, alive);
+    const auto start = Clock::now();
+    answered_.clear();
+    phase_ = next;
+    step();
+    cost_.server_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    AnswerAll("left behind: its round closed without it");
+    Flush(lock);
+  };
+  try {
+    close(Phase::kShare, [&] {
+      const std::map<int64_t, secagg::KeyDirectory> directories = server_.CloseAdvertise();
+      expected.clear();
+      for (const auto& entry : directories) {
+        expected.insert(entry.first);
+        Answer(entry.first, true, "",
+               [&](pb::SecAggReply* r) { *r->mutable_directory() = secagg::ToWire(entry.second); });
+      }
+    });
+    close(Phase::kMask, [&] {
+      const std::map<int64_t, secagg::ShareBundle> bundles = server_.CloseShares();
+      expected.clear();
+      for (const auto& entry : bundles) {
+        expected.insert(entry.first);
+        Answer(entry.first, true, "",
+               [&](pb::SecAggReply* r) { *r->mutable_bundle() = secagg::ToWire(entry.second); });
+      }
+    });
+    close(Phase::kCheck, [&] {
+      const secagg::SurvivorList survivors = server_.CloseMasked();
+      const pb::SecAggReply wire = [&] {
+        pb::SecAggReply r;
+        *r.mutable_survivors() = secagg::ToWire(survivors);
+        return r;
+      }();
+      expected.clear();
+      for (int64_t id : survivors.survivors) {
+        expected.insert(id);
+        Answer(id, true, "", [&](pb::SecAggReply* r) { *r->mutable_survivors() = wire.survivors(); });
+      }
+    });
+    close(Phase::kUnmask, [&] {
+      const secagg::UnmaskRequest request = server_.CloseConsistency();
+      const pb::SecAggReply wire = [&] {
+        pb::SecAggReply r;
+        *r.mutable_unmask() = secagg::ToWire(request);
+        return r;
+      }();
+      expected.clear();
+      for (const secagg::ConsistencySignature& s : request.signatures) {
+        expected.insert(s.client);
+        Answer(s.client, true, "", [&](pb::SecAggReply* r) { *r->mutable_unmask() = wire.unmask(); });
+      }
+    });
+    close(Phase::kDone, [&] {
+      out.result = server_.Finish();
+      out.finished = true;
+      for (int64_t id : out.result.survivors) Answer(id, false, "");  // in the sum
+    });
+  } catch (const Error& e) {
+    phase_ = Phase::kDone;
+    out.failure = e.what();
+    AnswerAll(std::string("the session failed: ") + e.what());
+    Flush(lock);
+  }
+  const std::set<int64_t> in_sum(out.result.survivors.begin(), out.result.survivors.end());
+  for (int64_t id : out.clients) {
+    if (in_sum.count(id) != 0) continue;
+    const auto excluded = server_.excluded().find(id);
+    out.lost[id] = excluded != server_.excluded().end()
+                       ? "secure aggregation excluded it: " + excluded->second
+                       : std::string("its masked model never reached secure aggregation");
+  }
+  cost_.clients = static_cast<int>(out.clients.size());
+  cost_.survivors = static_cast<int>(out.result.survivors.size());
+  cost_.neighbors = server_.params().graph.neighbors;
+  cost_.threshold = server_.params().graph.threshold;
+  cost_.server_bytes_received = bytes_received_;
+  if (!received_by_.empty()) {
+    cost_.client_bytes_sent = static_cast<double>(bytes_received_) / static_cast<double>(received_by_.size());
+  }
+  cost_.wall_seconds = std::chrono::duration<double>(Clock::now() - began).count();
+  out.cost = cost_;
+  return out;
+}
+
+}  // namespace fedprof

@@ -1,0 +1,121 @@
+#ifndef FEDPROF_TRANSPORT_GRPC_SECAGG_H_
+#define FEDPROF_TRANSPORT_GRPC_SECAGG_H_
+
+// Secure aggregation over the deployment protocol (proto/federation.proto,
+// rpc SecAgg): the server's side of one round's session, between the gRPC
+// handlers that bring the clients' messages and the round loop that drives
+// the session's rounds, and the translation of a task's SecAggSetup.
+//
+// A client sends one message per call; the call is held until the
+// session's round closes (every client it waits for has answered, gone
+// silent, or the phase's time is up) and then answered with the server's
+// next message to that client, or with the end of the session for it. The
+// masked input comes in chunks, each but the last answered at once.
+// Everything a client sends is decoded by secagg/wire.h and checked by the
+// server's state machine (secagg/server.h) before it is used; a client
+// whose message fails is excluded from the session, with the reason logged.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "federation.pb.h"
+#include "fedprof/secagg/server.h"
+#include "fedprof/secagg/wire.h"
+#include "fedprof/transport/secure_aggregation.h"
+
+namespace fedprof {
+
+// The setup a task carries, for `clients` with their verification keys.
+federation::v1::SecAggSetup SetupToWire(const secagg::SessionConfig& config, double reply_wait_s);
+// A task's setup, checked: sizes, counts and ids; `length` must be the
+// model's values + 1 and `own_id` among the clients. Throws fedprof::Error
+// naming what was wrong.
+secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& setup, int64_t num_params,
+                                    int64_t own_id);
+
+// A reply the server holds until it knows what to answer; `finish` ends
+// the call once `reply` is filled.
+struct HeldReply {
+  federation::v1::SecAggReply* reply = nullptr;
+  std::function<void()> finish;
+};
+
+// What a session over gRPC made.
+struct SecAggOutcome {
+  bool finished = false;
+  std::string failure;           // when not finished: why
+  secagg::AggregateResult result;
+  std::vector<int64_t> clients;  // whose accepted results entered the session
+  std::map<int64_t, std::string> lost;  // of those, not in the sum: why
+  SecureAggregationCost cost;
+};
+
+class SecAggRendezvous {
+ public:
+  // `config.verify_keys` names the clients invited (the round's training
+  // tasks), each with the id of its task.
+  SecAggRendezvous(secagg::SessionConfig config, std::map<int64_t, int64_t> task_of,
+                   double phase_timeout_s);
+  ~SecAggRendezvous();
+
+  // The round loop accepted client `id`'s result (without its model): it
+  // may join the session.
+  void Admit(int64_t id);
+
+  // A client's message (a handler's call, `id` authenticated): answered now
+  // or held.
+  void Take(int64_t id, const federation::v1::SecAggRequest& request, HeldReply held);
+
+  // The round loop's: runs the session's rounds among the admitted clients
+  // (`alive` says whether one is still heard from), answers every held
+  // reply, and returns the outcome. Every later message is answered at once.
+  SecAggOutcome Run(const std::function<bool(int64_t)>& alive);
+
+ private:
+  enum class Phase { kAdvertise, kShare, kMask, kCheck, kUnmask, kDone };
+  using Clock = std::chrono::steady_clock;
+  // Waits until every client of `expected` has answered or left, `alive`
+  // says none of those still waited for is there, or the phase's time is
+  // up. Lock held.
+  void AwaitPhase(std::unique_lock<std::mutex>& lock, const std::set<int64_t>& expected,
+                  const std::function<bool(int64_t)>& alive);
+  // Answers client `id`'s held reply (lock held: queued, sent once released).
+  void Answer(int64_t id, bool more, const std::string& reason,
+              const std::function<void(federation::v1::SecAggReply*)>& fill = {});
+  // Ends the session for every held reply, with `why`.
+  void AnswerAll(const std::string& why);
+  // Excludes `id` for `why` and ends its session (lock held).
+  void Drop(int64_t id, const std::string& why);
+  void Flush(std::unique_lock<std::mutex>& lock);
+
+  secagg::SessionConfig config_;
+  const std::map<int64_t, int64_t> task_of_;
+  const double phase_timeout_s_;
+  std::mutex mutex_;
+  std::condition_variable answered_cv_;
+  secagg::SecAggServer server_;
+  Phase phase_ = Phase::kAdvertise;
+  std::set<int64_t> admitted_;
+  std::set<int64_t> answered_;  // in the current phase
+  std::map<int64_t, HeldReply> held_;
+  // Answers due to clients with no call held (one whose masked model is in
+  // asks for the next message with a call of its own).
+  std::map<int64_t, federation::v1::SecAggReply> undelivered_;
+  std::map<int64_t, std::unique_ptr<secagg::MaskedInputAssembler>> assembling_;
+  std::vector<HeldReply> to_finish_;  // answered under the lock, finished outside it
+  SecureAggregationCost cost_;
+  int64_t bytes_received_ = 0;
+  std::map<int64_t, int64_t> received_by_;
+};
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_TRANSPORT_GRPC_SECAGG_H_

@@ -1,0 +1,249 @@
+#include "fedprof/transport/grpc_secagg.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "fedprof/core/error.h"
+#include "fedprof/secagg/client.h"
+
+namespace fedprof {
+namespace {
+
+namespace pb = federation::v1;
+using secagg::Word;
+
+constexpr int64_t kLength = 10;  // words of each input
+
+// The server's side of a session driven as the gRPC handlers drive it, by
+// clients that are the real state machines: each message goes in through
+// Take, each answer comes back through its held reply.
+class SessionHarness {
+ public:
+  SessionHarness(int n, double dropout, std::set<int64_t> admitted) {
+    config_.session_id = secagg::RandomBytes(secagg::kKeyBytes);
+    config_.protocol = secagg::Protocol::kSecAggPlus;
+    config_.tolerance.dropout = dropout;
+    config_.length = kLength;
+    std::map<int64_t, int64_t> task_of;
+    for (int64_t id = 0; id < n; ++id) {
+      secagg::KeyPair key = secagg::GenerateEd25519();
+      config_.verify_keys[id] = key.public_key;
+      signing_[id] = key.secret;
+      task_of[id] = 100 + id;
+    }
+    for (int64_t id = 0; id < n; ++id) {
+      clients_[id] = std::make_unique<secagg::SecAggClient>(config_, id, signing_[id]);
+    }
+    session_ = std::make_unique<SecAggRendezvous>(config_, task_of, /*phase_timeout_s=*/20);
+    for (int64_t id : admitted) session_->Admit(id);
+  }
+
+  secagg::SecAggClient& client(int64_t id) { return *clients_.at(id); }
+  SecAggRendezvous& session() { return *session_; }
+
+  void Send(int64_t id, pb::SecAggRequest request) {
+    request.set_task_id(100 + id);
+    auto reply = std::make_shared<pb::SecAggReply>();
+    session_->Take(id, request, HeldReply{reply.get(), [this, id, reply] {
+                                            std::lock_guard<std::mutex> lock(mutex_);
+                                            answers_[id] = *reply;
+                                            answered_.notify_all();
+                                          }});
+  }
+
+  // Client `id`'s answer, within 30 s.
+  pb::SecAggReply Await(int64_t id) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const bool came = answered_.wait_for(lock, std::chrono::seconds(30), [&] { return answers_.count(id) > 0; });
+    if (!came) throw Error("no answer for client " + std::to_string(id));
+    pb::SecAggReply reply = answers_.at(id);
+    answers_.erase(id);
+    return reply;
+  }
+
+ private:
+  secagg::SessionConfig config_;
+  std::map<int64_t, secagg::Bytes> signing_;
+  std::map<int64_t, std::unique_ptr<secagg::SecAggClient>> clients_;
+  std::mutex mutex_;
+  std::condition_variable answered_;
+  std::map<int64_t, pb::SecAggReply> answers_;
+  // Last: it answers what it still holds when destroyed.
+  std::unique_ptr<SecAggRendezvous> session_;
+};
+
+std::vector<Word> InputOf(int64_t id) {
+  std::vector<Word> x(kLength);
+  for (int64_t i = 0; i < kLength; ++i) x[i] = (static_cast<Word>(id + 1) << 100) + static_cast<Word>(i * 7 + id);
+  return x;
+}
+
+TEST(SecAggRendezvousTest, TheSumOfTheSurvivorsWithADropoutAndAMalformedShare) {
+  // Six clients: 5 sends encrypted shares of the wrong size and is
+  // excluded; 4 sends its masked input and dies. δ = 0.4 tolerates both.
+  SessionHarness h(6, 0.4, {0, 1, 2, 3, 4, 5});
+  std::atomic<bool> four_alive{true};
+  SecAggOutcome out;
+  std::thread server([&] { out = h.session().Run([&](int64_t id) { return id != 4 || four_alive.load(); }); });
+  const std::vector<int64_t> all = {0, 1, 2, 3, 4, 5};
+
+  for (int64_t id : all) {
+    pb::SecAggRequest r;
+    *r.mutable_advertise() = secagg::ToWire(h.client(id).Advertise());
+    h.Send(id, r);
+  }
+  std::map<int64_t, pb::SecAggReply> got;
+  for (int64_t id : all) {
+    got[id] = h.Await(id);
+    ASSERT_TRUE(got[id].more() && got[id].has_directory()) << id << ": " << got[id].reason();
+  }
+  for (int64_t id : all) {
+    pb::SecAggRequest r;
+    *r.mutable_shares() = secagg::ToWire(h.client(id).Share(secagg::FromWire(got[id].directory(), "server")));
+    if (id == 5) r.mutable_shares()->mutable_shares(0)->mutable_sealed()->pop_back();
+    h.Send(id, r);
+  }
+  const pb::SecAggReply excluded = h.Await(5);
+  EXPECT_FALSE(excluded.more());
+  EXPECT_NE(excluded.reason().find("excluded"), std::string::npos) << excluded.reason();
+  const std::vector<int64_t> five = {0, 1, 2, 3, 4};
+  for (int64_t id : five) {
+    got[id] = h.Await(id);
+    ASSERT_TRUE(got[id].more() && got[id].has_bundle()) << id << ": " << got[id].reason();
+  }
+  for (int64_t id : five) {
+    const secagg::MaskedInput masked =
+        h.client(id).Mask(secagg::FromWire(got[id].bundle(), "server"), InputOf(id));
+    // In chunks of 3 words, each acknowledged at once; then a call of no
+    // message waits for the survivor list (client 4 dies before it).
+    const std::vector<secagg::pb::MaskedInputChunk> chunks = secagg::ToWire(masked, 3);
+    ASSERT_EQ(chunks.size(), 4u);
+    for (const secagg::pb::MaskedInputChunk& chunk : chunks) {
+      pb::SecAggRequest r;
+      *r.mutable_masked() = chunk;
+      h.Send(id, r);
+      const pb::SecAggReply next = h.Await(id);
+      ASSERT_TRUE(next.more() && next.message_case() == pb::SecAggReply::MESSAGE_NOT_SET);
+    }
+    if (id != 4) h.Send(id, pb::SecAggRequest());
+  }
+  four_alive = false;  // it never signs
+  const std::vector<int64_t> four = {0, 1, 2, 3};
+  for (int64_t id : four) {
+    got[id] = h.Await(id);
+    ASSERT_TRUE(got[id].more() && got[id].has_survivors()) << id << ": " << got[id].reason();
+  }
+  for (int64_t id : four) {
+    pb::SecAggRequest r;
+    *r.mutable_signature() = secagg::ToWire(h.client(id).Check(secagg::FromWire(got[id].survivors(), "server")));
+    h.Send(id, r);
+  }
+  for (int64_t id : four) {
+    got[id] = h.Await(id);
+    ASSERT_TRUE(got[id].more() && got[id].has_unmask()) << id << ": " << got[id].reason();
+    pb::SecAggRequest r;
+    *r.mutable_unmask() = secagg::ToWire(h.client(id).Unmask(secagg::FromWire(got[id].unmask(), "server")));
+    h.Send(id, r);
+  }
+  for (int64_t id : four) {
+    const pb::SecAggReply done = h.Await(id);
+    EXPECT_FALSE(done.more());
+    EXPECT_EQ(done.reason(), "") << id;  // in the sum
+  }
+  server.join();
+
+  ASSERT_TRUE(out.finished) << out.failure;
+  EXPECT_EQ(out.result.survivors, five);
+  std::vector<Word> expected(kLength, 0);
+  for (int64_t id : five) {
+    const std::vector<Word> x = InputOf(id);
+    for (int64_t i = 0; i < kLength; ++i) expected[i] += x[i];
+  }
+  EXPECT_EQ(out.result.sum, expected);
+  ASSERT_EQ(out.lost.count(5), 1u);
+  EXPECT_NE(out.lost.at(5).find("excluded"), std::string::npos);
+  EXPECT_EQ(out.cost.clients, 6);
+  EXPECT_EQ(out.cost.survivors, 5);
+}
+
+TEST(SecAggRendezvousTest, OnlyAdmittedClientsOfTheirOwnTaskJoin) {
+  SessionHarness h(3, 0.1, {0, 1});
+  pb::SecAggRequest r;
+  *r.mutable_advertise() = secagg::ToWire(h.client(2).Advertise());
+  h.Send(2, r);  // its result was not accepted
+  pb::SecAggReply reply = h.Await(2);
+  EXPECT_FALSE(reply.more());
+  EXPECT_NE(reply.reason().find("not (or not yet) accepted"), std::string::npos) << reply.reason();
+
+  *r.mutable_advertise() = secagg::ToWire(h.client(0).Advertise());
+  r.set_task_id(7);
+  auto held = std::make_shared<pb::SecAggReply>();
+  bool finished = false;
+  h.session().Take(0, r, HeldReply{held.get(), [&] { finished = true; }});  // another task's id
+  EXPECT_TRUE(finished);
+  EXPECT_FALSE(held->more());
+  EXPECT_NE(held->reason().find("task 7"), std::string::npos) << held->reason();
+
+  // A second message while the first awaits its answer excludes the client.
+  *r.mutable_advertise() = secagg::ToWire(h.client(1).Advertise());
+  h.Send(1, r);
+  h.Send(1, r);
+  EXPECT_FALSE(h.Await(1).more());
+}
+
+TEST(SecAggRendezvousTest, ASessionWithTooFewClientsFailsAndAnswersEveryone) {
+  SessionHarness h(3, 0.1, {0, 1, 2});
+  pb::SecAggRequest r;
+  *r.mutable_advertise() = secagg::ToWire(h.client(0).Advertise());
+  h.Send(0, r);
+  // 1 and 2 are gone: the advertising round closes with one client.
+  const SecAggOutcome out = h.session().Run([](int64_t id) { return id == 0; });
+  EXPECT_FALSE(out.finished);
+  EXPECT_FALSE(out.failure.empty());
+  const pb::SecAggReply reply = h.Await(0);
+  EXPECT_FALSE(reply.more());
+  EXPECT_NE(reply.reason().find("the session failed"), std::string::npos) << reply.reason();
+}
+
+TEST(SecAggSetupTest, ATasksSetupIsCheckedBeforeUse) {
+  secagg::SessionConfig config;
+  config.session_id = secagg::RandomBytes(secagg::kKeyBytes);
+  config.length = 11;
+  for (int64_t id : {3, 5}) config.verify_keys[id] = secagg::GenerateEd25519().public_key;
+  const pb::SecAggSetup good = SetupToWire(config, 90);
+  const secagg::SessionConfig back = SetupFromWire(good, 10, 3);
+  EXPECT_EQ(back.session_id, config.session_id);
+  EXPECT_EQ(back.verify_keys, config.verify_keys);
+  EXPECT_EQ(back.length, 11u);
+
+  const auto refused = [&](const std::function<void(pb::SecAggSetup&)>& spoil, const std::string& says) {
+    pb::SecAggSetup s = good;
+    spoil(s);
+    try {
+      SetupFromWire(s, 10, 3);
+      ADD_FAILURE() << "accepted a setup that " << says;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused([](pb::SecAggSetup& s) { s.set_length(12); }, "of 12 words");
+  refused([](pb::SecAggSetup& s) { s.mutable_verify_keys(1)->pop_back(); }, "with a key of 31 bytes");
+  refused([](pb::SecAggSetup& s) { s.set_clients(1, 3); }, "names client 3 twice");
+  refused([](pb::SecAggSetup& s) { s.set_clients(0, 4); }, "without this one");
+  refused([](pb::SecAggSetup& s) { s.set_dropout(std::nan("")); }, "dropout");
+  refused([](pb::SecAggSetup& s) { s.mutable_session_id()->clear(); }, "session id of 0 bytes");
+  EXPECT_THROW(SetupFromWire(good, 10, 4), Error);
+}
+
+}  // namespace
+}  // namespace fedprof
