@@ -8,13 +8,14 @@
 # last result to the sum; the clients share the server's 2 cores). Each
 # run's final model is checked against the plaintext simulation's.
 #
-#   bench/secagg_loopback.sh [K ...]     (default 10 50 100; needs `make build`)
+#   bench/secagg_loopback.sh [K ...]     (default 10 50 100; needs `make build`;
+#                                         FEDPROF=path runs another binary)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(10 50 100)
 rounds=2
-cli=build/fedprof
+cli=${FEDPROF:-build/fedprof}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 max=0

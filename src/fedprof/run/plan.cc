@@ -47,6 +47,11 @@ SecureAggregationOptions SecureAggregationFrom(const RunOptions& o) {
   return s;
 }
 
+int ClientsPerRound(const RunOptions& o) {
+  const int64_t n = o.clients.count;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(n, std::llround(static_cast<double>(n) * o.strategy.fraction))));
+}
+
 ModelSpec SpecFor(const RunOptions::Model& options, const Dataset& data) {
   ModelSpec spec;
   spec.name = options.name;
@@ -72,7 +77,7 @@ std::shared_ptr<Model> InitialModel(int64_t seed, const ModelSpec& spec) {
 // Secure aggregation hands the server the round's sum alone: strategies
 // that need each client's model, or a sketch of it, cannot run under it.
 // Its parameters must also be possible for a full round of clients.
-void CheckSecureAggregation(const RunOptions& o, int num_clients, const Strategy& strategy) {
+void CheckSecureAggregation(const RunOptions& o, const Strategy& strategy) {
   const RunOptions::SecAgg& secagg = o.secagg;
   if (secagg.protocol == "none") return;
   const std::string option = "secagg.protocol = " + secagg.protocol + ": ";
@@ -85,8 +90,7 @@ void CheckSecureAggregation(const RunOptions& o, int num_clients, const Strategy
     throw Error(option + "the server sees only the sum of the round's models, but " +
                 strategy.NeedsEveryModel());
   }
-  const int per_round = static_cast<int>(std::max<int64_t>(
-      1, std::min<int64_t>(num_clients, std::llround(num_clients * o.strategy.fraction))));
+  const int per_round = ClientsPerRound(o);
   const std::string round = std::to_string(per_round) +
                             " clients per round (strategy.fraction x clients.count)";
   if (per_round < 2) throw Error(option + "a sum of one model is that model: " + round);
@@ -196,7 +200,7 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
   };
   plan.strategy = MakeStrategy(o, context);
   CheckStrategyFitsModel(*plan.strategy, *plan.initial_model, o.model);
-  CheckSecureAggregation(o, plan.num_clients(), *plan.strategy);
+  CheckSecureAggregation(o, *plan.strategy);
   if (plan.strategy->WantedReports().profile) {
     plan.reference = ReferenceSet(o.fedprof, plan.data, plan.population.get());
     if (plan.reference.size() == 0) {

@@ -55,6 +55,9 @@ struct LocalClients {
   // What profiling adds to a round (Eq. 31; App. C.2 with secure matching);
   // null without profiling.
   std::unique_ptr<ProfilingLoad> profiling;
+  // What a secure aggregation session adds to a training round; null
+  // without secure aggregation.
+  std::unique_ptr<SessionLoad> session;
   std::vector<double> expected_time_s;  // a round of each client alone
   std::unique_ptr<InProcessTransport> transport;
 };
@@ -83,13 +86,18 @@ std::shared_ptr<LocalClients> BuildClients(std::shared_ptr<RunPlan> plan, int th
                               o.cost.he_cycles_per_unit)
             : PlainProfiling(units));
   }
+  if (o.secagg.protocol != "none") {
+    local->session = std::make_unique<SessionLoad>(SecureAggregationLoad(
+        SecureAggregationFrom(o), ClientsPerRound(o), static_cast<size_t>(p.num_values) + 1));
+  }
   std::vector<ClientInfo> infos(n);
   for (int k = 0; k < n; ++k) {
     infos[k].id = k;
     infos[k].num_samples = population.num_samples(k);
     infos[k].expected_time_s =
         local->cost_model
-            ->Cost(local->specs[k], infos[k].num_samples, epochs, local->profiling.get())
+            ->Cost(local->specs[k], infos[k].num_samples, epochs, local->profiling.get(),
+                   epochs > 0 ? local->session.get() : nullptr)
             .total_s();
     local->expected_time_s.push_back(infos[k].expected_time_s);
   }
@@ -97,12 +105,13 @@ std::shared_ptr<LocalClients> BuildClients(std::shared_ptr<RunPlan> plan, int th
   auto cost = [self](int id, const FitInstructions& ins) {
     const int64_t size = self->plan->population->num_samples(id);
     const ProfilingLoad* profiling = ins.report.profile ? self->profiling.get() : nullptr;
-    const ClientCost c = self->cost_model->Cost(self->specs[id], size, ins.train.epochs, profiling);
+    const SessionLoad* session = ins.train.epochs > 0 ? self->session.get() : nullptr;
+    const ClientCost c = self->cost_model->Cost(self->specs[id], size, ins.train.epochs, profiling, session);
     ResultCost rc;
     rc.time_s = c.total_s();
     rc.energy_j = c.energy_j;
     if (profiling != nullptr) {
-      const ClientCost bare = self->cost_model->Cost(self->specs[id], size, ins.train.epochs);
+      const ClientCost bare = self->cost_model->Cost(self->specs[id], size, ins.train.epochs, nullptr, session);
       rc.profiling_time_s = c.total_s() - bare.total_s();
       rc.profiling_energy_j = c.energy_j - bare.energy_j;
     }

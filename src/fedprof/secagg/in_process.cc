@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "fedprof/core/error.h"
+#include "fedprof/secagg/shamir.h"
 #include "fedprof/secagg/wire.h"
 
 namespace fedprof::secagg {
@@ -46,9 +47,6 @@ Message Carry(const Message& message, PartyCost& from, PartyCost& to, const std:
   return FromWire(parsed, origin);
 }
 
-// Masked inputs travel in chunks of 64 Ki words (1 MiB), below gRPC's limit.
-constexpr size_t kChunkWords = size_t{1} << 16;
-
 MaskedInput CarryMasked(const MaskedInput& message, size_t length, PartyCost& from, PartyCost& to,
                         const std::string& origin) {
   MaskedInputAssembler assembler(length, origin);
@@ -65,6 +63,41 @@ MaskedInput CarryMasked(const MaskedInput& message, size_t length, PartyCost& fr
 }
 
 }  // namespace
+
+ClientTraffic TrafficOfOneClient(int n, int k, size_t length, size_t chunk_words) {
+  const int64_t me = n / 2;
+  const auto peer = [&](int i) { return (me + 1 + i) % n; };
+  const auto bytes = [](const auto& message) { return static_cast<int64_t>(ToWire(message).ByteSizeLong()); };
+  AdvertiseKeys advertise{me, Bytes(kKeyBytes, '\0'), Bytes(kKeyBytes, '\0'), Bytes(kSignatureBytes, '\0')};
+  ShareKeys shares{me, Bytes(kCommitmentBytes, '\0'), {}};
+  ShareBundle bundle;
+  KeyDirectory directory;
+  UnmaskResponse unmask{me, {}, {}};
+  for (int i = 0; i < k; ++i) {
+    const SealedShares sealed{peer(i), Bytes(SealedSize(kSharePlaintextBytes), '\0')};
+    shares.shares.push_back(sealed);
+    bundle.shares.push_back(sealed);
+    directory.peers.push_back(AdvertiseKeys{peer(i), Bytes(kKeyBytes, '\0'), Bytes(kKeyBytes, '\0'), Bytes(kSignatureBytes, '\0')});
+    unmask.shares.push_back(RevealedShare{peer(i), ShareKind::kSelfMask, Bytes(kShareBytes, '\0')});
+  }
+  SurvivorList survivors;
+  UnmaskRequest request;
+  for (int64_t id = 0; id < n; ++id) {
+    directory.clients.push_back(id);
+    survivors.survivors.push_back(id);
+    request.signatures.push_back(ConsistencySignature{id, Bytes(kSignatureBytes, '\0')});
+  }
+  request.survivors = survivors.survivors;
+  ClientTraffic t;
+  t.sent = bytes(advertise) + bytes(shares) + bytes(ConsistencySignature{me, Bytes(kSignatureBytes, '\0')}) +
+           bytes(unmask);
+  MaskedInput masked{me, std::vector<Word>(length, ~Word{0})};
+  for (const pb::MaskedInputChunk& chunk : ToWire(masked, chunk_words)) {
+    t.sent += static_cast<int64_t>(chunk.ByteSizeLong());
+  }
+  t.received = bytes(directory) + bytes(bundle) + bytes(survivors) + bytes(request);
+  return t;
+}
 
 SessionReport RunInProcess(const SessionConfig& config, const std::map<int64_t, Bytes>& signing_keys,
                            const std::map<int64_t, std::vector<Word>>& inputs,

@@ -19,6 +19,9 @@
 
 namespace fedprof::secagg {
 
+// Masked inputs travel in chunks of 64 Ki words (1 MiB), below gRPC's limit.
+constexpr size_t kChunkWords = size_t{1} << 16;
+
 // Who stops answering, and when.
 struct Dropouts {
   std::set<int64_t> before_shares;        // advertised keys only (not in U_2)
@@ -59,6 +62,17 @@ struct SessionReport {
   std::vector<std::vector<Word>> buffer_snapshots;
   std::vector<MaskedInput> masked_inputs;
 };
+
+// What one client of a session of `n` clients (ids 0..n-1), each with `k`
+// neighbours and none dropping out, sends and receives on the wire: the
+// serialised protobuf of each of its messages, built at their sizes (ids
+// near the middle of the range; the masked input in chunks of
+// `chunk_words`).
+struct ClientTraffic {
+  int64_t sent = 0;
+  int64_t received = 0;
+};
+ClientTraffic TrafficOfOneClient(int n, int k, size_t length, size_t chunk_words);
 
 // Runs the session for the clients of `inputs` (each with its signing key in
 // `signing_keys`). Throws fedprof::Error when the round fails (too few

@@ -30,7 +30,7 @@ double CostModel::DownlinkBitsPerSecond(const ClientSpec& spec) const {
 }
 
 ClientCost CostModel::Cost(const ClientSpec& spec, int64_t num_samples, int epochs,
-                           const ProfilingLoad* profiling) const {
+                           const ProfilingLoad* profiling, const SessionLoad* session) const {
   ClientCost c;
   const double down_bps = DownlinkBitsPerSecond(spec);
   const double hz = spec.speed_ghz * 1e9;
@@ -51,6 +51,13 @@ ClientCost CostModel::Cost(const ClientSpec& spec, int64_t num_samples, int epoc
   const double compute_w = options_.p_f_w * spec.speed_ghz * spec.speed_ghz * spec.speed_ghz;
   c.energy_j = options_.p_trans_w * (c.comm_s + c.rp_up_s + c.rp_down_s) +
                compute_w * (c.train_s + c.rp_gen_s);
+  if (session != nullptr) {
+    // Priced as the model's own transfer and training are (Eqs. 29, 30, 32-34).
+    const double transfer_s = session->upload_bits / (0.5 * down_bps) + session->download_bits / down_bps;
+    const double work_s = session->cycles / hz;
+    c.secagg_s = transfer_s + work_s;
+    c.energy_j += options_.p_trans_w * transfer_s + compute_w * work_s;
+  }
   return c;
 }
 

@@ -40,8 +40,9 @@ struct ClientCost {
   double rp_gen_s = 0;   // T_RPgen, Eq. 31: one epoch's worth of compute (+ HE work)
   double rp_up_s = 0;    // T_RPup, Eq. 31: profile (or ciphertext) upload
   double rp_down_s = 0;  // secure matching: the encrypted reference's download
+  double secagg_s = 0;   // secure aggregation: the session's messages and masks
   double energy_j = 0;   // E_k, Eqs. 28, 32-34
-  double total_s() const { return comm_s + train_s + rp_gen_s + rp_up_s + rp_down_s; }
+  double total_s() const { return comm_s + train_s + rp_gen_s + rp_up_s + rp_down_s + secagg_s; }
 };
 
 // What profiling adds to a client's round (Eq. 31): a forward pass over the
@@ -60,6 +61,14 @@ struct ProfilingLoad {
 // Cycles per unit of the client's work: `cycles_per_unit`, or when 0 the
 // figures measured with bench/paillier_bench on a 2.6 GHz x86-64 core:
 // 4.8e6 (2048-bit keys), 1.0e7 (3072-bit).
+// What a secure aggregation session adds to a client's round: its messages
+// up the half-bandwidth uplink and down, and the work of its masks.
+struct SessionLoad {
+  double upload_bits = 0;
+  double download_bits = 0;
+  double cycles = 0;
+};
+
 ProfilingLoad PlainProfiling(int64_t units);
 ProfilingLoad SecureProfiling(int64_t units, int key_bits, double cycles_per_unit = 0);
 
@@ -68,9 +77,10 @@ class CostModel {
   // model_bits: msize, the model's size on the wire.
   CostModel(const CostOptions& options, double model_bits);
 
-  // `profiling` adds the profiling costs (T_RP, E_RP).
+  // `profiling` adds the profiling costs (T_RP, E_RP); `session` a secure
+  // aggregation session's.
   ClientCost Cost(const ClientSpec& spec, int64_t num_samples, int epochs,
-                  const ProfilingLoad* profiling = nullptr) const;
+                  const ProfilingLoad* profiling = nullptr, const SessionLoad* session = nullptr) const;
 
   // Bits per second of the downlink of a client with this bandwidth.
   double DownlinkBitsPerSecond(const ClientSpec& spec) const;

@@ -73,6 +73,20 @@ TEST(CostModelTest, SecureMatchingAddsItsTransfersAndWork) {
   EXPECT_GT(SecureProfiling(120, 3072).extra_cycles, secure.extra_cycles);
 }
 
+TEST(CostModelTest, ASecureAggregationSessionIsPricedAsTransfersAndWork) {
+  CostOptions o;
+  const CostModel model(o, 61706 * 32.0);
+  const ClientSpec spec{2.0, 0.5};
+  const SessionLoad session{8e6, 2e6, 3e8};
+  const ClientCost bare = model.Cost(spec, 600, 1);
+  const ClientCost c = model.Cost(spec, 600, 1, nullptr, &session);
+  const double rate = 0.5e6 * std::log2(11.0);
+  const double transfer_s = 8e6 / (0.5 * rate) + 2e6 / rate;
+  EXPECT_DOUBLE_EQ(c.secagg_s, transfer_s + 3e8 / 2e9);
+  EXPECT_DOUBLE_EQ(c.total_s(), bare.total_s() + c.secagg_s);
+  EXPECT_DOUBLE_EQ(c.energy_j, bare.energy_j + 0.75 * transfer_s + 0.7 * 8.0 * 3e8 / 2e9);
+}
+
 TEST(CostModelTest, ClientSpecsFollowTheConfiguredNormals) {
   CostOptions o;
   o.speed_mean_ghz = 3.0;

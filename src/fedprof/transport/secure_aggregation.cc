@@ -140,6 +140,18 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
   if (options_.progress) LogProgress(DescribeSession(round, options_.protocol, cost));
 }
 
+SessionLoad SecureAggregationLoad(const SecureAggregationOptions& options, int clients, size_t length) {
+  const int k = secagg::ChooseGraph(options.protocol, clients, options.tolerance, options.neighbors,
+                                    options.threshold)
+                    .neighbors;
+  const secagg::ClientTraffic traffic = secagg::TrafficOfOneClient(clients, k, length, secagg::kChunkWords);
+  SessionLoad load;
+  load.upload_bits = 8.0 * static_cast<double>(traffic.sent);
+  load.download_bits = 8.0 * static_cast<double>(traffic.received);
+  load.cycles = kMaskCyclesPerWord * static_cast<double>(k + 1) * static_cast<double>(length);
+  return load;
+}
+
 void HandOverSession(const std::vector<secagg::Word>& sum, const std::vector<int64_t>& survivors,
                      const std::map<int64_t, std::string>& lost,
                      const std::map<int64_t, size_t>& index_of, const Transport::ResultSink& sink) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fedprof/models/models.h"
+#include "fedprof/secagg/in_process.h"
 #include "fedprof/run/plan.h"
 #include "fedprof/transport/in_process.h"
 #include "tests/blobs.h"
@@ -138,6 +139,14 @@ TEST_F(SecureAggregationTest, TheServerGetsResultsWithoutModelsAndTheirExactSum)
     EXPECT_EQ(cost.survivors, 5);
     EXPECT_GT(cost.client_bytes_sent, 16.0 * static_cast<double>(expected.size()))
         << "a masked model is 16 bytes a value";
+    if (drop == 0) {
+      // The cost model charges each client what it sent and received, up to
+      // the bytes its ids take (protobuf leaves out an id of 0).
+      const secagg::ClientTraffic charged =
+          secagg::TrafficOfOneClient(5, cost.neighbors, expected.size() + 1, secagg::kChunkWords);
+      EXPECT_NEAR(cost.client_bytes_sent, static_cast<double>(charged.sent), 10);
+      EXPECT_NEAR(cost.client_bytes_received, static_cast<double>(charged.received), 10);
+    }
   }
 }
 
