@@ -12,8 +12,16 @@
 #                             (fedprof relay --id R), CN=relay-R: a client of the
 #                             server and a server to its own clients, valid for
 #                             the same names as the server
-# Keys are EC P-256 and readable by the owner only. Give each machine only
-# ca.crt and its own certificate and key.
+# DIR/client-K.secagg.key     client K's Ed25519 key for secure aggregation's
+#                             signatures (secagg.protocol)
+# DIR/secagg-roster           every client's secure aggregation verification
+#                             key, "K KEY" a line (KEY: base64 of its
+#                             SubjectPublicKeyInfo): clients check the keys the
+#                             server hands out against it, so a server cannot
+#                             pass a key of its own off as a client's
+# Keys are EC P-256 (Ed25519 for secure aggregation) and readable by the owner
+# only. Give each machine only ca.crt, secagg-roster and its own certificate
+# and keys.
 set -euo pipefail
 
 if [ $# -lt 2 ] || ! [[ $2 =~ ^[0-9]+$ ]]; then
@@ -44,6 +52,12 @@ issue() {
     -addext "basicConstraints=CA:FALSE" -addext "keyUsage=critical,digitalSignature" "$@" 2>/dev/null
 }
 
+# Client $1's secure aggregation key, and its roster line in client-$1.secagg.pub.
+secagg_key() {
+  openssl genpkey -algorithm ed25519 -out "client-$1.secagg.key" 2>/dev/null
+  echo "$1 $(openssl pkey -in "client-$1.secagg.key" -pubout 2>/dev/null | sed -n 2p)" >"client-$1.secagg.pub"
+}
+
 if [ ! -f ca.key ]; then
   openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out ca.key 2>/dev/null
   openssl req -x509 -new -key ca.key -out ca.crt -days 3650 -sha256 -subj "/CN=FedProf CA" \
@@ -61,12 +75,18 @@ for ((r = 0; r < ${RELAYS:-0}; r++)); do
 done
 # The clients' certificates on every core, 200 to a shell (a shell per
 # certificate cost as much as its openssl).
-export -f issue
+export -f issue secagg_key
 seq 0 $((n - 1)) | xargs -r -P "$(nproc)" -n 200 \
-  bash -c 'for k; do issue "client-$k" "/CN=client-$k" -addext "extendedKeyUsage=clientAuth"; done' _
-if ((n > 0)) && [ ! -s "client-$((n - 1)).crt" ]; then
+  bash -c 'for k; do issue "client-$k" "/CN=client-$k" -addext "extendedKeyUsage=clientAuth"; secagg_key "$k"; done' _
+if ((n > 0)) && { [ ! -s "client-$((n - 1)).crt" ] || [ ! -s "client-$((n - 1)).secagg.key" ]; }; then
   echo "make-certs: could not write the client certificates" >&2
   exit 1
 fi
-find . -maxdepth 1 -name '*.crt' -exec chmod 644 {} +
+find . -maxdepth 1 -name 'client-*.secagg.pub' -exec cat {} + | sort -n >secagg-roster
+find . -maxdepth 1 -name 'client-*.secagg.pub' -delete
+if [ "$(wc -l <secagg-roster)" -ne "$n" ] || grep -qv '^[0-9]* MC' secagg-roster; then
+  echo "make-certs: could not write secagg-roster" >&2
+  exit 1
+fi
+find . -maxdepth 1 \( -name '*.crt' -o -name secagg-roster \) -exec chmod 644 {} +
 echo "make-certs: CA, server, ${RELAYS:-0} relay and $n client certificates in $(pwd)"

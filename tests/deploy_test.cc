@@ -419,6 +419,58 @@ TEST(DeployTest, SecureAggregationSurvivesAClientKilledAfterMasking) {
   EXPECT_EQ(Summary(dir + "/server").at("final_model_sha256"), plaintext);
 }
 
+// Under secure aggregation no model reaches the server in the clear: a client
+// that sends one anyway is refused on arrival, before any of it is read as
+// a model, and the others' models are summed without it.
+TEST(DeployTest, UnderSecureAggregationAModelInTheClearIsRefused) {
+  const std::string dir = FreshDir("secagg_cleartext");
+  const std::string certs = MakeCerts(dir, 5);
+  const std::string run = SmallRun(5, 1.0, 2) + kFastFaults;
+  Deployment d;
+  StartServer(&d, run + " --set secagg.protocol=secagg+ --set secagg.dropout=0.2 --set report.progress=true" +
+                      " --tls-dir " + certs + " --out " + dir + "/server",
+              dir + "/server.log");
+  StartClients(&d, 0, 4, run + " --tls-dir " + certs, dir);
+  const int rogue = d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 4 --tls-dir " + certs +
+                                                    " --mode cleartext", dir + "/cleartext.log");
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  EXPECT_EQ(d.procs.Wait(rogue, 30), 0) << d.procs.Output(rogue);
+  const std::string said = d.procs.Output(rogue);
+  EXPECT_NE(said.find("round 1 (secure aggregation): refused:"), std::string::npos) << said;
+  EXPECT_NE(said.find("model values, expected 0"), std::string::npos) << said;
+  const auto cols = Columns(dir + "/server/metrics.csv");
+  EXPECT_EQ(cols.at("refused"), (std::vector<std::string>{"1", "1"}));
+  const std::string log = d.procs.Output(d.server);
+  EXPECT_NE(log.find("round 2: secagg+ of 4 clients"), std::string::npos) << log;
+}
+
+// A client's secure aggregation key is the one issued with its certificate
+// (secagg-roster): the server refuses a client that registers another, and
+// a client without its key file says so.
+TEST(DeployTest, SecureAggregationKeysAreTheOnesIssuedWithTheCertificates) {
+  const std::string dir = FreshDir("secagg_keys");
+  const std::string certs = MakeCerts(dir, 3);
+  const std::string run = SmallRun(3, 1.0, 1) + kFastFaults;
+  const std::string other = dir + "/other", missing = dir + "/missing";
+  std::filesystem::copy(certs, other);
+  std::filesystem::copy(certs, missing);
+  ASSERT_EQ(std::system(("openssl genpkey -algorithm ed25519 -out " + other + "/client-0.secagg.key").c_str()), 0);
+  std::filesystem::remove(missing + "/client-1.secagg.key");
+  Deployment d;
+  StartServer(&d, run + " --set secagg.protocol=secagg --tls-dir " + certs + " --out " + dir + "/server",
+              dir + "/server.log");
+  const int forged = d.procs.Start(kCli, "client --server " + d.address + " --id 0 " + run + " --tls-dir " + other,
+                                   dir + "/forged.log");
+  const int keyless = d.procs.Start(kCli, "client --server " + d.address + " --id 1 " + run + " --tls-dir " + missing,
+                                    dir + "/keyless.log");
+  EXPECT_NE(d.procs.Wait(forged, 60), 0);
+  EXPECT_NE(d.procs.Output(forged).find("is not the one secagg-roster names for client 0"), std::string::npos)
+      << d.procs.Output(forged);
+  EXPECT_NE(d.procs.Wait(keyless, 60), 0);
+  EXPECT_NE(d.procs.Output(keyless).find("client-1.secagg.key: no such file"), std::string::npos)
+      << d.procs.Output(keyless);
+}
+
 // A model over gRPC's default 4 MiB message limit (an MLP of 1.2 M values,
 // 4.9 MB) goes down and up in chunks, and the run still equals simulate's.
 TEST(DeployTest, ModelOverTheMessageLimitCrossesInChunks) {

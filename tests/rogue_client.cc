@@ -22,6 +22,9 @@
 //               0 and 1, passes on honest results of their tasks without
 //               models, then sends a sum of the right size whose weight is
 //               not theirs; then a sum from another relay's batch
+//       cleartext registers its secure aggregation key, then answers every
+//               training task, secure aggregation or not, with its model
+//               in the clear (the global model), printing each verdict
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
@@ -163,6 +166,73 @@ Refusals SendHostileCalls(const std::shared_ptr<grpc::Channel>& channel, int id)
     return done.get_future().get();
   });
   return refused;
+}
+
+// The cleartext mode: a client that sends its model in the clear whatever
+// its task says.
+int CleartextClient(const std::shared_ptr<grpc::Channel>& channel, const std::string& tls_dir, int id) {
+  auto stub = pb::Federation::NewStub(channel);
+  pb::RegisterRequest request;
+  request.set_protocol_version(fedprof::kProtocolVersion);
+  request.set_client_id(id);
+  request.set_num_samples(kSamples);
+  request.set_secagg_verify_key(fedprof::SecAggSigningKey(tls_dir, id).public_key);  // its own, as issued
+  pb::RegisterReply registered;
+  {
+    grpc::ClientContext c;
+    c.set_deadline(In(10));
+    const grpc::Status s = stub->Register(&c, request, &registered);
+    if (!s.ok()) throw fedprof::Error("register: " + s.error_message());
+  }
+  for (;;) {
+    pb::PullRequest pull;
+    pull.set_protocol_version(fedprof::kProtocolVersion);
+    pull.set_client_id(id);
+    pull.set_session(registered.session());
+    pull.set_wait_s(1);  // a pull waiting at the server keeps this client alive
+    grpc::ClientContext c;
+    c.set_deadline(In(30));
+    auto reader = stub->PullTask(&c, pull);
+    pb::TaskChunk chunk;
+    pb::TaskHeader header;
+    std::string params;
+    pb::Status status = pb::WAIT;
+    while (reader->Read(&chunk)) {
+      if (chunk.has_status()) status = chunk.status();
+      if (chunk.has_header()) header = chunk.header();
+      if (chunk.has_params()) params += chunk.params();
+    }
+    reader->Finish();
+    if (status == pb::DONE) return 0;
+    if (status != pb::TASK) continue;
+    pb::PushReply reply;
+    grpc::ClientContext pc;
+    pc.set_deadline(In(30));
+    auto writer = stub->PushResult(&pc, &reply);
+    pb::ResultChunk out;
+    pb::ResultHeader* h = out.mutable_header();
+    h->set_protocol_version(fedprof::kProtocolVersion);
+    h->set_client_id(id);
+    h->set_session(registered.session());
+    h->set_task_id(header.task_id());
+    h->set_ok(true);
+    h->set_num_samples(kSamples);
+    h->set_train_loss(1.0);
+    const bool training = header.train().epochs() > 0;
+    h->set_num_params(training ? header.num_params() : 0);
+    writer->Write(out);
+    for (size_t at = 0; training && at < params.size(); at += size_t{1} << 20) {
+      pb::ResultChunk part;
+      part.set_params(params.substr(at, size_t{1} << 20));
+      writer->Write(part);
+    }
+    writer->WritesDone();
+    writer->Finish();
+    std::printf("round %lld%s: %s %s\n", static_cast<long long>(header.round()),
+                header.has_secagg() ? " (secure aggregation)" : "", reply.accepted() ? "accepted" : "refused:",
+                reply.reason().c_str());
+    std::fflush(stdout);
+  }
 }
 
 // The relaysum mode: a relay whose sums are not of what it passed on.
@@ -329,6 +399,7 @@ int main(int argc, char** argv) {
     if (mode == "relaysum") {
       return RogueRelay(server, tls_dir, id);
     }
+    if (mode == "cleartext") return CleartextClient(channel, tls_dir, id);
     if (mode == "slowread") {
       pb::RegisterRequest request;
       request.set_protocol_version(fedprof::kProtocolVersion);

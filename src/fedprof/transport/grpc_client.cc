@@ -169,11 +169,28 @@ class Session : public std::enable_shared_from_this<Session> {
                                          args);
     stub_ = pb::Federation::NewStub(channel_);
     last_contact_ = Clock::now();
-    // This process's secure aggregation identity, registered over the
-    // client's authenticated channel.
-    secagg::KeyPair signing = secagg::GenerateEd25519();
-    signing_key_ = std::move(signing.secret);
-    verify_key_ = std::move(signing.public_key);
+    // The client's secure aggregation identity: under TLS the key issued
+    // with its certificate, whose public half every client finds in
+    // secagg-roster (so the server cannot substitute it); in plaintext
+    // (loopback) a key of this process's own.
+    if (options.tls_dir.empty()) {
+      secagg::KeyPair signing = secagg::GenerateEd25519();
+      signing_key_ = std::move(signing.secret);
+      verify_key_ = std::move(signing.public_key);
+    } else {
+      try {
+        SecAggKeyPair signing = SecAggSigningKey(options.tls_dir, options.id);
+        signing_key_ = std::move(signing.secret);
+        verify_key_ = std::move(signing.public_key);
+        roster_ = SecAggRoster(options.tls_dir);
+      } catch (const Error& e) {
+        // Needed only by a server that aggregates securely, which then
+        // refuses the registration: this says why.
+        secagg_keys_missing_ = e.what();
+        signing_key_.clear();
+        verify_key_.clear();
+      }
+    }
   }
 
   void Start() {
@@ -227,7 +244,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnRegistered(const grpc::Status& status, const pb::RegisterReply& reply) {
     if (!status.ok()) {
       if (Permanent(status)) {
-        End("server " + options_.server + " refused: " + Said(status));
+        End("server " + options_.server + " refused: " + Said(status) +
+            (secagg_keys_missing_.empty() ? "" : " (" + secagg_keys_missing_ + ")"));
       } else {
         BackOff("cannot register with " + options_.server + ": " + Said(status), &Session::Register);
       }
@@ -716,6 +734,8 @@ class Session : public std::enable_shared_from_this<Session> {
   int64_t task_id_ = 0;
   double compute_s_ = 0;
   secagg::Bytes signing_key_, verify_key_;  // Ed25519, for every session
+  std::map<int64_t, std::string> roster_;   // every client's verification key, under TLS
+  std::string secagg_keys_missing_;         // why this client has none, if so
   std::unique_ptr<secagg::SecAggClient> secagg_;
   std::vector<secagg::Word> secagg_input_;
   std::vector<secagg::pb::MaskedInputChunk> masked_chunks_;
@@ -788,8 +808,10 @@ class Session::PullCall final : public grpc::ClientReadReactor<pb::TaskChunk> {
         pulled_.instructions = fedprof::FromWire(chunk_.header());
         pulled_.task_id = chunk_.header().task_id();
         if (chunk_.header().has_secagg() && pulled_.instructions.train.epochs > 0) {
+          if (!session_->secagg_keys_missing_.empty()) throw Error(session_->secagg_keys_missing_);
           pulled_.secagg = SetupFromWire(chunk_.header().secagg(), chunk_.header().num_params(),
-                                         session_->options_.id);
+                                         session_->options_.id,
+                                         session_->options_.tls_dir.empty() ? nullptr : &session_->roster_);
           pulled_.secagg_wait_s = chunk_.header().secagg().reply_wait_s();
         }
         expected_ = static_cast<size_t>(chunk_.header().num_params());

@@ -30,7 +30,7 @@ federation::v1::SecAggSetup SetupToWire(const secagg::SessionConfig& config, dou
 }
 
 secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& s, int64_t num_params,
-                                    int64_t own_id) {
+                                    int64_t own_id, const std::map<int64_t, std::string>* roster) {
   const auto bad = [](const std::string& what) { throw Error("task: secure aggregation " + what); };
   secagg::SessionConfig config;
   if (s.session_id().size() != secagg::kKeyBytes) bad("session id of " + std::to_string(s.session_id().size()) + " bytes");
@@ -61,6 +61,13 @@ secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& s, int64_
     }
     if (!config.verify_keys.emplace(s.clients(i), secagg::Bytes(key.begin(), key.end())).second) {
       bad("names client " + std::to_string(s.clients(i)) + " twice");
+    }
+    if (roster == nullptr) continue;
+    const auto listed = roster->find(s.clients(i));
+    if (listed == roster->end()) bad("names client " + std::to_string(s.clients(i)) + ", which secagg-roster does not");
+    if (listed->second != key) {
+      bad("gives client " + std::to_string(s.clients(i)) +
+          " a verification key that is not secagg-roster's (a server passing its own key off as a client's)");
     }
   }
   if (config.verify_keys.count(own_id) == 0) bad("of clients without this one");

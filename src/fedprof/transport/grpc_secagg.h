@@ -36,10 +36,12 @@ namespace fedprof {
 // The setup a task carries, for `clients` with their verification keys.
 federation::v1::SecAggSetup SetupToWire(const secagg::SessionConfig& config, double reply_wait_s);
 // A task's setup, checked: sizes, counts and ids; `length` must be the
-// model's values + 1 and `own_id` among the clients. Throws fedprof::Error
-// naming what was wrong.
+// model's values + 1 and `own_id` among the clients; with a `roster`
+// (tls.h's SecAggRoster) every verification key must be the roster's.
+// Throws fedprof::Error naming what was wrong.
 secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& setup, int64_t num_params,
-                                    int64_t own_id);
+                                    int64_t own_id,
+                                    const std::map<int64_t, std::string>* roster = nullptr);
 
 // A reply the server holds until it knows what to answer; `finish` ends
 // the call once `reply` is filled.

@@ -243,6 +243,22 @@ TEST(SecAggSetupTest, ATasksSetupIsCheckedBeforeUse) {
   refused([](pb::SecAggSetup& s) { s.set_dropout(std::nan("")); }, "dropout");
   refused([](pb::SecAggSetup& s) { s.mutable_session_id()->clear(); }, "session id of 0 bytes");
   EXPECT_THROW(SetupFromWire(good, 10, 4), Error);
+
+  // Against the keys issued with the certificates (secagg-roster), a key the
+  // server substitutes for a client's is refused.
+  std::map<int64_t, std::string> roster(config.verify_keys.begin(), config.verify_keys.end());
+  EXPECT_EQ(SetupFromWire(good, 10, 3, &roster).verify_keys, config.verify_keys);
+  roster[5] = secagg::GenerateEd25519().public_key;
+  try {
+    SetupFromWire(good, 10, 3, &roster);
+    ADD_FAILURE() << "accepted a substituted key";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gives client 5 a verification key that is not secagg-roster's"),
+              std::string::npos)
+        << e.what();
+  }
+  roster.erase(5);
+  EXPECT_THROW(SetupFromWire(good, 10, 3, &roster), Error);
 }
 
 }  // namespace

@@ -185,7 +185,13 @@ FitResult Failed(int id, const std::string& why, bool timed_out) {
 class GrpcTransport::Impl final : public pb::Federation::CallbackService {
  public:
   explicit Impl(const GrpcServerOptions& options)
-      : options_(options), sum_bytes_(SumBytes(options.num_params)), clients_(options.num_clients) {
+      : options_(options),
+        sum_bytes_(SumBytes(options.num_params)),
+        // The clients' keys as issued with their certificates.
+        secagg_roster_(options.secure_aggregation && !options.tls_dir.empty()
+                           ? SecAggRoster(options.tls_dir)
+                           : std::map<int64_t, std::string>()),
+        clients_(options.num_clients) {
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort(options.listen, ServerCredentials(options.tls_dir, options.cert_name), &port);
@@ -1103,6 +1109,14 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
                           "this run aggregates securely (secagg.protocol) and the client sent no "
                           "verification key for it");
     }
+    if (options_.secure_aggregation && tls()) {
+      const auto listed = secagg_roster_.find(id);
+      if (listed == secagg_roster_.end() || listed->second != verify_key) {
+        return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                            "its secure aggregation verification key is not the one secagg-roster "
+                            "names for client " + std::to_string(id));
+      }
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     ClientState& c = clients_[id];
     if (c.claimed > 0 && c.claimed != n) {
@@ -1940,6 +1954,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
 
   const GrpcServerOptions options_;
   const size_t sum_bytes_;
+  const std::map<int64_t, std::string> secagg_roster_;
   std::atomic<double> round_timeout_s_{options_.round_timeout_s};  // a relay's follows each batch
   RunMonitor* const monitor_ = RunMonitor::Active();  // --monitor's, or null
   RefusalLog refusals_;  // before server_: the interceptors use it until the server is gone

@@ -3,11 +3,14 @@
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/security/auth_context.h>
 #include <openssl/bio.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <vector>
 
 #include "fedprof/core/error.h"
@@ -28,7 +31,64 @@ std::string ReadPem(const std::string& dir, const std::string& name) {
   return pem;
 }
 
+using Pkey = std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)>;
+
+// A raw Ed25519 key (32 bytes) of `key`, its private or public half.
+std::string RawEd25519(EVP_PKEY* key, bool secret, const std::string& where) {
+  if (key == nullptr || EVP_PKEY_id(key) != EVP_PKEY_ED25519) throw Error(where + ": not an Ed25519 key");
+  std::string raw(32, '\0');
+  size_t size = raw.size();
+  auto* out = reinterpret_cast<unsigned char*>(raw.data());
+  const int ok = secret ? EVP_PKEY_get_raw_private_key(key, out, &size)
+                        : EVP_PKEY_get_raw_public_key(key, out, &size);
+  if (ok != 1 || size != raw.size()) throw Error(where + ": not an Ed25519 key");
+  return raw;
+}
+
 }  // namespace
+
+SecAggKeyPair SecAggSigningKey(const std::string& tls_dir, int id) {
+  const std::string name = "client-" + std::to_string(id) + ".secagg.key";
+  const std::string pem = ReadPem(tls_dir, name);
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())),
+                                                &BIO_free);
+  Pkey key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr, &EVP_PKEY_free);
+  const std::string where = tls_dir + "/" + name;
+  return {RawEd25519(key.get(), /*secret=*/true, where), RawEd25519(key.get(), /*secret=*/false, where)};
+}
+
+std::map<int64_t, std::string> SecAggRoster(const std::string& tls_dir) {
+  const std::string path = tls_dir + "/secagg-roster";
+  if (!FileExists(path)) {
+    throw Error(path + ": no such file (scripts/make-certs.sh writes it with the certificates)");
+  }
+  std::map<int64_t, std::string> roster;
+  std::istringstream lines(ReadFile(path));
+  int number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const std::string where = path + " line " + std::to_string(++number);
+    std::istringstream fields(line);
+    std::string id_text, base64, rest;
+    fields >> id_text >> base64;
+    if (fields >> rest || base64.empty() || base64.size() > 256) throw Error(where + ": not 'K KEY'");
+    const int id = ParseClientId(id_text, 1000000000);
+    if (id < 0) throw Error(where + ": '" + Printable(id_text, 20) + "' is not a client id");
+    std::string der(base64.size(), '\0');
+    const int decoded = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(der.data()),
+                                        reinterpret_cast<const unsigned char*>(base64.data()),
+                                        static_cast<int>(base64.size()));
+    if (decoded < 0) throw Error(where + ": the key is not base64");
+    // EVP_DecodeBlock counts the bytes of '=' padding as zeros.
+    const size_t padding = static_cast<size_t>(std::count(base64.end() - std::min<size_t>(2, base64.size()),
+                                                          base64.end(), '='));
+    const auto* p = reinterpret_cast<const unsigned char*>(der.data());
+    Pkey key(d2i_PUBKEY(nullptr, &p, static_cast<long>(static_cast<size_t>(decoded) - padding)), &EVP_PKEY_free);
+    if (!roster.emplace(id, RawEd25519(key.get(), /*secret=*/false, where)).second) {
+      throw Error(where + ": client " + std::to_string(id) + " a second time");
+    }
+  }
+  return roster;
+}
 
 // Debian's Abseil is built without NDEBUG, so every absl::Mutex that gRPC
 // locks would also update Abseil's process-wide lock-order graph (a debug

@@ -10,6 +10,8 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_context.h>
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -45,6 +47,19 @@ struct CertifiedPeer {
   std::string problem;
 };
 CertifiedPeer CertifiedClient(const grpc::ServerContextBase& context);
+
+// Secure aggregation's keys, issued with the certificates so that they do
+// not depend on the server: client <id>'s Ed25519 signing key
+// DIR/client-<id>.secagg.key (PEM; returned raw, 32 bytes each half), and
+// DIR/secagg-roster, every client's verification key ("K KEY" a line, KEY
+// the base64 of its SubjectPublicKeyInfo; returned raw by client). Each
+// throws fedprof::Error naming the file and what is wrong with it.
+struct SecAggKeyPair {
+  std::string secret;
+  std::string public_key;
+};
+SecAggKeyPair SecAggSigningKey(const std::string& tls_dir, int id);
+std::map<int64_t, std::string> SecAggRoster(const std::string& tls_dir);
 
 }  // namespace fedprof
 
