@@ -143,6 +143,16 @@ struct Swarm {
     std::lock_guard<std::mutex> lock(mutex);
     if (--unfinished == 0) finished_cv.notify_all();
   }
+
+  // Every client's secure aggregation key as issued (tls.h's SecAggRoster),
+  // read once for all the clients of the process, when first needed.
+  std::shared_ptr<const std::map<int64_t, std::string>> Roster(const std::string& tls_dir) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto& roster = rosters[tls_dir];
+    if (!roster) roster = std::make_shared<const std::map<int64_t, std::string>>(SecAggRoster(tls_dir));
+    return roster;
+  }
+  std::map<std::string, std::shared_ptr<const std::map<int64_t, std::string>>> rosters;
 };
 
 // The longest a client's channel waits between two connection attempts.
@@ -182,7 +192,6 @@ class Session : public std::enable_shared_from_this<Session> {
         SecAggKeyPair signing = SecAggSigningKey(options.tls_dir, options.id);
         signing_key_ = std::move(signing.secret);
         verify_key_ = std::move(signing.public_key);
-        roster_ = SecAggRoster(options.tls_dir);
       } catch (const Error& e) {
         // Needed only by a server that aggregates securely, which then
         // refuses the registration: this says why.
@@ -734,7 +743,6 @@ class Session : public std::enable_shared_from_this<Session> {
   int64_t task_id_ = 0;
   double compute_s_ = 0;
   secagg::Bytes signing_key_, verify_key_;  // Ed25519, for every session
-  std::map<int64_t, std::string> roster_;   // every client's verification key, under TLS
   std::string secagg_keys_missing_;         // why this client has none, if so
   std::unique_ptr<secagg::SecAggClient> secagg_;
   std::vector<secagg::Word> secagg_input_;
@@ -809,9 +817,10 @@ class Session::PullCall final : public grpc::ClientReadReactor<pb::TaskChunk> {
         pulled_.task_id = chunk_.header().task_id();
         if (chunk_.header().has_secagg() && pulled_.instructions.train.epochs > 0) {
           if (!session_->secagg_keys_missing_.empty()) throw Error(session_->secagg_keys_missing_);
+          const std::string& tls_dir = session_->options_.tls_dir;
+          const auto roster = tls_dir.empty() ? nullptr : session_->swarm_->Roster(tls_dir);
           pulled_.secagg = SetupFromWire(chunk_.header().secagg(), chunk_.header().num_params(),
-                                         session_->options_.id,
-                                         session_->options_.tls_dir.empty() ? nullptr : &session_->roster_);
+                                         session_->options_.id, roster.get());
           pulled_.secagg_wait_s = chunk_.header().secagg().reply_wait_s();
         }
         expected_ = static_cast<size_t>(chunk_.header().num_params());
