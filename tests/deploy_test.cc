@@ -370,11 +370,14 @@ TEST(DeployTest, SecureMatchingOverTheNetworkEqualsSimulation) {
                                           "model.profile_layer=conv2");
 }
 
-// Secure aggregation over gRPC: each round's models reach the server only
-// as their SecAgg session's sum, and the run equals simulate's (whose
-// sessions run in process) bit for bit.
+// FedProf with Paillier matching and SecAgg+ over gRPC: the server sees
+// neither profiles nor models, only encrypted divergences and each round's
+// sum, and the run equals simulate's (whose sessions run in process) bit for
+// bit.
 TEST(DeployTest, SecureAggregationOverTheNetworkEqualsSimulation) {
-  ExpectSameNumbersAsSimulation("secagg", "--set secagg.protocol=secagg");
+  ExpectSameNumbersAsSimulation("secagg", "--set strategy.name=fedprof --set "
+                                          "fedprof.secure_matching=paillier --set "
+                                          "model.profile_layer=conv2 --set secagg.protocol=secagg+");
 }
 
 // Five client processes under SecAgg+; the last is killed once the server

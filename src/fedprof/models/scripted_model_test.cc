@@ -213,7 +213,7 @@ TEST_F(ScriptedModelTest, UnprofileableLayersAreRefusedWithTheReason) {
       {"fc2", "its output is the model's (name its input, 'fc2:input'"},
   };
   for (const auto& [layer, why] : refusals) {
-    const std::string e = ErrorOf([&] { MakeModel(Spec("branchy.pt", layer)); });
+    const std::string e = ErrorOf([&, name = layer] { MakeModel(Spec("branchy.pt", name)); });
     EXPECT_NE(e.find("model.profile_layer: '" + layer + "' "), std::string::npos) << e;
     EXPECT_NE(e.find(why), std::string::npos) << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
