@@ -10,7 +10,8 @@
 // session's round closes (every client it waits for has answered, gone
 // silent, or the phase's time is up) and then answered with the server's
 // next message to that client, or with the end of the session for it. The
-// masked input comes in chunks, each but the last answered at once.
+// masked input comes in chunks, each acknowledged at once; its client then
+// waits for the survivor list with a call of no message.
 // Everything a client sends is decoded by secagg/wire.h and checked by the
 // server's state machine (secagg/server.h) before it is used; a client
 // whose message fails is excluded from the session, with the reason logged.
