@@ -462,10 +462,9 @@ TEST(DeployTest, SecureAggregationKeysAreTheOnesIssuedWithTheCertificates) {
   Deployment d;
   StartServer(&d, run + " --set secagg.protocol=secagg --tls-dir " + certs + " --out " + dir + "/server",
               dir + "/server.log");
-  const int forged = d.procs.Start(kCli, "client --server " + d.address + " --id 0 " + run + " --tls-dir " + other,
-                                   dir + "/forged.log");
-  const int keyless = d.procs.Start(kCli, "client --server " + d.address + " --id 1 " + run + " --tls-dir " + missing,
-                                    dir + "/keyless.log");
+  const std::string client = "client --server " + d.address + " " + run + " --tls-dir ";
+  const int forged = d.procs.Start(kCli, client + other + " --id 0", dir + "/forged.log");
+  const int keyless = d.procs.Start(kCli, client + missing + " --id 1", dir + "/keyless.log");
   EXPECT_NE(d.procs.Wait(forged, 60), 0);
   EXPECT_NE(d.procs.Output(forged).find("is not the one secagg-roster names for client 0"), std::string::npos)
       << d.procs.Output(forged);

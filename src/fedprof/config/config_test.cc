@@ -150,7 +150,8 @@ TEST(OptionsTest, EveryOptionIsBoundToItsOwnField) {
 }
 
 TEST(OptionsTest, ResumableOptionsAreTheTablesColumn) {
-  EXPECT_EQ(ResumableOptionsList(), "rounds, threads, report.progress, deploy.*, dist.timeout_s");
+  EXPECT_EQ(ResumableOptionsList(),
+            "rounds, threads, report.progress, secagg.phase_timeout_s, deploy.*, dist.timeout_s");
   for (const auto& o : AllOptions()) EXPECT_EQ(MayChangeOnResume(o.name), o.resumable) << o.name;
   EXPECT_FALSE(MayChangeOnResume("no.such.option"));
 }

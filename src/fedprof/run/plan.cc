@@ -49,7 +49,8 @@ SecureAggregationOptions SecureAggregationFrom(const RunOptions& o) {
 
 int ClientsPerRound(const RunOptions& o) {
   const int64_t n = o.clients.count;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(n, std::llround(static_cast<double>(n) * o.strategy.fraction))));
+  const int64_t k = std::llround(static_cast<double>(n) * o.strategy.fraction);
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(n, k)));
 }
 
 ModelSpec SpecFor(const RunOptions::Model& options, const Dataset& data) {

@@ -77,7 +77,8 @@ ClientTraffic TrafficOfOneClient(int n, int k, size_t length, size_t chunk_words
     const SealedShares sealed{peer(i), Bytes(SealedSize(kSharePlaintextBytes), '\0')};
     shares.shares.push_back(sealed);
     bundle.shares.push_back(sealed);
-    directory.peers.push_back(AdvertiseKeys{peer(i), Bytes(kKeyBytes, '\0'), Bytes(kKeyBytes, '\0'), Bytes(kSignatureBytes, '\0')});
+    directory.peers.push_back(advertise);
+    directory.peers.back().client = peer(i);
     unmask.shares.push_back(RevealedShare{peer(i), ShareKind::kSelfMask, Bytes(kShareBytes, '\0')});
   }
   SurvivorList survivors;

@@ -1,7 +1,6 @@
 #include "fedprof/transport/grpc_secagg.h"
 
 #include <algorithm>
-#include <iterator>
 #include <utility>
 
 #include "fedprof/core/error.h"
@@ -33,12 +32,18 @@ secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& s, int64_
                                     int64_t own_id, const std::map<int64_t, std::string>* roster) {
   const auto bad = [](const std::string& what) { throw Error("task: secure aggregation " + what); };
   secagg::SessionConfig config;
-  if (s.session_id().size() != secagg::kKeyBytes) bad("session id of " + std::to_string(s.session_id().size()) + " bytes");
+  if (s.session_id().size() != secagg::kKeyBytes) {
+    bad("session id of " + std::to_string(s.session_id().size()) + " bytes");
+  }
   config.session_id.assign(s.session_id().begin(), s.session_id().end());
   config.protocol = s.plus() ? secagg::Protocol::kSecAggPlus : secagg::Protocol::kSecAgg;
   // NaN fails these too.
-  if (!(s.dropout() >= 0 && s.dropout() <= 0.5)) bad("dropout " + FormatDouble(s.dropout()) + " is not in [0, 0.5]");
-  if (!(s.corrupt() >= 0 && s.corrupt() <= 0.5)) bad("corruption " + FormatDouble(s.corrupt()) + " is not in [0, 0.5]");
+  if (!(s.dropout() >= 0 && s.dropout() <= 0.5)) {
+    bad("dropout " + FormatDouble(s.dropout()) + " is not in [0, 0.5]");
+  }
+  if (!(s.corrupt() >= 0 && s.corrupt() <= 0.5)) {
+    bad("corruption " + FormatDouble(s.corrupt()) + " is not in [0, 0.5]");
+  }
   config.tolerance.dropout = s.dropout();
   config.tolerance.corrupt = s.corrupt();
   if (s.neighbors() < 0 || s.threshold() < 0) bad("with a negative k or t");
@@ -64,7 +69,9 @@ secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& s, int64_
     }
     if (roster == nullptr) continue;
     const auto listed = roster->find(s.clients(i));
-    if (listed == roster->end()) bad("names client " + std::to_string(s.clients(i)) + ", which secagg-roster does not");
+    if (listed == roster->end()) {
+      bad("names client " + std::to_string(s.clients(i)) + ", which secagg-roster does not");
+    }
     if (listed->second != key) {
       bad("gives client " + std::to_string(s.clients(i)) +
           " a verification key that is not secagg-roster's (a server passing its own key off as a client's)");

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -14,7 +16,9 @@
 #include <thread>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/files.h"
 #include "fedprof/secagg/client.h"
+#include "fedprof/transport/tls.h"
 
 namespace fedprof {
 namespace {
@@ -259,6 +263,34 @@ TEST(SecAggSetupTest, ATasksSetupIsCheckedBeforeUse) {
   }
   roster.erase(5);
   EXPECT_THROW(SetupFromWire(good, 10, 3, &roster), Error);
+}
+
+// The keys scripts/make-certs.sh issues read back as each client's pair and
+// the roster of their public halves; a roster line that is no key is named.
+TEST(SecAggKeysTest, TheIssuedKeysAndRosterReadBackAndABadLineIsNamed) {
+  const std::string dir = testing::TempDir() + "/fedprof_secagg_keys";
+  std::filesystem::remove_all(dir);
+  const std::string make = "bash " FEDPROF_SOURCE_DIR "/scripts/make-certs.sh " + dir + " 3 > /dev/null";
+  ASSERT_EQ(std::system(make.c_str()), 0);
+  const std::map<int64_t, std::string> roster = SecAggRoster(dir);
+  ASSERT_EQ(roster.size(), 3u);
+  for (int id = 0; id < 3; ++id) {
+    const SecAggKeyPair pair = SecAggSigningKey(dir, id);
+    EXPECT_EQ(roster.at(id), pair.public_key);
+    const std::string message = "a statement";
+    EXPECT_TRUE(secagg::Verify(pair.public_key, message, secagg::Sign(pair.secret, message)));
+  }
+  const std::string text = ReadFile(dir + "/secagg-roster");
+  const size_t second = text.find('\n') + 1;
+  WriteFileAtomic(dir + "/secagg-roster", text.substr(0, second) + "1 not-a-key!\n");
+  try {
+    SecAggRoster(dir);
+    ADD_FAILURE() << "read a roster with a line that is no key";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("secagg-roster line 2: "), std::string::npos) << e.what();
+  }
+  WriteFileAtomic(dir + "/secagg-roster", text.substr(0, second) + text.substr(0, second));
+  EXPECT_THROW(SecAggRoster(dir), Error);  // client 0 twice
 }
 
 }  // namespace
