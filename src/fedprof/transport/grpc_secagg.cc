@@ -314,28 +314,20 @@ SecAggOutcome SecAggRendezvous::Run(const std::function<bool(int64_t)>& alive) {
     });
     close(Phase::kCheck, [&] {
       const secagg::SurvivorList survivors = server_.CloseMasked();
-      const pb::SecAggReply wire = [&] {
-        pb::SecAggReply r;
-        *r.mutable_survivors() = secagg::ToWire(survivors);
-        return r;
-      }();
+      const secagg::pb::SurvivorList wire = secagg::ToWire(survivors);  // one encoding for all
       expected.clear();
       for (int64_t id : survivors.survivors) {
         expected.insert(id);
-        Answer(id, true, "", [&](pb::SecAggReply* r) { *r->mutable_survivors() = wire.survivors(); });
+        Answer(id, true, "", [&](pb::SecAggReply* r) { *r->mutable_survivors() = wire; });
       }
     });
     close(Phase::kUnmask, [&] {
       const secagg::UnmaskRequest request = server_.CloseConsistency();
-      const pb::SecAggReply wire = [&] {
-        pb::SecAggReply r;
-        *r.mutable_unmask() = secagg::ToWire(request);
-        return r;
-      }();
+      const secagg::pb::UnmaskRequest wire = secagg::ToWire(request);
       expected.clear();
       for (const secagg::ConsistencySignature& s : request.signatures) {
         expected.insert(s.client);
-        Answer(s.client, true, "", [&](pb::SecAggReply* r) { *r->mutable_unmask() = wire.unmask(); });
+        Answer(s.client, true, "", [&](pb::SecAggReply* r) { *r->mutable_unmask() = wire; });
       }
     });
     close(Phase::kDone, [&] {
@@ -349,14 +341,7 @@ SecAggOutcome SecAggRendezvous::Run(const std::function<bool(int64_t)>& alive) {
     AnswerAll(std::string("the session failed: ") + e.what());
     Flush(lock);
   }
-  const std::set<int64_t> in_sum(out.result.survivors.begin(), out.result.survivors.end());
-  for (int64_t id : out.clients) {
-    if (in_sum.count(id) != 0) continue;
-    const auto excluded = server_.excluded().find(id);
-    out.lost[id] = excluded != server_.excluded().end()
-                       ? "secure aggregation excluded it: " + excluded->second
-                       : std::string("its masked model never reached secure aggregation");
-  }
+  out.excluded = server_.excluded();
   cost_.clients = static_cast<int>(out.clients.size());
   cost_.survivors = static_cast<int>(out.result.survivors.size());
   cost_.neighbors = server_.params().graph.neighbors;

@@ -51,13 +51,8 @@ struct HeldReply {
   std::function<void()> finish;
 };
 
-// What a session over gRPC made.
-struct SecAggOutcome {
-  bool finished = false;
-  std::string failure;           // when not finished: why
-  secagg::AggregateResult result;
-  std::vector<int64_t> clients;  // whose accepted results entered the session
-  std::map<int64_t, std::string> lost;  // of those, not in the sum: why
+// What a session over gRPC made, and what it cost the server.
+struct SecAggOutcome : SessionOutcome {
   SecureAggregationCost cost;
 };
 

@@ -174,8 +174,8 @@ TEST(SecAggRendezvousTest, TheSumOfTheSurvivorsWithADropoutAndAMalformedShare) {
     for (int64_t i = 0; i < kLength; ++i) expected[i] += x[i];
   }
   EXPECT_EQ(out.result.sum, expected);
-  ASSERT_EQ(out.lost.count(5), 1u);
-  EXPECT_NE(out.lost.at(5).find("excluded"), std::string::npos);
+  ASSERT_EQ(out.Lost().count(5), 1u);
+  EXPECT_NE(out.Lost().at(5).find("excluded"), std::string::npos);
   EXPECT_EQ(out.cost.clients, 6);
   EXPECT_EQ(out.cost.survivors, 5);
 }

@@ -304,14 +304,8 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
         secagg_index[tasks[i].client_id] = i;
       }
       if (task_of.size() >= 2) {
-        const SecureAggregationOptions& o = *options_.secure_aggregation;
-        secagg::SessionConfig config;
-        config.session_id = secagg::RandomBytes(secagg::kKeyBytes);
-        config.protocol = o.protocol;
-        config.tolerance = o.tolerance;
-        config.neighbors = o.neighbors;
-        config.threshold = o.threshold;
-        config.length = static_cast<size_t>(options_.num_params) + 1;
+        secagg::SessionConfig config =
+            SessionConfigFor(*options_.secure_aggregation, static_cast<size_t>(options_.num_params) + 1);
         for (const auto& entry : task_of) {
           const std::string& key = clients_[entry.first].verify_key;
           config.verify_keys[entry.first] = secagg::Bytes(key.begin(), key.end());
@@ -483,13 +477,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       secagg_.reset();
     }
     if (out.clients.empty()) return;
-    if (!out.finished) {
-      std::vector<size_t> indices;
-      for (int64_t id : out.clients) indices.push_back(index_of.at(id));
-      sink.Sum(indices, nullptr, "secure aggregation failed: " + out.failure);
-    } else {
-      HandOverSession(out.result.sum, out.result.survivors, out.lost, index_of, sink);
-    }
+    HandOverSession(out, index_of, sink);
     if (monitor_) monitor_->AddBytes(out.cost.server_bytes_received, 0);
     if (options_.secure_aggregation->progress) {
       LogProgress(DescribeSession(round, options_.secure_aggregation->protocol, out.cost));

@@ -70,19 +70,8 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
 
   std::vector<int64_t> ids;
   for (const auto& entry : inputs) ids.push_back(entry.first);
-  const auto indices_of = [&](const std::vector<int64_t>& clients) {
-    std::vector<size_t> indices;
-    for (int64_t id : clients) indices.push_back(index_of.at(id));
-    return indices;
-  };
+  secagg::SessionConfig config = SessionConfigFor(options_, length);
   // Each client's long-term signing key, as a deployment's PKI provides it.
-  secagg::SessionConfig config;
-  config.session_id = secagg::RandomBytes(secagg::kKeyBytes);
-  config.protocol = options_.protocol;
-  config.tolerance = options_.tolerance;
-  config.neighbors = options_.neighbors;
-  config.threshold = options_.threshold;
-  config.length = length;
   std::map<int64_t, secagg::Bytes> signing_keys;
   for (int64_t id : ids) {
     secagg::KeyPair key = secagg::GenerateEd25519();
@@ -96,27 +85,21 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
                    options_.seed, round);
 
   secagg::SessionReport report;
+  SessionOutcome outcome;
+  outcome.clients = ids;
   const auto start = std::chrono::steady_clock::now();
   try {
     report = secagg::RunInProcess(config, signing_keys, inputs, dropouts);
+    outcome.finished = true;
+    outcome.result = report.result;
+    outcome.excluded = report.excluded;
+    outcome.aborted = report.aborted;
   } catch (const Error& e) {
-    inputs.clear();
-    sink.Sum(indices_of(ids), nullptr, std::string("secure aggregation failed: ") + e.what());
-    return;
+    outcome.failure = e.what();
   }
   inputs.clear();
-  std::map<int64_t, std::string> lost;
-  for (int64_t id : ids) {
-    if (std::binary_search(report.result.survivors.begin(), report.result.survivors.end(), id)) continue;
-    const auto aborted = report.aborted.find(id);
-    const auto excluded = report.excluded.find(id);
-    lost[id] = aborted != report.aborted.end()
-                   ? "it left secure aggregation: " + aborted->second
-               : excluded != report.excluded.end()
-                   ? "secure aggregation excluded it: " + excluded->second
-                   : std::string("its masked model never reached secure aggregation");
-  }
-  HandOverSession(report.result.sum, report.result.survivors, lost, index_of, sink);
+  HandOverSession(outcome, index_of, sink);
+  if (!outcome.finished) return;
 
   SecureAggregationCost cost;
   cost.clients = static_cast<int>(ids.size());
@@ -152,21 +135,53 @@ SessionLoad SecureAggregationLoad(const SecureAggregationOptions& options, int c
   return load;
 }
 
-void HandOverSession(const std::vector<secagg::Word>& sum, const std::vector<int64_t>& survivors,
-                     const std::map<int64_t, std::string>& lost,
-                     const std::map<int64_t, size_t>& index_of, const Transport::ResultSink& sink) {
-  std::vector<size_t> indices;
-  for (int64_t id : survivors) indices.push_back(index_of.at(id));
+secagg::SessionConfig SessionConfigFor(const SecureAggregationOptions& options, size_t length) {
+  secagg::SessionConfig config;
+  config.session_id = secagg::RandomBytes(secagg::kKeyBytes);
+  config.protocol = options.protocol;
+  config.tolerance = options.tolerance;
+  config.neighbors = options.neighbors;
+  config.threshold = options.threshold;
+  config.length = length;
+  return config;
+}
+
+std::map<int64_t, std::string> SessionOutcome::Lost() const {
+  std::map<int64_t, std::string> lost;
+  for (int64_t id : clients) {
+    if (std::binary_search(result.survivors.begin(), result.survivors.end(), id)) continue;
+    const auto left = aborted.find(id);
+    const auto out = excluded.find(id);
+    lost[id] = left != aborted.end()  ? "it left secure aggregation: " + left->second
+               : out != excluded.end() ? "secure aggregation excluded it: " + out->second
+                                       : std::string("its masked model never reached secure aggregation");
+  }
+  return lost;
+}
+
+void HandOverSession(const SessionOutcome& outcome, const std::map<int64_t, size_t>& index_of,
+                     const Transport::ResultSink& sink) {
+  const auto indices_of = [&](const std::vector<int64_t>& clients) {
+    std::vector<size_t> indices;
+    for (int64_t id : clients) indices.push_back(index_of.at(id));
+    return indices;
+  };
+  if (outcome.clients.empty()) return;
+  if (!outcome.finished) {
+    sink.Sum(indices_of(outcome.clients), nullptr, "secure aggregation failed: " + outcome.failure);
+    return;
+  }
+  const std::vector<int64_t>& survivors = outcome.result.survivors;
   if (!survivors.empty()) {
     try {
-      const ModelSum total = ModelSum::FromTermWords(sum, static_cast<int64_t>(survivors.size()),
+      const ModelSum total = ModelSum::FromTermWords(outcome.result.sum, static_cast<int64_t>(survivors.size()),
                                                      "the secure aggregation's sum");
-      sink.Sum(indices, &total);
+      sink.Sum(indices_of(survivors), &total);
     } catch (const Error& e) {
-      sink.Sum(indices, nullptr, e.what());
+      sink.Sum(indices_of(survivors), nullptr, e.what());
     }
   }
-  for (const auto& [id, why] : lost) sink.Sum({index_of.at(id)}, nullptr, why);
+  for (const auto& [id, why] : outcome.Lost()) sink.Sum({index_of.at(id)}, nullptr, why);
 }
 
 std::string DescribeSession(int64_t round, secagg::Protocol protocol, const SecureAggregationCost& cost) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fedprof/secagg/graph.h"
+#include "fedprof/secagg/messages.h"
 #include "fedprof/sim/cost_model.h"
 #include "fedprof/transport/transport.h"
 
@@ -60,14 +61,32 @@ SessionLoad SecureAggregationLoad(const SecureAggregationOptions& options, int c
 // 61,707 words at 2.1 GHz, all its other work folded in.
 constexpr double kMaskCyclesPerWord = 28;
 
-// Hands a session's outcome to the round loop: the sum of the models of
-// `survivors` (refused whole when no inputs of that many honest clients
-// could make it: secure aggregation cannot tell whose input was garbage),
-// and the loss of each client of `lost`, with why. `index_of` gives each
-// client's index in the Fit call.
-void HandOverSession(const std::vector<secagg::Word>& sum, const std::vector<int64_t>& survivors,
-                     const std::map<int64_t, std::string>& lost,
-                     const std::map<int64_t, size_t>& index_of, const Transport::ResultSink& sink);
+// A round's session, for clients of `length`-word inputs: a fresh session
+// id and the options' protocol and parameters (the verification keys are
+// the caller's).
+secagg::SessionConfig SessionConfigFor(const SecureAggregationOptions& options, size_t length);
+
+// How a session ended, in process or over the network.
+struct SessionOutcome {
+  std::vector<int64_t> clients;  // whose accepted results entered it
+  bool finished = false;
+  std::string failure;  // when not finished: why
+  secagg::AggregateResult result;  // when finished
+  // Clients left out: excluded by the server, or gone of their own accord
+  // (an honest client refusing the server), with why.
+  std::map<int64_t, std::string> excluded, aborted;
+  // Why each client of `clients` whose model is not in the sum is out.
+  std::map<int64_t, std::string> Lost() const;
+};
+
+// Hands a session's outcome to the round loop: a session that did not
+// finish loses every model; one that did gives the sum of the survivors'
+// models (refused whole when no inputs of that many honest clients could
+// make it: secure aggregation cannot tell whose input was garbage) and the
+// loss of each other client, with why. `index_of` gives each client's index
+// in the Fit call.
+void HandOverSession(const SessionOutcome& outcome, const std::map<int64_t, size_t>& index_of,
+                     const Transport::ResultSink& sink);
 
 // The progress line of a session of round `round`.
 std::string DescribeSession(int64_t round, secagg::Protocol protocol, const SecureAggregationCost& cost);
