@@ -4,7 +4,9 @@
 # clang sanitizer build in $(ASAN_BUILD).
 BUILD ?= build
 JOBS ?= $(shell nproc)
-CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=Release
+# A unity build compiles each target's files in groups (CMakeLists.txt,
+# fedprof_unity_groups): a fresh build takes about half as long.
+CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON
 # Parallelism comes from clients training concurrently; each op stays on one
 # thread (see tools/fedprof/main.cc).
 export OMP_NUM_THREADS ?= 1

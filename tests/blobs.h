@@ -1,13 +1,18 @@
 #ifndef FEDPROF_TESTS_BLOBS_H_
 #define FEDPROF_TESTS_BLOBS_H_
 
-// The unit tests' small classification data: two Gaussian blobs.
+// The unit tests' small learning problem: two Gaussian blobs, the MLP that
+// learns them, and how far apart two of its parameter vectors are.
 
 #include <torch/torch.h>
 
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 
+#include "fedprof/core/params.h"
 #include "fedprof/data/dataset.h"
+#include "fedprof/models/models.h"
 
 namespace fedprof::testing_support {
 
@@ -20,6 +25,16 @@ inline Dataset DrawBlobs(int64_t n, double separation = 2.0) {
   d.x = torch::randn({n, 4}) + d.y.unsqueeze(1).to(torch::kFloat) * separation;
   d.num_classes = 2;
   return d;
+}
+
+// 4 inputs, one hidden layer of 8, 2 classes.
+inline const ModelSpec kBlobMlp{"mlp", {4}, 2, {8}, ""};
+
+// The Euclidean distance between two parameter vectors of one layout.
+inline double ParamDistance(const FlatParams& a, const FlatParams& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
+  return std::sqrt(s);
 }
 
 }  // namespace fedprof::testing_support

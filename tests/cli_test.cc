@@ -29,21 +29,17 @@
 #include "tests/processes.h"
 #include "tests/run_cli.h"
 #include "tests/torchscript_export.h"
+#include "tests/test_dirs.h"
 
 namespace fedprof {
 namespace {
 
+using testing_support::ClearedPath;
 using testing_support::CliResult;
 using testing_support::Columns;
 using testing_support::FirstColumns;
 using testing_support::RunCli;
 using testing_support::Summary;
-
-std::string FreshDir(const std::string& name) {
-  const std::string dir = testing::TempDir() + "/fedprof_cli_" + name;
-  std::filesystem::remove_all(dir);
-  return dir;
-}
 
 bool HaveFashionMnist() { return FileExists("/usr/share/datasets/fashion-mnist"); }
 
@@ -163,7 +159,7 @@ TEST(CliTest, PayloadReproducesTableIII) {
 // schemes, and read the Table III-like outputs.
 TEST(CliTest, PretrainThenTransferWritesTheSchemeTable) {
   ASSERT_TRUE(HaveFashionMnist());
-  const std::string dir = FreshDir("fbftl");
+  const std::string dir = ClearedPath("cli", "fbftl");
   MakeDirs(dir);
   const std::string source = dir + "/source.pt";
   const CliResult pre = RunCli("pretrain --set data.train_limit=1000 --set data.test_limit=200 "
@@ -200,7 +196,7 @@ TEST(CliTest, UnknownKeyIsOneLineNamingTheNearestKey) {
 }
 
 TEST(CliTest, CorruptDataFileEndsTheRunWithOneLine) {
-  const std::string dir = FreshDir("corrupt");
+  const std::string dir = ClearedPath("cli", "corrupt");
   MakeDirs(dir);
   // Valid label file header, image file with a bad magic number.
   WriteFileAtomic(dir + "/train-images-idx3-ubyte", std::string("\x00\x00\x08\x04", 4) + std::string(64, '\0'));
@@ -214,7 +210,7 @@ TEST(CliTest, CorruptDataFileEndsTheRunWithOneLine) {
 
 TEST(CliTest, WritesTheDocumentedOutputs) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string out = FreshDir("outputs");
+  const std::string out = ClearedPath("cli", "outputs");
   const CliResult r = RunCli(std::string("simulate ") + kSmallRun +
                           " --set rounds=2 --set model.name=cnn --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
@@ -235,7 +231,7 @@ TEST(CliTest, WritesTheDocumentedOutputs) {
 
 TEST(CliTest, OneAndTwoThreadsGiveIdenticalMetrics) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string a = FreshDir("threads1"), b = FreshDir("threads2");
+  const std::string a = ClearedPath("cli", "threads1"), b = ClearedPath("cli", "threads2");
   const std::string run = std::string("simulate ") + kSmallRun + " --set rounds=3 --set model.name=cnn";
   ASSERT_EQ(RunCli(run + " --set threads=1 --out " + a).code, 0);
   ASSERT_EQ(RunCli(run + " --set threads=2 --out " + b).code, 0);
@@ -245,7 +241,7 @@ TEST(CliTest, OneAndTwoThreadsGiveIdenticalMetrics) {
 
 TEST(CliTest, KilledRunResumesToTheSameMetrics) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string whole = FreshDir("whole"), killed = FreshDir("killed");
+  const std::string whole = ClearedPath("cli", "whole"), killed = ClearedPath("cli", "killed");
   const std::string run = std::string("simulate ") + kSmallRun + " --set rounds=8";
   ASSERT_EQ(RunCli(run + " --out " + whole).code, 0);
 
@@ -357,7 +353,7 @@ std::map<std::string, double> MeanScoreByKind(const std::string& dir, int round)
 
 TEST(FedProfCliTest, LowQualityClientsScoreLowerThanCleanOnes) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string out = FreshDir("fedprof_scores");
+  const std::string out = ClearedPath("cli", "fedprof_scores");
   const CliResult r = RunCli(std::string("simulate ") + kFedProfRun + " --set rounds=3 --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   for (int round : {1, 3}) {
@@ -379,7 +375,8 @@ TEST(FedProfCliTest, ExtendedRunEqualsUninterruptedRun) {
     // FedBN needs batch-norm layers; LeNet-5 keeps the others quick.
     const std::string run = std::string("simulate ") + kFedProfRun + " --set strategy.name=" +
                             strategy + (strategy == "fedbn" ? " --set model.name=cnn" : "");
-    const std::string whole = FreshDir(strategy + "_whole"), parts = FreshDir(strategy + "_parts");
+    const std::string whole = ClearedPath("cli", strategy + "_whole");
+    const std::string parts = ClearedPath("cli", strategy + "_parts");
     ASSERT_EQ(RunCli(run + " --set rounds=3 --out " + whole).code, 0) << strategy;
     ASSERT_EQ(RunCli(run + " --set rounds=1 --out " + parts).code, 0) << strategy;
     const CliResult resumed = RunCli("simulate --resume " + parts + " --set rounds=3");
@@ -398,7 +395,8 @@ TEST(CliTest, SecureMatchingSelectsTheSameClients) {
   // conv2's 16 channels keep the homomorphic work small.
   const std::string run = std::string("simulate ") + kFedProfRun +
                           " --set rounds=20 --set model.profile_layer=conv2";
-  const std::string plain = FreshDir("plain_matching"), secure = FreshDir("secure_matching");
+  const std::string plain = ClearedPath("cli", "plain_matching");
+  const std::string secure = ClearedPath("cli", "secure_matching");
   ASSERT_EQ(RunCli(run + " --out " + plain).code, 0);
   const CliResult r = RunCli(run + " --set fedprof.secure_matching=paillier --out " + secure);
   ASSERT_EQ(r.code, 0) << r.output;
@@ -426,7 +424,7 @@ TEST(CliTest, SecureMatchingSelectsTheSameClients) {
 TEST(FedProfCliTest, FedProfWithoutAReferenceSetIsRefused) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const CliResult r = RunCli("simulate --set strategy.name=fedprof --set data.holdout_share=0 --out " +
-                          FreshDir("no_reference"));
+                          ClearedPath("cli", "no_reference"));
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(CountLines(r.output), 1) << r.output;
   EXPECT_NE(r.output.find("data.holdout_share"), std::string::npos) << r.output;
@@ -434,7 +432,7 @@ TEST(FedProfCliTest, FedProfWithoutAReferenceSetIsRefused) {
 
 TEST(FedProfCliTest, ProfileAndDivergenceTools) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string out = FreshDir("profile_tools");
+  const std::string out = ClearedPath("cli", "profile_tools");
   ASSERT_EQ(RunCli(std::string("simulate ") + kSmallRun + " --set rounds=1 --out " + out).code, 0);
   const std::string a = out + "/fmnist.json", b = out + "/mnist.json";
   CliResult r = RunCli("profile --model " + out + " --data fashion-mnist:test --limit 500 --out " + a);
@@ -498,7 +496,7 @@ TEST(FedProfCliTest, ProfileAndDivergenceTools) {
 
 TEST(FedProfCliTest, EveryStrategyRunsInBothAggregationModes) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string out = FreshDir("all_strategies");
+  const std::string out = ClearedPath("cli", "all_strategies");
   const std::string strategies =
       "fedavg,fedprof,cfcfm,fedavg-rp,fedprox:partial,fedadam:partial,afl:partial,"
       "clustered:partial,fedbn:partial,fedprof:partial";
@@ -512,7 +510,7 @@ TEST(FedProfCliTest, EveryStrategyRunsInBothAggregationModes) {
 
 TEST(FedProfCliTest, CompareRunsEveryStrategyOnTheSameClients) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string out = FreshDir("compare");
+  const std::string out = ClearedPath("cli", "compare");
   const CliResult r = RunCli(std::string("compare ") + kFedProfRun +
                           " --set rounds=2 --set report.target=0.2 --seeds 2 "
                           "--strategies fedavg,fedprof:partial --out " + out);
@@ -561,7 +559,7 @@ std::string RegressionCsv(int rows, uint64_t seed) {
 }
 
 TEST(CliTest, TabularRegressionWithPollutedAndNoisyClients) {
-  const std::string dir = FreshDir("csv");
+  const std::string dir = ClearedPath("cli", "csv");
   MakeDirs(dir);
   WriteFileAtomic(dir + "/train.csv", RegressionCsv(2000, 1));
   WriteFileAtomic(dir + "/test.csv", RegressionCsv(400, 2));
@@ -622,7 +620,7 @@ std::string CifarRecords(int n, uint64_t seed) {
 // model and FedProf) on small generated files, since no CIFAR-10 copy can be
 // downloaded here; configs/cifar10.toml runs it on the real data.
 TEST(CliTest, CifarSetupRunsOnCifarBinaryFiles) {
-  const std::string dir = FreshDir("cifar");
+  const std::string dir = ClearedPath("cli", "cifar");
   MakeDirs(dir);
   for (int b = 1; b <= 5; ++b) {
     WriteFileAtomic(dir + "/data_batch_" + std::to_string(b) + ".bin", CifarRecords(60, b));
@@ -681,7 +679,7 @@ std::vector<std::string> Column(const std::string& dir, const std::string& name)
 // and resumes exactly.
 TEST(FedProfCliTest, ComposedStrategiesRunAndEqualTheirPresets) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string out = FreshDir("composed");
+  const std::string out = ClearedPath("cli", "composed");
   const CliResult r = RunCli(std::string("compare ") + kFedProfRun +
                           " --set rounds=2 --strategies fedprof,fedprof+average,fedprof+fedadam,"
                           "uniform+fedadam --out " + out);
@@ -700,14 +698,14 @@ TEST(FedProfCliTest, ComposedStrategiesRunAndEqualTheirPresets) {
   EXPECT_EQ(summary.at("selector"), "fedprof");
   EXPECT_EQ(summary.at("aggregator"), "fedadam");
   // The same composition through the options: a preset plus an override.
-  const std::string via = FreshDir("composed_via_options");
+  const std::string via = ClearedPath("cli", "composed_via_options");
   ASSERT_EQ(RunCli(std::string("simulate ") + kFedProfRun +
                    " --set rounds=2 --set strategy.name=fedadam --set strategy.selector=fedprof --out " + via)
                 .code,
             0);
   EXPECT_EQ(MetricsWithoutWall(via), MetricsWithoutWall(adam));
   // Resumed after round 1, it ends as the uninterrupted run.
-  const std::string parts = FreshDir("composed_parts");
+  const std::string parts = ClearedPath("cli", "composed_parts");
   ASSERT_EQ(RunCli(std::string("simulate ") + kFedProfRun +
                    " --set rounds=1 --set strategy.aggregator=fedadam --out " + parts)
                 .code,
@@ -720,7 +718,7 @@ TEST(FedProfCliTest, ComposedStrategiesRunAndEqualTheirPresets) {
 
 TEST(FedProfCliTest, CompositionsThatCannotWorkAreRefused) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string dir = FreshDir("refused_compositions");
+  const std::string dir = ClearedPath("cli", "refused_compositions");
   CliResult r = RunCli(std::string("simulate ") + kSmallRun + " --set strategy.name=fedbn --out " + dir + "/a");
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(CountLines(r.output), 1) << r.output;
@@ -779,7 +777,7 @@ const char* kCleanRun =
 // and trained here, learns as the built-in LeNet-5 does on the same run.
 TEST(ModelFileCliTest, PyTorchLeNetTrainsLikeTheBuiltInOne) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string dir = FreshDir("model_file_lenet");
+  const std::string dir = ClearedPath("cli", "model_file_lenet");
   MakeDirs(dir);
   WriteBuiltInLeNetInit(dir + "/builtin_init.json", 1);
   ASSERT_EQ(testing_support::RunPyTorch(dir, "export_lenet", R"(
@@ -825,7 +823,7 @@ torch.jit.script(lenet5()).save(out + '/lenet_pytorch_init.pt')
 // A run resumes only with the module it was started with.
 TEST(ModelFileCliTest, ResumeNeedsTheSameModule) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string dir = FreshDir("model_file_resume");
+  const std::string dir = ClearedPath("cli", "model_file_resume");
   MakeDirs(dir);
   ASSERT_EQ(testing_support::RunPyTorch(dir, "export", R"(
 torch.manual_seed(0)
@@ -862,7 +860,7 @@ torch.jit.script(lenet5()).save(out + '/b.pt')
 // one line.
 TEST(ModelFileCliTest, EveryStrategyTrainsAPyTorchModel) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string dir = FreshDir("model_file_strategies");
+  const std::string dir = ClearedPath("cli", "model_file_strategies");
   MakeDirs(dir);
   ASSERT_EQ(testing_support::RunPyTorch(dir, "export_net2", R"(
 torch.manual_seed(0)

@@ -25,39 +25,29 @@
 #include "fedprof/transport/grpc_client.h"
 #include "tests/csv_columns.h"
 #include "tests/processes.h"
+#include "tests/run_cli.h"
 #include "tests/torchscript_export.h"
+#include "tests/test_dirs.h"
 
 namespace fedprof {
 namespace {
 
+using testing_support::FreshDir;
 using testing_support::Columns;
+using testing_support::FreePort;
+using testing_support::kCli;
 using testing_support::kTimeScale;
 using testing_support::Processes;
+using testing_support::SmallRun;
 using testing_support::Summary;
 using testing_support::WaitUntil;
 
-const std::string kCli = FEDPROF_CLI;
 
 // A small real run: 3000 Fashion-MNIST images among the clients.
-std::string SmallRun(int clients, double fraction, int rounds) {
-  return "--set data.train_limit=3000 --set data.test_limit=500 --set clients.count=" +
-         std::to_string(clients) + " --set strategy.fraction=" + std::to_string(fraction) +
-         " --set rounds=" + std::to_string(rounds) +
-         " --set partition.kind=iid --set train.epochs=1 --set quality.blurred=0.2 --set quality.salt_pepper=0.2 "
-         "--set quality.irrelevant=0.1 --set data.holdout_share=0.1 --set report.progress=false";
-}
-
 // Quick failure detection for the fault tests.
 const char* kFastFaults =
     " --set deploy.heartbeat_s=0.2 --set deploy.heartbeat_timeout_s=2 "
     "--set deploy.round_timeout_s=60 --set deploy.start_timeout_s=60";
-
-std::string FreshDir(const std::string& name) {
-  const std::string dir = testing::TempDir() + "/fedprof_deploy_" + name;
-  std::filesystem::remove_all(dir);
-  MakeDirs(dir);
-  return dir;
-}
 
 // Certificates for `n` clients (and `relays` relays) under dir/certs.
 std::string MakeCerts(const std::string& dir, int n, const std::string& name = "certs", int relays = 0) {
@@ -123,7 +113,7 @@ std::string StartRelay(Deployment* d, int r, const std::string& certs, const std
 void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& settings,
                                    std::string* server_dir = nullptr,
                                    const std::vector<std::pair<int, int>>& ranges = {}) {
-  const std::string dir = FreshDir("identity_" + name);
+  const std::string dir = FreshDir("deploy", "identity_" + name);
   const std::string certs = MakeCerts(dir, 5);
   const std::string run = SmallRun(5, 0.6, 3) + " " + settings;
   Processes sim;
@@ -162,7 +152,7 @@ void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& s
 // run equals simulate's bit for bit; FedProf's profiles pass through the
 // relays to the server, which selects by them.
 void ExpectRelayedRunEqualsSimulation(const std::string& name, const std::string& settings) {
-  const std::string dir = FreshDir("relayed_" + name);
+  const std::string dir = FreshDir("deploy", "relayed_" + name);
   const std::string certs = MakeCerts(dir, 5, "certs", /*relays=*/2);
   const std::string run = SmallRun(5, 0.6, 3) + " " + settings;
   Processes sim;
@@ -210,25 +200,12 @@ TEST(DeployTest, FedProfThroughRelaysEqualsSimulation) {
   ExpectRelayedRunEqualsSimulation("fedprof", "--set strategy.name=fedprof");
 }
 
-// A free loopback port, for a process that must come back on the same address.
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
-  ::close(fd);
-  return bound ? ntohs(address.sin_port) : -1;
-}
-
 // A relay killed mid-run loses its clients' results for that round only;
 // restarted on its address, it takes its clients back (they reconnect to
 // it by themselves). Meanwhile the run goes on with the direct client and,
 // once that one is gone too, waits for a client rather than run empty rounds.
 TEST(DeployTest, RelayKilledAndRestartedTakesItsClientsBack) {
-  const std::string dir = FreshDir("relay_restart");
+  const std::string dir = FreshDir("deploy", "relay_restart");
   const std::string certs = MakeCerts(dir, 4, "certs", /*relays=*/1);
   const std::string run = SmallRun(4, 1.0, 60) + kFastFaults + " --set strategy.name=fedavg";
   Deployment d;
@@ -270,7 +247,7 @@ TEST(DeployTest, RelayKilledAndRestartedTakesItsClientsBack) {
 // accepted is refused whole (those results' models are lost to the round),
 // and one for another relay's batch is refused before it is read.
 TEST(DeployTest, ARelaysSumMustBeOfTheResultsItPassedOn) {
-  const std::string dir = FreshDir("relay_sums");
+  const std::string dir = FreshDir("deploy", "relay_sums");
   const std::string certs = MakeCerts(dir, 3, "certs", /*relays=*/1);
   const std::string run = SmallRun(3, 1.0, 2) + kFastFaults +
                           " --set strategy.name=fedavg --set deploy.round_timeout_s=10";
@@ -302,7 +279,7 @@ TEST(DeployTest, ARelaysSumMustBeOfTheResultsItPassedOn) {
 // A run whose aggregation needs every model takes no relays (they send
 // sums): the relay's first sync is refused in one line, and it stops.
 TEST(DeployTest, ARunThatNeedsEveryModelTakesNoRelays) {
-  const std::string dir = FreshDir("no_relays");
+  const std::string dir = FreshDir("deploy", "no_relays");
   const std::string certs = MakeCerts(dir, 2, "certs", /*relays=*/1);
   const std::string run = SmallRun(2, 1.0, 1) + " --set strategy.aggregator=median";
   Deployment d;
@@ -332,7 +309,7 @@ TEST(DeployTest, ClientsSharingAProcessEqualSimulation) {
 // a retryable status that names the bound; the client keeps retrying (until
 // its --give-up-after) and the run goes on with the clients it holds.
 TEST(DeployTest, RegistrationsPastMaxClientsAreRefusedAndRetried) {
-  const std::string dir = FreshDir("max_clients");
+  const std::string dir = FreshDir("deploy", "max_clients");
   const std::string certs = MakeCerts(dir, 3);
   const std::string run = SmallRun(3, 1.0, 60) + kFastFaults +
                           " --set deploy.max_clients=2 --set deploy.min_clients=2";
@@ -385,7 +362,7 @@ TEST(DeployTest, SecureAggregationOverTheNetworkEqualsSimulation) {
 // mask is recovered from its neighbours' shares), so the model equals the
 // plaintext simulation's bit for bit.
 TEST(DeployTest, SecureAggregationSurvivesAClientKilledAfterMasking) {
-  const std::string dir = FreshDir("secagg_kill");
+  const std::string dir = FreshDir("deploy", "secagg_kill");
   const std::string certs = MakeCerts(dir, 5);
   const std::string run = SmallRun(5, 1.0, 2) + kFastFaults;
   Processes sim;
@@ -426,7 +403,7 @@ TEST(DeployTest, SecureAggregationSurvivesAClientKilledAfterMasking) {
 // that sends one anyway is refused on arrival, before any of it is read as
 // a model, and the others' models are summed without it.
 TEST(DeployTest, UnderSecureAggregationAModelInTheClearIsRefused) {
-  const std::string dir = FreshDir("secagg_cleartext");
+  const std::string dir = FreshDir("deploy", "secagg_cleartext");
   const std::string certs = MakeCerts(dir, 5);
   const std::string run = SmallRun(5, 1.0, 2) + kFastFaults;
   Deployment d;
@@ -451,7 +428,7 @@ TEST(DeployTest, UnderSecureAggregationAModelInTheClearIsRefused) {
 // (secagg-roster): the server refuses a client that registers another, and
 // a client without its key file says so.
 TEST(DeployTest, SecureAggregationKeysAreTheOnesIssuedWithTheCertificates) {
-  const std::string dir = FreshDir("secagg_keys");
+  const std::string dir = FreshDir("deploy", "secagg_keys");
   const std::string certs = MakeCerts(dir, 3);
   const std::string run = SmallRun(3, 1.0, 1) + kFastFaults;
   const std::string other = dir + "/other", missing = dir + "/missing";
@@ -486,7 +463,7 @@ TEST(DeployTest, ModelOverTheMessageLimitCrossesInChunks) {
 // 3 of 10 clients killed in the middle of a round: they time out of it, the
 // run finishes all its rounds with the others.
 TEST(DeployTest, RunSurvivesClientsKilledMidRound) {
-  const std::string dir = FreshDir("killed");
+  const std::string dir = FreshDir("deploy", "killed");
   const std::string certs = MakeCerts(dir, 10);
   const std::string run = SmallRun(10, 1.0, 4) + kFastFaults;
   Deployment d;
@@ -513,7 +490,7 @@ TEST(DeployTest, RunSurvivesClientsKilledMidRound) {
 // holding 30% of them is killed in the middle of a round, and the round
 // still reaches its quorum with the others, as do the rounds after it.
 TEST(DeployTest, FleetLosesAProcessOfItsClientsMidRound) {
-  const std::string dir = FreshDir("fleet_kill");
+  const std::string dir = FreshDir("deploy", "fleet_kill");
   const std::string certs = MakeCerts(dir, 300);
   // Heartbeats every 0.5 s, silent for 5 s: gone (300 clients share 2 cores).
   const std::string run = SmallRun(300, 1.0, 4) +
@@ -550,7 +527,7 @@ TEST(DeployTest, FleetLosesAProcessOfItsClientsMidRound) {
 // deploy.heartbeat_timeout_s its task ends (and its stream with it), though
 // its heartbeats say it is there.
 TEST(DeployTest, AClientThatStopsReadingItsTaskLeavesTheRound) {
-  const std::string dir = FreshDir("slow_reader");
+  const std::string dir = FreshDir("deploy", "slow_reader");
   const std::string certs = MakeCerts(dir, 4);
   // A model of 4.9 MB: far more than HTTP/2 sends to a reader that reads nothing.
   const std::string run = SmallRun(4, 1.0, 1) + kFastFaults +
@@ -577,7 +554,7 @@ TEST(DeployTest, AClientThatStopsReadingItsTaskLeavesTheRound) {
 // A connection that never speaks (no TLS handshake) is closed by the server
 // within its handshake bound (10 s), holding nothing beyond it.
 TEST(DeployTest, AConnectionThatNeverSpeaksIsClosed) {
-  const std::string dir = FreshDir("silent");
+  const std::string dir = FreshDir("deploy", "silent");
   const std::string certs = MakeCerts(dir, 1);
   Deployment d;
   StartServer(&d, SmallRun(1, 1.0, 1) + " --tls-dir " + certs + " --out " + dir + "/server",
@@ -604,7 +581,7 @@ TEST(DeployTest, AConnectionThatNeverSpeaksIsClosed) {
 // A certificate from another CA never gets in; a certificate of one client
 // cannot speak for another; another protocol version is refused, naming both.
 TEST(DeployTest, ForeignCertificatesAndVersionsAreRefused) {
-  const std::string dir = FreshDir("refused");
+  const std::string dir = FreshDir("deploy", "refused");
   const std::string certs = MakeCerts(dir, 3);
   const std::string foreign = MakeCerts(dir, 3, "foreign");
   // Client 1's certificate and key under client 0's name.
@@ -646,7 +623,7 @@ TEST(DeployTest, ForeignCertificatesAndVersionsAreRefused) {
 // A client pushing NaN and one pushing a model one value short are refused,
 // counted and logged; the rounds go on with the others.
 TEST(DeployTest, MalformedResultsAreRefusedAndTheRoundGoesOn) {
-  const std::string dir = FreshDir("rogue");
+  const std::string dir = FreshDir("deploy", "rogue");
   const std::string certs = MakeCerts(dir, 5);
   const std::string run = SmallRun(5, 1.0, 2) + kFastFaults;
   Deployment d;
@@ -679,7 +656,7 @@ TEST(DeployTest, MalformedResultsAreRefusedAndTheRoundGoesOn) {
 TEST(DeployTest, AResultCannotChangeItsClientsWeight) {
   std::string hashes[2];
   for (const std::string mode : {"weight", "nan"}) {
-    const std::string dir = FreshDir("weight_" + mode);
+    const std::string dir = FreshDir("deploy", "weight_" + mode);
     const std::string certs = MakeCerts(dir, 5);
     const std::string run = SmallRun(5, 1.0, 2) + kFastFaults;
     Deployment d;
@@ -725,7 +702,7 @@ TEST(DeployTest, AResultCannotChangeItsClientsWeight) {
 // refusal (or a count of the repeats), and a result with a NaN loss is
 // answered "not accepted" (before, it was answered accepted, then dropped).
 TEST(DeployTest, HostileFieldsAreRefusedInOneBoundedLineEach) {
-  const std::string dir = FreshDir("hostile");
+  const std::string dir = FreshDir("deploy", "hostile");
   const std::string certs = MakeCerts(dir, 2);
   const std::string run = SmallRun(2, 1.0, 1) + kFastFaults;
   Deployment d;
@@ -771,7 +748,7 @@ TEST(DeployTest, HostileFieldsAreRefusedInOneBoundedLineEach) {
 // decimal>. A certificate the CA signed for "client-01", or with two CNs, is
 // refused, and the server's log names the peer's address and why.
 TEST(DeployTest, CertificatesNameTheirClientStrictly) {
-  const std::string dir = FreshDir("strict_cn");
+  const std::string dir = FreshDir("deploy", "strict_cn");
   const std::string certs = MakeCerts(dir, 3);
   const std::string run = SmallRun(3, 1.0, 1) + " --set deploy.start_timeout_s=" +
                           std::to_string(20 * kTimeScale);
@@ -813,7 +790,7 @@ TEST(DeployTest, CertificatesNameTheirClientStrictly) {
 // kill -9 of the server; `server --resume` on the same address; the clients
 // find it again by themselves and the run ends as if nothing had happened.
 TEST(DeployTest, KilledServerResumesAndClientsReconnect) {
-  const std::string dir = FreshDir("resume");
+  const std::string dir = FreshDir("deploy", "resume");
   const std::string certs = MakeCerts(dir, 5);
   const std::string run = SmallRun(5, 0.6, 4) + " --set strategy.name=fedprof" + kFastFaults;
   Processes sim;
@@ -841,7 +818,7 @@ TEST(DeployTest, KilledServerResumesAndClientsReconnect) {
 // Clients that join after round 1 report their profile first (FedProf
 // scores them), then take part like the others.
 TEST(DeployTest, LateClientsReportAndJoinTheRounds) {
-  const std::string dir = FreshDir("late");
+  const std::string dir = FreshDir("deploy", "late");
   const std::string certs = MakeCerts(dir, 5);
   // 80 rounds: long enough for two more client processes to start and
   // register on 2 busy cores.
@@ -873,7 +850,7 @@ TEST(DeployTest, LateClientsReportAndJoinTheRounds) {
 // copy differs, or that has none, is refused at registration in one line
 // naming both hashes. The run equals the simulation.
 TEST(DeployTest, TorchScriptModelOverTheNetworkEqualsSimulation) {
-  const std::string dir = FreshDir("model_file");
+  const std::string dir = FreshDir("deploy", "model_file");
   const std::string certs = MakeCerts(dir, 3);
   ASSERT_EQ(testing_support::RunPyTorch(dir, "export", R"(
 torch.manual_seed(0)
@@ -918,7 +895,7 @@ torch.jit.script(lenet5()).save(out + '/other.pt')
 // two meet, the rounds go on; with one they cannot meet, the round is tried
 // again among the clients not yet asked, then the server stops in one line.
 TEST(DeployTest, RoundDeadlineAndQuorum) {
-  const std::string dir = FreshDir("quorum");
+  const std::string dir = FreshDir("deploy", "quorum");
   const std::string certs = MakeCerts(dir, 3);
   const std::string run = SmallRun(3, 1.0, 2) + " --set deploy.heartbeat_s=0.2 " +
                           "--set deploy.round_timeout_s=" + std::to_string(5 * kTimeScale) + " ";
@@ -981,7 +958,7 @@ void WriteIdx(const std::string& dir, int n, int side) {
 // config's partition. A directory without them, or with samples of another
 // shape than the server's model takes, is refused in one line.
 TEST(DeployTest, ClientBringsItsOwnData) {
-  const std::string dir = FreshDir("own_data");
+  const std::string dir = FreshDir("deploy", "own_data");
   const std::string certs = MakeCerts(dir, 4);
   WriteIdx(dir + "/own", 200, 28);
   WriteIdx(dir + "/small", 50, 16);
@@ -1022,7 +999,7 @@ TEST(DeployTest, ClientBringsItsOwnData) {
 // federated accuracy and loss in metrics.csv are the sample-weighted means
 // of the per-client figures in evaluation.csv, client 2's over its 200.
 TEST(DeployTest, FederatedEvaluationCoversClientsOwnData) {
-  const std::string dir = FreshDir("federated_eval");
+  const std::string dir = FreshDir("deploy", "federated_eval");
   const std::string certs = MakeCerts(dir, 3);
   WriteIdx(dir + "/own", 200, 28);
   const std::string run = SmallRun(3, 1.0, 2) +
@@ -1065,7 +1042,7 @@ TEST(DeployTest, FederatedEvaluationCoversClientsOwnData) {
 // its last message (a profile report has no model: its header is its last).
 // The client tries again and, the server being gone, gives up with an error.
 TEST(DeployTest, ResultForALostServerIsRetriedThenGivenUp) {
-  const std::string dir = FreshDir("lost_server");
+  const std::string dir = FreshDir("deploy", "lost_server");
   Deployment d;
   StartServer(&d, "--insecure " + SmallRun(1, 1.0, 1) + " --set strategy.name=fedavg --out " + dir + "/server",
               dir + "/server.log");
@@ -1096,7 +1073,7 @@ TEST(DeployTest, ResultForALostServerIsRetriedThenGivenUp) {
 
 TEST(DeployTest, InsecureIsForLoopbackOnlyAndSaysSo) {
   Processes p;
-  const std::string dir = FreshDir("insecure");
+  const std::string dir = FreshDir("deploy", "insecure");
   const int far = p.Start(kCli, "server --listen 0.0.0.0:0 --insecure --out " + dir + "/x", dir + "/far.log");
   EXPECT_EQ(p.Wait(far, 30), 1);
   EXPECT_NE(p.Output(far).find("--insecure is for loopback addresses only"), std::string::npos)

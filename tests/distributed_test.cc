@@ -22,22 +22,17 @@
 #include "tests/checkpoints.h"
 #include "tests/csv_columns.h"
 #include "tests/processes.h"
+#include "tests/test_dirs.h"
 
 namespace fedprof {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using testing_support::FreshDir;
 using testing_support::WaitForCheckpoint;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::string FreshDir(const std::string& name) {
-  const std::string dir = testing::TempDir() + "/fedprof_dist_" + name;
-  std::filesystem::remove_all(dir);
-  MakeDirs(dir);
-  return dir;
 }
 
 bool HaveFashionMnist() { return FileExists("/usr/share/datasets/fashion-mnist"); }
@@ -173,7 +168,7 @@ std::vector<std::string> Lines(const std::string& text) {
 // same metrics, clients, scores and final model, bit for bit.
 
 void ExpectIdenticalForAnyRanks(const std::string& name, const std::string& settings) {
-  const std::string base = FreshDir(name + "_ranks");
+  const std::string base = FreshDir("dist", name + "_ranks");
   const std::string run =
       std::string(kSmallRun) + " --set rounds=3 --set data.holdout_share=0.1 " + settings;
   const std::string plain = base + "/plain";
@@ -229,7 +224,7 @@ TEST(DistributedTest, FedProfWithSmallClientsProfiledInGroupsIsIdenticalForAnyRa
 // process's with it (the sessions' traffic and work add to the round times).
 TEST(DistributedTest, SecureAggregationUnderLaunchGivesThePlainModel) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string base = FreshDir("secagg_ranks");
+  const std::string base = FreshDir("dist", "secagg_ranks");
   const std::string run = std::string(kSmallRun) + " --set rounds=2 --set threads=1";
   const std::string plain = base + "/plain", one = base + "/one";
   const Result p = RunCli("simulate " + run + " --out " + plain, base + "/plain.log");
@@ -255,7 +250,7 @@ TEST(DistributedTest, SecureAggregationUnderLaunchGivesThePlainModel) {
 // the others and exits non-zero, well within dist.timeout_s; nothing is left.
 TEST(DistributedTest, KilledRankEndsTheRunWithOneLineAndNoProcessLeft) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string dir = FreshDir("killed_rank");
+  const std::string dir = FreshDir("dist", "killed_rank");
   const std::string out = dir + "/out";
   CliProcess launch(Launch(3, std::string(kSmallRun) +
                                   " --set rounds=500 --set threads=1 --set dist.timeout_s=60 --out " +
@@ -292,7 +287,7 @@ TEST(DistributedTest, KilledRankEndsTheRunWithOneLineAndNoProcessLeft) {
 // A rank that stops answering (SIGSTOP) ends the run after dist.timeout_s.
 TEST(DistributedTest, SilentRankEndsTheRunAfterTheTimeout) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string dir = FreshDir("silent_rank");
+  const std::string dir = FreshDir("dist", "silent_rank");
   const std::string out = dir + "/out";
   CliProcess launch(Launch(2, std::string(kSmallRun) +
                                   " --set rounds=500 --set threads=1 --set dist.timeout_s=3 --out " +
@@ -318,7 +313,7 @@ TEST(DistributedTest, SilentRankEndsTheRunAfterTheTimeout) {
 // process: the same for any number of ranks), client states included.
 TEST(DistributedTest, StoppedRunResumesToTheSameMetrics) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string dir = FreshDir("resume");
+  const std::string dir = FreshDir("dist", "resume");
   const std::string run = std::string(kSmallRun) + " --set strategy.name=fedbn --set model.name=cnn" +
                           " --set threads=1 --set rounds=4";
   const std::string whole = dir + "/whole", parts = dir + "/parts";
@@ -347,7 +342,7 @@ TEST(DistributedTest, StoppedRunResumesToTheSameMetrics) {
 }
 
 TEST(DistributedTest, MalformedEnvironmentIsOneLineNamingTheVariable) {
-  const std::string dir = FreshDir("env");
+  const std::string dir = FreshDir("dist", "env");
   const std::string cmd = std::string("env WORLD_SIZE=2 RANK=5 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 ") +
                           FEDPROF_CLI + " simulate --out " + dir + "/x > " + dir + "/bad.log 2>&1";
   ASSERT_NE(std::system(cmd.c_str()), 0);

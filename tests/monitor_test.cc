@@ -21,36 +21,23 @@
 #include "fedprof/monitor/monitor.h"
 #include "tests/expect_error.h"
 #include "tests/processes.h"
+#include "tests/run_cli.h"
+#include "tests/test_dirs.h"
 
 namespace fedprof {
 namespace {
 
+using testing_support::FreshDir;
 using testing_support::ExpectError;
+using testing_support::kCli;
 using testing_support::Processes;
+using testing_support::SmallRun;
 using testing_support::kTimeScale;
 using testing_support::WaitUntil;
 
-const std::string kCli = FEDPROF_CLI;
 const std::string kScrape = "/usr/bin/python3 " FEDPROF_SOURCE_DIR "/tests/monitor_scrape.py";
 const std::string kElements = "/usr/bin/python3 " FEDPROF_SOURCE_DIR "/tests/dom_elements.py";
 const std::string kRenderedPage = "/usr/bin/python3 " FEDPROF_SOURCE_DIR "/tests/rendered_page.py";
-
-std::string FreshDir(const std::string& name) {
-  const std::string dir = testing::TempDir() + "/fedprof_monitor_" + name;
-  std::filesystem::remove_all(dir);
-  MakeDirs(dir);
-  return dir;
-}
-
-// A small real run: 3000 Fashion-MNIST images among the clients.
-std::string SmallRun(int clients, double fraction, int rounds) {
-  return "--set data.train_limit=3000 --set data.test_limit=500 --set clients.count=" +
-         std::to_string(clients) + " --set strategy.fraction=" + std::to_string(fraction) +
-         " --set rounds=" + std::to_string(rounds) +
-         " --set partition.kind=iid --set train.epochs=1 --set quality.blurred=0.2 "
-         "--set quality.salt_pepper=0.2 --set quality.irrelevant=0.1 "
-         "--set data.holdout_share=0.1 --set report.progress=false";
-}
 
 // stdout of `command` (its exit code into *code).
 std::string Capture(const std::string& command, int* code) {
@@ -155,7 +142,7 @@ TEST(MonitorTest, OffLoopbackNeedsATokenAndTheTokenGuardsTheData) {
   open.listen = "localhost";
   ExpectError([&] { RunMonitor{open}; }, "is not HOST:PORT");
 
-  const std::string dir = FreshDir("token");
+  const std::string dir = FreshDir("monitor", "token");
   WriteFileAtomic(dir + "/token", "0123456789abcdef0123\n");
   MonitorOptions options;
   options.listen = "127.0.0.1:0";
@@ -179,7 +166,7 @@ TEST(MonitorTest, OffLoopbackNeedsATokenAndTheTokenGuardsTheData) {
 // counters moving between the scrapes; `fedprof status` of the running run
 // and then of its directory once it is killed.
 TEST(MonitorTest, MetricsMoveDuringASimulation) {
-  const std::string dir = FreshDir("simulate");
+  const std::string dir = FreshDir("monitor", "simulate");
   Processes procs;
   int sim = -1;
   const std::string address = StartMonitored(
@@ -246,7 +233,7 @@ TEST(MonitorTest, DashboardShowsTheRoundAndAccuracyInChromium) {
     GTEST_SKIP() << "no Chromium at /usr/bin/chromium (scripts/install-deps.sh installs the "
                     "Debian package chromium); the dashboard test needs a real browser";
   }
-  const std::string dir = FreshDir("dashboard");
+  const std::string dir = FreshDir("monitor", "dashboard");
   Processes procs;
   int sim = -1;
   const std::string address = StartMonitored(
@@ -296,7 +283,7 @@ TEST(MonitorTest, DashboardShowsTheRoundAndAccuracyInChromium) {
 // returned results, and a client killed mid-run shows up as a timed-out
 // result and one client fewer connected.
 TEST(MonitorTest, DeploymentShowsConnectedClientsAndAKilledOneTimingOut) {
-  const std::string dir = FreshDir("deploy");
+  const std::string dir = FreshDir("monitor", "deploy");
   const std::string certs = dir + "/certs";
   ASSERT_EQ(std::system(("bash " FEDPROF_SOURCE_DIR "/scripts/make-certs.sh " + certs +
                          " 4 > /dev/null 2>&1").c_str()),

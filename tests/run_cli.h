@@ -10,6 +10,20 @@
 
 namespace fedprof::testing_support {
 
+// The tool under test.
+inline const std::string kCli = FEDPROF_CLI;
+
+// Options for a small real run: 3000 Fashion-MNIST training images among
+// `clients` clients, a fraction of them selected each round.
+inline std::string SmallRun(int clients, double fraction, int rounds) {
+  return "--set data.train_limit=3000 --set data.test_limit=500 --set clients.count=" +
+         std::to_string(clients) + " --set strategy.fraction=" + std::to_string(fraction) +
+         " --set rounds=" + std::to_string(rounds) +
+         " --set partition.kind=iid --set train.epochs=1 --set quality.blurred=0.2 "
+         "--set quality.salt_pepper=0.2 --set quality.irrelevant=0.1 "
+         "--set data.holdout_share=0.1 --set report.progress=false";
+}
+
 struct CliResult {
   int code = -1;       // exit status; -1 when the tool did not exit normally
   std::string output;  // stdout and stderr, merged

@@ -16,7 +16,8 @@
 namespace fedprof {
 namespace {
 
-const ModelSpec kMlp{"mlp", {4}, 2, {8}, ""};
+using testing_support::kBlobMlp;
+using testing_support::ParamDistance;
 
 // 24 samples of two Gaussian blobs in 4 dimensions.
 Client BlobClient(int id = 3) {
@@ -24,7 +25,7 @@ Client BlobClient(int id = 3) {
   return Client(id, testing_support::DrawBlobs(24));
 }
 
-FitInstructions Instructions(const ModelSpec& spec = kMlp) {
+FitInstructions Instructions(const ModelSpec& spec = kBlobMlp) {
   torch::manual_seed(5);
   FitInstructions ins;
   ins.round = 2;
@@ -38,16 +39,10 @@ FitInstructions Instructions(const ModelSpec& spec = kMlp) {
 }
 
 FitResult FitOnFreshModel(Client& client, const FitInstructions& ins,
-                          const ModelSpec& spec = kMlp) {
+                          const ModelSpec& spec = kBlobMlp) {
   torch::manual_seed(999);  // the scratch model's own values must not matter
   const std::shared_ptr<Model> model = MakeModel(spec);
   return client.Fit(ins, *model);
-}
-
-double Distance(const FlatParams& a, const FlatParams& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
-  return std::sqrt(s);
 }
 
 TEST(ClientTest, AReportReturnsNoModelAndWhatWasAskedFor) {
@@ -67,7 +62,7 @@ TEST(ClientTest, AReportReturnsNoModelAndWhatWasAskedFor) {
   EXPECT_EQ(profiled.profile->mean.size(), 8u) << "the MLP's first hidden layer";
   EXPECT_EQ(profiled.pre_train_loss, 0) << "no loss asked for";
   // The profile is of θ as sent, not of the scratch model's values.
-  const std::shared_ptr<Model> global = MakeModel(kMlp);
+  const std::shared_ptr<Model> global = MakeModel(kBlobMlp);
   Unflatten(*ins.global, *global);
   const Profile expected = ComputeProfile(*global, client.data(), 1);
   EXPECT_EQ(profiled.profile->mean, expected.mean);
@@ -92,7 +87,7 @@ TEST(ClientTest, TrainingReturnsAChangedModelOfTheGlobalsSize) {
   const FitResult r = FitOnFreshModel(client, ins);
   ASSERT_TRUE(r.ok) << r.error;
   ASSERT_EQ(r.params.size(), ins.global->size());
-  EXPECT_GT(Distance(r.params, *ins.global), 0);
+  EXPECT_GT(ParamDistance(r.params, *ins.global), 0);
   for (float v : r.params) ASSERT_TRUE(std::isfinite(v));
   EXPECT_TRUE(std::isfinite(r.train_loss));
   EXPECT_GT(r.train_loss, 0);
@@ -133,9 +128,9 @@ TEST(ClientTest, ProximalTermPullsTowardsTheGlobalModel) {
   EXPECT_NE(prox.params, plain.params);
   ins.objective.prox_mu = 50.0;
   const FitResult strong = FitOnFreshModel(client, ins);
-  const double d_plain = Distance(plain.params, *ins.global);
-  const double d_prox = Distance(prox.params, *ins.global);
-  const double d_strong = Distance(strong.params, *ins.global);
+  const double d_plain = ParamDistance(plain.params, *ins.global);
+  const double d_prox = ParamDistance(prox.params, *ins.global);
+  const double d_strong = ParamDistance(strong.params, *ins.global);
   EXPECT_LT(d_prox, d_plain);
   EXPECT_LT(d_strong, d_prox);
 }

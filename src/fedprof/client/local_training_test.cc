@@ -13,7 +13,8 @@
 namespace fedprof {
 namespace {
 
-const ModelSpec kMlp{"mlp", {4}, 2, {8}, ""};
+using testing_support::kBlobMlp;
+using testing_support::ParamDistance;
 
 TrainOptions TwoEpochs() {
   TrainOptions t;
@@ -30,7 +31,7 @@ Dataset Data() {
 
 FlatParams Initial() {
   torch::manual_seed(4);
-  return Flatten(*MakeModel(kMlp));
+  return Flatten(*MakeModel(kBlobMlp));
 }
 
 struct Trained {
@@ -39,18 +40,12 @@ struct Trained {
 };
 
 Trained Train(const TrainOptions& train, const LocalObjective& objective, const BatchOrderKey& key) {
-  const std::shared_ptr<Model> model = MakeModel(kMlp);
+  const std::shared_ptr<Model> model = MakeModel(kBlobMlp);
   Unflatten(Initial(), *model);
   Trained t;
   t.loss = TrainLocally(train, objective, key, Data(), *model);
   t.params = Flatten(*model);
   return t;
-}
-
-double Distance(const FlatParams& a, const FlatParams& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
-  return std::sqrt(s);
 }
 
 TEST(LocalTrainingTest, NoEpochLeavesTheModelAsItStarts) {
@@ -80,7 +75,8 @@ TEST(LocalTrainingTest, TheProximalTermHoldsTrainingNearItsStart) {
   LocalObjective prox;
   prox.prox_mu = 20;
   const Trained held = Train(TwoEpochs(), prox, key);
-  EXPECT_LT(Distance(held.params, Initial()), Distance(plain.params, Initial()));
+  EXPECT_LT(ParamDistance(held.params, Initial()),
+            ParamDistance(plain.params, Initial()));
   prox.keep_local_batch_norm = true;  // not training's concern
   EXPECT_EQ(Train(TwoEpochs(), prox, key).params, held.params);
 }

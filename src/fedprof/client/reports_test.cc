@@ -15,13 +15,13 @@
 namespace fedprof {
 namespace {
 
-const ModelSpec kMlp{"mlp", {4}, 2, {8}, ""};
+using testing_support::kBlobMlp;
 
 struct Fixture {
   Fixture() {
     torch::manual_seed(3);
     data = testing_support::DrawBlobs(30);
-    model = MakeModel(kMlp);
+    model = MakeModel(kBlobMlp);
   }
   Dataset data;
   std::shared_ptr<Model> model;

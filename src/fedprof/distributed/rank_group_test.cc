@@ -1,10 +1,6 @@
 #include "fedprof/distributed/rank_group.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <future>
@@ -12,8 +8,12 @@
 #include <string>
 #include <thread>
 
+#include "tests/processes.h"
+
 namespace fedprof {
 namespace {
+
+using testing_support::FreePort;
 
 DistEnv Read(const std::map<std::string, std::string>& vars) {
   return ReadDistEnv([&](const char* name) -> const char* {
@@ -80,18 +80,6 @@ TEST(DistEnvTest, AMalformedVariableIsNamed) {
   EXPECT_EQ(with("MASTER_PORT", "70000").rfind("MASTER_PORT: '70000'", 0), 0u);
   EXPECT_EQ(with("MASTER_PORT", "80a").rfind("MASTER_PORT: '80a'", 0), 0u);
   EXPECT_EQ(with("LOCAL_WORLD_SIZE", "3").rfind("LOCAL_WORLD_SIZE: '3'", 0), 0u);
-}
-
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 DistEnv Env(int rank, int port) {

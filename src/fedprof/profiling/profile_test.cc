@@ -173,7 +173,9 @@ TEST(ProfileTest, ProfilesComputedTogetherAreEachDataSetsOwn) {
         EXPECT_NEAR(together[i].mean[u], alone.mean[u], 1e-6 * (1 + std::fabs(alone.mean[u])));
         EXPECT_NEAR(together[i].var[u], alone.var[u], 1e-6 * (1 + alone.var[u]));
       }
-      if (sets[i].size() > 0) EXPECT_LT(Divergence(together[i], alone), 1e-6) << i;
+      if (sets[i].size() > 0) {
+        EXPECT_LT(Divergence(together[i], alone), 1e-6) << i;
+      }
     }
     // The same data sets in the same order: the same profiles, bit for bit.
     const std::vector<Profile> again = ComputeProfiles(*model, all, 2);

@@ -18,23 +18,18 @@
 #include "fedprof/transport/in_process.h"
 #include "tests/expect_error.h"
 #include "tests/blobs.h"
+#include "tests/test_dirs.h"
 
 namespace fedprof {
 namespace {
 
+using testing_support::FreshDir;
 using testing_support::ExpectError;
 
 StrategyContext ForClients(int n) {
   StrategyContext context;
   context.num_clients = n;
   return context;
-}
-
-std::string FreshDir(const std::string& name) {
-  const std::string dir = testing::TempDir() + "/fedprof_run_" + name;
-  std::filesystem::remove_all(dir);
-  MakeDirs(dir);
-  return dir;
 }
 
 // `n` samples of two Gaussian blobs in 4 dimensions.
@@ -178,7 +173,7 @@ TEST(RunTest, ReferenceSetIsTheOneConfigured) {
 }
 
 TEST(RunTest, ResumeConfigAllowsOnlyWhatMayChange) {
-  const std::string dir = FreshDir("resume_config");
+  const std::string dir = FreshDir("run", "resume_config");
   Config original = TinyConfig();
   original.SetAssignment("train.lr=0.03");
   WriteFileAtomic(dir + "/config.toml", original.ToToml());
@@ -191,7 +186,7 @@ TEST(RunTest, ResumeConfigAllowsOnlyWhatMayChange) {
   ExpectError([&] { ResumeConfig(dir, {"train.lr=0.5"}); },
               {"--set train.lr", "cannot change on --resume"});
   ExpectError([&] { ResumeConfig(dir, {"rounds=9", "seed=2"}); }, "--set seed");
-  ExpectError([&] { ResumeConfig(FreshDir("resume_config_none"), {}); }, "config.toml");
+  ExpectError([&] { ResumeConfig(FreshDir("run", "resume_config_none"), {}); }, "config.toml");
 }
 
 // RunRounds on in-process clients: the files it promises, and a resume
@@ -243,7 +238,7 @@ class RunRoundsTest : public ::testing::Test {
 };
 
 TEST_F(RunRoundsTest, WritesEveryOutputAndResumesToTheSameModel) {
-  const std::string whole = FreshDir("rounds_whole"), parts = FreshDir("rounds_parts");
+  const std::string whole = FreshDir("run", "rounds_whole"), parts = FreshDir("run", "rounds_parts");
   Config three = TinyConfig();
   three.SetAssignment("rounds=3");
   Run(three, whole, ServerState(), false);

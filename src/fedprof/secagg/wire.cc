@@ -50,14 +50,14 @@ void PutIds(const std::vector<int64_t>& ids, Message* out,
   for (int64_t id : ids) (out->*add)(id);
 }
 
-pb::SealedShares ToWire(const SealedShares& s) {
+pb::SealedShares SharesToWire(const SealedShares& s) {
   pb::SealedShares out;
   out.set_peer(s.peer);
   out.set_sealed(s.sealed);
   return out;
 }
 
-SealedShares FromWire(const pb::SealedShares& s, const std::string& origin) {
+SealedShares SharesFromWire(const pb::SealedShares& s, const std::string& origin) {
   return {Id(s.peer(), origin, "peer"),
           Sized(s.sealed(), SealedSize(kSharePlaintextBytes), origin, "encrypted shares")};
 }
@@ -99,7 +99,7 @@ pb::ShareKeys ToWire(const ShareKeys& m) {
   pb::ShareKeys out;
   out.set_client(m.client);
   out.set_self_mask_commitment(m.self_mask_commitment);
-  for (const SealedShares& s : m.shares) *out.add_shares() = ToWire(s);
+  for (const SealedShares& s : m.shares) *out.add_shares() = SharesToWire(s);
   return out;
 }
 
@@ -109,20 +109,20 @@ ShareKeys FromWire(const pb::ShareKeys& m, const std::string& origin) {
   out.self_mask_commitment =
       Sized(m.self_mask_commitment(), kCommitmentBytes, origin, "self-mask commitment");
   Count(m.shares(), origin, "shares");
-  for (const pb::SealedShares& s : m.shares()) out.shares.push_back(FromWire(s, origin));
+  for (const pb::SealedShares& s : m.shares()) out.shares.push_back(SharesFromWire(s, origin));
   return out;
 }
 
 pb::ShareBundle ToWire(const ShareBundle& m) {
   pb::ShareBundle out;
-  for (const SealedShares& s : m.shares) *out.add_shares() = ToWire(s);
+  for (const SealedShares& s : m.shares) *out.add_shares() = SharesToWire(s);
   return out;
 }
 
 ShareBundle FromWire(const pb::ShareBundle& m, const std::string& origin) {
   ShareBundle out;
   Count(m.shares(), origin, "shares");
-  for (const pb::SealedShares& s : m.shares()) out.shares.push_back(FromWire(s, origin));
+  for (const pb::SealedShares& s : m.shares()) out.shares.push_back(SharesFromWire(s, origin));
   return out;
 }
 

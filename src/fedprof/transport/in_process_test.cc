@@ -20,9 +20,8 @@
 namespace fedprof {
 namespace {
 
+using testing_support::kBlobMlp;
 using testing_support::ExpectError;
-
-const ModelSpec kSpec{"mlp", {4}, 2, {8}, ""};
 
 // Client k holds 5 + k samples of two Gaussian blobs: its sample count
 // tells which client a result came from. Made once, before any worker runs
@@ -48,7 +47,7 @@ FitInstructions OneEpoch() {
   torch::manual_seed(7);
   FitInstructions ins;
   ins.round = 1;
-  ins.global = std::make_shared<const FlatParams>(Flatten(*MakeModel(kSpec)));
+  ins.global = std::make_shared<const FlatParams>(Flatten(*MakeModel(kBlobMlp)));
   ins.train.epochs = 1;
   ins.train.batch_size = 4;
   ins.train.lr = 0.1;
@@ -85,7 +84,7 @@ TEST(InProcessTransportTest, HandsEachResultOnceWithItsClientsIdAndIndex) {
   // Clients claim another id than their own: the transport's id wins.
   InProcessTransport transport(
       Infos(8), [](int id) { return Client(id + 1000, Blobs(id)); },
-      /*keep_clients=*/false, [] { return MakeModel(kSpec); }, /*num_threads=*/2,
+      /*keep_clients=*/false, [] { return MakeModel(kBlobMlp); }, /*num_threads=*/2,
       [](int id, const FitInstructions&) { return ResultCost{1.0 + id, 2.0 * id, 0, 0}; });
   EXPECT_EQ(transport.num_clients(), 8);
   const FitInstructions ins = OneEpoch();
@@ -108,7 +107,7 @@ TEST(InProcessTransportTest, ResultsDoNotDependOnTheThreads) {
   auto run = [](int threads) {
     InProcessTransport transport(
         Infos(6), [](int id) { return Client(id, Blobs(id)); },
-        /*keep_clients=*/true, [] { return MakeModel(kSpec); }, threads);
+        /*keep_clients=*/true, [] { return MakeModel(kBlobMlp); }, threads);
     return FitAll(transport, {5, 1, 2, 4}, OneEpoch());
   };
   const Received one = run(1), three = run(3);
@@ -136,12 +135,12 @@ TEST(InProcessTransportTest, ProfilesInGroupsAreEachClientsOwnForAnyThreads) {
           if (id == 6) throw Error("client 6: data file vanished");
           return Client(id, Blobs(id));
         },
-        /*keep_clients=*/false, [] { return MakeModel(kSpec); }, threads,
+        /*keep_clients=*/false, [] { return MakeModel(kBlobMlp); }, threads,
         [](int id, const FitInstructions&) { return ResultCost{1.0 + id, 0, 0.5, 0}; });
     transport.set_profile_group(group);
     return FitAll(transport, ids, ins);
   };
-  auto model = MakeModel(kSpec);
+  auto model = MakeModel(kBlobMlp);
   Unflatten(*ins.global, *model);
   for (int group : {1, 3}) {
     const Received one = run(group, 1), three = run(group, 3);
@@ -225,14 +224,14 @@ TEST(InProcessTransportTest, ClientsOfSharedInputsAreProfiledFromTheTableForAnyT
           ++r.built[id];
           return Client(id, data_of(id));
         },
-        /*keep_clients=*/false, [] { return MakeModel(kSpec); }, threads);
+        /*keep_clients=*/false, [] { return MakeModel(kBlobMlp); }, threads);
     transport.set_profile_group(group);
     transport.set_shared_inputs(tables, rows_of);
     r.first = FitAll(transport, ids, ins);
     r.second = FitAll(transport, ids, next);
     return r;
   };
-  auto model = MakeModel(kSpec);
+  auto model = MakeModel(kBlobMlp);
   for (int group : {1, 4}) {
     const Run one = run(group, 1), three = run(group, 3);
     for (int id = 0; id < 10; ++id) {
@@ -275,7 +274,7 @@ TEST(InProcessTransportTest, AFailingClientYieldsOneFailedResult) {
         if (id == 2) throw Error("client 2: data file vanished");
         return Client(id, Blobs(id));
       },
-      /*keep_clients=*/false, [] { return MakeModel(kSpec); }, /*num_threads=*/2);
+      /*keep_clients=*/false, [] { return MakeModel(kBlobMlp); }, /*num_threads=*/2);
   const std::vector<int> ids = {0, 2, 3};
   const Received got = FitAll(transport, ids, OneEpoch());
   ASSERT_EQ(got.by_index.size(), 3u);
@@ -299,7 +298,7 @@ TEST(InProcessTransportTest, KeptClientsAreMadeOnceOthersForEveryTask) {
           ++made;
           return Client(id, Blobs(id));
         },
-        keep, [] { return MakeModel(kSpec); }, /*num_threads=*/2);
+        keep, [] { return MakeModel(kBlobMlp); }, /*num_threads=*/2);
     FitInstructions report = OneEpoch();
     report.train.epochs = 0;
     report.report.loss = true;
@@ -312,7 +311,7 @@ TEST(InProcessTransportTest, KeptClientsAreMadeOnceOthersForEveryTask) {
 TEST(InProcessTransportTest, EachClientGetsItsOwnInstructions) {
   InProcessTransport transport(
       Infos(4), [](int id) { return Client(id, Blobs(id)); },
-      /*keep_clients=*/false, [] { return MakeModel(kSpec); }, /*num_threads=*/2);
+      /*keep_clients=*/false, [] { return MakeModel(kBlobMlp); }, /*num_threads=*/2);
   FitInstructions trains = OneEpoch();
   FitInstructions reports = trains;  // the same θ, shared
   reports.train.epochs = 0;
@@ -334,7 +333,7 @@ TEST(InProcessTransportTest, EachClientGetsItsOwnInstructions) {
 TEST(InProcessTransportTest, ClientStatesRoundTripAndForeignOnesAreRefused) {
   InProcessTransport transport(
       Infos(3), [](int id) { return Client(id, Blobs(id)); },
-      /*keep_clients=*/false, [] { return MakeModel(kSpec); }, /*num_threads=*/1);
+      /*keep_clients=*/false, [] { return MakeModel(kBlobMlp); }, /*num_threads=*/1);
   EXPECT_EQ(transport.SaveState(), "{}");
   const std::string states =
       "{\"0\":\"" + EncodeFloats({1.5f, -2.0f}) + "\",\"2\":\"" + EncodeFloats({3.0f}) + "\"}";

@@ -20,9 +20,8 @@
 namespace fedprof {
 namespace {
 
+using testing_support::kBlobMlp;
 using testing_support::ExpectError;
-
-const ModelSpec kSpec{"mlp", {4}, 2, {8}, ""};
 
 // Client k holds 6 + k samples of two Gaussian blobs.
 std::vector<Dataset> BlobClients(int n) {
@@ -40,7 +39,7 @@ class SecureAggregationTest : public testing::Test {
     torch::manual_seed(7);
     FitInstructions ins;
     ins.round = 3;
-    ins.global = std::make_shared<const FlatParams>(Flatten(*MakeModel(kSpec)));
+    ins.global = std::make_shared<const FlatParams>(Flatten(*MakeModel(kBlobMlp)));
     ins.train.epochs = 1;
     ins.train.batch_size = 4;
     ins.train.lr = 0.1;
@@ -53,7 +52,7 @@ class SecureAggregationTest : public testing::Test {
     for (int k = 0; k < kClients; ++k) infos.push_back({k, data_[k].size(), -1});
     return std::make_unique<InProcessTransport>(
         infos, [this](int id) { return Client(id, data_[id]); }, /*keep_clients=*/false,
-        [] { return MakeModel(kSpec); }, /*num_threads=*/2);
+        [] { return MakeModel(kBlobMlp); }, /*num_threads=*/2);
   }
 
   std::vector<Dataset> data_;
