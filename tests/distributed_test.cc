@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>

@@ -4,7 +4,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
