@@ -81,8 +81,7 @@ TEST(CliTest, OptionsDocIsGeneratedFromTheTable) {
 // last, half of them; it changes no bit of training, and a resumed run keeps
 // the evaluations up to its checkpoint.
 TEST(CliTest, FederatedEvaluationReportsAndChangesNoTraining) {
-  const std::string dir = testing::TempDir() + "/fedprof_cli_federated";
-  std::filesystem::remove_all(dir);
+  const std::string dir = ClearedPath("cli", "federated");
   const std::string run = std::string("simulate ") + kSmallRun + " --set rounds=3";
   const std::string fed = " --set eval.federated_every=2 --set eval.federated_fraction=0.5";
   ASSERT_EQ(RunCli(run + " --out " + dir + "/plain").code, 0);

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -19,6 +18,7 @@
 #include "fedprof/core/files.h"
 #include "fedprof/secagg/client.h"
 #include "fedprof/transport/tls.h"
+#include "tests/test_dirs.h"
 
 namespace fedprof {
 namespace {
@@ -268,8 +268,7 @@ TEST(SecAggSetupTest, ATasksSetupIsCheckedBeforeUse) {
 // The keys scripts/make-certs.sh issues read back as each client's pair and
 // the roster of their public halves; a roster line that is no key is named.
 TEST(SecAggKeysTest, TheIssuedKeysAndRosterReadBackAndABadLineIsNamed) {
-  const std::string dir = testing::TempDir() + "/fedprof_secagg_keys";
-  std::filesystem::remove_all(dir);
+  const std::string dir = testing_support::ClearedPath("secagg", "keys");
   const std::string make = "bash " FEDPROF_SOURCE_DIR "/scripts/make-certs.sh " + dir + " 3 > /dev/null";
   ASSERT_EQ(std::system(make.c_str()), 0);
   const std::map<int64_t, std::string> roster = SecAggRoster(dir);
