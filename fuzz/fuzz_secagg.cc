@@ -16,7 +16,13 @@
 //         it, and what it accepts back through SetupToWire;
 //   12:   a SecAggRequest from client 0 to the server's side of a
 //         deployment's session (transport/grpc_secagg.h), which must
-//         answer it exactly once.
+//         answer it exactly once;
+//   13, 14: a Roster, a RosterSignature, through FromWire and back;
+//   15:   a Roster given to an honest client at round 0′ of that session:
+//         it signs only a U_1 of invited clients holding its own
+//         commitment, no smaller than its tolerance allows;
+//   16:   a KeyDirectory given to an honest client at round 1: it shares
+//         its secrets only with the neighbours the committed nonces give.
 
 #include <memory>
 
@@ -56,18 +62,23 @@ void RoundTrip(const std::string& bytes) {
   FUZZ_CHECK(once == twice, "message did not round-trip");
 }
 
-// A 4-client SecAgg session (t = 2) run honestly up to round 4.
+// A 4-client SecAgg session (t = 2, no corrupt clients assumed) run
+// honestly up to round 4, or only to round 0′ or 1.
 struct Session {
+  enum class Until { kRoster, kDirectory, kUnmask };
   SessionConfig config;
   std::map<int64_t, std::unique_ptr<SecAggClient>> clients;
   std::unique_ptr<SecAggServer> server;
+  Roster roster;
+  std::map<int64_t, KeyDirectory> directories;
   UnmaskRequest request;
   std::vector<Word> expected;
 
-  Session() {
-    config.session_id = RandomBytes(kKeyBytes);
+  explicit Session(Until until = Until::kUnmask) {
+    config.run_id = RandomBytes(kKeyBytes);
+    config.nonce = RandomBytes(kKeyBytes);
     config.protocol = Protocol::kSecAgg;
-    config.threshold = 2;
+    config.tolerance.corrupt = 0;
     config.length = 3;
     std::map<int64_t, Bytes> signing;
     for (int64_t id = 0; id < 4; ++id) {
@@ -75,12 +86,18 @@ struct Session {
       config.verify_keys[id] = k.public_key;
       signing[id] = k.secret;
     }
-    server = std::make_unique<SecAggServer>(config, std::vector<int64_t>{0, 1, 2, 3});
+    config.graph = ParamsFor(config).graph;
+    server = std::make_unique<SecAggServer>(config);
     for (int64_t id = 0; id < 4; ++id) {
       clients[id] = std::make_unique<SecAggClient>(config, id, signing[id]);
       server->ReceiveAdvertise(id, clients[id]->Advertise());
     }
-    for (auto& [id, d] : server->CloseAdvertise()) server->ReceiveShares(id, clients[id]->Share(d));
+    roster = server->CloseAdvertise();
+    if (until == Until::kRoster) return;
+    for (auto& [id, c] : clients) server->ReceiveRosterSignature(id, c->SignRoster(roster));
+    directories = server->CloseRoster();
+    if (until == Until::kDirectory) return;
+    for (auto& [id, d] : directories) server->ReceiveShares(id, clients[id]->Share(d));
     expected.assign(config.length, 0);
     for (auto& [id, b] : server->CloseShares()) {
       const std::vector<Word> x = {Word(id) * 1000, ~Word(id), Word(7)};
@@ -142,9 +159,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 11: {
         fedprof::federation::v1::SecAggSetup wire;
         if (!wire.ParseFromString(body)) return;
-        const SessionConfig config = fedprof::SetupFromWire(wire, 2, 0);
-        const SessionConfig again = fedprof::SetupFromWire(fedprof::SetupToWire(config, wire.reply_wait_s()), 2, 0);
-        FUZZ_CHECK(again.verify_keys == config.verify_keys && again.session_id == config.session_id,
+        const fedprof::SecAggPolicy policy;
+        const SessionConfig config = fedprof::SetupFromWire(wire, 2, 0, 1, policy);
+        const SessionConfig again =
+            fedprof::SetupFromWire(fedprof::SetupToWire(config, wire.reply_wait_s()), 2, 0, 1, policy);
+        FUZZ_CHECK(again.verify_keys == config.verify_keys && SessionId(again) == SessionId(config),
                    "a setup that does not round-trip");
         break;
       }
@@ -152,9 +171,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         fedprof::federation::v1::SecAggRequest request;
         if (!request.ParseFromString(body)) return;
         SessionConfig config;
-        config.session_id = Bytes(kKeyBytes, 7);
+        config.run_id = Bytes(kKeyBytes, 7);
+        config.nonce = Bytes(kKeyBytes, 9);
         config.length = 3;
         for (int64_t id = 0; id < 3; ++id) config.verify_keys[id] = Bytes(kKeyBytes, static_cast<uint8_t>(id + 1));
+        config.graph = ParamsFor(config).graph;
         fedprof::federation::v1::SecAggReply reply;
         int answered = 0;
         {
@@ -163,6 +184,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           session.Take(0, request, fedprof::HeldReply{&reply, [&] { ++answered; }});
         }
         FUZZ_CHECK(answered == 1, "a request answered other than once");
+        break;
+      }
+      case 13: RoundTrip<pb::Roster>(body); break;
+      case 14: RoundTrip<pb::RosterSignature>(body); break;
+      case 15: {
+        pb::Roster wire;
+        if (!wire.ParseFromString(body)) return;
+        Session s(Session::Until::kRoster);
+        const Roster roster = FromWire(wire, "fuzz");
+        s.clients[1]->SignRoster(roster);
+        // Signed: this client's own commitment in a U_1 of invited clients,
+        // all of them (no dropout is tolerated among 4).
+        FUZZ_CHECK(roster.clients.size() == 4 && roster.commitments[1] == s.roster.commitments[1],
+                   "signed a roster it must refuse");
+        break;
+      }
+      case 16: {
+        pb::KeyDirectory wire;
+        if (!wire.ParseFromString(body)) return;
+        Session s(Session::Until::kDirectory);
+        const KeyDirectory d = FromWire(wire, "fuzz");
+        s.clients[1]->Share(d);
+        // Shared: the committed nonces, and the neighbours' own keys.
+        FUZZ_CHECK(d.graph_nonces == s.directories[1].graph_nonces, "shared under another graph seed");
+        for (size_t i = 0; i < d.peers.size(); ++i) {
+          FUZZ_CHECK(d.peers[i].mask_public == s.directories[1].peers[i].mask_public,
+                     "shared with keys their owners did not sign");
+        }
         break;
       }
       default: break;

@@ -276,13 +276,16 @@ def secagg():
 
     def advertise(client):
         return (field(1, 0, client) + field(2, 2, bytes([client + 1]) * 32) +
-                field(3, 2, bytes([client + 9]) * 32) + field(4, 2, b"\x5a" * 64))
+                field(3, 2, bytes([client + 9]) * 32) + field(4, 2, b"\x5a" * 64) +
+                field(5, 2, bytes([client + 17]) * 32))
 
     sealed = lambda peer: field(1, 0, peer) + field(2, 2, bytes(range(110)))
     write("fuzz_secagg", "advertise-keys", b"\x00" + advertise(3))
     write("fuzz_secagg", "advertise-short-key", b"\x00" + field(1, 0, 3) + field(2, 2, b"k" * 31))
+    nonces = b"".join(field(3, 2, bytes([n]) * 32) for n in range(4))
     write("fuzz_secagg", "key-directory",
-          b"\x01" + ids(1, [0, 1, 2, 3]) + field(2, 2, advertise(1)) + field(2, 2, advertise(2)))
+          b"\x01" + field(2, 2, advertise(1)) + field(2, 2, advertise(2)) + nonces +
+          field(4, 2, b"\x21" * 64) + field(4, 2, b"\x22" * 64))
     write("fuzz_secagg", "share-keys", b"\x02" + field(1, 0, 2) + field(2, 2, b"c" * 32) +
           field(3, 2, sealed(0)) + field(3, 2, sealed(1)))
     write("fuzz_secagg", "share-bundle", b"\x03" + field(1, 2, sealed(0)) + field(1, 2, sealed(3)))
@@ -298,18 +301,32 @@ def secagg():
     write("fuzz_secagg", "unmask-response", b"\x07" + response)
     write("fuzz_secagg", "unmask-response-bad-kind", b"\x07" + field(1, 0, 0) +
           field(2, 2, share(1, 5)))
-    # A task's setup for clients 0 and 1 of a 2-value model (3 words).
-    setup = (field(1, 2, b"\x07" * 32) + field(2, 0, 1) + field(7, 0, 3) + ids(8, [0, 1]) +
-             field(9, 2, b"\x01" * 32) + field(9, 2, b"\x02" * 32) + field(10, 1, struct.pack("<d", 90.0)))
+    # A task's setup for clients 0, 1 and 2 of a 2-value model (3 words):
+    # SecAgg+ with the k = 2, t = 2 the default tolerance gives.
+    keys = field(9, 2, b"\x01" * 32) + field(9, 2, b"\x02" * 32) + field(9, 2, b"\x03" * 32)
+    ids_and_run = ids(8, [0, 1, 2]) + field(11, 2, b"\x07" * 32) + field(12, 2, b"\x08" * 32)
+    setup = (field(2, 0, 1) + field(5, 0, 2) + field(6, 0, 2) + field(7, 0, 3) + ids_and_run + keys +
+             field(10, 1, struct.pack("<d", 90.0)))
     write("fuzz_secagg", "task-setup", b"\x0b" + setup)
-    write("fuzz_secagg", "task-setup-short-key", b"\x0b" + field(1, 2, b"\x07" * 32) + field(7, 0, 3) +
-          ids(8, [0, 1]) + field(9, 2, b"\x01" * 31) + field(9, 2, b"\x02" * 32))
+    write("fuzz_secagg", "task-setup-server-threshold", b"\x0b" + field(2, 0, 1) + field(5, 0, 2) +
+          field(6, 0, 1) + field(7, 0, 3) + ids_and_run + keys)
+    write("fuzz_secagg", "task-setup-short-key", b"\x0b" + field(7, 0, 3) + ids(8, [0, 1]) +
+          field(9, 2, b"\x01" * 31) + field(9, 2, b"\x02" * 32))
     # Client 0's advertisement to a deployment's session, and a masked-input
     # chunk out of turn.
     write("fuzz_secagg", "request-advertise", b"\x0c" + field(1, 0, 1) + field(4, 0, 1) +
           field(5, 2, advertise(0)))
     write("fuzz_secagg", "request-masked-early", b"\x0c" + field(4, 0, 1) +
           field(7, 2, field(1, 0, 0) + field(2, 0, 0) + field(3, 0, 3) + field(4, 2, b"\x00" * 48)))
+
+    roster = ids(1, [0, 1, 2, 3]) + b"".join(field(2, 2, bytes([c]) * 32) for c in range(4))
+    write("fuzz_secagg", "roster", b"\x0d" + roster)
+    write("fuzz_secagg", "roster-signature", b"\x0e" + field(1, 0, 2) + field(2, 2, b"\x33" * 64) +
+          field(3, 2, b"\x44" * 32))
+    write("fuzz_secagg", "client-roster", b"\x0f" + roster)
+    write("fuzz_secagg", "client-roster-small", b"\x0f" + ids(1, [1, 2]) + field(2, 2, b"\x01" * 32) +
+          field(2, 2, b"\x02" * 32))
+    write("fuzz_secagg", "client-directory", b"\x10" + nonces + field(2, 2, advertise(0)))
 
     def chunk(first, words):
         body = (field(1, 0, 4) + field(2, 0, first) + field(3, 0, 8) +

@@ -371,14 +371,14 @@ TEST(DeployTest, SecureAggregationSurvivesAClientKilledAfterMasking) {
   const std::string plaintext = Summary(dir + "/sim").at("final_model_sha256");
 
   Deployment d;
-  // δ = 0.2: a session of 5 survives one dropout.
-  StartServer(&d,
-              run + " --set secagg.protocol=secagg+ --set secagg.dropout=0.2 --set report.progress=true" +
-                  " --tls-dir " + certs + " --out " + dir + "/server",
+  // δ = 0.2: a session of 5 survives one dropout. The clients' own
+  // configuration says the same (they compute k and t from it).
+  const std::string secure = run + " --set secagg.protocol=secagg+ --set secagg.dropout=0.2";
+  StartServer(&d, secure + " --set report.progress=true --tls-dir " + certs + " --out " + dir + "/server",
               dir + "/server.log");
-  StartClients(&d, 0, 4, run + " --tls-dir " + certs, dir);
+  StartClients(&d, 0, 4, secure + " --tls-dir " + certs, dir);
   const int victim = d.procs.Start(
-      kCli, "client --server " + d.address + " --id 4 " + run + " --set report.progress=true --tls-dir " + certs,
+      kCli, "client --server " + d.address + " --id 4 " + secure + " --set report.progress=true --tls-dir " + certs,
       dir + "/client-4.log");
   const auto deadline = testing_support::DeadlineIn(120);
   while (d.procs.Output(victim).find("round 2 masked model delivered") == std::string::npos) {
@@ -407,10 +407,10 @@ TEST(DeployTest, UnderSecureAggregationAModelInTheClearIsRefused) {
   const std::string certs = MakeCerts(dir, 5);
   const std::string run = SmallRun(5, 1.0, 2) + kFastFaults;
   Deployment d;
-  StartServer(&d, run + " --set secagg.protocol=secagg+ --set secagg.dropout=0.2 --set report.progress=true" +
-                      " --tls-dir " + certs + " --out " + dir + "/server",
+  const std::string secure = run + " --set secagg.protocol=secagg+ --set secagg.dropout=0.2";
+  StartServer(&d, secure + " --set report.progress=true --tls-dir " + certs + " --out " + dir + "/server",
               dir + "/server.log");
-  StartClients(&d, 0, 4, run + " --tls-dir " + certs, dir);
+  StartClients(&d, 0, 4, secure + " --tls-dir " + certs, dir);
   const int rogue = d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 4 --tls-dir " + certs +
                                                     " --mode cleartext", dir + "/cleartext.log");
   ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
@@ -422,6 +422,31 @@ TEST(DeployTest, UnderSecureAggregationAModelInTheClearIsRefused) {
   EXPECT_EQ(cols.at("refused"), (std::vector<std::string>{"1", "1"}));
   const std::string log = d.procs.Output(d.server);
   EXPECT_NE(log.find("round 2: secagg+ of 4 clients"), std::string::npos) << log;
+}
+
+// No downgrade: a client whose own configuration says secure aggregation
+// refuses a training task that comes without a session (its model would
+// go to the server in the clear), says so in one line, and stays; the
+// server counts the refusal and goes on with the others.
+TEST(DeployTest, AClientThatRequiresSecureAggregationRefusesAPlainTask) {
+  const std::string dir = FreshDir("deploy", "secagg_downgrade");
+  const std::string certs = MakeCerts(dir, 3);
+  const std::string run = SmallRun(3, 1.0, 2) + kFastFaults;
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  StartClients(&d, 0, 2, run + " --tls-dir " + certs, dir);
+  StartClients(&d, 2, 3, run + " --set secagg.protocol=secagg+ --tls-dir " + certs, dir);
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+  const std::string said = d.procs.Output(d.clients[2]);
+  EXPECT_NE(said.find("round 1: refused a task that would send its model in the clear: this client's "
+                      "configuration requires secure aggregation"),
+            std::string::npos)
+      << said;
+  const std::string log = d.procs.Output(d.server);
+  EXPECT_NE(log.find("client 2 refused: refused a task that would send its model in the clear"), std::string::npos)
+      << log;
+  EXPECT_EQ(Columns(dir + "/server/metrics.csv").at("refused"), (std::vector<std::string>{"1", "1"}));
 }
 
 // A client's secure aggregation key is the one issued with its certificate
@@ -611,7 +636,7 @@ TEST(DeployTest, ForeignCertificatesAndVersionsAreRefused) {
             std::string::npos)
       << d.procs.Output(impostor);
   EXPECT_EQ(d.procs.Wait(old, 60), 1);
-  EXPECT_NE(d.procs.Output(old).find("speaks protocol version 2, this side version 1"),
+  EXPECT_NE(d.procs.Output(old).find("speaks protocol version 3, this side version 2"),
             std::string::npos)
       << d.procs.Output(old);
   // Nobody got in: the server gives up waiting, with one line saying so.

@@ -6,7 +6,7 @@
 //   rogue_client --server HOST:PORT --id K --tls-dir DIR --mode MODE
 // MODE: nan     returns a model full of NaN
 //       shape   returns a model one value short
-//       version speaks protocol version 2
+//       version speaks the next protocol version
 //       slow    sends heartbeats but takes ten minutes over every task
 //       weight  returns the global model shifted by 1e-5 and claims 2^31 - 1
 //               samples in its first result, 1001 in later ones
@@ -371,7 +371,7 @@ int main(int argc, char** argv) {
     auto stub = pb::Federation::NewStub(channel);
     if (mode == "version") {
       pb::RegisterRequest request;
-      request.set_protocol_version(2);
+      request.set_protocol_version(fedprof::kProtocolVersion + 1);
       request.set_client_id(id);
       request.set_num_samples(10);
       pb::RegisterReply reply;

@@ -351,19 +351,31 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(secagg, protocol, "none", 0, 0, "none|secagg|secagg+",
        "secagg: Bonawitz et al. (CCS 2017), every client masks with every other; secagg+: Bell "
        "et al. (CCS 2020), each with k = O(log K) neighbours. The server learns the sum of the "
-       "round's models (exactly the plaintext sum) and who is in it, never one client's model."),
+       "round's models (exactly the plaintext sum) and who is in it, never one client's model. "
+       "On a client (fedprof client): every model it trains leaves it only masked, and it refuses "
+       "a task that would send it (or a sketch of it) in the clear."),
       OPTION(secagg, dropout, "0.1", 0, 0.5, "",
-       "delta: the share of a session's clients that may drop out and the sum still be "
-       "recovered; with secagg.corrupt it sets k and t (Bell et al., Lemmas 4.3-4.4)."),
+       "delta: at most floor(delta n) of a session's n invited clients may drop out (or be "
+       "declared dropped by the server): a client refuses a U_1 or U_3 smaller than "
+       "n - floor(delta n). With the other secagg.* tolerances it sets k and t."),
       OPTION(secagg, corrupt, "0.1", 0, 0.5, "",
-       "gamma: the share of a session's clients that may collude with the server without "
-       "learning another client's model."),
+       "gamma: at most ceil(gamma n) of a session's n invited clients collude with the server "
+       "(at least one whenever gamma > 0); k and t keep every other client's secrets from them."),
+      OPTION(secagg, security_bits, "40", 1, 256, "",
+       "sigma: the chance that an honest client's secrets leak to the server and gamma n corrupt "
+       "clients (SecAgg+'s random graph) is at most 2^-sigma."),
+      OPTION(secagg, correctness_bits, "20", 1, 256, "",
+       "eta: the chance that a session within the dropout tolerance fails is at most 2^-eta."),
       OPTION(secagg, neighbors, "0", 0, 1e7, "",
        "k: neighbours each client masks with and shares among (secagg+); 0: the fewest that "
-       "secagg.dropout and secagg.corrupt allow."),
+       "the secagg.* tolerances allow."),
       OPTION(secagg, threshold, "0", 0, 1e7, "",
        "t: shares that recover a client's secret; 0: chosen with k. An explicit t is held to "
-       "the security conditions only."),
+       "the security condition only."),
+      OPTION(secagg, clear_profiles, "false", 0, 0, "",
+       "Under secure aggregation, FedProf without Paillier matching (fedprof.secure_matching = "
+       "none) sends each client's profile to the server in the clear: refused unless true, on "
+       "the server and on each client."),
       OPTION(secagg, drop_after_masking, "0", 0, 0.5, "",
        "Simulation: the share of each session's clients that stop answering once they have "
        "sent their masked model (their models still count, recovered from their neighbours' "

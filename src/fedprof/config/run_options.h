@@ -111,8 +111,9 @@ struct RunOptions {
   };
   struct SecAgg {
     std::string protocol;
-    int64_t neighbors = 0, threshold = 0;
+    int64_t neighbors = 0, threshold = 0, security_bits = 0, correctness_bits = 0;
     double dropout = 0, corrupt = 0, drop_after_masking = 0, phase_timeout_s = 0;
+    bool clear_profiles = false;
   };
 
   int64_t seed = 0, rounds = 0, threads = 0;

@@ -6,6 +6,7 @@
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
+#include "fedprof/core/text.h"
 
 namespace fedprof {
 
@@ -21,14 +22,7 @@ Sha256Digest Sha256(const std::string& bytes) {
 }
 
 std::string ToHex(const Sha256Digest& digest) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * digest.size());
-  for (uint8_t b : digest) {
-    out.push_back(kDigits[b >> 4]);
-    out.push_back(kDigits[b & 15]);
-  }
-  return out;
+  return HexEncode(std::string(digest.begin(), digest.end()));
 }
 
 std::string Sha256Hex(const std::string& bytes) { return ToHex(Sha256(bytes)); }

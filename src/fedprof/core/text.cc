@@ -21,6 +21,31 @@ std::vector<std::string> Split(const std::string& s, char sep) {
   return pieces;
 }
 
+std::string HexEncode(const std::string& bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * bytes.size());
+  for (unsigned char b : bytes) {
+    out.push_back(kDigits[b >> 4]);
+    out.push_back(kDigits[b & 15]);
+  }
+  return out;
+}
+
+std::string HexDecode(const std::string& hex) {
+  const auto digit = [&](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    throw Error("'" + Printable(hex, 80) + "' is not lower-case hex");
+  };
+  if (hex.size() % 2 != 0) throw Error("'" + Printable(hex, 80) + "' is an odd number of hex digits");
+  std::string out(hex.size() / 2, '\0');
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<char>(digit(hex[2 * i]) * 16 + digit(hex[2 * i + 1]));
+  }
+  return out;
+}
+
 std::string Printable(const std::string& s, size_t max_bytes) {
   static const char kHex[] = "0123456789abcdef";
   const size_t kept = std::min(s.size(), max_bytes);

@@ -17,6 +17,11 @@ std::vector<std::string> SplitList(const std::string& s);
 std::string EncodeFloats(const std::vector<float>& values);
 std::vector<float> DecodeFloats(const std::string& text);
 
+// Bytes as lower-case hex digits, and back; HexDecode throws fedprof::Error
+// on anything but an even number of lower-case hex digits.
+std::string HexEncode(const std::string& bytes);
+std::string HexDecode(const std::string& hex);
+
 // The one sanitiser for text that someone else wrote (a client's strings, a
 // config value) before it is logged, echoed or stored: every byte outside
 // printable ASCII (control characters, DEL, and the bytes of multi-byte

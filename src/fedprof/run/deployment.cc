@@ -221,6 +221,14 @@ void RunClient(const Config& config, const ClientOptions& options) {
   }
   const std::string module_sha256 = run.model.file.empty() ? "" : FileSha256Hex(run.model.file);
   std::vector<std::shared_ptr<Model>> models(clients.size());
+  // The client's own demands on secure aggregation: its config's, never the server's.
+  SecAggPolicy policy;
+  policy.required = run.secagg.protocol != "none";
+  policy.clear_profiles = run.secagg.clear_profiles;
+  const SecureAggregationOptions own = SecureAggregationFrom(run);
+  policy.tolerance = own.tolerance;
+  policy.neighbors = own.neighbors;
+  policy.threshold = own.threshold;
   std::vector<GrpcClientOptions> grpc(clients.size());
   std::vector<GrpcClientWork> work;
   for (size_t i = 0; i < clients.size(); ++i) {
@@ -234,6 +242,12 @@ void RunClient(const Config& config, const ClientOptions& options) {
     o.model_sha256 = module_sha256;
     o.give_up_s = options.give_up_s;
     o.progress = clients.size() == 1 && run.report.progress;
+    o.secagg = policy;
+    // Under TLS the sessions joined are kept beside the client's keys, so a
+    // restarted client still refuses a replayed session.
+    if (!options.tls_dir.empty()) {
+      o.secagg_ledger = options.tls_dir + "/client-" + std::to_string(o.id) + ".secagg-sessions";
+    }
     work.push_back(WorkOf(clients[i], models[i], run, options));
   }
   // Clients that train share the cores (run.threads, 0 = one a core); the

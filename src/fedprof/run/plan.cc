@@ -13,7 +13,7 @@
 #include "fedprof/core/rng.h"
 #include "fedprof/core/text.h"
 #include "fedprof/profiling/profiler.h"
-#include "fedprof/secagg/graph.h"
+#include "fedprof/secagg/messages.h"
 #include "fedprof/server/checkpoint.h"
 
 namespace fedprof {
@@ -36,9 +36,12 @@ std::vector<int64_t> ParseWidths(const std::string& s) {
 
 SecureAggregationOptions SecureAggregationFrom(const RunOptions& o) {
   SecureAggregationOptions s;
-  s.protocol = secagg::ParseProtocol(o.secagg.protocol);
+  // Under "none" the tolerance still says what a client would accept.
+  if (o.secagg.protocol != "none") s.protocol = secagg::ParseProtocol(o.secagg.protocol);
   s.tolerance.dropout = o.secagg.dropout;
   s.tolerance.corrupt = o.secagg.corrupt;
+  s.tolerance.security_bits = static_cast<int>(o.secagg.security_bits);
+  s.tolerance.correctness_bits = static_cast<int>(o.secagg.correctness_bits);
   s.neighbors = static_cast<int>(o.secagg.neighbors);
   s.threshold = static_cast<int>(o.secagg.threshold);
   s.drop_after_masking = o.secagg.drop_after_masking;
@@ -91,16 +94,18 @@ void CheckSecureAggregation(const RunOptions& o, const Strategy& strategy) {
     throw Error(option + "the server sees only the sum of the round's models, but " +
                 strategy.NeedsEveryModel());
   }
+  if (strategy.WantedReports().profile && o.fedprof.secure_matching == "none" && !secagg.clear_profiles) {
+    throw Error(option + "strategy " + strategy.name() + " would have every client send its profile "
+                "in the clear; set fedprof.secure_matching = paillier (profiles stay encrypted), or "
+                "secagg.clear_profiles = true to accept that");
+  }
   const int per_round = ClientsPerRound(o);
   const std::string round = std::to_string(per_round) +
                             " clients per round (strategy.fraction x clients.count)";
   if (per_round < 2) throw Error(option + "a sum of one model is that model: " + round);
-  secagg::Tolerance tolerance;
-  tolerance.dropout = secagg.dropout;
-  tolerance.corrupt = secagg.corrupt;
+  const SecureAggregationOptions options = SecureAggregationFrom(o);
   try {
-    secagg::ChooseGraph(secagg::ParseProtocol(secagg.protocol), per_round, tolerance,
-                        static_cast<int>(secagg.neighbors), static_cast<int>(secagg.threshold));
+    secagg::ParamsFor(options.protocol, per_round, options.tolerance, options.neighbors, options.threshold);
   } catch (const Error& e) {
     throw Error(option + round + ": " + e.what());
   }

@@ -65,8 +65,8 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
 
 // The pieces of a plan, for the commands that need only one of them.
 
-// Secure aggregation as the secagg.* options set it (secagg.protocol not
-// "none").
+// Secure aggregation as the secagg.* options set it (under secagg.protocol
+// "none", the tolerance a client demands of a session it is asked into).
 SecureAggregationOptions SecureAggregationFrom(const RunOptions& o);
 
 // The clients a round selects: strategy.fraction of clients.count, at

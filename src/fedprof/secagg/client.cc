@@ -10,8 +10,9 @@ namespace fedprof::secagg {
 namespace {
 
 const char* PhaseRound(int phase) {
-  static const char* const kNames[] = {"AdvertiseKeys", "ShareKeys", "MaskedInputCollection",
-                                       "ConsistencyCheck", "Unmasking", "done", "aborted"};
+  static const char* const kNames[] = {"AdvertiseKeys",         "RosterSignature",  "ShareKeys",
+                                       "MaskedInputCollection", "ConsistencyCheck", "Unmasking",
+                                       "done",                  "aborted"};
   return kNames[phase];
 }
 
@@ -28,11 +29,12 @@ bool Contains(const std::vector<int64_t>& sorted, int64_t id) {
 
 SecAggClient::SecAggClient(SessionConfig config, int64_t id, Bytes signing_key)
     : config_(std::move(config)), id_(id), signing_key_(std::move(signing_key)) {
-  CheckConfig(config_);
+  params_ = CheckConfig(config_);
   if (config_.verify_keys.count(id_) == 0) {
-    throw Error("secagg: client " + std::to_string(id_) + " has no verification key");
+    throw Error("secagg: client " + std::to_string(id_) + " is not invited to the session");
   }
   if (signing_key_.size() != kKeyBytes) throw Error("secagg: a signing key is 32 bytes");
+  session_ = SessionId(config_);
 }
 
 void SecAggClient::Expect(Phase phase, const char* round) {
@@ -42,46 +44,100 @@ void SecAggClient::Expect(Phase phase, const char* round) {
   }
 }
 
-void SecAggClient::Abort(const std::string& why) {
-  phase_ = Phase::kAborted;
+void SecAggClient::Forget() {
   signing_key_.clear();
   mask_keys_ = {};
   cipher_keys_ = {};
+  graph_nonce_.clear();
   self_mask_seed_.clear();
   share_keys_.clear();
+}
+
+void SecAggClient::Abort(const std::string& why) {
+  phase_ = Phase::kAborted;
+  Forget();
   throw Error("secagg client " + std::to_string(id_) + " aborts: " + why);
 }
 
 AdvertiseKeys SecAggClient::Advertise() {
   Expect(Phase::kAdvertise, "AdvertiseKeys");
-  // Fig. 4, Round 0, step 1: two key pairs, signed with the long-term key.
+  // Fig. 4, Round 0, step 1: two key pairs, and a commitment to this
+  // client's share of the graph's randomness, signed with the long-term key.
   cipher_keys_ = GenerateX25519();
   mask_keys_ = GenerateX25519();
-  AdvertiseKeys out{id_, cipher_keys_.public_key, mask_keys_.public_key, {}};
-  out.signature = Sign(signing_key_, AdvertisedStatement(config_.session_id, id_,
-                                                         out.cipher_public, out.mask_public));
-  phase_ = Phase::kShare;
+  graph_nonce_ = RandomBytes(kKeyBytes);
+  AdvertiseKeys out{id_, cipher_keys_.public_key, mask_keys_.public_key,
+                    GraphCommitment(session_, id_, graph_nonce_), {}};
+  out.signature = Sign(signing_key_, AdvertisedStatement(session_, out));
+  advertised_ = out;
+  phase_ = Phase::kRoster;
   return out;
+}
+
+RosterSignature SecAggClient::SignRoster(const Roster& roster) {
+  Expect(Phase::kRoster, "RosterSignature");
+  try {
+    // Round 0′: U_1 as the server announced it: invited clients only, this
+    // one among them with its own commitment, and no fewer than the
+    // tolerance lets drop. Once signed, no other U_1 is this client's.
+    const std::vector<int64_t>& u1 = roster.clients;
+    if (!SortedDistinct(u1) || !Contains(u1, id_)) {
+      Abort("U_1 is not a sorted list of distinct clients holding this one");
+    }
+    for (int64_t v : u1) {
+      if (config_.verify_keys.count(v) == 0) Abort("U_1 names client " + std::to_string(v) + ", not invited");
+    }
+    if (static_cast<int>(u1.size()) < params_.min_survivors) {
+      Abort("U_1 of " + std::to_string(u1.size()) + " clients, below the " +
+            std::to_string(params_.min_survivors) + " of " + std::to_string(config_.verify_keys.size()) +
+            " invited that this client's dropout tolerance allows");
+    }
+    if (roster.commitments.size() != u1.size()) {
+      Abort("a roster of " + std::to_string(u1.size()) + " clients and " +
+            std::to_string(roster.commitments.size()) + " commitments");
+    }
+    const size_t me = static_cast<size_t>(
+        std::lower_bound(u1.begin(), u1.end(), id_) - u1.begin());
+    if (roster.commitments[me] != advertised_.graph_commitment) {
+      Abort("the roster gives this client a graph commitment that is not its own");
+    }
+    roster_ = roster;
+    roster_digest_ = RosterDigest(roster_);
+    RosterSignature out{id_, Sign(signing_key_, RosterStatement(session_, roster_digest_, advertised_)),
+                        graph_nonce_};
+    phase_ = Phase::kShare;
+    return out;
+  } catch (const Error& e) {
+    if (phase_ == Phase::kAborted) throw;
+    Abort(e.what());
+  }
 }
 
 ShareKeys SecAggClient::Share(const KeyDirectory& directory) {
   Expect(Phase::kShare, "ShareKeys");
   try {
-    // Round 1, step 1: U_1 as the server announced it, at least t clients
-    // (checked through the parameters), every one of them known.
-    clients_ = directory.clients;
-    if (!SortedDistinct(clients_) || !Contains(clients_, id_)) {
-      Abort("U_1 is not a sorted list of distinct clients holding this one");
+    // Round 1, step 1: the graph from every member's r, each the one it
+    // committed to before anyone's was known; then the neighbours it gives.
+    if (directory.graph_nonces.size() != roster_.clients.size()) {
+      Abort(std::to_string(directory.graph_nonces.size()) + " graph nonces for " +
+            std::to_string(roster_.clients.size()) + " clients in U_1");
     }
-    for (int64_t v : clients_) {
-      if (config_.verify_keys.count(v) == 0) Abort("U_1 names unknown client " + std::to_string(v));
+    for (size_t i = 0; i < roster_.clients.size(); ++i) {
+      if (GraphCommitment(session_, roster_.clients[i], directory.graph_nonces[i]) != roster_.commitments[i]) {
+        Abort("client " + std::to_string(roster_.clients[i]) +
+              "'s graph nonce is not the one it committed to");
+      }
     }
-    params_ = ParamsFor(config_, static_cast<int>(clients_.size()));
     const std::vector<int64_t> neighbours =
-        Neighbours(clients_, params_.graph.neighbors, config_.session_id)[id_];
-    // Step 2: the neighbours' keys, signed by their owners and all distinct.
-    if (directory.peers.size() != neighbours.size()) {
-      Abort(std::to_string(directory.peers.size()) + " neighbour keys for " +
+        NeighboursOf(roster_.clients, params_.graph.neighbors,
+                     GraphSeed(session_, roster_digest_, directory.graph_nonces), id_);
+    // Step 2: each neighbour's keys, all distinct, signed by their owner
+    // together with this same U_1 (a neighbour shown another U_1 would draw
+    // another graph).
+    if (directory.peers.size() != neighbours.size() ||
+        directory.roster_signatures.size() != neighbours.size()) {
+      Abort(std::to_string(directory.peers.size()) + " neighbour keys and " +
+            std::to_string(directory.roster_signatures.size()) + " roster signatures for " +
             std::to_string(neighbours.size()) + " neighbours");
     }
     std::set<Bytes> keys{cipher_keys_.public_key, mask_keys_.public_key};
@@ -91,11 +147,10 @@ ShareKeys SecAggClient::Share(const KeyDirectory& directory) {
         Abort("the keys of client " + std::to_string(peer.client) + " where neighbour " +
               std::to_string(neighbours[i]) + "'s belong");
       }
-      if (!Verify(config_.verify_keys.at(peer.client),
-                  AdvertisedStatement(config_.session_id, peer.client, peer.cipher_public,
-                                      peer.mask_public),
-                  peer.signature)) {
-        Abort("client " + std::to_string(peer.client) + "'s keys carry no valid signature");
+      if (!Verify(config_.verify_keys.at(peer.client), RosterStatement(session_, roster_digest_, peer),
+                  directory.roster_signatures[i])) {
+        Abort("neighbour " + std::to_string(peer.client) +
+              " did not sign these keys with the U_1 this client signed");
       }
       if (!keys.insert(peer.cipher_public).second || !keys.insert(peer.mask_public).second) {
         Abort("client " + std::to_string(peer.client) + " advertises a key seen before");
@@ -109,15 +164,15 @@ ShareKeys SecAggClient::Share(const KeyDirectory& directory) {
     const std::vector<secagg::Share> mask_shares = ShareSecret(self_mask_seed_, t, neighbours);
     ShareKeys out;
     out.client = id_;
-    out.self_mask_commitment = SelfMaskCommitment(config_.session_id, id_, self_mask_seed_);
+    out.self_mask_commitment = SelfMaskCommitment(session_, id_, self_mask_seed_);
     // Step 5: e_{u,v} = AE.enc(KA.agree(c_u^SK, c_v^PK), u || v || s_{u,v}^SK || b_{u,v}).
+    const X25519Agreement cipher(cipher_keys_.secret);
     for (size_t i = 0; i < neighbours.size(); ++i) {
       const int64_t v = neighbours[i];
       // The pair's key encrypts both ways: kept for opening e_{v,u} in round 4.
-      const Bytes& key = share_keys_[v] = ShareKey(
-          config_.session_id, X25519Agree(cipher_keys_.secret, peers_[v].cipher_public), id_, v);
+      const Bytes& key = share_keys_[v] = ShareKey(session_, cipher.With(peers_[v].cipher_public), id_, v);
       const Bytes plaintext = EncodeId(id_) + EncodeId(v) + key_shares[i].value + mask_shares[i].value;
-      out.shares.push_back({v, Seal(key, plaintext, ShareAad(config_.session_id, id_, v))});
+      out.shares.push_back({v, Seal(key, plaintext, ShareAad(session_, id_, v))});
     }
     phase_ = Phase::kMask;
     return out;
@@ -152,10 +207,11 @@ MaskedInput SecAggClient::Mask(const ShareBundle& bundle, const std::vector<Word
     // Steps 2-4: y_u = x_u + PRG(b_u) + Σ_v Δ_{u,v} PRG(s_{u,v}).
     MaskedInput out{id_, input};
     AddPrg(self_mask_seed_, +1, out.masked);
+    const X25519Agreement mask(mask_keys_.secret);
     for (const auto& [v, sealed] : received_) {
       (void)sealed;
-      const Bytes agreed = X25519Agree(mask_keys_.secret, peers_[v].mask_public);
-      AddPrg(PairwiseSeed(config_.session_id, agreed, id_, v), id_ > v ? +1 : -1, out.masked);
+      const Bytes agreed = mask.With(peers_[v].mask_public);
+      AddPrg(PairwiseSeed(session_, agreed, id_, v), id_ > v ? +1 : -1, out.masked);
     }
     phase_ = Phase::kCheck;
     return out;
@@ -167,16 +223,17 @@ MaskedInput SecAggClient::Mask(const ShareBundle& bundle, const std::vector<Word
 
 ConsistencySignature SecAggClient::Check(const SurvivorList& list) {
   Expect(Phase::kCheck, "ConsistencyCheck");
-  // Round 3, step 1: U_3 ⊆ U_2, holding this client, large enough; and
-  // enough of this client's neighbours in it that t of them can answer for
-  // it (one of which, honest, keeps its pairwise mask on).
+  // Round 3, step 1: U_3 ⊆ U_2, holding this client, no smaller than the
+  // tolerance lets drop; and enough of this client's neighbours in it that
+  // t of them can answer for it, one of them honest, whose pairwise mask
+  // then stays on.
   const std::vector<int64_t>& u3 = list.survivors;
   if (!SortedDistinct(u3) || !Contains(u3, id_)) {
     Abort("U_3 is not a sorted list of distinct clients holding this one");
   }
   int neighbours_in = 0;
   for (int64_t v : u3) {
-    if (!Contains(clients_, v)) Abort("U_3 names client " + std::to_string(v) + ", not in U_1");
+    if (!Contains(roster_.clients, v)) Abort("U_3 names client " + std::to_string(v) + ", not in U_1");
     if (peers_.count(v) != 0) {
       if (received_.count(v) == 0) {
         Abort("U_3 names neighbour " + std::to_string(v) + ", which sent no shares (not in U_2)");
@@ -191,9 +248,9 @@ ConsistencySignature SecAggClient::Check(const SurvivorList& list) {
           std::to_string(params_.min_survivors) + " clients or threshold " +
           std::to_string(params_.graph.threshold));
   }
-  // Step 2: sign U_3.
+  // Step 2: sign U_3, with the U_1 it came from.
   survivors_ = u3;
-  ConsistencySignature out{id_, Sign(signing_key_, ConsistencyStatement(config_.session_id, u3))};
+  ConsistencySignature out{id_, Sign(signing_key_, ConsistencyStatement(session_, roster_digest_, u3))};
   phase_ = Phase::kUnmask;
   return out;
 }
@@ -201,7 +258,9 @@ ConsistencySignature SecAggClient::Check(const SurvivorList& list) {
 UnmaskResponse SecAggClient::Unmask(const UnmaskRequest& request) {
   Expect(Phase::kUnmask, "Unmasking");
   // Round 4, step 1: the same U_3 this client signed, no client asked for
-  // both kinds of share, and at least t signatures of U_3 members on it.
+  // both kinds of share, and the signatures of a majority of the invited
+  // clients on U_1 and U_3: then every honest client that reveals was shown
+  // this U_3, and none reveals the other kind of share of anyone.
   if (request.survivors != survivors_) Abort("the server's U_3 differs from the one signed");
   if (!SortedDistinct(request.dropped)) Abort("the dropped list is not sorted and distinct");
   for (int64_t v : request.dropped) {
@@ -209,7 +268,7 @@ UnmaskResponse SecAggClient::Unmask(const UnmaskRequest& request) {
       Abort("the server asks for both the self-mask share and the mask-key share of client " +
             std::to_string(v));
     }
-    if (!Contains(clients_, v)) Abort("dropped client " + std::to_string(v) + " is not in U_1");
+    if (!Contains(roster_.clients, v)) Abort("dropped client " + std::to_string(v) + " is not in U_1");
   }
   for (const auto& [v, sealed] : received_) {
     (void)sealed;
@@ -219,8 +278,9 @@ UnmaskResponse SecAggClient::Unmask(const UnmaskRequest& request) {
     }
   }
   std::set<int64_t> signers;
-  const Bytes statement = ConsistencyStatement(config_.session_id, survivors_);
+  const Bytes statement = ConsistencyStatement(session_, roster_digest_, survivors_);
   for (const ConsistencySignature& s : request.signatures) {
+    if (static_cast<int>(signers.size()) == params_.quorum) break;  // enough: the rest are not read
     if (!Contains(survivors_, s.client) || !signers.insert(s.client).second) {
       Abort("a consistency signature of client " + std::to_string(s.client) +
             ", not in U_3 or repeated");
@@ -229,9 +289,11 @@ UnmaskResponse SecAggClient::Unmask(const UnmaskRequest& request) {
       Abort("client " + std::to_string(s.client) + "'s signature on U_3 does not verify");
     }
   }
-  if (static_cast<int>(signers.size()) < params_.graph.threshold) {
-    Abort("only " + std::to_string(signers.size()) + " signatures on U_3, threshold " +
-          std::to_string(params_.graph.threshold));
+  if (static_cast<int>(signers.size()) < params_.quorum) {
+    Abort("only " + std::to_string(signers.size()) + " signatures on U_3, " +
+          std::to_string(params_.quorum) + " needed (a majority of the " +
+          std::to_string(config_.verify_keys.size()) + " invited clients with " +
+          std::to_string(params_.corrupt) + " corrupt)");
   }
   // Steps 2-3: open each e_{v,u}, check it names v and u, and reveal one
   // share per neighbour: b_{v,u} if v ∈ U_3, s_{v,u}^SK if v ∈ U_2 \ U_3.
@@ -239,7 +301,7 @@ UnmaskResponse SecAggClient::Unmask(const UnmaskRequest& request) {
   out.client = id_;
   for (const auto& [v, sealed] : received_) {
     try {
-      const Bytes plain = Open(share_keys_.at(v), sealed, ShareAad(config_.session_id, v, id_));
+      const Bytes plain = Open(share_keys_.at(v), sealed, ShareAad(session_, v, id_));
       if (plain.size() != kSharePlaintextBytes || DecodeId(plain, 0) != v ||
           DecodeId(plain, 8) != id_) {
         throw Error("its shares name the wrong clients");
@@ -254,11 +316,7 @@ UnmaskResponse SecAggClient::Unmask(const UnmaskRequest& request) {
     }
   }
   phase_ = Phase::kDone;
-  signing_key_.clear();
-  mask_keys_ = {};
-  cipher_keys_ = {};
-  self_mask_seed_.clear();
-  share_keys_.clear();
+  Forget();
   return out;
 }
 

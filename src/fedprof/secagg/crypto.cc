@@ -97,9 +97,16 @@ Bytes X25519PublicOf(const Bytes& secret) {
 }
 
 Bytes X25519Agree(const Bytes& secret, const Bytes& peer_public) {
-  Pkey own = PrivateKey(EVP_PKEY_X25519, secret);
+  return X25519Agreement(secret).With(peer_public);
+}
+
+X25519Agreement::X25519Agreement(const Bytes& secret) : key_(PrivateKey(EVP_PKEY_X25519, secret).release()) {}
+
+X25519Agreement::~X25519Agreement() { EVP_PKEY_free(key_); }
+
+Bytes X25519Agreement::With(const Bytes& peer_public) const {
   Pkey peer = PublicKey(EVP_PKEY_X25519, peer_public);
-  PkeyCtx ctx(EVP_PKEY_CTX_new(own.get(), nullptr));
+  PkeyCtx ctx(EVP_PKEY_CTX_new(key_, nullptr));
   Bytes out(kKeyBytes, '\0');
   size_t len = kKeyBytes;
   // OpenSSL refuses an all-zero shared secret (a small-order peer key).

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+struct evp_pkey_st;  // OpenSSL's EVP_PKEY
+
 namespace fedprof::secagg {
 
 using Bytes = std::string;  // raw bytes
@@ -40,6 +42,20 @@ Bytes X25519PublicOf(const Bytes& secret);
 // on a malformed key or a degenerate (all-zero) result, which a small-order
 // peer key produces.
 Bytes X25519Agree(const Bytes& secret, const Bytes& peer_public);
+// The same for one private key and many peers: the key is loaded once
+// (loading it costs OpenSSL a scalar multiplication, as much as an
+// agreement).
+class X25519Agreement {
+ public:
+  explicit X25519Agreement(const Bytes& secret);
+  ~X25519Agreement();
+  X25519Agreement(const X25519Agreement&) = delete;
+  X25519Agreement& operator=(const X25519Agreement&) = delete;
+  Bytes With(const Bytes& peer_public) const;
+
+ private:
+  ::evp_pkey_st* key_;
+};
 
 // HKDF-SHA256 (RFC 5869) of `ikm` with the given `info`, no salt: `length`
 // bytes of key material bound to their purpose.

@@ -20,32 +20,52 @@ enum class Protocol { kSecAgg, kSecAggPlus };
 Protocol ParseProtocol(const std::string& name);  // "secagg", "secagg+"
 std::string ProtocolName(Protocol protocol);
 
-// What a session tolerates and how sure it must be; the neighbour count k
-// and the threshold t follow from these and n (ChooseGraph).
+// What a party demands of a session of n invited clients: its own settings,
+// never the server's word. The neighbour count k and the threshold t follow
+// from these and n (ChooseGraph).
 struct Tolerance {
-  double dropout = 0.1;   // δ: fraction of the n clients that may drop out
-  double corrupt = 0.1;   // γ: fraction that may collude with the server
-  int security_bits = 40;     // σ: P[privacy fails] <= 2^-σ
+  double dropout = 0.1;   // δ: at most ⌊δn⌋ clients may drop out (or be declared dropped)
+  double corrupt = 0.1;   // γ: at most ⌈γn⌉ clients collude with the server
+  int security_bits = 40;     // σ: P[an honest client's secrets leak] <= 2^-σ
   int correctness_bits = 20;  // η: P[the round fails within δ] <= 2^-η
 };
 
 struct GraphParams {
   int neighbors = 0;  // k: neighbours of each client (n − 1 for SecAgg)
   int threshold = 0;  // t: shares that reconstruct a secret (t <= k)
+  bool operator==(const GraphParams& o) const {
+    return neighbors == o.neighbors && threshold == o.threshold;
+  }
+  bool operator!=(const GraphParams& o) const { return !(*this == o); }
 };
 
-// k and t for n clients. For each even k (SecAgg+; k = n − 1 for SecAgg, or
-// once k reaches it) the smallest t with
-//   security:    n · P[X_γ >= t] <= 2^-σ, X_γ ~ Hypergeometric(n−1, ⌊γn⌋, k),
-//                the corrupt neighbours of an honest client (they, with the
-//                server, must not hold t shares of its secrets), and
-//                t > k/2, so that no two disjoint answers can both reach t;
-//   correctness: n · P[X_δ > k − t] <= 2^-η, X_δ ~ Hypergeometric(n−1, ⌊δn⌋, k),
-//                so that every client keeps t answering neighbours;
-// the smallest such k. This is the union bound over clients of Bell et al.'s
-// Lemma 4.3/4.4 with sampling without replacement. Explicit `neighbors` /
-// `threshold` (> 0) override the choice and are held to the security
-// conditions only: the dropouts an explicit t tolerates are the caller's
+// The clients of n invited that the tolerance lets collude (⌈γn⌉, at least
+// one whenever γ > 0) and drop out (⌊δn⌋).
+int CorruptBound(int n, const Tolerance& tolerance);
+int DropoutBound(int n, const Tolerance& tolerance);
+
+// Whether k neighbours and threshold t keep an honest client's secrets from
+// an active server with c = CorruptBound corrupt clients: the server, which
+// may show different neighbours different survivor sets, gets at most
+// h_1 + X shares of one kind and h_2 + X of the other, where h_1 + h_2 is the
+// honest neighbours (at most k − X) and X the corrupt ones; both reach t only
+// if k + X >= 2t. So X < 2t − k must hold for every honest client:
+// deterministically on the complete graph (X <= c), and for SecAgg+'s
+// random graph n · P[X >= 2t − k] <= 2^-σ, X ~ Hypergeometric(n − ⌊δn⌋ − 1,
+// c, k), the corrupt neighbours among the fewest others U_1 may hold
+// (Bonawitz et al.'s condition for an active server, 2t > k + n_C on the
+// complete graph, with Bell et al.'s union bound over clients for the
+// sparse one).
+bool SecureAgainstActiveServer(Protocol protocol, int n, const Tolerance& tolerance, int neighbors,
+                               int threshold);
+
+// k and t for n invited clients. For each even k (SecAgg+; k = n − 1 for
+// SecAgg, or once k reaches it) the smallest t that is secure
+// (SecureAgainstActiveServer) and, for the choice, correct:
+// n · P[X_δ > k − t] <= 2^-η, X_δ ~ Hypergeometric(n−1, ⌊δn⌋, k), so that
+// every client keeps t answering neighbours; the smallest such k. Explicit
+// `neighbors` / `threshold` (> 0) override the choice and are held to
+// security only: the dropouts an explicit t tolerates are the caller's
 // choice. Throws fedprof::Error when nothing satisfies the conditions.
 GraphParams ChooseGraph(Protocol protocol, int n, const Tolerance& tolerance, int neighbors = 0,
                         int threshold = 0);
@@ -59,6 +79,10 @@ double Log2HypergeometricTail(int population, int successes, int draws, int x);
 // the same graph from the same public inputs.
 std::map<int64_t, std::vector<int64_t>> Neighbours(const std::vector<int64_t>& clients,
                                                     int neighbors, const Bytes& seed);
+// One client's neighbours in that graph (sorted), in O(n): what a client
+// needs of it.
+std::vector<int64_t> NeighboursOf(const std::vector<int64_t>& clients, int neighbors, const Bytes& seed,
+                                  int64_t client);
 
 }  // namespace fedprof::secagg
 

@@ -64,13 +64,15 @@ MaskedInput CarryMasked(const MaskedInput& message, size_t length, PartyCost& fr
 
 }  // namespace
 
-ClientTraffic TrafficOfOneClient(int n, int k, size_t length, size_t chunk_words) {
+ClientTraffic TrafficOfOneClient(int n, int k, int quorum, size_t length, size_t chunk_words) {
   const int64_t me = n / 2;
   const auto peer = [&](int i) { return (me + 1 + i) % n; };
   const auto bytes = [](const auto& message) { return static_cast<int64_t>(ToWire(message).ByteSizeLong()); };
-  AdvertiseKeys advertise{me, Bytes(kKeyBytes, '\0'), Bytes(kKeyBytes, '\0'), Bytes(kSignatureBytes, '\0')};
+  const Bytes key(kKeyBytes, '\0'), signature(kSignatureBytes, '\0');
+  AdvertiseKeys advertise{me, key, key, Bytes(kCommitmentBytes, '\0'), signature};
   ShareKeys shares{me, Bytes(kCommitmentBytes, '\0'), {}};
   ShareBundle bundle;
+  Roster roster;
   KeyDirectory directory;
   UnmaskResponse unmask{me, {}, {}};
   for (int i = 0; i < k; ++i) {
@@ -79,24 +81,27 @@ ClientTraffic TrafficOfOneClient(int n, int k, size_t length, size_t chunk_words
     bundle.shares.push_back(sealed);
     directory.peers.push_back(advertise);
     directory.peers.back().client = peer(i);
+    directory.roster_signatures.push_back(signature);
     unmask.shares.push_back(RevealedShare{peer(i), ShareKind::kSelfMask, Bytes(kShareBytes, '\0')});
   }
   SurvivorList survivors;
   UnmaskRequest request;
   for (int64_t id = 0; id < n; ++id) {
-    directory.clients.push_back(id);
+    roster.clients.push_back(id);
+    roster.commitments.push_back(Bytes(kCommitmentBytes, '\0'));
+    directory.graph_nonces.push_back(key);
     survivors.survivors.push_back(id);
-    request.signatures.push_back(ConsistencySignature{id, Bytes(kSignatureBytes, '\0')});
+    if (id < quorum) request.signatures.push_back(ConsistencySignature{id, signature});
   }
   request.survivors = survivors.survivors;
   ClientTraffic t;
-  t.sent = bytes(advertise) + bytes(shares) + bytes(ConsistencySignature{me, Bytes(kSignatureBytes, '\0')}) +
-           bytes(unmask);
+  t.sent = bytes(advertise) + bytes(RosterSignature{me, signature, key}) + bytes(shares) +
+           bytes(ConsistencySignature{me, signature}) + bytes(unmask);
   MaskedInput masked{me, std::vector<Word>(length, ~Word{0})};
   for (const pb::MaskedInputChunk& chunk : ToWire(masked, chunk_words)) {
     t.sent += static_cast<int64_t>(chunk.ByteSizeLong());
   }
-  t.received = bytes(directory) + bytes(bundle) + bytes(survivors) + bytes(request);
+  t.received = bytes(roster) + bytes(directory) + bytes(bundle) + bytes(survivors) + bytes(request);
   return t;
 }
 
@@ -105,17 +110,15 @@ SessionReport RunInProcess(const SessionConfig& config, const std::map<int64_t, 
                            const Dropouts& dropouts, const Interceptors& interceptors,
                            bool keep_snapshots) {
   SessionReport report;
-  std::vector<int64_t> selected;
   std::map<int64_t, std::unique_ptr<SecAggClient>> clients;
   for (const auto& [id, input] : inputs) {
     (void)input;
-    selected.push_back(id);
     auto key = signing_keys.find(id);
     if (key == signing_keys.end()) throw Error("secagg: no signing key for client " + std::to_string(id));
     clients[id] = std::make_unique<SecAggClient>(config, id, key->second);
     report.clients[id];
   }
-  SecAggServer server(config, selected);
+  SecAggServer server(config);
   const auto origin = [](int64_t id) { return "secagg client " + std::to_string(id); };
   // What a client sends, decoded by the server: a message that does not
   // decode excludes its sender (the server's refusal, not the client's).
@@ -151,18 +154,36 @@ SessionReport RunInProcess(const SessionConfig& config, const std::map<int64_t, 
       server.ReceiveAdvertise(id, m);
     });
   }
+  report.params = server.params();
+  Roster roster;
+  {
+    Stopwatch watch(report.server);
+    roster = server.CloseAdvertise();
+  }
+  // Round 0′: RosterSignature.
+  for (int64_t id : roster.clients) {
+    if (dropouts.before_roster.count(id) != 0 || clients.count(id) == 0) continue;
+    run(id, [&](SecAggClient& c) {
+      Roster mine = roster;
+      if (interceptors.roster) interceptors.roster(id, mine);
+      const Roster r = Carry(mine, report.server, report.clients[id], "secagg server");
+      const RosterSignature m = up(id, c.SignRoster(r));
+      Stopwatch watch(report.server);
+      server.ReceiveRosterSignature(id, m);
+    });
+  }
   std::map<int64_t, KeyDirectory> directories;
   {
     Stopwatch watch(report.server);
-    directories = server.CloseAdvertise();
+    directories = server.CloseRoster();
   }
-  report.params = server.params();
   // Round 1: ShareKeys.
-  for (const auto& entry : directories) {
+  for (auto& entry : directories) {
     const int64_t id = entry.first;
-    const KeyDirectory& directory = entry.second;
+    KeyDirectory& directory = entry.second;
     if (dropouts.before_shares.count(id) != 0) continue;
     run(id, [&](SecAggClient& c) {
+      if (interceptors.key_directory) interceptors.key_directory(id, directory);
       const KeyDirectory d = Carry(directory, report.server, report.clients[id], "secagg server");
       ShareKeys out = c.Share(d);
       if (interceptors.share_keys) interceptors.share_keys(out);
@@ -221,8 +242,7 @@ SessionReport RunInProcess(const SessionConfig& config, const std::map<int64_t, 
     request = server.CloseConsistency();
   }
   // Round 4: Unmasking, asked of every client of U_4.
-  for (const ConsistencySignature& signer : request.signatures) {
-    const int64_t id = signer.client;
+  for (const int64_t id : server.signers()) {
     if (dropouts.before_unmasking.count(id) != 0) continue;
     run(id, [&](SecAggClient& c) {
       UnmaskRequest mine = request;

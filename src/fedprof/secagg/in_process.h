@@ -24,7 +24,8 @@ constexpr size_t kChunkWords = size_t{1} << 16;
 
 // Who stops answering, and when.
 struct Dropouts {
-  std::set<int64_t> before_shares;        // advertised keys only (not in U_2)
+  std::set<int64_t> before_roster;        // advertised keys only: the session fails
+  std::set<int64_t> before_shares;        // signed U_1 (not in U_2)
   std::set<int64_t> before_masked_input;  // shared keys (in U_2 \ U_3)
   std::set<int64_t> after_masked_input;   // in U_3, never signs nor unmasks
   std::set<int64_t> before_unmasking;     // in U_4, never unmasks
@@ -33,6 +34,8 @@ struct Dropouts {
 // Tampering between the rounds, for tests: each may change a message in
 // flight (before it is encoded).
 struct Interceptors {
+  std::function<void(int64_t to, Roster&)> roster;
+  std::function<void(int64_t to, KeyDirectory&)> key_directory;
   std::function<void(ShareKeys&)> share_keys;
   std::function<void(int64_t to, ShareBundle&)> share_bundle;
   std::function<void(int64_t to, UnmaskRequest&)> unmask_request;
@@ -64,18 +67,19 @@ struct SessionReport {
 };
 
 // What one client of a session of `n` clients (ids 0..n-1), each with `k`
-// neighbours and none dropping out, sends and receives on the wire: the
-// serialised protobuf of each of its messages, built at their sizes (ids
-// near the middle of the range; the masked input in chunks of
-// `chunk_words`).
+// neighbours, none dropping out and `quorum` consistency signatures in the
+// unmasking request, sends and receives on the wire: the serialised
+// protobuf of each of its messages, built at their sizes (ids near the
+// middle of the range; the masked input in chunks of `chunk_words`).
 struct ClientTraffic {
   int64_t sent = 0;
   int64_t received = 0;
 };
-ClientTraffic TrafficOfOneClient(int n, int k, size_t length, size_t chunk_words);
+ClientTraffic TrafficOfOneClient(int n, int k, int quorum, size_t length, size_t chunk_words);
 
-// Runs the session for the clients of `inputs` (each with its signing key in
-// `signing_keys`). Throws fedprof::Error when the round fails (too few
+// Runs the session of the clients config.verify_keys invites; those of
+// `inputs` (each with its signing key in `signing_keys`) take part, the
+// others never answer. Throws fedprof::Error when the round fails (too few
 // clients left); the report then is not returned. `keep_snapshots` records
 // the buffer and masked inputs (memory: two vectors per client).
 SessionReport RunInProcess(const SessionConfig& config, const std::map<int64_t, Bytes>& signing_keys,

@@ -35,7 +35,9 @@ struct Population {
 Population MakePopulation(Protocol protocol, int clients, size_t length, int threshold = 0,
                           int neighbors = 0, Tolerance tolerance = {}) {
   Population p;
-  p.config.session_id = RandomBytes(kKeyBytes);
+  p.config.run_id = RandomBytes(kKeyBytes);
+  p.config.round = 1;
+  p.config.nonce = RandomBytes(kKeyBytes);
   p.config.protocol = protocol;
   p.config.length = length;
   p.config.threshold = threshold;
@@ -47,8 +49,32 @@ Population MakePopulation(Protocol protocol, int clients, size_t length, int thr
     p.config.verify_keys[id] = k.public_key;
     p.signing_keys[id] = k.secret;
   }
+  p.config.graph = ParamsFor(p.config).graph;  // the server's choice, which the clients share
   return p;
 }
+
+// An honest server and its clients, stepped by hand up to the key
+// directories (ShareKeys is next).
+struct Stepped {
+  explicit Stepped(const Population& p) : server(p.config) {
+    for (const auto& [id, key] : p.signing_keys) {
+      clients[id] = std::make_unique<SecAggClient>(p.config, id, key);
+      server.ReceiveAdvertise(id, clients[id]->Advertise());
+    }
+    roster = server.CloseAdvertise();
+    for (auto& [id, c] : clients) server.ReceiveRosterSignature(id, c->SignRoster(roster));
+    directories = server.CloseRoster();
+  }
+  // Runs every client through ShareKeys and MaskedInputCollection.
+  void ShareAndMask(const std::map<int64_t, std::vector<Word>>& inputs) {
+    for (auto& [id, d] : directories) server.ReceiveShares(id, clients[id]->Share(d));
+    for (auto& [id, b] : server.CloseShares()) server.ReceiveMasked(id, clients[id]->Mask(b, inputs.at(id)));
+  }
+  SecAggServer server;
+  std::map<int64_t, std::unique_ptr<SecAggClient>> clients;
+  Roster roster;
+  std::map<int64_t, KeyDirectory> directories;
+};
 
 // Each client's model and sample count: normal values, and the extremes a
 // valid result may hold (values at 2^40 / n, tiny, zero, negative zero).
@@ -196,7 +222,9 @@ TEST(SecAggPrimitives, KeyAgreementEncryptionSignaturesAndPrg) {
 TEST(SecAggGraph, SecAggIsTheCompleteGraphAndSecAggPlusGrowsLogarithmically) {
   const GraphParams full = ChooseGraph(Protocol::kSecAgg, 100, Tolerance{});
   EXPECT_EQ(full.neighbors, 99);
-  EXPECT_GT(2 * full.threshold, full.neighbors);
+  // An active server with c = 10 corrupt clients must not reach t shares of
+  // both kinds: 2t > k + c.
+  EXPECT_GT(2 * full.threshold, full.neighbors + 10);
   int previous = 0;
   for (int n : {100, 500, 1000, 5000}) {
     const GraphParams plus = ChooseGraph(Protocol::kSecAggPlus, n, Tolerance{});
@@ -207,10 +235,14 @@ TEST(SecAggGraph, SecAggIsTheCompleteGraphAndSecAggPlusGrowsLogarithmically) {
     // O(log n): far below n for large n.
     EXPECT_LT(plus.neighbors, 30 * std::log2(n)) << n;
     previous = plus.neighbors;
-    // The bounds the choice promises.
+    // The bounds the choice promises: the corrupt neighbours of an honest
+    // client stay below 2t − k (among the fewest others U_1 may hold), and t
+    // of its neighbours stay to answer.
     const Tolerance t;
-    const int corrupt = static_cast<int>(t.corrupt * n), dropped = static_cast<int>(t.dropout * n);
-    EXPECT_LE(Log2HypergeometricTail(n - 1, corrupt, plus.neighbors, plus.threshold) + std::log2(n),
+    const int corrupt = CorruptBound(n, t), dropped = DropoutBound(n, t);
+    EXPECT_EQ(corrupt, n / 10);
+    EXPECT_LE(Log2HypergeometricTail(n - dropped - 1, corrupt, plus.neighbors,
+                                     2 * plus.threshold - plus.neighbors) + std::log2(n),
               -t.security_bits);
     EXPECT_LE(Log2HypergeometricTail(n - 1, dropped, plus.neighbors,
                                      plus.neighbors - plus.threshold + 1) + std::log2(n),
@@ -219,12 +251,45 @@ TEST(SecAggGraph, SecAggIsTheCompleteGraphAndSecAggPlusGrowsLogarithmically) {
   EXPECT_LT(ChooseGraph(Protocol::kSecAggPlus, 1000, Tolerance{}).neighbors, 999);
 }
 
+// The parameters hold against a server that shows some of a victim's
+// neighbours a survivor set with the victim (they reveal shares of its self
+// mask) and the others one without it (they reveal shares of its mask key):
+// with X corrupt neighbours revealing both, every split of the honest ones
+// leaves one kind short of t. The threshold an honest-but-curious server
+// would allow (the smallest t > k/2) fails this for SecAgg at n = 100 with
+// one corrupt client, as it did before the bound was the active one.
+TEST(SecAggGraph, NoSplitOfTheNeighboursGivesTheServerBothSecrets) {
+  for (const Protocol protocol : {Protocol::kSecAgg, Protocol::kSecAggPlus}) {
+    for (const int n : {10, 100, 1000}) {
+      const Tolerance tol;
+      const GraphParams g = ChooseGraph(protocol, n, tol);
+      const int k = g.neighbors, t = g.threshold;
+      // The most corrupt neighbours the choice allows (SecAgg: all c of
+      // them; SecAgg+: almost surely below 2t − k).
+      const int worst = protocol == Protocol::kSecAgg ? CorruptBound(n, tol) : 2 * t - k - 1;
+      ASSERT_GE(worst, protocol == Protocol::kSecAgg ? 1 : 0) << n;
+      for (int self_mask = 0; self_mask <= k - worst; ++self_mask) {
+        const int mask_key = k - worst - self_mask;
+        EXPECT_FALSE(self_mask + worst >= t && mask_key + worst >= t)
+            << ProtocolName(protocol) << " n = " << n << ": both secrets from a split " << self_mask
+            << " / " << mask_key;
+      }
+    }
+  }
+  EXPECT_EQ(ChooseGraph(Protocol::kSecAgg, 100, Tolerance{}).threshold, 55);
+  EXPECT_FALSE(SecureAgainstActiveServer(Protocol::kSecAgg, 100, Tolerance{}, 99, 50));
+  Tolerance one_corrupt;
+  one_corrupt.corrupt = 0.01;
+  EXPECT_FALSE(SecureAgainstActiveServer(Protocol::kSecAgg, 100, one_corrupt, 99, 50));
+  EXPECT_TRUE(SecureAgainstActiveServer(Protocol::kSecAgg, 100, one_corrupt, 99, 51));
+}
+
 TEST(SecAggGraph, ExplicitParametersAreCheckedAndImpossibleTolerancesRefused) {
   EXPECT_EQ(ChooseGraph(Protocol::kSecAgg, 10, Tolerance{0.3, 0.0, 40, 20}, 0, 6).threshold, 6);
   ExpectError([&] { ChooseGraph(Protocol::kSecAgg, 10, Tolerance{}, 4); }, "complete graph");
   ExpectError([&] { ChooseGraph(Protocol::kSecAggPlus, 10, Tolerance{}, 3); }, "even");
-  ExpectError([&] { ChooseGraph(Protocol::kSecAgg, 10, Tolerance{}, 0, 4); },
-              "threshold 4 are not secure");
+  ExpectError([&] { ChooseGraph(Protocol::kSecAgg, 10, Tolerance{}, 0, 5); },
+              "threshold 5 are not secure");
   ExpectError([&] { ChooseGraph(Protocol::kSecAgg, 10, Tolerance{0.0, 0.6, 40, 20}, 0, 5); },
               "threshold 5 are not secure");
   ExpectError([&] { ChooseGraph(Protocol::kSecAgg, 10, Tolerance{0.6, 0.3, 40, 20}); },
@@ -297,23 +362,26 @@ TEST(SecAggExact, SecAggWithoutDropouts) {
 }
 
 TEST(SecAggExact, SecAggWithDropoutsInEveryRound) {
-  // 5 clients, t = 3, so 4 must send masked inputs and 3 others answer for
-  // each: one dropout, at each stage in turn. Before sharing keys it is
-  // simply absent; after sharing, its pairwise masks are removed with its
-  // reconstructed mask key; after sending its masked input, its input counts
-  // and its self mask is removed with its reconstructed seed.
-  for (Dropouts d : {Dropouts{At({0}), {}, {}, {}}, Dropouts{{}, At({2}), {}, {}},
-                     Dropouts{{}, {}, At({4}), {}}, Dropouts{{}, {}, {}, At({1})}}) {
-    ExpectExact({Protocol::kSecAgg, 5, 3, 0, {}, d, false});
-    ExpectExact({Protocol::kSecAgg, 5, 3, 0, {}, d, true});
+  // 5 clients, t = 3, δ = 0.2: 4 must send masked inputs, 4 sign (a majority
+  // of 5 with one corrupt) and 3 others answer for each: one dropout, at
+  // each stage in turn. Before sharing keys it is simply absent; after
+  // sharing, its pairwise masks are removed with its reconstructed mask key;
+  // after sending its masked input, its input counts and its self mask is
+  // removed with its reconstructed seed.
+  const Tolerance one_drop{0.2, 0.1, 40, 20};
+  for (Dropouts d : {Dropouts{{}, At({0}), {}, {}, {}}, Dropouts{{}, {}, At({2}), {}, {}},
+                     Dropouts{{}, {}, {}, At({4}), {}}, Dropouts{{}, {}, {}, {}, At({1})}}) {
+    ExpectExact({Protocol::kSecAgg, 5, 3, 0, one_drop, d, false});
+    ExpectExact({Protocol::kSecAgg, 5, 3, 0, one_drop, d, true});
   }
-  // 20 clients, t = 11: 8 drop at three stages, leaving exactly t + 1 to
-  // answer, t for each survivor besides itself.
+  // 20 clients, t = 11, δ = 0.4: 8 drop at three stages, leaving exactly
+  // t + 1 to answer, t for each survivor besides itself, and 12 signers, a
+  // majority of 20 with 2 corrupt.
   Dropouts many;
   many.before_shares = At({0, 1});
   many.before_masked_input = At({5, 6, 7});
   many.after_masked_input = At({10, 11, 19});
-  ExpectExact({Protocol::kSecAgg, 20, 11, 0, {}, many, false});
+  ExpectExact({Protocol::kSecAgg, 20, 11, 0, Tolerance{0.4, 0.1, 40, 20}, many, false});
 }
 
 TEST(SecAggExact, SecAggPlusWithAndWithoutDropouts) {
@@ -333,7 +401,7 @@ TEST(SecAggExact, SecAggPlusWithAndWithoutDropouts) {
 }
 
 TEST(SecAggExact, FewerThanTheThresholdFailsTheRound) {
-  const Population p = MakePopulation(Protocol::kSecAgg, 5, 11, 3);
+  const Population p = MakePopulation(Protocol::kSecAgg, 5, 11, 3, 0, Tolerance{0.2, 0.1, 40, 20});
   const Models m = MakeModels(p, 10, false, 1);
   Dropouts d;
   d.before_masked_input = At({0, 2});  // 3 masked inputs left, t + 1 = 4 needed
@@ -345,9 +413,13 @@ TEST(SecAggExact, FewerThanTheThresholdFailsTheRound) {
   ExpectError([&] { RunInProcess(p.config, p.signing_keys, TermInputs(m), answers); },
               {"the round fails", "only 2 shares of client", "threshold 3"});
   Dropouts late;
-  late.after_masked_input = At({0, 1, 2});  // 2 answer, 3 needed
+  late.after_masked_input = At({0, 1, 2});  // 2 sign, 4 needed
   ExpectError([&] { RunInProcess(p.config, p.signing_keys, TermInputs(m), late); },
-              {"the round fails", "2 consistency signatures, threshold 3"});
+              {"the round fails", "2 consistency signatures, 4 needed"});
+  Dropouts unrevealed;
+  unrevealed.before_roster = At({3});  // its graph nonce never comes
+  ExpectError([&] { RunInProcess(p.config, p.signing_keys, TermInputs(m), unrevealed); },
+              {"the round fails", "client 10 of U_1 did not reveal its graph nonce"});
   Dropouts unmask;
   unmask.before_unmasking = At({0, 1, 2});
   ExpectError([&] { RunInProcess(p.config, p.signing_keys, TermInputs(m), unmask); },
@@ -409,18 +481,10 @@ TEST(SecAggConsistency, HonestClientsRefuseToRevealBothSharesOfOneClient) {
               {"the round fails", "0 unmasking answers"});
   // Each client's refusal, in its words.
   const Population q = MakePopulation(Protocol::kSecAgg, 5, 11, 3);
-  std::map<int64_t, std::unique_ptr<SecAggClient>> clients;
-  SecAggServer server(q.config, Ids(q));
-  for (int64_t id : Ids(q)) {
-    clients[id] = std::make_unique<SecAggClient>(q.config, id, q.signing_keys.at(id));
-    server.ReceiveAdvertise(id, clients[id]->Advertise());
-  }
-  for (auto& [id, d] : server.CloseAdvertise()) server.ReceiveShares(id, clients[id]->Share(d));
-  const Models mq = MakeModels(q, 10, false, 6);
-  const auto inputs = TermInputs(mq);
-  for (auto& [id, b] : server.CloseShares()) {
-    server.ReceiveMasked(id, clients[id]->Mask(b, inputs.at(id)));
-  }
+  Stepped session(q);
+  auto& clients = session.clients;
+  SecAggServer& server = session.server;
+  session.ShareAndMask(TermInputs(MakeModels(q, 10, false, 6)));
   const SurvivorList u3 = server.CloseMasked();
   for (int64_t id : u3.survivors) server.ReceiveSignature(id, clients[id]->Check(u3));
   const UnmaskRequest honest = server.CloseConsistency();
@@ -449,32 +513,50 @@ TEST(SecAggConsistency, HonestClientsRefuseToRevealBothSharesOfOneClient) {
   ExpectError([&] { clients[u3.survivors[4]]->Unmask(honest); }, "done");
 }
 
-TEST(SecAggConsistency, ClientsRefuseABadDirectoryOrSurvivorList) {
+TEST(SecAggConsistency, ClientsRefuseABadRosterOrDirectory) {
   const Population p = MakePopulation(Protocol::kSecAgg, 4, 3, 3, 0, Tolerance{0.25, 0, 40, 20});
+  const std::vector<int64_t> ids = Ids(p);
+  {
+    Stepped s(p);
+    auto& directories = s.directories;
+    KeyDirectory swapped = directories[ids[0]];
+    std::swap(swapped.peers[0].mask_public, swapped.peers[1].mask_public);
+    ExpectError([&] { s.clients[ids[0]]->Share(swapped); }, "did not sign these keys");
+    KeyDirectory missing = directories[ids[1]];
+    missing.peers.pop_back();
+    ExpectError([&] { s.clients[ids[1]]->Share(missing); },
+                "2 neighbour keys and 3 roster signatures for 3 neighbours");
+    KeyDirectory unsigned_roster = directories[ids[2]];
+    unsigned_roster.roster_signatures[1] = unsigned_roster.roster_signatures[0];
+    ExpectError([&] { s.clients[ids[2]]->Share(unsigned_roster); },
+                "with the U_1 this client signed");
+    KeyDirectory other_nonce = directories[ids[3]];
+    other_nonce.graph_nonces[0] = RandomBytes(kKeyBytes);
+    ExpectError([&] { s.clients[ids[3]]->Share(other_nonce); }, "graph nonce is not the one it committed to");
+  }
+  // A roster naming a client that was never invited, or changing a
+  // client's own commitment.
+  SecAggServer server(p.config);
   std::map<int64_t, std::unique_ptr<SecAggClient>> clients;
-  SecAggServer server(p.config, Ids(p));
-  for (int64_t id : Ids(p)) {
+  for (int64_t id : ids) {
     clients[id] = std::make_unique<SecAggClient>(p.config, id, p.signing_keys.at(id));
     server.ReceiveAdvertise(id, clients[id]->Advertise());
   }
-  auto directories = server.CloseAdvertise();
-  const std::vector<int64_t> ids = Ids(p);
-  KeyDirectory swapped = directories[ids[0]];
-  std::swap(swapped.peers[0].mask_public, swapped.peers[1].mask_public);
-  ExpectError([&] { clients[ids[0]]->Share(swapped); }, "no valid signature");
-  KeyDirectory missing = directories[ids[1]];
-  missing.peers.pop_back();
-  ExpectError([&] { clients[ids[1]]->Share(missing); }, "2 neighbour keys for 3 neighbours");
-  KeyDirectory stranger = directories[ids[2]];
+  const Roster roster = server.CloseAdvertise();
+  Roster stranger = roster;
   stranger.clients.push_back(999);
-  ExpectError([&] { clients[ids[2]]->Share(stranger); }, "unknown client 999");
+  stranger.commitments.push_back(Bytes(kCommitmentBytes, 'x'));
+  ExpectError([&] { clients[ids[0]]->SignRoster(stranger); }, "U_1 names client 999, not invited");
+  Roster swapped = roster;
+  std::swap(swapped.commitments[0], swapped.commitments[1]);
+  ExpectError([&] { clients[ids[1]]->SignRoster(swapped); }, "a graph commitment that is not its own");
   ExpectError([&] { clients[ids[3]]->Mask({}, std::vector<Word>(3)); }, "called in round");
 }
 
 // ---------------------------------------------------------- hostile clients
 
 TEST(SecAggHostileClients, AMalformedShareIsExcludedNotAggregated) {
-  const Population p = MakePopulation(Protocol::kSecAgg, 6, 21, 3);
+  const Population p = MakePopulation(Protocol::kSecAgg, 6, 21, 4, 0, Tolerance{0.2, 0.1, 40, 20});
   const Models m = MakeModels(p, 20, false, 7);
   const int64_t liar = Ids(p)[0];  // the lowest id: its shares are used first
   // A share off its polynomial (the right size): the server finds the
@@ -501,7 +583,7 @@ TEST(SecAggHostileClients, AMalformedShareIsExcludedNotAggregated) {
 }
 
 TEST(SecAggHostileClients, MalformedCiphertextsExcludeTheirSender) {
-  const Population p = MakePopulation(Protocol::kSecAgg, 6, 21, 3);
+  const Population p = MakePopulation(Protocol::kSecAgg, 6, 21, 4, 0, Tolerance{0.2, 0.1, 40, 20});
   const Models m = MakeModels(p, 20, false, 8);
   const std::vector<int64_t> ids = Ids(p);
   // Shares addressed to the wrong clients: the sender leaves at ShareKeys,
@@ -537,7 +619,7 @@ TEST(SecAggHostileClients, MalformedCiphertextsExcludeTheirSender) {
 TEST(SecAggHostileClients, TheServerRefusesMalformedMessages) {
   const Population p = MakePopulation(Protocol::kSecAgg, 4, 3, 3, 0, Tolerance{0.25, 0, 40, 20});
   const std::vector<int64_t> ids = Ids(p);
-  SecAggServer server(p.config, ids);
+  SecAggServer server(p.config);
   SecAggClient a(p.config, ids[0], p.signing_keys.at(ids[0]));
   AdvertiseKeys keys = a.Advertise();
   EXPECT_FALSE(server.ReceiveAdvertise(ids[1], keys));  // someone else's keys
@@ -545,16 +627,15 @@ TEST(SecAggHostileClients, TheServerRefusesMalformedMessages) {
   AdvertiseKeys zero = keys;
   zero.mask_public = Bytes(kKeyBytes, '\0');
   EXPECT_FALSE(server.ReceiveAdvertise(ids[0], zero));  // bad signature first
-  EXPECT_FALSE(server.ReceiveAdvertise(999, keys));     // not selected: ignored
+  EXPECT_FALSE(server.ReceiveAdvertise(999, keys));     // not invited: ignored
   EXPECT_EQ(server.excluded().count(999), 0u);
   // Too few left: the round fails at once.
   ExpectError([&] { server.CloseAdvertise(); }, "the round fails");
   // A degenerate key, correctly signed.
-  SecAggServer fresh(p.config, ids);
-  AdvertiseKeys degenerate{ids[2], GenerateX25519().public_key, Bytes(kKeyBytes, '\0'), {}};
-  degenerate.signature = Sign(p.signing_keys.at(ids[2]),
-                              AdvertisedStatement(p.config.session_id, ids[2],
-                                                  degenerate.cipher_public, degenerate.mask_public));
+  SecAggServer fresh(p.config);
+  AdvertiseKeys degenerate{ids[2], GenerateX25519().public_key, Bytes(kKeyBytes, '\0'),
+                           Bytes(kCommitmentBytes, 'c'), {}};
+  degenerate.signature = Sign(p.signing_keys.at(ids[2]), AdvertisedStatement(SessionId(p.config), degenerate));
   EXPECT_FALSE(fresh.ReceiveAdvertise(ids[2], degenerate));
   EXPECT_NE(fresh.excluded().at(ids[2]).find("degenerate"), std::string::npos);
 }

@@ -14,18 +14,10 @@ std::vector<int64_t> Ids(const std::set<int64_t>& ids) { return {ids.begin(), id
 
 }  // namespace
 
-SecAggServer::SecAggServer(SessionConfig config, std::vector<int64_t> selected)
-    : config_(std::move(config)), selected_(selected.begin(), selected.end()) {
-  CheckConfig(config_);
-  if (selected_.size() != selected.size() || selected_.size() < 2) {
-    throw Error("secagg: a session of " + std::to_string(selected.size()) +
-                " selected clients, at least 2 distinct needed");
-  }
-  for (int64_t id : selected_) {
-    if (config_.verify_keys.count(id) == 0) {
-      throw Error("secagg: selected client " + std::to_string(id) + " has no verification key");
-    }
-  }
+SecAggServer::SecAggServer(SessionConfig config) : config_(std::move(config)) {
+  params_ = CheckConfig(config_);
+  for (const auto& entry : config_.verify_keys) invited_.insert(entry.first);
+  session_ = SessionId(config_);
   probe_key_ = GenerateX25519().secret;
 }
 
@@ -47,22 +39,16 @@ bool SecAggServer::Exclude(int64_t client, const std::string& why) {
 }
 
 void SecAggServer::Refuse(int64_t client, const std::string& why) {
-  if (selected_.count(client) != 0) Exclude(client, why);
+  if (invited_.count(client) != 0) Exclude(client, why);
 }
 
+// Whether a message of `round` from `sender` may be taken now: its round is
+// open, and its sender is eligible and not yet heard from. A message that
+// is not is left for the transport to refuse (it logs why); a second
+// message of a round excludes its sender.
 bool SecAggServer::Accepting(Phase phase, int64_t sender, const std::set<int64_t>& eligible,
                              const std::set<int64_t>& received, const char* round) {
-  if (phase_ != phase) {
-    LogWarning(std::string("secagg: a ") + round + " message from client " +
-               std::to_string(sender) + " after its round closed");
-    return false;
-  }
-  if (excluded_.count(sender) != 0) return false;
-  if (eligible.count(sender) == 0) {
-    LogWarning(std::string("secagg: a ") + round + " message from client " +
-               std::to_string(sender) + ", not part of this round");
-    return false;
-  }
+  if (phase_ != phase || excluded_.count(sender) != 0 || eligible.count(sender) == 0) return false;
   if (received.count(sender) != 0) return Exclude(sender, std::string("two ") + round + " messages");
   return true;
 }
@@ -70,15 +56,14 @@ bool SecAggServer::Accepting(Phase phase, int64_t sender, const std::set<int64_t
 bool SecAggServer::ReceiveAdvertise(int64_t sender, const AdvertiseKeys& m) {
   std::set<int64_t> received;
   for (const auto& entry : advertised_) received.insert(entry.first);
-  if (!Accepting(Phase::kAdvertise, sender, selected_, received, "AdvertiseKeys")) return false;
+  if (!Accepting(Phase::kAdvertise, sender, invited_, received, "AdvertiseKeys")) return false;
   if (m.client != sender) return Exclude(sender, "AdvertiseKeys for another client");
   if (m.cipher_public.size() != kKeyBytes || m.mask_public.size() != kKeyBytes ||
-      m.cipher_public == m.mask_public) {
-    return Exclude(sender, "AdvertiseKeys with keys not of 32 bytes, or twice the same key");
+      m.cipher_public == m.mask_public || m.graph_commitment.size() != kCommitmentBytes) {
+    return Exclude(sender, "AdvertiseKeys with keys not of 32 bytes, twice the same key, or no "
+                           "graph commitment");
   }
-  if (!Verify(config_.verify_keys.at(sender),
-              AdvertisedStatement(config_.session_id, sender, m.cipher_public, m.mask_public),
-              m.signature)) {
+  if (!Verify(config_.verify_keys.at(sender), AdvertisedStatement(session_, m), m.signature)) {
     return Exclude(sender, "AdvertiseKeys whose signature does not verify");
   }
   // A key of small order would make every agreement with it degenerate.
@@ -92,37 +77,72 @@ bool SecAggServer::ReceiveAdvertise(int64_t sender, const AdvertiseKeys& m) {
   return true;
 }
 
-std::map<int64_t, KeyDirectory> SecAggServer::CloseAdvertise() {
+Roster SecAggServer::CloseAdvertise() {
   Expect(Phase::kAdvertise, "CloseAdvertise");
-  // Fig. 4, Round 0, server: at least t clients (U_1); SecAgg+ draws the
-  // graph over U_1.
+  // Fig. 4, Round 0, server: U_1, no smaller than the clients' tolerance
+  // allows (each of them checks it too).
   const int n = static_cast<int>(advertised_.size());
-  if (n < 2) Fail(std::to_string(n) + " clients advertised keys, at least 2 needed");
-  try {
-    params_ = ParamsFor(config_, n);
-  } catch (const Error& e) {
-    Fail(e.what());
-  }
   if (n < params_.min_survivors) {
     Fail(std::to_string(n) + " clients advertised keys, fewer than the " +
-         std::to_string(params_.min_survivors) + " the sum needs");
+         std::to_string(params_.min_survivors) + " the session needs");
   }
-  std::vector<int64_t> clients;
-  for (const auto& entry : advertised_) clients.push_back(entry.first);
-  graph_ = Neighbours(clients, params_.graph.neighbors, config_.session_id);
+  for (const auto& [id, keys] : advertised_) {
+    roster_.clients.push_back(id);
+    roster_.commitments.push_back(keys.graph_commitment);
+  }
+  roster_digest_ = RosterDigest(roster_);
+  phase_ = Phase::kRoster;
+  return roster_;
+}
+
+bool SecAggServer::ReceiveRosterSignature(int64_t sender, const RosterSignature& m) {
+  std::set<int64_t> u1(roster_.clients.begin(), roster_.clients.end()), received;
+  for (const auto& entry : roster_signatures_) received.insert(entry.first);
+  if (!Accepting(Phase::kRoster, sender, u1, received, "RosterSignature")) return false;
+  if (m.client != sender) return Exclude(sender, "a roster signature for another client");
+  if (m.graph_nonce.size() != kKeyBytes ||
+      GraphCommitment(session_, sender, m.graph_nonce) != advertised_.at(sender).graph_commitment) {
+    return Exclude(sender, "a graph nonce that is not the one it committed to");
+  }
+  if (!Verify(config_.verify_keys.at(sender), RosterStatement(session_, roster_digest_, advertised_.at(sender)),
+              m.signature)) {
+    return Exclude(sender, "a signature on U_1 that does not verify");
+  }
+  roster_signatures_[sender] = m;
+  return true;
+}
+
+std::map<int64_t, KeyDirectory> SecAggServer::CloseRoster() {
+  Expect(Phase::kRoster, "CloseRoster");
+  // Round 0′, server: every member's nonce, or no graph.
+  std::vector<Bytes> nonces;
+  for (int64_t u : roster_.clients) {
+    const auto it = roster_signatures_.find(u);
+    if (it == roster_signatures_.end()) {
+      const auto out = excluded_.find(u);
+      Fail("client " + std::to_string(u) + " of U_1 did not reveal its graph nonce" +
+           (out != excluded_.end() ? " (" + out->second + ")" : std::string()) +
+           ", without which the graph cannot be drawn");
+    }
+    nonces.push_back(it->second.graph_nonce);
+  }
+  graph_ = Neighbours(roster_.clients, params_.graph.neighbors,
+                      GraphSeed(session_, roster_digest_, nonces));
   std::map<int64_t, KeyDirectory> out;
-  for (int64_t u : clients) {
+  for (int64_t u : roster_.clients) {
     KeyDirectory& d = out[u];
-    d.clients = clients;
-    for (int64_t v : graph_[u]) d.peers.push_back(advertised_[v]);
+    d.graph_nonces = nonces;
+    for (int64_t v : graph_[u]) {
+      d.peers.push_back(advertised_[v]);
+      d.roster_signatures.push_back(roster_signatures_[v].signature);
+    }
   }
   phase_ = Phase::kShare;
   return out;
 }
 
 bool SecAggServer::ReceiveShares(int64_t sender, const ShareKeys& m) {
-  std::set<int64_t> u1, received;
-  for (const auto& entry : advertised_) u1.insert(entry.first);
+  std::set<int64_t> u1(roster_.clients.begin(), roster_.clients.end()), received;
   for (const auto& entry : shares_) received.insert(entry.first);
   if (!Accepting(Phase::kShare, sender, u1, received, "ShareKeys")) return false;
   if (m.client != sender) return Exclude(sender, "ShareKeys for another client");
@@ -197,7 +217,7 @@ bool SecAggServer::ReceiveSignature(int64_t sender, const ConsistencySignature& 
   for (const auto& entry : signatures_) received.insert(entry.first);
   if (!Accepting(Phase::kCheck, sender, masked_, received, "ConsistencyCheck")) return false;
   if (m.client != sender ||
-      !Verify(config_.verify_keys.at(sender), ConsistencyStatement(config_.session_id, survivors_),
+      !Verify(config_.verify_keys.at(sender), ConsistencyStatement(session_, roster_digest_, survivors_),
               m.signature)) {
     return Exclude(sender, "a signature on U_3 that does not verify");
   }
@@ -207,19 +227,30 @@ bool SecAggServer::ReceiveSignature(int64_t sender, const ConsistencySignature& 
 
 UnmaskRequest SecAggServer::CloseConsistency() {
   Expect(Phase::kCheck, "CloseConsistency");
-  // Round 3, server: at least t signatures (U_4).
-  if (static_cast<int>(signatures_.size()) < params_.graph.threshold) {
-    Fail(std::to_string(signatures_.size()) + " consistency signatures, threshold " +
-         std::to_string(params_.graph.threshold));
+  // Round 3, server: signatures of a majority of the invited clients (U_4),
+  // without which no honest client reveals anything.
+  if (static_cast<int>(signatures_.size()) < params_.quorum) {
+    Fail(std::to_string(signatures_.size()) + " consistency signatures, " +
+         std::to_string(params_.quorum) + " needed");
   }
   UnmaskRequest out;
   out.survivors = survivors_;
   for (const auto& entry : shares_) {
     if (masked_.count(entry.first) == 0) out.dropped.push_back(entry.first);
   }
-  for (const auto& entry : signatures_) out.signatures.push_back(entry.second);
+  // The quorum is what every client checks; more would only cost them.
+  for (const auto& entry : signatures_) {
+    if (static_cast<int>(out.signatures.size()) == params_.quorum) break;
+    out.signatures.push_back(entry.second);
+  }
   phase_ = Phase::kUnmask;
   return out;
+}
+
+std::vector<int64_t> SecAggServer::signers() const {
+  std::vector<int64_t> ids;
+  for (const auto& entry : signatures_) ids.push_back(entry.first);
+  return ids;
 }
 
 bool SecAggServer::ReceiveUnmask(int64_t sender, const UnmaskResponse& m) {
@@ -317,7 +348,7 @@ AggregateResult SecAggServer::Finish() {
   //                   − Σ_{u ∈ U_3, v ∈ N(u) ∩ (U_2 \ U_3)} Δ_{u,v} PRG(s_{u,v}).
   for (int64_t u : survivors_) {
     const Bytes seed = Recover(u, ShareKind::kSelfMask, [&](const Bytes& b) {
-      return SelfMaskCommitment(config_.session_id, u, b) == shares_[u].self_mask_commitment;
+      return SelfMaskCommitment(session_, u, b) == shares_[u].self_mask_commitment;
     });
     AddPrg(seed, -1, total_);
   }
@@ -327,10 +358,11 @@ AggregateResult SecAggServer::Finish() {
     const Bytes secret = Recover(v, ShareKind::kMaskKey, [&](const Bytes& s) {
       return X25519PublicOf(s) == advertised_[v].mask_public;
     });
+    const X25519Agreement dropped(secret);
     for (int64_t u : graph_[v]) {
       if (masked_.count(u) == 0) continue;
-      const Bytes agreed = X25519Agree(secret, advertised_[u].mask_public);
-      AddPrg(PairwiseSeed(config_.session_id, agreed, u, v), u > v ? -1 : +1, total_);
+      const Bytes agreed = dropped.With(advertised_[u].mask_public);
+      AddPrg(PairwiseSeed(session_, agreed, u, v), u > v ? -1 : +1, total_);
     }
   }
   phase_ = Phase::kDone;

@@ -29,15 +29,23 @@ namespace fedprof::secagg {
 
 class SecAggServer {
  public:
-  // `selected`: the clients invited to this session (distinct ids with a
-  // verification key in config.verify_keys).
-  SecAggServer(SessionConfig config, std::vector<int64_t> selected);
+  // The clients invited are those of config.verify_keys. Throws
+  // fedprof::Error if the config cannot run a session (CheckConfig).
+  explicit SecAggServer(SessionConfig config);
 
   // Round 0: AdvertiseKeys. `sender` is the client the transport
   // authenticated; the message must be its own.
   bool ReceiveAdvertise(int64_t sender, const AdvertiseKeys& message);
-  // U_1 and, for each client of it, its key directory.
-  std::map<int64_t, KeyDirectory> CloseAdvertise();
+  // U_1 with every member's commitment, the same for all.
+  Roster CloseAdvertise();
+
+  // Round 0′: RosterSignature, with the sender's graph nonce.
+  bool ReceiveRosterSignature(int64_t sender, const RosterSignature& message);
+  // For each client of U_1, its key directory over the graph the nonces
+  // give. Every member of U_1 must have signed and revealed: otherwise the
+  // round fails (a graph from the nonces of whoever the server chose to
+  // keep would be the server's to pick).
+  std::map<int64_t, KeyDirectory> CloseRoster();
 
   // Round 1: ShareKeys.
   bool ReceiveShares(int64_t sender, const ShareKeys& message);
@@ -50,7 +58,11 @@ class SecAggServer {
 
   // Round 3: ConsistencyCheck.
   bool ReceiveSignature(int64_t sender, const ConsistencySignature& message);
-  UnmaskRequest CloseConsistency();  // to every client of U_4
+  // To every client of U_4 (signers()), once at least RoundParams::quorum
+  // signed; it carries the first quorum of their signatures.
+  UnmaskRequest CloseConsistency();
+  // U_4: who signed U_3, and is asked to unmask.
+  std::vector<int64_t> signers() const;
 
   // Round 4: Unmasking.
   bool ReceiveUnmask(int64_t sender, const UnmaskResponse& message);
@@ -67,14 +79,15 @@ class SecAggServer {
   // Clients left out, with why (their messages were malformed or
   // inconsistent); dropouts are not listed.
   const std::map<int64_t, std::string>& excluded() const { return excluded_; }
-  // The parameters once U_1 is known.
+  // The session's parameters (for its n invited clients).
   const RoundParams& params() const { return params_; }
+  const Bytes& session_id() const { return session_; }
   // The running total of the masked inputs taken so far: the only place
   // inputs go (tests check what it holds).
   const std::vector<Word>& aggregation_buffer() const { return total_; }
 
  private:
-  enum class Phase { kAdvertise, kShare, kMask, kCheck, kUnmask, kDone };
+  enum class Phase { kAdvertise, kRoster, kShare, kMask, kCheck, kUnmask, kDone };
   bool Accepting(Phase phase, int64_t sender, const std::set<int64_t>& eligible,
                  const std::set<int64_t>& received, const char* round);
   bool Exclude(int64_t client, const std::string& why);
@@ -86,11 +99,15 @@ class SecAggServer {
   Bytes Recover(int64_t owner, ShareKind kind, Check verified);
 
   SessionConfig config_;
-  std::set<int64_t> selected_;
+  Bytes session_;  // SessionId(config_)
+  std::set<int64_t> invited_;
   Phase phase_ = Phase::kAdvertise;
   Bytes probe_key_;  // an X25519 key of the server's, to test advertised keys
   RoundParams params_;
   std::map<int64_t, AdvertiseKeys> advertised_;  // U_1
+  Roster roster_;
+  Bytes roster_digest_;
+  std::map<int64_t, RosterSignature> roster_signatures_;
   std::map<int64_t, std::vector<int64_t>> graph_;
   std::map<int64_t, ShareKeys> shares_;  // U_2
   std::set<int64_t> masked_;             // U_3

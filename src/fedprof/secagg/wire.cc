@@ -70,6 +70,7 @@ pb::AdvertiseKeys ToWire(const AdvertiseKeys& m) {
   out.set_cipher_public(m.cipher_public);
   out.set_mask_public(m.mask_public);
   out.set_signature(m.signature);
+  out.set_graph_commitment(m.graph_commitment);
   return out;
 }
 
@@ -77,21 +78,66 @@ AdvertiseKeys FromWire(const pb::AdvertiseKeys& m, const std::string& origin) {
   return {Id(m.client(), origin, "client"),
           Sized(m.cipher_public(), kKeyBytes, origin, "cipher public key"),
           Sized(m.mask_public(), kKeyBytes, origin, "mask public key"),
+          Sized(m.graph_commitment(), kCommitmentBytes, origin, "graph commitment"),
           Sized(m.signature(), kSignatureBytes, origin, "signature")};
+}
+
+pb::Roster ToWire(const Roster& m) {
+  pb::Roster out;
+  PutIds(m.clients, &out, &pb::Roster::add_clients);
+  for (const Bytes& c : m.commitments) out.add_commitments(c);
+  return out;
+}
+
+Roster FromWire(const pb::Roster& m, const std::string& origin) {
+  Roster out;
+  out.clients = Ids(m.clients(), origin, "clients");
+  if (m.commitments_size() != m.clients_size()) {
+    Bad(origin, std::to_string(m.commitments_size()) + " graph commitments for " +
+                    std::to_string(m.clients_size()) + " clients");
+  }
+  for (const std::string& c : m.commitments()) {
+    out.commitments.push_back(Sized(c, kCommitmentBytes, origin, "graph commitment"));
+  }
+  return out;
+}
+
+pb::RosterSignature ToWire(const RosterSignature& m) {
+  pb::RosterSignature out;
+  out.set_client(m.client);
+  out.set_signature(m.signature);
+  out.set_graph_nonce(m.graph_nonce);
+  return out;
+}
+
+RosterSignature FromWire(const pb::RosterSignature& m, const std::string& origin) {
+  return {Id(m.client(), origin, "client"), Sized(m.signature(), kSignatureBytes, origin, "signature"),
+          Sized(m.graph_nonce(), kKeyBytes, origin, "graph nonce")};
 }
 
 pb::KeyDirectory ToWire(const KeyDirectory& m) {
   pb::KeyDirectory out;
-  PutIds(m.clients, &out, &pb::KeyDirectory::add_clients);
+  for (const Bytes& r : m.graph_nonces) out.add_graph_nonces(r);
   for (const AdvertiseKeys& p : m.peers) *out.add_peers() = ToWire(p);
+  for (const Bytes& s : m.roster_signatures) out.add_roster_signatures(s);
   return out;
 }
 
 KeyDirectory FromWire(const pb::KeyDirectory& m, const std::string& origin) {
   KeyDirectory out;
-  out.clients = Ids(m.clients(), origin, "clients");
+  Count(m.graph_nonces(), origin, "graph nonces");
+  for (const std::string& r : m.graph_nonces()) {
+    out.graph_nonces.push_back(Sized(r, kKeyBytes, origin, "graph nonce"));
+  }
   Count(m.peers(), origin, "peers");
   for (const pb::AdvertiseKeys& p : m.peers()) out.peers.push_back(FromWire(p, origin));
+  if (m.roster_signatures_size() != m.peers_size()) {
+    Bad(origin, std::to_string(m.roster_signatures_size()) + " roster signatures for " +
+                    std::to_string(m.peers_size()) + " peers");
+  }
+  for (const std::string& s : m.roster_signatures()) {
+    out.roster_signatures.push_back(Sized(s, kSignatureBytes, origin, "roster signature"));
+  }
   return out;
 }
 

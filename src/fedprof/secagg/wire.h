@@ -26,6 +26,10 @@ constexpr size_t kMaxSessionClients = 100000;
 
 pb::AdvertiseKeys ToWire(const AdvertiseKeys& m);
 AdvertiseKeys FromWire(const pb::AdvertiseKeys& m, const std::string& origin);
+pb::Roster ToWire(const Roster& m);
+Roster FromWire(const pb::Roster& m, const std::string& origin);
+pb::RosterSignature ToWire(const RosterSignature& m);
+RosterSignature FromWire(const pb::RosterSignature& m, const std::string& origin);
 pb::KeyDirectory ToWire(const KeyDirectory& m);
 KeyDirectory FromWire(const pb::KeyDirectory& m, const std::string& origin);
 pb::ShareKeys ToWire(const ShareKeys& m);

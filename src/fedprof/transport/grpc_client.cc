@@ -20,6 +20,7 @@
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
 #include "fedprof/secagg/client.h"
+#include "fedprof/secagg/ledger.h"
 #include "fedprof/transport/calls.h"
 #include "fedprof/transport/grpc_secagg.h"
 #include "fedprof/transport/tls.h"
@@ -167,7 +168,7 @@ constexpr int kMaxReconnectBackoffMs = 2000;
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(const GrpcClientOptions& options, GrpcClientWork work, Swarm* swarm)
-      : options_(options), work_(std::move(work)), swarm_(swarm) {
+      : options_(options), work_(std::move(work)), swarm_(swarm), ledger_(options.secagg_ledger) {
     grpc::ChannelArguments args;
     const int limit = 8 << 20;  // the server's chunks and headers stay below it
     args.SetMaxReceiveMessageSize(limit);
@@ -303,6 +304,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::optional<secagg::SessionConfig> secagg;
     double secagg_wait_s = 0;
     std::string malformed;  // a server speaking another protocol, or a malformed task
+    std::string refused;    // why this client will not take part in the task's session
   };
 
   // Asks for a task.
@@ -368,11 +370,22 @@ class Session : public std::enable_shared_from_this<Session> {
     const FitInstructions& ins = pulled.instructions;
     const auto start = Clock::now();
     FitResult result;
-    try {
-      result = work_.fit(ins);
-    } catch (const std::exception& e) {
-      End(e.what());
-      return;
+    // A task that would break this client's own privacy settings is
+    // answered with why, and nothing is computed for it.
+    const std::string refused =
+        pulled.refused.empty() ? RefusedTask(ins, pulled.secagg.has_value(), options_.secagg) : pulled.refused;
+    if (!refused.empty()) {
+      LogWarning("client " + std::to_string(options_.id) + ": round " + std::to_string(ins.round) + ": " +
+                 refused);
+      result.error = refused;
+      result.num_samples = options_.num_samples;  // the weight it registered, as every result states
+    } else {
+      try {
+        result = work_.fit(ins);
+      } catch (const std::exception& e) {
+        End(e.what());
+        return;
+      }
     }
     const double compute_s = std::chrono::duration<double>(Clock::now() - start).count();
     if (options_.progress) {
@@ -456,6 +469,10 @@ class Session : public std::enable_shared_from_this<Session> {
     try {
       const std::string server = "the server";
       switch (reply.message_case()) {
+        case pb::SecAggReply::kRoster:
+          *next.mutable_roster_signature() =
+              secagg::ToWire(secagg_->SignRoster(secagg::FromWire(reply.roster(), server)));
+          break;
         case pb::SecAggReply::kDirectory:
           *next.mutable_shares() = secagg::ToWire(secagg_->Share(secagg::FromWire(reply.directory(), server)));
           break;
@@ -744,6 +761,7 @@ class Session : public std::enable_shared_from_this<Session> {
   double compute_s_ = 0;
   secagg::Bytes signing_key_, verify_key_;  // Ed25519, for every session
   std::string secagg_keys_missing_;         // why this client has none, if so
+  secagg::SessionLedger ledger_;            // the sessions it joined
   std::unique_ptr<secagg::SecAggClient> secagg_;
   std::vector<secagg::Word> secagg_input_;
   std::vector<secagg::pb::MaskedInputChunk> masked_chunks_;
@@ -819,9 +837,17 @@ class Session::PullCall final : public grpc::ClientReadReactor<pb::TaskChunk> {
           if (!session_->secagg_keys_missing_.empty()) throw Error(session_->secagg_keys_missing_);
           const std::string& tls_dir = session_->options_.tls_dir;
           const auto roster = tls_dir.empty() ? nullptr : session_->swarm_->Roster(tls_dir);
-          pulled_.secagg = SetupFromWire(chunk_.header().secagg(), chunk_.header().num_params(),
-                                         session_->options_.id, roster.get());
-          pulled_.secagg_wait_s = chunk_.header().secagg().reply_wait_s();
+          try {
+            secagg::SessionConfig config =
+                SetupFromWire(chunk_.header().secagg(), chunk_.header().num_params(), session_->options_.id,
+                              pulled_.instructions.round, session_->options_.secagg, roster.get());
+            // Joined now, before any work: a session id seen before is a replay.
+            session_->ledger_.Join(secagg::SessionId(config));
+            pulled_.secagg = std::move(config);
+            pulled_.secagg_wait_s = chunk_.header().secagg().reply_wait_s();
+          } catch (const Error& e) {
+            pulled_.refused = std::string("refused the server's secure aggregation: ") + e.what();
+          }
         }
         expected_ = static_cast<size_t>(chunk_.header().num_params());
         global_ = std::make_shared<FlatParams>();

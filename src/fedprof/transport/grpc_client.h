@@ -8,6 +8,7 @@
 
 #include "fedprof/models/spec.h"
 #include "fedprof/protocol/messages.h"
+#include "fedprof/transport/grpc_secagg.h"
 
 namespace fedprof {
 
@@ -31,6 +32,12 @@ struct GrpcClientOptions {
   // 30 s); heartbeats pause while one waits.
   double pull_wait_s = 25;
   bool progress = true;     // a line per task on stdout
+  // What this client demands of secure aggregation, from its own config:
+  // a task that breaks it is refused (a failed result saying why).
+  SecAggPolicy secagg;
+  // The file of the secure aggregation sessions this client joined (its
+  // SessionLedger); "" keeps them in memory.
+  std::string secagg_ledger;
 };
 
 // What a client computes. `prepare` is called after each registration with

@@ -11,14 +11,27 @@ namespace fedprof {
 
 namespace pb = federation::v1;
 
+std::string RefusedTask(const FitInstructions& task, bool has_setup, const SecAggPolicy& policy) {
+  if (!policy.required) return "";
+  const std::string prefix = "refused a task that would send ";
+  const std::string reason = ": this client's configuration requires secure aggregation (secagg.protocol)";
+  if (task.train.epochs > 0 && !has_setup) return prefix + "its model in the clear" + reason;
+  if (task.report.sketch_dim > 0) return prefix + "a sketch of its update" + reason;
+  if (task.report.profile && !task.report.public_key && !policy.clear_profiles) {
+    return prefix + "its profile in the clear" + reason +
+           " (fedprof.secure_matching = paillier keeps it encrypted; secagg.clear_profiles = true "
+           "allows it)";
+  }
+  return "";
+}
+
 federation::v1::SecAggSetup SetupToWire(const secagg::SessionConfig& config, double reply_wait_s) {
   pb::SecAggSetup s;
-  s.set_session_id(config.session_id.data(), config.session_id.size());
+  s.set_run_id(config.run_id.data(), config.run_id.size());
+  s.set_nonce(config.nonce.data(), config.nonce.size());
   s.set_plus(config.protocol == secagg::Protocol::kSecAggPlus);
-  s.set_dropout(config.tolerance.dropout);
-  s.set_corrupt(config.tolerance.corrupt);
-  s.set_neighbors(config.neighbors);
-  s.set_threshold(config.threshold);
+  s.set_neighbors(config.graph.neighbors);
+  s.set_threshold(config.graph.threshold);
   s.set_length(static_cast<int64_t>(config.length));
   for (const auto& [id, key] : config.verify_keys) {
     s.add_clients(static_cast<int32_t>(id));
@@ -29,26 +42,24 @@ federation::v1::SecAggSetup SetupToWire(const secagg::SessionConfig& config, dou
 }
 
 secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& s, int64_t num_params,
-                                    int64_t own_id, const std::map<int64_t, std::string>* roster) {
+                                    int64_t own_id, int64_t round, const SecAggPolicy& policy,
+                                    const std::map<int64_t, std::string>* roster) {
   const auto bad = [](const std::string& what) { throw Error("task: secure aggregation " + what); };
   secagg::SessionConfig config;
-  if (s.session_id().size() != secagg::kKeyBytes) {
-    bad("session id of " + std::to_string(s.session_id().size()) + " bytes");
+  if (s.run_id().size() != secagg::kKeyBytes || s.nonce().size() != secagg::kKeyBytes) {
+    bad("run id of " + std::to_string(s.run_id().size()) + " bytes and nonce of " +
+        std::to_string(s.nonce().size()) + " bytes, expected 32 each");
   }
-  config.session_id.assign(s.session_id().begin(), s.session_id().end());
+  config.run_id.assign(s.run_id().begin(), s.run_id().end());
+  config.nonce.assign(s.nonce().begin(), s.nonce().end());
+  config.round = round;
   config.protocol = s.plus() ? secagg::Protocol::kSecAggPlus : secagg::Protocol::kSecAgg;
-  // NaN fails these too.
-  if (!(s.dropout() >= 0 && s.dropout() <= 0.5)) {
-    bad("dropout " + FormatDouble(s.dropout()) + " is not in [0, 0.5]");
-  }
-  if (!(s.corrupt() >= 0 && s.corrupt() <= 0.5)) {
-    bad("corruption " + FormatDouble(s.corrupt()) + " is not in [0, 0.5]");
-  }
-  config.tolerance.dropout = s.dropout();
-  config.tolerance.corrupt = s.corrupt();
   if (s.neighbors() < 0 || s.threshold() < 0) bad("with a negative k or t");
-  config.neighbors = s.neighbors();
-  config.threshold = s.threshold();
+  config.graph = {s.neighbors(), s.threshold()};
+  // k and t are the client's own to choose: the server's must agree.
+  config.tolerance = policy.tolerance;
+  config.neighbors = policy.neighbors;
+  config.threshold = policy.threshold;
   if (s.length() != num_params + 1) {
     bad("of " + std::to_string(s.length()) + " words; this model has " + std::to_string(num_params) +
         " values and its sample count");
@@ -88,15 +99,12 @@ secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& s, int64_
 }
 
 SecAggRendezvous::SecAggRendezvous(secagg::SessionConfig config, std::map<int64_t, int64_t> task_of,
-                                   double phase_timeout_s)
+                                   double phase_timeout_s, RefusalLog* refusals)
     : config_(std::move(config)),
       task_of_(std::move(task_of)),
       phase_timeout_s_(phase_timeout_s),
-      server_(config_, [&] {
-        std::vector<int64_t> ids;
-        for (const auto& entry : task_of_) ids.push_back(entry.first);
-        return ids;
-      }()) {}
+      refusals_(refusals),
+      server_(config_) {}
 
 SecAggRendezvous::~SecAggRendezvous() {
   std::unique_lock<std::mutex> lock(mutex_);
@@ -140,6 +148,12 @@ void SecAggRendezvous::Drop(int64_t id, const std::string& why) {
   Answer(id, false, "excluded from secure aggregation: " + why);
 }
 
+void SecAggRendezvous::LogRefusal(int64_t id, const std::string& kind, const std::string& why) {
+  if (refusals_ != nullptr) {
+    refusals_->Refuse("client " + std::to_string(id), "SecAgg " + kind, "SecAgg: " + Printable(why, 400));
+  }
+}
+
 void SecAggRendezvous::Flush(std::unique_lock<std::mutex>& lock) {
   std::vector<HeldReply> done;
   done.swap(to_finish_);
@@ -158,16 +172,21 @@ void SecAggRendezvous::Take(int64_t id, const pb::SecAggRequest& request, HeldRe
     to_finish_.push_back(std::move(held));
     Flush(lock);
   };
+  // A message the session does not take: logged, and answered with why.
+  const auto refuse = [&](const std::string& kind, const std::string& why) {
+    LogRefusal(id, kind, why);
+    answer_now(false, why);
+  };
   if (task == task_of_.end() || task->second != request.task_id()) {
-    answer_now(false, "task " + std::to_string(request.task_id()) + " has no secure aggregation open");
+    refuse("for no open session", "task " + std::to_string(request.task_id()) + " has no secure aggregation open");
     return;
   }
   if (phase_ == Phase::kDone) {
-    answer_now(false, "the session has ended");
+    refuse("after its session", "the session has ended");
     return;
   }
   if (admitted_.count(id) == 0) {
-    answer_now(false, "its result is not (or not yet) accepted");
+    refuse("before its result", "its result is not (or not yet) accepted");
     return;
   }
   if (held_.count(id) != 0) {
@@ -176,6 +195,7 @@ void SecAggRendezvous::Take(int64_t id, const pb::SecAggRequest& request, HeldRe
     answer_now(false, "excluded from secure aggregation: two messages at once");
     return;
   }
+  const bool was_excluded = server_.excluded().count(id) != 0;
   const int64_t bytes = static_cast<int64_t>(request.ByteSizeLong());
   bytes_received_ += bytes;
   received_by_[id] += bytes;
@@ -186,6 +206,10 @@ void SecAggRendezvous::Take(int64_t id, const pb::SecAggRequest& request, HeldRe
       case pb::SecAggRequest::kAdvertise:
         if (phase_ != Phase::kAdvertise) break;
         taken = server_.ReceiveAdvertise(id, secagg::FromWire(request.advertise(), origin));
+        break;
+      case pb::SecAggRequest::kRosterSignature:
+        if (phase_ != Phase::kRoster) break;
+        taken = server_.ReceiveRosterSignature(id, secagg::FromWire(request.roster_signature(), origin));
         break;
       case pb::SecAggRequest::kShares:
         if (phase_ != Phase::kShare) break;
@@ -248,9 +272,14 @@ void SecAggRendezvous::Take(int64_t id, const pb::SecAggRequest& request, HeldRe
   cost_.server_seconds += std::chrono::duration<double>(Clock::now() - start).count();
   if (!taken) {
     const auto excluded = server_.excluded().find(id);
-    answer_now(false, excluded != server_.excluded().end()
-                          ? "excluded from secure aggregation: " + excluded->second
-                          : std::string("a message the session's current round does not take"));
+    if (excluded == server_.excluded().end()) {
+      refuse("out of turn", "a message the session's current round does not take");
+    } else if (was_excluded) {
+      refuse("after its exclusion", "excluded from secure aggregation: " + excluded->second);
+    } else {
+      // Excluded by this message: the session logged why.
+      answer_now(false, "excluded from secure aggregation: " + excluded->second);
+    }
     return;
   }
   held_[id] = std::move(held);
@@ -294,8 +323,16 @@ SecAggOutcome SecAggRendezvous::Run(const std::function<bool(int64_t)>& alive) {
     Flush(lock);
   };
   try {
+    close(Phase::kRoster, [&] {
+      const secagg::pb::Roster wire = secagg::ToWire(server_.CloseAdvertise());  // one encoding for all
+      expected.clear();
+      for (int64_t id : wire.clients()) {
+        expected.insert(id);
+        Answer(id, true, "", [&](pb::SecAggReply* r) { *r->mutable_roster() = wire; });
+      }
+    });
     close(Phase::kShare, [&] {
-      const std::map<int64_t, secagg::KeyDirectory> directories = server_.CloseAdvertise();
+      const std::map<int64_t, secagg::KeyDirectory> directories = server_.CloseRoster();
       expected.clear();
       for (const auto& entry : directories) {
         expected.insert(entry.first);
@@ -325,9 +362,9 @@ SecAggOutcome SecAggRendezvous::Run(const std::function<bool(int64_t)>& alive) {
       const secagg::UnmaskRequest request = server_.CloseConsistency();
       const secagg::pb::UnmaskRequest wire = secagg::ToWire(request);
       expected.clear();
-      for (const secagg::ConsistencySignature& s : request.signatures) {
-        expected.insert(s.client);
-        Answer(s.client, true, "", [&](pb::SecAggReply* r) { *r->mutable_unmask() = wire; });
+      for (const int64_t id : server_.signers()) {
+        expected.insert(id);
+        Answer(id, true, "", [&](pb::SecAggReply* r) { *r->mutable_unmask() = wire; });
       }
     });
     close(Phase::kDone, [&] {

@@ -14,7 +14,9 @@
 // waits for the survivor list with a call of no message.
 // Everything a client sends is decoded by secagg/wire.h and checked by the
 // server's state machine (secagg/server.h) before it is used; a client
-// whose message fails is excluded from the session, with the reason logged.
+// whose message fails is excluded from the session, with the reason logged,
+// and every message the session refuses is logged once through the
+// server's RefusalLog, naming its client (repeats counted).
 
 #include <chrono>
 #include <condition_variable>
@@ -28,20 +30,46 @@
 #include <vector>
 
 #include "federation.pb.h"
+#include "fedprof/protocol/messages.h"
 #include "fedprof/secagg/server.h"
 #include "fedprof/secagg/wire.h"
+#include "fedprof/transport/refusal_log.h"
 #include "fedprof/transport/secure_aggregation.h"
 
 namespace fedprof {
 
-// The setup a task carries, for `clients` with their verification keys.
+// What a client demands of the server, from its own configuration
+// (secagg.*): the server can neither lower it nor turn it off.
+struct SecAggPolicy {
+  // secagg.protocol is not none: the models this client trains leave it
+  // only masked, and nothing else it sends reveals them.
+  bool required = false;
+  // secagg.clear_profiles: under `required`, a profile may still be sent in
+  // the clear (FedProf without Paillier matching).
+  bool clear_profiles = false;
+  // What sets the k and t this client accepts (secagg::ParamsFor).
+  secagg::Tolerance tolerance;
+  int neighbors = 0, threshold = 0;
+};
+
+// Why a client under `policy` refuses a task (whose training would go into
+// a secure aggregation session if `has_setup`), or "": under `required`,
+// a training task without a session (its model would go in the clear), a
+// profile asked for in the clear (unless clear_profiles), or a sketch of
+// the update.
+std::string RefusedTask(const FitInstructions& task, bool has_setup, const SecAggPolicy& policy);
+
+// The setup a task carries: the session's config but the session id (each
+// client derives it) and the tolerance (each party's own).
 federation::v1::SecAggSetup SetupToWire(const secagg::SessionConfig& config, double reply_wait_s);
-// A task's setup, checked: sizes, counts and ids; `length` must be the
-// model's values + 1 and `own_id` among the clients; with a `roster`
-// (tls.h's SecAggRoster) every verification key must be the roster's.
-// Throws fedprof::Error naming what was wrong.
+// A task's setup for round `round`, checked: sizes, counts and ids;
+// `length` must be the model's values + 1 and `own_id` among the clients;
+// with a `roster` (tls.h's SecAggRoster) every verification key must be the
+// roster's; k and t must be the ones the client's own `policy` gives for
+// that many clients (secagg::CheckConfig). Throws fedprof::Error naming
+// what was wrong.
 secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& setup, int64_t num_params,
-                                    int64_t own_id,
+                                    int64_t own_id, int64_t round, const SecAggPolicy& policy,
                                     const std::map<int64_t, std::string>* roster = nullptr);
 
 // A reply the server holds until it knows what to answer; `finish` ends
@@ -59,9 +87,10 @@ struct SecAggOutcome : SessionOutcome {
 class SecAggRendezvous {
  public:
   // `config.verify_keys` names the clients invited (the round's training
-  // tasks), each with the id of its task.
+  // tasks), each with the id of its task. Refused messages are logged
+  // through `refusals` (may be null: not logged).
   SecAggRendezvous(secagg::SessionConfig config, std::map<int64_t, int64_t> task_of,
-                   double phase_timeout_s);
+                   double phase_timeout_s, RefusalLog* refusals = nullptr);
   ~SecAggRendezvous();
 
   // The round loop accepted client `id`'s result (without its model): it
@@ -78,7 +107,7 @@ class SecAggRendezvous {
   SecAggOutcome Run(const std::function<bool(int64_t)>& alive);
 
  private:
-  enum class Phase { kAdvertise, kShare, kMask, kCheck, kUnmask, kDone };
+  enum class Phase { kAdvertise, kRoster, kShare, kMask, kCheck, kUnmask, kDone };
   using Clock = std::chrono::steady_clock;
   // Waits until every client of `expected` has answered or left, `alive`
   // says none of those still waited for is there, or the phase's time is
@@ -92,11 +121,14 @@ class SecAggRendezvous {
   void AnswerAll(const std::string& why);
   // Excludes `id` for `why` and ends its session (lock held).
   void Drop(int64_t id, const std::string& why);
+  // Logs a refused message of `id` (`kind` groups the repeats).
+  void LogRefusal(int64_t id, const std::string& kind, const std::string& why);
   void Flush(std::unique_lock<std::mutex>& lock);
 
   secagg::SessionConfig config_;
   const std::map<int64_t, int64_t> task_of_;
   const double phase_timeout_s_;
+  RefusalLog* const refusals_;
   std::mutex mutex_;
   std::condition_variable answered_cv_;
   secagg::SecAggServer server_;

@@ -17,6 +17,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/secagg/client.h"
+#include "fedprof/secagg/ledger.h"
 #include "fedprof/transport/tls.h"
 #include "tests/test_dirs.h"
 
@@ -33,10 +34,15 @@ constexpr int64_t kLength = 10;  // words of each input
 // Take, each answer comes back through its held reply.
 class SessionHarness {
  public:
-  SessionHarness(int n, double dropout, std::set<int64_t> admitted) {
-    config_.session_id = secagg::RandomBytes(secagg::kKeyBytes);
+  // `corrupt`: γ, which with δ = `dropout` sets k and t.
+  SessionHarness(int n, double dropout, std::set<int64_t> admitted, double corrupt = 0.1,
+                 RefusalLog* refusals = nullptr) {
+    config_.run_id = secagg::RandomBytes(secagg::kKeyBytes);
+    config_.round = 3;
+    config_.nonce = secagg::RandomBytes(secagg::kKeyBytes);
     config_.protocol = secagg::Protocol::kSecAggPlus;
     config_.tolerance.dropout = dropout;
+    config_.tolerance.corrupt = corrupt;
     config_.length = kLength;
     std::map<int64_t, int64_t> task_of;
     for (int64_t id = 0; id < n; ++id) {
@@ -45,10 +51,11 @@ class SessionHarness {
       signing_[id] = key.secret;
       task_of[id] = 100 + id;
     }
+    config_.graph = secagg::ParamsFor(config_).graph;
     for (int64_t id = 0; id < n; ++id) {
       clients_[id] = std::make_unique<secagg::SecAggClient>(config_, id, signing_[id]);
     }
-    session_ = std::make_unique<SecAggRendezvous>(config_, task_of, /*phase_timeout_s=*/20);
+    session_ = std::make_unique<SecAggRendezvous>(config_, task_of, /*phase_timeout_s=*/20, refusals);
     for (int64_t id : admitted) session_->Admit(id);
   }
 
@@ -94,8 +101,9 @@ std::vector<Word> InputOf(int64_t id) {
 
 TEST(SecAggRendezvousTest, TheSumOfTheSurvivorsWithADropoutAndAMalformedShare) {
   // Six clients: 5 sends encrypted shares of the wrong size and is
-  // excluded; 4 sends its masked input and dies. δ = 0.4 tolerates both.
-  SessionHarness h(6, 0.4, {0, 1, 2, 3, 4, 5});
+  // excluded; 4 sends its masked input and dies. δ = 0.4 tolerates both
+  // (with γ = 0: six clients cannot also hold off a corrupt one).
+  SessionHarness h(6, 0.4, {0, 1, 2, 3, 4, 5}, /*corrupt=*/0);
   std::atomic<bool> four_alive{true};
   SecAggOutcome out;
   std::thread server([&] { out = h.session().Run([&](int64_t id) { return id != 4 || four_alive.load(); }); });
@@ -107,6 +115,16 @@ TEST(SecAggRendezvousTest, TheSumOfTheSurvivorsWithADropoutAndAMalformedShare) {
     h.Send(id, r);
   }
   std::map<int64_t, pb::SecAggReply> got;
+  for (int64_t id : all) {
+    got[id] = h.Await(id);
+    ASSERT_TRUE(got[id].more() && got[id].has_roster()) << id << ": " << got[id].reason();
+  }
+  for (int64_t id : all) {
+    pb::SecAggRequest r;
+    *r.mutable_roster_signature() =
+        secagg::ToWire(h.client(id).SignRoster(secagg::FromWire(got[id].roster(), "server")));
+    h.Send(id, r);
+  }
   for (int64_t id : all) {
     got[id] = h.Await(id);
     ASSERT_TRUE(got[id].more() && got[id].has_directory()) << id << ": " << got[id].reason();
@@ -220,41 +238,57 @@ TEST(SecAggRendezvousTest, ASessionWithTooFewClientsFailsAndAnswersEveryone) {
 }
 
 TEST(SecAggSetupTest, ATasksSetupIsCheckedBeforeUse) {
+  SecAggPolicy policy;
   secagg::SessionConfig config;
-  config.session_id = secagg::RandomBytes(secagg::kKeyBytes);
+  config.run_id = secagg::RandomBytes(secagg::kKeyBytes);
+  config.round = 4;
+  config.nonce = secagg::RandomBytes(secagg::kKeyBytes);
   config.length = 11;
-  for (int64_t id : {3, 5}) config.verify_keys[id] = secagg::GenerateEd25519().public_key;
+  for (int64_t id : {3, 5, 8}) config.verify_keys[id] = secagg::GenerateEd25519().public_key;
+  config.tolerance = policy.tolerance;
+  config.graph = secagg::ParamsFor(config).graph;
   const pb::SecAggSetup good = SetupToWire(config, 90);
-  const secagg::SessionConfig back = SetupFromWire(good, 10, 3);
-  EXPECT_EQ(back.session_id, config.session_id);
+  const secagg::SessionConfig back = SetupFromWire(good, 10, 3, 4, policy);
+  EXPECT_EQ(secagg::SessionId(back), secagg::SessionId(config));
   EXPECT_EQ(back.verify_keys, config.verify_keys);
   EXPECT_EQ(back.length, 11u);
+  // The round is the task's: another one is another session.
+  EXPECT_NE(secagg::SessionId(SetupFromWire(good, 10, 3, 5, policy)), secagg::SessionId(config));
 
-  const auto refused = [&](const std::function<void(pb::SecAggSetup&)>& spoil, const std::string& says) {
+  const auto refused = [&](const std::function<void(pb::SecAggSetup&)>& spoil, const std::string& says,
+                           const SecAggPolicy& own) {
     pb::SecAggSetup s = good;
     spoil(s);
     try {
-      SetupFromWire(s, 10, 3);
+      SetupFromWire(s, 10, 3, 4, own);
       ADD_FAILURE() << "accepted a setup that " << says;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
     }
   };
-  refused([](pb::SecAggSetup& s) { s.set_length(12); }, "of 12 words");
-  refused([](pb::SecAggSetup& s) { s.mutable_verify_keys(1)->pop_back(); }, "with a key of 31 bytes");
-  refused([](pb::SecAggSetup& s) { s.set_clients(1, 3); }, "names client 3 twice");
-  refused([](pb::SecAggSetup& s) { s.set_clients(0, 4); }, "without this one");
-  refused([](pb::SecAggSetup& s) { s.set_dropout(std::nan("")); }, "dropout");
-  refused([](pb::SecAggSetup& s) { s.mutable_session_id()->clear(); }, "session id of 0 bytes");
-  EXPECT_THROW(SetupFromWire(good, 10, 4), Error);
+  const auto as_is = [](pb::SecAggSetup&) {};
+  refused([](pb::SecAggSetup& s) { s.set_length(12); }, "of 12 words", policy);
+  refused([](pb::SecAggSetup& s) { s.mutable_verify_keys(1)->pop_back(); }, "with a key of 31 bytes", policy);
+  refused([](pb::SecAggSetup& s) { s.set_clients(1, 3); }, "names client 3 twice", policy);
+  refused([](pb::SecAggSetup& s) { s.set_clients(0, 4); }, "without this one", policy);
+  refused([](pb::SecAggSetup& s) { s.mutable_run_id()->clear(); }, "run id of 0 bytes", policy);
+  refused([](pb::SecAggSetup& s) { s.mutable_nonce()->pop_back(); }, "nonce of 31 bytes", policy);
+  // k and t are the client's own: a server that sets them (here as a γ of 0
+  // would, t = 1 of 2) or a client that asks for more is refused.
+  refused([](pb::SecAggSetup& s) { s.set_threshold(1); },
+          "the session's k = 2, t = 1 are not this party's k = 2, t = 2", policy);
+  SecAggPolicy stricter = policy;
+  stricter.tolerance.corrupt = 0.4;
+  refused(as_is, "no threshold lets 3 clients", stricter);
+  EXPECT_THROW(SetupFromWire(good, 10, 7, 4, policy), Error);
 
   // Against the keys issued with the certificates (secagg-roster), a key the
   // server substitutes for a client's is refused.
   std::map<int64_t, std::string> roster(config.verify_keys.begin(), config.verify_keys.end());
-  EXPECT_EQ(SetupFromWire(good, 10, 3, &roster).verify_keys, config.verify_keys);
+  EXPECT_EQ(SetupFromWire(good, 10, 3, 4, policy, &roster).verify_keys, config.verify_keys);
   roster[5] = secagg::GenerateEd25519().public_key;
   try {
-    SetupFromWire(good, 10, 3, &roster);
+    SetupFromWire(good, 10, 3, 4, policy, &roster);
     ADD_FAILURE() << "accepted a substituted key";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("gives client 5 a verification key that is not secagg-roster's"),
@@ -262,7 +296,7 @@ TEST(SecAggSetupTest, ATasksSetupIsCheckedBeforeUse) {
         << e.what();
   }
   roster.erase(5);
-  EXPECT_THROW(SetupFromWire(good, 10, 3, &roster), Error);
+  EXPECT_THROW(SetupFromWire(good, 10, 3, 4, policy, &roster), Error);
 }
 
 // The keys scripts/make-certs.sh issues read back as each client's pair and
@@ -290,6 +324,113 @@ TEST(SecAggKeysTest, TheIssuedKeysAndRosterReadBackAndABadLineIsNamed) {
   }
   WriteFileAtomic(dir + "/secagg-roster", text.substr(0, second) + text.substr(0, second));
   EXPECT_THROW(SecAggRoster(dir), Error);  // client 0 twice
+}
+
+// A client whose configuration says secure aggregation (secagg.protocol)
+// refuses whatever would let its model, or what it reveals of it, reach the
+// server in the clear: the server cannot turn that off by leaving the setup
+// out of a task.
+TEST(SecAggPolicyTest, AClientThatRequiresSecureAggregationRefusesADowngrade) {
+  SecAggPolicy policy;
+  FitInstructions train;
+  train.train.epochs = 2;
+  EXPECT_EQ(RefusedTask(train, /*has_setup=*/false, policy), "");  // not required: the server decides
+  policy.required = true;
+  EXPECT_EQ(RefusedTask(train, /*has_setup=*/true, policy), "");
+  const std::string clear = RefusedTask(train, /*has_setup=*/false, policy);
+  EXPECT_NE(clear.find("refused a task that would send its model in the clear"), std::string::npos) << clear;
+  EXPECT_EQ(clear.find('\n'), std::string::npos);
+  // A report task brings no model back, but a profile in the clear, or a
+  // sketch of the update, is refused unless the client allows it.
+  FitInstructions report;
+  report.train.epochs = 0;
+  report.report.profile = true;
+  EXPECT_NE(RefusedTask(report, false, policy).find("its profile in the clear"), std::string::npos);
+  report.report.public_key = std::make_shared<const std::string>("paillier");
+  EXPECT_EQ(RefusedTask(report, false, policy), "");  // encrypted matching: only Enc(q div) leaves
+  report.report.public_key.reset();
+  policy.clear_profiles = true;
+  EXPECT_EQ(RefusedTask(report, false, policy), "");
+  train.report.sketch_dim = 16;
+  EXPECT_NE(RefusedTask(train, true, policy).find("a sketch of its update"), std::string::npos);
+}
+
+// The sessions a client joined are refused a second time, across a restart
+// of the client (the ledger's file), and a damaged ledger is named.
+TEST(SecAggLedgerTest, ASessionIsJoinedOnceEvenAcrossARestart) {
+  const std::string dir = testing_support::ClearedPath("secagg", "ledger");
+  MakeDirs(dir);
+  const std::string path = dir + "/client-3.secagg-sessions";
+  const secagg::Bytes first = secagg::RandomBytes(secagg::kKeyBytes);
+  const secagg::Bytes second = secagg::RandomBytes(secagg::kKeyBytes);
+  {
+    secagg::SessionLedger ledger(path);
+    ledger.Join(first);
+    ledger.Join(second);
+    try {
+      ledger.Join(first);
+      ADD_FAILURE() << "joined a session twice";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("was joined before"), std::string::npos) << e.what();
+    }
+  }
+  secagg::SessionLedger restarted(path);
+  EXPECT_THROW(restarted.Join(second), Error);
+  restarted.Join(secagg::RandomBytes(secagg::kKeyBytes));
+  secagg::SessionLedger in_memory;
+  in_memory.Join(first);
+  EXPECT_THROW(in_memory.Join(first), Error);
+  WriteFileAtomic(path, ReadFile(path) + "not-hex\n");
+  try {
+    secagg::SessionLedger(path).Join(secagg::RandomBytes(secagg::kKeyBytes));
+    ADD_FAILURE() << "read a damaged ledger";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("client-3.secagg-sessions line 4: not a secure aggregation session id"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Every message the session refuses is logged, naming its client, once per
+// kind and client within the log's window, later repeats counted.
+TEST(SecAggRendezvousTest, EveryRefusedMessageIsLoggedOnceNamingItsClient) {
+  std::vector<std::string> lines;
+  std::mutex lines_mutex;
+  RefusalLog log(10, [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(lines_mutex);
+    lines.push_back(line);
+  });
+  SessionHarness h(3, 0.1, {0, 1}, 0.1, &log);
+  pb::SecAggRequest advertise;
+  *advertise.mutable_advertise() = secagg::ToWire(h.client(2).Advertise());
+  h.Send(2, advertise);  // before its result is accepted
+  EXPECT_FALSE(h.Await(2).more());
+  pb::SecAggRequest signature;
+  *signature.mutable_signature() = secagg::ToWire(secagg::ConsistencySignature{0, secagg::Bytes(64, 's')});
+  ASSERT_TRUE(signature.has_signature());
+  for (int i = 0; i < 50; ++i) {
+    h.Send(0, signature);  // out of turn, fifty times
+    EXPECT_FALSE(h.Await(0).more());
+  }
+  auto held = std::make_shared<pb::SecAggReply>();
+  pb::SecAggRequest other_task = advertise;
+  other_task.set_task_id(999);
+  h.session().Take(1, other_task, HeldReply{held.get(), [] {}});  // a task with no session
+  EXPECT_FALSE(held->more());
+  log.Flush(/*everything=*/true);
+  std::lock_guard<std::mutex> lock(lines_mutex);
+  const auto count = [&](const std::string& part) {
+    return std::count_if(lines.begin(), lines.end(),
+                         [&](const std::string& l) { return l.find(part) != std::string::npos; });
+  };
+  EXPECT_EQ(count("client 2"), 1) << ::testing::PrintToString(lines);
+  EXPECT_EQ(count("not (or not yet) accepted"), 1);
+  EXPECT_EQ(count("client 0 refused: SecAgg: a message the session's current round does not take"), 1)
+      << ::testing::PrintToString(lines);
+  EXPECT_EQ(count("client 0: 49 more refusals (SecAgg out of turn)"), 1) << ::testing::PrintToString(lines);
+  EXPECT_EQ(count("client 1 refused: SecAgg: task 999 has no secure aggregation open"), 1)
+      << ::testing::PrintToString(lines);
+  for (const std::string& line : lines) EXPECT_EQ(line.find('\n'), std::string::npos);
 }
 
 }  // namespace

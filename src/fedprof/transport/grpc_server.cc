@@ -296,6 +296,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     // The round's secure aggregation session, of its training tasks.
     std::map<int64_t, size_t> secagg_index;  // by client
     std::shared_ptr<const pb::SecAggSetup> setup;
+    std::string no_session;  // why the round's training tasks have none
     if (options_.secure_aggregation) {
       std::map<int64_t, int64_t> task_of;
       for (size_t i = 0; i < tasks.size(); ++i) {
@@ -303,17 +304,22 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
         task_of[tasks[i].client_id] = next_task_id_ + static_cast<int64_t>(i);
         secagg_index[tasks[i].client_id] = i;
       }
-      if (task_of.size() >= 2) {
+      std::map<int64_t, secagg::Bytes> verify_keys;
+      for (const auto& entry : task_of) {
+        const std::string& key = clients_[entry.first].verify_key;
+        verify_keys[entry.first] = secagg::Bytes(key.begin(), key.end());
+      }
+      try {
+        if (task_of.empty()) throw Error("none");
         secagg::SessionConfig config =
-            SessionConfigFor(*options_.secure_aggregation, static_cast<size_t>(options_.num_params) + 1);
-        for (const auto& entry : task_of) {
-          const std::string& key = clients_[entry.first].verify_key;
-          config.verify_keys[entry.first] = secagg::Bytes(key.begin(), key.end());
-        }
+            SessionConfigFor(*options_.secure_aggregation, run_id_, tasks.front().instructions.round,
+                             static_cast<size_t>(options_.num_params) + 1, std::move(verify_keys));
         setup = std::make_shared<const pb::SecAggSetup>(
             SetupToWire(config, round_timeout_s + options_.secagg_phase_timeout_s));
         secagg_ = std::make_shared<SecAggRendezvous>(std::move(config), std::move(task_of),
-                                                     options_.secagg_phase_timeout_s);
+                                                     options_.secagg_phase_timeout_s, &refusals_);
+      } catch (const Error& e) {
+        no_session = e.what();
       }
     }
     // A relay's clients' tasks go to it as one batch per model.
@@ -325,11 +331,12 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       t.id = next_task_id_ + static_cast<int64_t>(i);
       if (secagg_index.count(id) != 0) {
         if (!setup) {
-          // One model is its own sum: it would reach the server as it is.
+          // Its model would reach the server as it is.
           t.open = false;
           Arrival a;
           a.index = t.index;
-          a.result = Failed(id, "secure aggregation needs two models in a round; this round has one",
+          a.result = Failed(id, "no secure aggregation session for this round's " +
+                                    std::to_string(secagg_index.size()) + " training tasks: " + no_session,
                             /*timed_out=*/false);
           arrived_.push_back(std::move(a));
           continue;
@@ -555,12 +562,15 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     return out;
   }
 
+  // The clients' claims by id, and the run's id under "run" (hex), so that a
+  // resumed server's secure aggregation sessions stay bound to its run.
   std::string SaveClaims() const {
     std::lock_guard<std::mutex> lock(mutex_);
     nlohmann::json claims = nlohmann::json::object();
     for (size_t k = 0; k < clients_.size(); ++k) {
       if (clients_[k].claimed > 0) claims[std::to_string(k)] = clients_[k].claimed;
     }
+    claims["run"] = HexEncode(run_id_);
     return claims.dump();
   }
 
@@ -570,6 +580,12 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     try {
       const nlohmann::json claims = nlohmann::json::parse(text);
       for (const auto& [key, value] : claims.items()) {
+        if (key == "run") {
+          const std::string hex = value.get<std::string>();
+          if (!IsHex(hex, 64)) throw Error("checkpoint: the run id is not 64 hex digits");
+          run_id_ = HexDecode(hex);
+          continue;
+        }
         const int id = ParseClientId(key, options_.num_clients);
         if (id < 0) throw Error("checkpoint: claim of client '" + Printable(key) + "'");
         const int64_t n = value.get<int64_t>();
@@ -684,6 +700,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       }
     }
     if (!session) {
+      refusals_.Refuse("client " + std::to_string(id), "SecAgg for no open session", "SecAgg: " + reply->reason());
       call->Finish(grpc::Status::OK);
       return call;
     }
@@ -1642,8 +1659,9 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       state->registered = clients_[id].num_samples;
     }
     state->id = id;
-    // A model under secure aggregation comes only masked, in its session.
-    state->expected = state->task.instructions->train.epochs > 0 && !state->task.secagg
+    // A model under secure aggregation comes only masked, in its session; a
+    // failed result (the client's error says why) brings none.
+    state->expected = state->result.ok && state->task.instructions->train.epochs > 0 && !state->task.secagg
                           ? state->task.instructions->global->size()
                           : 0;
     if (header.num_samples() != state->registered) {
@@ -1964,6 +1982,9 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
   std::map<int, Parked<BatchStream>> relay_parked_;  // waiting batch requests, by relay id
   std::map<int64_t, Batch> batches_;                 // of the current Fit call
   std::shared_ptr<SecAggRendezvous> secagg_;         // the current Fit call's session
+  // The run's id, bound into every secure aggregation session (drawn at
+  // start, kept by checkpoints).
+  secagg::Bytes run_id_ = secagg::RandomBytes(secagg::kKeyBytes);
   int64_t next_batch_id_ = 1;
   std::deque<Arrival> arrived_;
   int64_t next_task_id_ = 1;

@@ -33,7 +33,7 @@ std::set<int64_t> DrawDropouts(const std::vector<int64_t>& ids, size_t count, ui
 
 SecureAggregationTransport::SecureAggregationTransport(Transport& inner,
                                                        SecureAggregationOptions options)
-    : inner_(inner), options_(std::move(options)) {}
+    : inner_(inner), options_(std::move(options)), run_id_(secagg::RandomBytes(secagg::kKeyBytes)) {}
 
 void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& tasks,
                                      const ResultSink& sink) {
@@ -70,13 +70,14 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
 
   std::vector<int64_t> ids;
   for (const auto& entry : inputs) ids.push_back(entry.first);
-  secagg::SessionConfig config = SessionConfigFor(options_, length);
-  // Each client's long-term signing key, as a deployment's PKI provides it.
-  std::map<int64_t, secagg::Bytes> signing_keys;
+  // Each client's long-term signing key, as a deployment's PKI provides it:
+  // here every key is made in this one process, which models the protocol's
+  // cost and exactness, not its privacy (docs/secagg.md).
+  std::map<int64_t, secagg::Bytes> signing_keys, verify_keys;
   for (int64_t id : ids) {
     secagg::KeyPair key = secagg::GenerateEd25519();
     signing_keys[id] = std::move(key.secret);
-    config.verify_keys[id] = std::move(key.public_key);
+    verify_keys[id] = std::move(key.public_key);
   }
   const int64_t round = tasks.front().instructions.round;
   secagg::Dropouts dropouts;
@@ -89,6 +90,8 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
   outcome.clients = ids;
   const auto start = std::chrono::steady_clock::now();
   try {
+    const secagg::SessionConfig config =
+        SessionConfigFor(options_, run_id_, round, length, std::move(verify_keys));
     report = secagg::RunInProcess(config, signing_keys, inputs, dropouts);
     outcome.finished = true;
     outcome.result = report.result;
@@ -124,10 +127,11 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
 }
 
 SessionLoad SecureAggregationLoad(const SecureAggregationOptions& options, int clients, size_t length) {
-  const int k = secagg::ChooseGraph(options.protocol, clients, options.tolerance, options.neighbors,
-                                    options.threshold)
-                    .neighbors;
-  const secagg::ClientTraffic traffic = secagg::TrafficOfOneClient(clients, k, length, secagg::kChunkWords);
+  const secagg::RoundParams params =
+      secagg::ParamsFor(options.protocol, clients, options.tolerance, options.neighbors, options.threshold);
+  const int k = params.graph.neighbors;
+  const secagg::ClientTraffic traffic =
+      secagg::TrafficOfOneClient(clients, k, params.quorum, length, secagg::kChunkWords);
   SessionLoad load;
   load.upload_bits = 8.0 * static_cast<double>(traffic.sent);
   load.download_bits = 8.0 * static_cast<double>(traffic.received);
@@ -135,14 +139,20 @@ SessionLoad SecureAggregationLoad(const SecureAggregationOptions& options, int c
   return load;
 }
 
-secagg::SessionConfig SessionConfigFor(const SecureAggregationOptions& options, size_t length) {
+secagg::SessionConfig SessionConfigFor(const SecureAggregationOptions& options, const secagg::Bytes& run_id,
+                                       int64_t round, size_t length,
+                                       std::map<int64_t, secagg::Bytes> verify_keys) {
   secagg::SessionConfig config;
-  config.session_id = secagg::RandomBytes(secagg::kKeyBytes);
+  config.run_id = run_id;
+  config.round = round;
+  config.nonce = secagg::RandomBytes(secagg::kKeyBytes);
   config.protocol = options.protocol;
+  config.length = length;
+  config.verify_keys = std::move(verify_keys);
   config.tolerance = options.tolerance;
   config.neighbors = options.neighbors;
   config.threshold = options.threshold;
-  config.length = length;
+  config.graph = secagg::ParamsFor(config).graph;
   return config;
 }
 

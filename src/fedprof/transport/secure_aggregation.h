@@ -53,18 +53,22 @@ struct SecureAggregationCost {
 
 // What the cost model charges each client of a round of `clients` for its
 // session, inputs of `length` words: the bytes of its messages
-// (secagg::TrafficOfOneClient, k as the session would choose it) and, for
-// its work, kMaskCyclesPerWord for each word of each of its k + 1 masks.
+// (secagg::TrafficOfOneClient, k and the signature quorum as the session
+// would choose them) and, for its work, kMaskCyclesPerWord for each word of
+// each of its k + 1 masks.
 SessionLoad SecureAggregationLoad(const SecureAggregationOptions& options, int clients, size_t length);
 // A client's CPU cycles per input word per mask: secagg_bench's SecAgg
 // client at K = 100 (docs/secagg.md, Cost), 82.2 ms for 100 masks of
 // 61,707 words at 2.1 GHz, all its other work folded in.
 constexpr double kMaskCyclesPerWord = 28;
 
-// A round's session, for clients of `length`-word inputs: a fresh session
-// id and the options' protocol and parameters (the verification keys are
-// the caller's).
-secagg::SessionConfig SessionConfigFor(const SecureAggregationOptions& options, size_t length);
+// The server's config of round `round`'s session of the clients of
+// `verify_keys`, for `length`-word inputs: the run's id, a fresh nonce, the
+// options' protocol and tolerance, and the k and t they give for that many
+// clients (which each client checks against its own).
+secagg::SessionConfig SessionConfigFor(const SecureAggregationOptions& options, const secagg::Bytes& run_id,
+                                       int64_t round, size_t length,
+                                       std::map<int64_t, secagg::Bytes> verify_keys);
 
 // How a session ended, in process or over the network.
 struct SessionOutcome {
@@ -112,6 +116,7 @@ class SecureAggregationTransport : public Transport {
  private:
   Transport& inner_;
   SecureAggregationOptions options_;
+  const secagg::Bytes run_id_;  // the sessions' run
   std::vector<SecureAggregationCost> sessions_;
 };
 

@@ -141,8 +141,9 @@ TEST_F(SecureAggregationTest, TheServerGetsResultsWithoutModelsAndTheirExactSum)
     if (drop == 0) {
       // The cost model charges each client what it sent and received, up to
       // the bytes its ids take (protobuf leaves out an id of 0).
-      const secagg::ClientTraffic charged =
-          secagg::TrafficOfOneClient(5, cost.neighbors, expected.size() + 1, secagg::kChunkWords);
+      const secagg::ClientTraffic charged = secagg::TrafficOfOneClient(
+          5, cost.neighbors, secagg::ParamsFor(protocol, 5, options.tolerance).quorum, expected.size() + 1,
+          secagg::kChunkWords);
       EXPECT_NEAR(cost.client_bytes_sent, static_cast<double>(charged.sent), 10);
       EXPECT_NEAR(cost.client_bytes_received, static_cast<double>(charged.received), 10);
     }
@@ -220,6 +221,10 @@ TEST(SecureAggregationRunTest, WhatItCannotServeIsRefusedBeforeARound) {
               {"secagg.protocol = secagg: a sum of one model is that model: 1 clients per round"});
   ExpectError([] { Simulate("five", {{"secagg.protocol", "secagg+"}, {"secagg.dropout", "0.4"}}); },
               {"secagg.protocol = secagg+: 5 clients per round"});
+  // FedProf without Paillier matching would send every profile in the clear.
+  ExpectError([] { Simulate("profiles", {{"secagg.protocol", "secagg+"}, {"strategy.name", "fedprof"}}); },
+              {"secagg.protocol = secagg+: strategy fedprof would have every client send its profile in the "
+               "clear", "fedprof.secure_matching = paillier", "secagg.clear_profiles = true"});
   Config config;
   for (const char* set :
        {"model.name=mlp", "model.hidden=8", "secagg.protocol=secagg+", "strategy.aggregator=krum"}) {

@@ -24,8 +24,10 @@ class RelaySyncRequest;
 class RelayBatchHeader;
 }  // namespace federation::v1
 
-// The protocol's version; a peer speaking another one is refused.
-constexpr uint32_t kProtocolVersion = 1;
+// The protocol's version; a peer speaking another one is refused. Version 2:
+// secure aggregation against an active server (round 0′, a setup without
+// the server's tolerance).
+constexpr uint32_t kProtocolVersion = 2;
 
 // "" when `theirs` is this protocol's version, else a message naming both.
 std::string ProtocolMismatch(uint32_t theirs, const std::string& peer);
