@@ -354,7 +354,8 @@ TEST(DeployTest, SecureMatchingOverTheNetworkEqualsSimulation) {
 TEST(DeployTest, SecureAggregationOverTheNetworkEqualsSimulation) {
   ExpectSameNumbersAsSimulation("secagg", "--set strategy.name=fedprof --set "
                                           "fedprof.secure_matching=paillier --set "
-                                          "model.profile_layer=conv2 --set secagg.protocol=secagg+");
+                                          "model.profile_layer=conv2 --set secagg.protocol=secagg+ "
+                                          "--set secagg.min_clients=3");
 }
 
 // Five client processes under SecAgg+; the last is killed once the server
@@ -373,7 +374,8 @@ TEST(DeployTest, SecureAggregationSurvivesAClientKilledAfterMasking) {
   Deployment d;
   // δ = 0.2: a session of 5 survives one dropout. The clients' own
   // configuration says the same (they compute k and t from it).
-  const std::string secure = run + " --set secagg.protocol=secagg+ --set secagg.dropout=0.2";
+  const std::string secure =
+      run + " --set secagg.protocol=secagg+ --set secagg.dropout=0.2 --set secagg.min_clients=5";
   StartServer(&d, secure + " --set report.progress=true --tls-dir " + certs + " --out " + dir + "/server",
               dir + "/server.log");
   StartClients(&d, 0, 4, secure + " --tls-dir " + certs, dir);
@@ -407,7 +409,8 @@ TEST(DeployTest, UnderSecureAggregationAModelInTheClearIsRefused) {
   const std::string certs = MakeCerts(dir, 5);
   const std::string run = SmallRun(5, 1.0, 2) + kFastFaults;
   Deployment d;
-  const std::string secure = run + " --set secagg.protocol=secagg+ --set secagg.dropout=0.2";
+  const std::string secure =
+      run + " --set secagg.protocol=secagg+ --set secagg.dropout=0.2 --set secagg.min_clients=5";
   StartServer(&d, secure + " --set report.progress=true --tls-dir " + certs + " --out " + dir + "/server",
               dir + "/server.log");
   StartClients(&d, 0, 4, secure + " --tls-dir " + certs, dir);
@@ -462,7 +465,8 @@ TEST(DeployTest, SecureAggregationKeysAreTheOnesIssuedWithTheCertificates) {
   ASSERT_EQ(std::system(("openssl genpkey -algorithm ed25519 -out " + other + "/client-0.secagg.key").c_str()), 0);
   std::filesystem::remove(missing + "/client-1.secagg.key");
   Deployment d;
-  StartServer(&d, run + " --set secagg.protocol=secagg --tls-dir " + certs + " --out " + dir + "/server",
+  StartServer(&d, run + " --set secagg.protocol=secagg --set secagg.min_clients=3 --tls-dir " + certs + " --out " +
+                      dir + "/server",
               dir + "/server.log");
   const std::string client = "client --server " + d.address + " " + run + " --tls-dir ";
   const int forged = d.procs.Start(kCli, client + other + " --id 0", dir + "/forged.log");
@@ -473,6 +477,72 @@ TEST(DeployTest, SecureAggregationKeysAreTheOnesIssuedWithTheCertificates) {
   EXPECT_NE(d.procs.Wait(keyless, 60), 0);
   EXPECT_NE(d.procs.Output(keyless).find("client-1.secagg.key: no such file"), std::string::npos)
       << d.procs.Output(keyless);
+}
+
+// Keys where they belong: each client makes its own keys (fedprof keygen)
+// and sends only a certificate request and its roster line; the CA (not the
+// server) signs the one and lists the other. The CA's directory never holds
+// a client's private key, and a deployment of such clients under SecAgg+
+// ends on the plaintext simulation's model. The CA refuses a request for
+// another client's name and a second key for a client.
+TEST(DeployTest, EachClientsKeysAreMadeOnItsOwnMachine) {
+  const std::string dir = FreshDir("deploy", "keygen");
+  const std::string ca = dir + "/ca", make = "bash " FEDPROF_SOURCE_DIR "/scripts/make-certs.sh ";
+  ASSERT_EQ(std::system((make + "--ca " + ca + " > /dev/null").c_str()), 0);
+  std::string requests;
+  for (int k = 0; k < 3; ++k) {
+    const std::string machine = dir + "/client-machine-" + std::to_string(k);
+    std::filesystem::create_directories(machine);
+    const std::string keygen = std::string(kCli) + " keygen --id " + std::to_string(k) + " --out " + machine +
+                               " > /dev/null";
+    ASSERT_EQ(std::system(keygen.c_str()), 0);
+    const auto mode = std::filesystem::status(machine + "/client-" + std::to_string(k) + ".secagg.key").permissions();
+    EXPECT_EQ(mode & std::filesystem::perms::all, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    requests += " " + machine + "/client-" + std::to_string(k) + ".csr " + machine + "/client-" + std::to_string(k) +
+                ".secagg.pub";
+  }
+  ASSERT_EQ(std::system((make + "--sign " + ca + requests + " > /dev/null").c_str()), 0);
+  for (const auto& entry : std::filesystem::directory_iterator(ca)) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_FALSE(name.rfind("client-", 0) == 0 && name.find(".key") != std::string::npos)
+        << "the CA holds a client's private key: " << name;
+  }
+  // What each machine is handed back: its certificate, ca.crt and the roster.
+  for (int k = 0; k < 3; ++k) {
+    const std::string machine = dir + "/client-machine-" + std::to_string(k);
+    for (const std::string& file : {std::string("ca.crt"), std::string("secagg-roster"), "client-" + std::to_string(k) + ".crt"}) {
+      std::filesystem::copy_file(ca + "/" + file, machine + "/" + file);
+    }
+  }
+  const std::string run = SmallRun(3, 1.0, 1) + kFastFaults;
+  Processes sim;
+  const int s = sim.Start(kCli, "simulate " + run + " --out " + dir + "/sim", dir + "/sim.log");
+  ASSERT_EQ(sim.Wait(s, 120), 0) << sim.Output(s);
+  const std::string secure = run + " --set secagg.protocol=secagg+ --set secagg.min_clients=3";
+  Deployment d;
+  StartServer(&d, secure + " --tls-dir " + ca + " --out " + dir + "/server", dir + "/server.log");
+  for (int k = 0; k < 3; ++k) {
+    d.clients.push_back(d.procs.Start(kCli,
+                                      "client --server " + d.address + " --id " + std::to_string(k) + " " + secure +
+                                          " --tls-dir " + dir + "/client-machine-" + std::to_string(k),
+                                      dir + "/client-" + std::to_string(k) + ".log"));
+  }
+  ASSERT_EQ(d.procs.Wait(d.server, 120), 0) << d.procs.Output(d.server);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+  EXPECT_EQ(Summary(dir + "/server").at("final_model_sha256"), Summary(dir + "/sim").at("final_model_sha256"));
+
+  // The CA refuses a request under another client's name, and a second key.
+  const std::string other = dir + "/other";
+  std::filesystem::create_directories(other);
+  ASSERT_EQ(std::system((std::string(kCli) + " keygen --id 0 --out " + other + " > /dev/null").c_str()), 0);
+  std::filesystem::copy_file(other + "/client-0.csr", other + "/client-7.csr");
+  const std::string log = dir + "/sign.log";
+  EXPECT_NE(std::system((make + "--sign " + ca + " " + other + "/client-7.csr > " + log + " 2>&1").c_str()), 0);
+  EXPECT_NE(ReadFile(log).find("client-7.csr: its subject is 'CN=client-0', not CN=client-7"), std::string::npos)
+      << ReadFile(log);
+  EXPECT_NE(std::system((make + "--sign " + ca + " " + other + "/client-0.secagg.pub > " + log + " 2>&1").c_str()), 0);
+  EXPECT_NE(ReadFile(log).find("secagg-roster already lists another key for client 0"), std::string::npos)
+      << ReadFile(log);
 }
 
 // A model over gRPC's default 4 MiB message limit (an MLP of 1.2 M values,

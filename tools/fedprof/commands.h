@@ -27,6 +27,7 @@ Runner AddFbftl(CLI::App& app);
 Runner AddServer(CLI::App& app);
 Runner AddClient(CLI::App& app);
 Runner AddRelay(CLI::App& app);
+Runner AddKeygen(CLI::App& app);
 Runner AddOptions(CLI::App& app);
 Runner AddStatus(CLI::App& app);
 

@@ -8,6 +8,7 @@
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
 #include "fedprof/run/deployment.h"
+#include "fedprof/transport/tls.h"
 #include "tools/fedprof/commands.h"
 
 namespace fedprof::cli {
@@ -113,6 +114,26 @@ Runner AddClient(CLI::App& app) {
     if (!args->config.empty()) config.MergeTomlFile(args->config);
     for (const auto& s : args->sets) config.SetAssignment(s);
     RunClient(config, args->client);
+  };
+}
+
+Runner AddKeygen(CLI::App& app) {
+  struct Args {
+    int id = -1;
+    std::string out = ".";
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "keygen", "Make this client's keys here, on its own machine: its TLS key and secure aggregation "
+                "signing key (kept here), a certificate request and a roster line (for the CA)");
+  sub->add_option("--id", args->id, "This client's id (its certificate's CN client-K)")->required();
+  sub->add_option("--out", args->out, "Directory to write the keys to")->capture_default_str();
+  sub->footer("The CA signs the request and lists the roster line: scripts/make-certs.sh --sign CA_DIR "
+              "client-K.csr client-K.secagg.pub. Keys are never overwritten.");
+  return [args] {
+    const std::vector<std::string> files = GenerateClientKeys(args->out, args->id);
+    std::printf("keep here, readable by this user only: %s, %s\nsend to the certificate authority: %s, %s\n",
+                files[0].c_str(), files[1].c_str(), files[2].c_str(), files[3].c_str());
   };
 }
 

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   add(fedprof::cli::AddServer);
   add(fedprof::cli::AddClient);
   add(fedprof::cli::AddRelay);
+  add(fedprof::cli::AddKeygen);
   add(fedprof::cli::AddOptions);
   add(fedprof::cli::AddStatus);
   try {

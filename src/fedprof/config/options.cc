@@ -366,6 +366,10 @@ std::vector<OptionSpec> MakeTable() {
        "clients (SecAgg+'s random graph) is at most 2^-sigma."),
       OPTION(secagg, correctness_bits, "20", 1, 256, "",
        "eta: the chance that a session within the dropout tolerance fails is at most 2^-eta."),
+      OPTION(secagg, min_clients, "10", 2, 1e7, "",
+       "The fewest clients a session may invite; smaller ones are refused (by each client too). "
+       "The server picks whom it invites: one that controls more than ceil(gamma * "
+       "min_clients) clients could fill a small session with them."),
       OPTION(secagg, neighbors, "0", 0, 1e7, "",
        "k: neighbours each client masks with and shares among (secagg+); 0: the fewest that "
        "the secagg.* tolerances allow."),

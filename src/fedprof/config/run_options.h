@@ -111,7 +111,7 @@ struct RunOptions {
   };
   struct SecAgg {
     std::string protocol;
-    int64_t neighbors = 0, threshold = 0, security_bits = 0, correctness_bits = 0;
+    int64_t neighbors = 0, threshold = 0, security_bits = 0, correctness_bits = 0, min_clients = 0;
     double dropout = 0, corrupt = 0, drop_after_masking = 0, phase_timeout_s = 0;
     bool clear_profiles = false;
   };

@@ -42,6 +42,7 @@ SecureAggregationOptions SecureAggregationFrom(const RunOptions& o) {
   s.tolerance.corrupt = o.secagg.corrupt;
   s.tolerance.security_bits = static_cast<int>(o.secagg.security_bits);
   s.tolerance.correctness_bits = static_cast<int>(o.secagg.correctness_bits);
+  s.tolerance.min_clients = static_cast<int>(o.secagg.min_clients);
   s.neighbors = static_cast<int>(o.secagg.neighbors);
   s.threshold = static_cast<int>(o.secagg.threshold);
   s.drop_after_masking = o.secagg.drop_after_masking;

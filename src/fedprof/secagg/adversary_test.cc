@@ -625,6 +625,12 @@ TEST(SecAggAdversary, ParametersOfTheServersChoosingAreRefused) {
     server.graph.threshold -= 1;
     ExpectError([&] { SecAggClient(server, 0, RandomBytes(kKeyBytes)); }, "are not this party's");
   }
+  // A session that invites the victim and two of the server's clients:
+  // refused by a client that demands ten (secagg.min_clients' default).
+  SessionConfig small = Attack(Protocol::kSecAggPlus, 3, 2, 6).config();
+  small.tolerance.min_clients = 10;
+  ExpectError([&] { SecAggClient(small, 0, RandomBytes(kKeyBytes)); },
+              "a session of 3 invited clients, fewer than the 10 this party accepts");
 }
 
 // A replayed session (finding 5): the server runs a session id again and

@@ -28,6 +28,10 @@ struct Tolerance {
   double corrupt = 0.1;   // γ: at most ⌈γn⌉ clients collude with the server
   int security_bits = 40;     // σ: P[an honest client's secrets leak] <= 2^-σ
   int correctness_bits = 20;  // η: P[the round fails within δ] <= 2^-η
+  // The fewest invited clients: the server picks whom it invites, so a
+  // server that controls more than ⌈γ · min_clients⌉ clients could fill a
+  // small session with them; this bounds what it needs.
+  int min_clients = 2;
 };
 
 struct GraphParams {

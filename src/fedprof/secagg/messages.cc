@@ -33,6 +33,10 @@ Bytes SessionId(const SessionConfig& config) {
 
 RoundParams ParamsFor(Protocol protocol, int n, const Tolerance& tolerance, int neighbors,
                       int threshold) {
+  if (n < tolerance.min_clients) {
+    throw Error("secagg: a session of " + std::to_string(n) + " invited clients, fewer than the " +
+                std::to_string(tolerance.min_clients) + " this party accepts (secagg.min_clients)");
+  }
   RoundParams params;
   params.graph = ChooseGraph(protocol, n, tolerance, neighbors, threshold);
   params.corrupt = CorruptBound(n, tolerance);

@@ -175,7 +175,8 @@ nlohmann::json Simulate(const std::string& name, const testing_support::Settings
       "secagg_run_" + name,
       {{"data.train_limit", "2000"}, {"data.test_limit", "200"}, {"clients.count", "10"},
        {"strategy.fraction", "0.5"}, {"train.epochs", "1"}, {"rounds", "3"},
-       {"data.holdout_share", "0.1"}, {"report.progress", "false"}, {"threads", "2"}},
+       {"data.holdout_share", "0.1"}, {"report.progress", "false"}, {"threads", "2"},
+       {"secagg.min_clients", "5"}},
       sets);
 }
 

@@ -2,12 +2,17 @@
 
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/security/auth_context.h>
+#include <fcntl.h>
 #include <openssl/bio.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -88,6 +93,91 @@ std::map<int64_t, std::string> SecAggRoster(const std::string& tls_dir) {
     }
   }
   return roster;
+}
+
+namespace {
+
+using Bio = std::unique_ptr<BIO, decltype(&BIO_free)>;
+
+// The PEM (or text) `write` puts into a memory BIO.
+std::string Pem(const std::function<int(BIO*)>& write, const std::string& what) {
+  Bio bio(BIO_new(BIO_s_mem()), &BIO_free);
+  if (!bio || write(bio.get()) != 1) throw Error("keygen: could not encode " + what);
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(bio.get(), &data);
+  return std::string(data, static_cast<size_t>(size));
+}
+
+// Writes `contents` to a new file readable (and writable) by its owner
+// only; an existing file is left alone and named.
+void WriteNewFile(const std::string& path, const std::string& contents, mode_t mode) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) {
+    throw Error(path + (errno == EEXIST ? ": exists already; keys are never replaced (move it away first)"
+                                         : ": cannot be created: " + std::string(std::strerror(errno))));
+  }
+  const bool written = ::write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size()) &&
+                       ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written) {
+    ::unlink(path.c_str());
+    throw Error(path + ": could not be written");
+  }
+}
+
+Pkey NewKey(const char* algorithm, const char* curve) {
+  EVP_PKEY* key = curve == nullptr ? EVP_PKEY_Q_keygen(nullptr, nullptr, algorithm)
+                                   : EVP_PKEY_Q_keygen(nullptr, nullptr, algorithm, curve);
+  if (key == nullptr) throw Error(std::string("keygen: could not generate an ") + algorithm + " key");
+  return Pkey(key, &EVP_PKEY_free);
+}
+
+}  // namespace
+
+std::vector<std::string> GenerateClientKeys(const std::string& dir, int id) {
+  if (id < 0) throw Error("keygen: a client id >= 0 is required");
+  if (!FileExists(dir)) throw Error(dir + ": no such directory");
+  const std::string stem = dir + "/client-" + std::to_string(id);
+  const Pkey tls = NewKey("EC", "P-256");
+  const Pkey secagg = NewKey("ED25519", nullptr);
+  // The certificate request: the subject the server reads the id from.
+  std::unique_ptr<X509_REQ, decltype(&X509_REQ_free)> request(X509_REQ_new(), &X509_REQ_free);
+  const std::string cn = "client-" + std::to_string(id);
+  X509_NAME* subject = request ? X509_REQ_get_subject_name(request.get()) : nullptr;
+  if (subject == nullptr || X509_REQ_set_version(request.get(), 0) != 1 ||
+      X509_NAME_add_entry_by_NID(subject, NID_commonName, MBSTRING_ASC,
+                                 reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0) != 1 ||
+      X509_REQ_set_pubkey(request.get(), tls.get()) != 1 || X509_REQ_sign(request.get(), tls.get(), EVP_sha256()) <= 0) {
+    throw Error("keygen: could not make the certificate request");
+  }
+  unsigned char* der = nullptr;
+  const int der_size = i2d_PUBKEY(secagg.get(), &der);
+  if (der_size <= 0) throw Error("keygen: could not encode the secure aggregation key");
+  std::string base64(4 * ((static_cast<size_t>(der_size) + 2) / 3) + 1, '\0');
+  const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(base64.data()), der, der_size);
+  OPENSSL_free(der);
+  base64.resize(static_cast<size_t>(written));
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {stem + ".key", Pem([&](BIO* b) { return PEM_write_bio_PrivateKey(b, tls.get(), nullptr, nullptr, 0, nullptr, nullptr); },
+                          "the TLS key")},
+      {stem + ".secagg.key",
+       Pem([&](BIO* b) { return PEM_write_bio_PrivateKey(b, secagg.get(), nullptr, nullptr, 0, nullptr, nullptr); },
+           "the secure aggregation key")},
+      {stem + ".csr", Pem([&](BIO* b) { return PEM_write_bio_X509_REQ(b, request.get()); }, "the request")},
+      {stem + ".secagg.pub", std::to_string(id) + " " + base64 + "\n"}};
+  // Nothing is written if any file exists: no half set of keys.
+  for (const auto& file : files) {
+    if (FileExists(file.first)) {
+      throw Error(file.first + ": exists already; keys are never replaced (move it away first)");
+    }
+  }
+  std::vector<std::string> paths;
+  for (const auto& [path, contents] : files) {
+    const bool secret = path.size() > 4 && path.compare(path.size() - 4, 4, ".key") == 0;
+    WriteNewFile(path, contents, secret ? 0600 : 0644);
+    paths.push_back(path);
+  }
+  return paths;
 }
 
 // Debian's Abseil is built without NDEBUG, so every absl::Mutex that gRPC

@@ -2,9 +2,10 @@
 #define FEDPROF_TRANSPORT_TLS_H_
 
 // Mutual TLS for the deployment, from the files scripts/make-certs.sh
-// writes. For the gRPC transport's .cc files only. Every server and channel
-// is made with these credentials, so they also prepare gRPC's runtime for
-// the process, once (PrepareGrpcRuntime).
+// writes, and the keys each client makes for itself (fedprof keygen). For
+// the gRPC transport's .cc files and the tool's deployment commands only.
+// Every server and channel is made with these credentials, so they also
+// prepare gRPC's runtime for the process, once (PrepareGrpcRuntime).
 
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
@@ -14,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace fedprof {
 
@@ -60,6 +62,17 @@ struct SecAggKeyPair {
 };
 SecAggKeyPair SecAggSigningKey(const std::string& tls_dir, int id);
 std::map<int64_t, std::string> SecAggRoster(const std::string& tls_dir);
+
+// Client `id`'s keys, made on its own machine (fedprof keygen): in `dir`,
+// client-<id>.key (its TLS key, EC P-256) and client-<id>.secagg.key (its
+// Ed25519 signing key), both readable by the owner only and never to leave
+// the machine; client-<id>.csr (a certificate request, CN=client-<id>,
+// signed with the TLS key) and client-<id>.secagg.pub (its roster line "<id>
+// KEY") for the certificate authority, which signs the one and lists the
+// other in secagg-roster (scripts/make-certs.sh --sign). Refuses to replace
+// an existing key; throws fedprof::Error naming the file. Returns the files
+// written, the two for the CA last.
+std::vector<std::string> GenerateClientKeys(const std::string& dir, int id);
 
 }  // namespace fedprof
 
