@@ -92,8 +92,9 @@ Row Measure(Protocol protocol, int clients, double dropout, uint64_t seed) {
 
 // The parameters table of docs/secagg.md.
 void PrintParams() {
-  std::printf("| protocol | n | gamma | c | k | t | U_1, U_3 at least | signatures needed | messages up / down | "
-              "client sent KiB | client received KiB |\n");
+  std::printf(
+      "| protocol | n | gamma | c | k | t | U_1, U_3 at least | signatures needed | messages up / down | "
+      "client sent KiB | client received KiB |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (Protocol protocol : {Protocol::kSecAggPlus, Protocol::kSecAgg}) {
     for (int n : {100, 1000, 10000}) {

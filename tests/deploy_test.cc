@@ -380,7 +380,8 @@ TEST(DeployTest, SecureAggregationSurvivesAClientKilledAfterMasking) {
               dir + "/server.log");
   StartClients(&d, 0, 4, secure + " --tls-dir " + certs, dir);
   const int victim = d.procs.Start(
-      kCli, "client --server " + d.address + " --id 4 " + secure + " --set report.progress=true --tls-dir " + certs,
+      kCli,
+      "client --server " + d.address + " --id 4 " + secure + " --set report.progress=true --tls-dir " + certs,
       dir + "/client-4.log");
   const auto deadline = testing_support::DeadlineIn(120);
   while (d.procs.Output(victim).find("round 2 masked model delivered") == std::string::npos) {
@@ -425,6 +426,16 @@ TEST(DeployTest, UnderSecureAggregationAModelInTheClearIsRefused) {
   EXPECT_EQ(cols.at("refused"), (std::vector<std::string>{"1", "1"}));
   const std::string log = d.procs.Output(d.server);
   EXPECT_NE(log.find("round 2: secagg+ of 4 clients"), std::string::npos) << log;
+  // Its secure aggregation messages out of place are answered and logged,
+  // each naming it: none open, a session never issued, before its result.
+  for (const char* refused :
+       {"client 4 refused: SecAgg: no secure aggregation session is open",
+        "client 4 refused: SecAgg: unknown session: register again",
+        "client 4 refused: SecAgg: its result is not (or not yet) accepted"}) {
+    EXPECT_NE(log.find(refused), std::string::npos) << refused << "\n" << log;
+  }
+  EXPECT_NE(said.find("secure aggregation message: no secure aggregation session is open"), std::string::npos)
+      << said;
 }
 
 // No downgrade: a client whose own configuration says secure aggregation
@@ -447,7 +458,8 @@ TEST(DeployTest, AClientThatRequiresSecureAggregationRefusesAPlainTask) {
             std::string::npos)
       << said;
   const std::string log = d.procs.Output(d.server);
-  EXPECT_NE(log.find("client 2 refused: refused a task that would send its model in the clear"), std::string::npos)
+  EXPECT_NE(log.find("client 2 refused: refused a task that would send its model in the clear"),
+            std::string::npos)
       << log;
   EXPECT_EQ(Columns(dir + "/server/metrics.csv").at("refused"), (std::vector<std::string>{"1", "1"}));
 }
@@ -465,8 +477,9 @@ TEST(DeployTest, SecureAggregationKeysAreTheOnesIssuedWithTheCertificates) {
   ASSERT_EQ(std::system(("openssl genpkey -algorithm ed25519 -out " + other + "/client-0.secagg.key").c_str()), 0);
   std::filesystem::remove(missing + "/client-1.secagg.key");
   Deployment d;
-  StartServer(&d, run + " --set secagg.protocol=secagg --set secagg.min_clients=3 --tls-dir " + certs + " --out " +
-                      dir + "/server",
+  StartServer(&d,
+              run + " --set secagg.protocol=secagg --set secagg.min_clients=3 --tls-dir " + certs +
+                  " --out " + dir + "/server",
               dir + "/server.log");
   const std::string client = "client --server " + d.address + " " + run + " --tls-dir ";
   const int forged = d.procs.Start(kCli, client + other + " --id 0", dir + "/forged.log");
@@ -496,10 +509,12 @@ TEST(DeployTest, EachClientsKeysAreMadeOnItsOwnMachine) {
     const std::string keygen = std::string(kCli) + " keygen --id " + std::to_string(k) + " --out " + machine +
                                " > /dev/null";
     ASSERT_EQ(std::system(keygen.c_str()), 0);
-    const auto mode = std::filesystem::status(machine + "/client-" + std::to_string(k) + ".secagg.key").permissions();
-    EXPECT_EQ(mode & std::filesystem::perms::all, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
-    requests += " " + machine + "/client-" + std::to_string(k) + ".csr " + machine + "/client-" + std::to_string(k) +
-                ".secagg.pub";
+    const auto mode =
+        std::filesystem::status(machine + "/client-" + std::to_string(k) + ".secagg.key").permissions();
+    EXPECT_EQ(mode & std::filesystem::perms::all,
+              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    requests += " " + machine + "/client-" + std::to_string(k) + ".csr " + machine + "/client-" +
+                std::to_string(k) + ".secagg.pub";
   }
   ASSERT_EQ(std::system((make + "--sign " + ca + requests + " > /dev/null").c_str()), 0);
   for (const auto& entry : std::filesystem::directory_iterator(ca)) {
@@ -510,7 +525,8 @@ TEST(DeployTest, EachClientsKeysAreMadeOnItsOwnMachine) {
   // What each machine is handed back: its certificate, ca.crt and the roster.
   for (int k = 0; k < 3; ++k) {
     const std::string machine = dir + "/client-machine-" + std::to_string(k);
-    for (const std::string& file : {std::string("ca.crt"), std::string("secagg-roster"), "client-" + std::to_string(k) + ".crt"}) {
+    for (const std::string& file :
+         {std::string("ca.crt"), std::string("secagg-roster"), "client-" + std::to_string(k) + ".crt"}) {
       std::filesystem::copy_file(ca + "/" + file, machine + "/" + file);
     }
   }
@@ -523,13 +539,15 @@ TEST(DeployTest, EachClientsKeysAreMadeOnItsOwnMachine) {
   StartServer(&d, secure + " --tls-dir " + ca + " --out " + dir + "/server", dir + "/server.log");
   for (int k = 0; k < 3; ++k) {
     d.clients.push_back(d.procs.Start(kCli,
-                                      "client --server " + d.address + " --id " + std::to_string(k) + " " + secure +
-                                          " --tls-dir " + dir + "/client-machine-" + std::to_string(k),
+                                      "client --server " + d.address + " --id " + std::to_string(k) + " " +
+                                          secure + " --tls-dir " + dir + "/client-machine-" +
+                                          std::to_string(k),
                                       dir + "/client-" + std::to_string(k) + ".log"));
   }
   ASSERT_EQ(d.procs.Wait(d.server, 120), 0) << d.procs.Output(d.server);
   for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
-  EXPECT_EQ(Summary(dir + "/server").at("final_model_sha256"), Summary(dir + "/sim").at("final_model_sha256"));
+  EXPECT_EQ(Summary(dir + "/server").at("final_model_sha256"),
+            Summary(dir + "/sim").at("final_model_sha256"));
 
   // The CA refuses a request under another client's name, and a second key.
   const std::string other = dir + "/other";
@@ -537,10 +555,14 @@ TEST(DeployTest, EachClientsKeysAreMadeOnItsOwnMachine) {
   ASSERT_EQ(std::system((std::string(kCli) + " keygen --id 0 --out " + other + " > /dev/null").c_str()), 0);
   std::filesystem::copy_file(other + "/client-0.csr", other + "/client-7.csr");
   const std::string log = dir + "/sign.log";
-  EXPECT_NE(std::system((make + "--sign " + ca + " " + other + "/client-7.csr > " + log + " 2>&1").c_str()), 0);
-  EXPECT_NE(ReadFile(log).find("client-7.csr: its subject is 'CN=client-0', not CN=client-7"), std::string::npos)
+  EXPECT_NE(std::system((make + "--sign " + ca + " " + other + "/client-7.csr > " + log + " 2>&1").c_str()),
+            0);
+  EXPECT_NE(ReadFile(log).find("client-7.csr: its subject is 'CN=client-0', not CN=client-7"),
+            std::string::npos)
       << ReadFile(log);
-  EXPECT_NE(std::system((make + "--sign " + ca + " " + other + "/client-0.secagg.pub > " + log + " 2>&1").c_str()), 0);
+  EXPECT_NE(
+      std::system((make + "--sign " + ca + " " + other + "/client-0.secagg.pub > " + log + " 2>&1").c_str()),
+      0);
   EXPECT_NE(ReadFile(log).find("secagg-roster already lists another key for client 0"), std::string::npos)
       << ReadFile(log);
 }

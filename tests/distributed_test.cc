@@ -228,13 +228,17 @@ TEST(DistributedTest, SecureAggregationUnderLaunchGivesThePlainModel) {
   const std::string plain = base + "/plain", one = base + "/one";
   const Result p = RunCli("simulate " + run + " --out " + plain, base + "/plain.log");
   ASSERT_EQ(p.code, 0) << p.output;
-  const Result o = RunCli("simulate " + run + " --set secagg.protocol=secagg+ --set secagg.min_clients=4 --out " + one,
-                          base + "/one.log");
+  const Result o =
+      RunCli("simulate " + run + " --set secagg.protocol=secagg+ --set secagg.min_clients=4 --out " + one,
+             base + "/one.log");
   ASSERT_EQ(o.code, 0) << o.output;
   const std::string out = base + "/secure";
-  const Result r = RunCli(Launch(2, run + " --set secagg.protocol=secagg+ --set secagg.min_clients=4 --set report.progress=true "
-                                          "--out " + out),
-                          out + ".log");
+  const Result r = RunCli(
+      Launch(2, run +
+                    " --set secagg.protocol=secagg+ --set secagg.min_clients=4 --set report.progress=true "
+                    "--out " +
+                    out),
+      out + ".log");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("round 2: secagg+ of 4 clients"), std::string::npos) << r.output;
   EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(out));

@@ -22,9 +22,12 @@
 //               0 and 1, passes on honest results of their tasks without
 //               models, then sends a sum of the right size whose weight is
 //               not theirs; then a sum from another relay's batch
-//       cleartext registers its secure aggregation key, then answers every
+//       cleartext registers its secure aggregation key, sends a secure
+//               aggregation message while no session is open and one under
+//               a session the server never issued, then answers every
 //               training task, secure aggregation or not, with its model
-//               in the clear (the global model), printing each verdict
+//               in the clear (the global model), printing each verdict, and
+//               after each sends its task's session a message
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
@@ -184,6 +187,25 @@ int CleartextClient(const std::shared_ptr<grpc::Channel>& channel, const std::st
     const grpc::Status s = stub->Register(&c, request, &registered);
     if (!s.ok()) throw fedprof::Error("register: " + s.error_message());
   }
+  // A secure aggregation message for `task` under `session`; the reason it
+  // was answered with.
+  const auto secagg = [&](const std::string& session, int64_t task) {
+    pb::SecAggRequest m;
+    m.set_protocol_version(fedprof::kProtocolVersion);
+    m.set_client_id(id);
+    m.set_session(session);
+    m.set_task_id(task);
+    m.mutable_advertise()->set_client(id);
+    pb::SecAggReply reply;
+    grpc::ClientContext c;
+    c.set_deadline(In(10));
+    const grpc::Status s = stub->SecAgg(&c, m, &reply);
+    std::printf("secure aggregation message: %s\n",
+                s.ok() ? reply.reason().c_str() : s.error_message().c_str());
+    std::fflush(stdout);
+  };
+  secagg(registered.session(), 1);
+  secagg(std::string(32, 'f'), 1);
   for (;;) {
     pb::PullRequest pull;
     pull.set_protocol_version(fedprof::kProtocolVersion);
@@ -232,6 +254,7 @@ int CleartextClient(const std::shared_ptr<grpc::Channel>& channel, const std::st
                 header.has_secagg() ? " (secure aggregation)" : "", reply.accepted() ? "accepted" : "refused:",
                 reply.reason().c_str());
     std::fflush(stdout);
+    if (header.has_secagg()) secagg(registered.session(), header.task_id());  // its result was refused
   }
 }
 

@@ -143,7 +143,8 @@ class Attack {
       c.mask = GenerateX25519();
       c.graph_nonce = RandomBytes(kKeyBytes);
       c.self_mask_seed = RandomBytes(kKeyBytes);
-      c.advertised = {id, c.cipher.public_key, c.mask.public_key, GraphCommitment(session_, id, c.graph_nonce), {}};
+      c.advertised = {
+          id, c.cipher.public_key, c.mask.public_key, GraphCommitment(session_, id, c.graph_nonce), {}};
       c.advertised.signature = Sign(c.signing_key, AdvertisedStatement(session_, c.advertised));
       advertised_[id] = c.advertised;
     }
@@ -173,12 +174,15 @@ class Attack {
       nonces_[id] = s.graph_nonce;
     }
   }
-  Bytes RosterSignatureOf(int64_t id, const Roster& roster) {
+  // Client `id`'s signature on the roster of digest `digest`: a colluder's
+  // made (once) by the adversary, an honest client's if it signed it.
+  Bytes RosterSignatureOf(int64_t id, const Bytes& digest) {
     const auto c = colluders_.find(id);
-    if (c != colluders_.end()) {
-      return Sign(c->second.signing_key, RosterStatement(session_, RosterDigest(roster), c->second.advertised));
+    if (c != colluders_.end() && roster_signatures_.count({id, digest}) == 0) {
+      roster_signatures_[{id, digest}] =
+          Sign(c->second.signing_key, RosterStatement(session_, digest, c->second.advertised));
     }
-    const auto s = roster_signatures_.find({id, RosterDigest(roster)});
+    const auto s = roster_signatures_.find({id, digest});
     return s != roster_signatures_.end() ? s->second : Bytes(kSignatureBytes, '\0');
   }
   Bytes NonceOf(int64_t id) const {
@@ -200,9 +204,10 @@ class Attack {
                             const std::map<int64_t, std::vector<int64_t>>& graph) {
     KeyDirectory d;
     for (int64_t v : roster.clients) d.graph_nonces.push_back(NonceOf(v));
+    const Bytes digest = RosterDigest(roster);
     for (int64_t v : graph.at(id)) {
       d.peers.push_back(advertised_.at(v));
-      d.roster_signatures.push_back(RosterSignatureOf(v, roster));
+      d.roster_signatures.push_back(RosterSignatureOf(v, digest));
     }
     return d;
   }
@@ -218,8 +223,8 @@ class Attack {
     for (const SealedShares& s : shares.shares) {
       const auto c = colluders_.find(s.peer);
       if (c == colluders_.end()) continue;
-      const Bytes key = ShareKey(session_, X25519Agree(c->second.cipher.secret, advertised_.at(id).cipher_public),
-                                 id, s.peer);
+      const Bytes key = ShareKey(
+          session_, X25519Agree(c->second.cipher.secret, advertised_.at(id).cipher_public), id, s.peer);
       const Bytes plain = Open(key, s.sealed, ShareAad(session_, id, s.peer));
       Learn(id, ShareKind::kMaskKey, s.peer, plain.substr(16, kShareBytes));
       Learn(id, ShareKind::kSelfMask, s.peer, plain.substr(16 + kShareBytes, kShareBytes));
@@ -230,7 +235,8 @@ class Attack {
   // what they hold does not matter to the attack, only that they open).
   SealedShares ColluderShares(int64_t c, int64_t to) const {
     const Colluder& me = colluders_.at(c);
-    const Bytes key = ShareKey(session_, X25519Agree(me.cipher.secret, advertised_.at(to).cipher_public), c, to);
+    const Bytes key =
+        ShareKey(session_, X25519Agree(me.cipher.secret, advertised_.at(to).cipher_public), c, to);
     const Bytes plain = EncodeId(c) + EncodeId(to) + Bytes(2 * kShareBytes, '\0');
     return {c, Seal(key, plain, ShareAad(session_, c, to))};
   }
@@ -283,13 +289,17 @@ class Attack {
   // signature on it the adversary holds (its colluders sign any view); what
   // it reveals is kept.
   void AskToUnmask(int64_t id, const std::vector<int64_t>& survivors, const std::vector<int64_t>& dropped) {
-    UnmaskRequest request{survivors, dropped, signatures_[survivors]};
-    const Bytes statement = ConsistencyStatement(session_, RosterDigest(full_roster_), survivors);
-    for (const auto& [c, me] : colluders_) {
-      if (std::binary_search(survivors.begin(), survivors.end(), c)) {
-        request.signatures.push_back({c, Sign(me.signing_key, statement)});
+    std::vector<ConsistencySignature>& corrupt = colluder_signatures_[survivors];
+    if (corrupt.empty()) {
+      const Bytes statement = ConsistencyStatement(session_, RosterDigest(full_roster_), survivors);
+      for (const auto& [c, me] : colluders_) {
+        if (std::binary_search(survivors.begin(), survivors.end(), c)) {
+          corrupt.push_back({c, Sign(me.signing_key, statement)});
+        }
       }
     }
+    UnmaskRequest request{survivors, dropped, signatures_[survivors]};
+    request.signatures.insert(request.signatures.end(), corrupt.begin(), corrupt.end());
     const UnmaskRequest carried = OverTheWire(request);
     auto m = Ask(id, [&](SecAggClient& c) { return c.Unmask(carried); });
     if (!m) return;
@@ -302,16 +312,18 @@ class Attack {
   // the committed secret (or the advertised key).
   std::optional<Bytes> Secret(int64_t owner, ShareKind kind) {
     const auto it = shares_.find({owner, kind});
-    if (it == shares_.end() || static_cast<int>(it->second.size()) < params_.graph.threshold) return std::nullopt;
+    if (it == shares_.end() || static_cast<int>(it->second.size()) < params_.graph.threshold)
+      return std::nullopt;
     std::vector<Share> basis;
     for (const auto& [holder, value] : it->second) {
       if (static_cast<int>(basis.size()) == params_.graph.threshold) break;
       basis.push_back({holder, value});
     }
     const Bytes secret = Reconstruct(basis, params_.graph.threshold);
-    const bool right = kind == ShareKind::kSelfMask
-                           ? SelfMaskCommitment(session_, owner, secret) == share_keys_.at(owner).self_mask_commitment
-                           : X25519PublicOf(secret) == advertised_.at(owner).mask_public;
+    const bool right =
+        kind == ShareKind::kSelfMask
+            ? SelfMaskCommitment(session_, owner, secret) == share_keys_.at(owner).self_mask_commitment
+            : X25519PublicOf(secret) == advertised_.at(owner).mask_public;
     if (!right) throw Error("the harness reconstructed a wrong secret of client " + std::to_string(owner));
     return secret;
   }
@@ -389,6 +401,7 @@ class Attack {
   std::map<int64_t, std::vector<Word>> masked_;
   std::map<int64_t, std::vector<int64_t>> partners_;  // whom each honest client masked with
   std::map<std::vector<int64_t>, std::vector<ConsistencySignature>> signatures_;  // by view
+  std::map<std::vector<int64_t>, std::vector<ConsistencySignature>> colluder_signatures_;
   std::map<std::pair<int64_t, ShareKind>, std::map<int64_t, Bytes>> shares_;  // by owner: holder → share
 };
 
@@ -399,8 +412,10 @@ struct Size {
   int n;
 };
 const std::vector<Size>& Sizes() {
-  static const std::vector<Size> sizes = {{Protocol::kSecAggPlus, 10}, {Protocol::kSecAgg, 10},
-                                          {Protocol::kSecAggPlus, 100}, {Protocol::kSecAgg, 100},
+  static const std::vector<Size> sizes = {{Protocol::kSecAggPlus, 10},
+                                          {Protocol::kSecAgg, 10},
+                                          {Protocol::kSecAggPlus, 100},
+                                          {Protocol::kSecAgg, 100},
                                           {Protocol::kSecAggPlus, 1000}};
   return sizes;
 }
@@ -412,7 +427,8 @@ int64_t Victim(Attack& a, const std::map<int64_t, std::vector<int64_t>>& graph) 
   int most = -1;
   for (const int64_t id : a.HonestIds()) {
     const auto& n = graph.at(id);
-    const int corrupt = static_cast<int>(std::count_if(n.begin(), n.end(), [&](int64_t v) { return !a.Honest(v); }));
+    const int corrupt =
+        static_cast<int>(std::count_if(n.begin(), n.end(), [&](int64_t v) { return !a.Honest(v); }));
     if (corrupt > most) {
       most = corrupt;
       victim = id;
@@ -429,7 +445,8 @@ void ExpectRefused(const Attack& a, int64_t id, const std::string& says) {
 }
 
 std::vector<int64_t> Without(std::vector<int64_t> ids, const std::set<int64_t>& gone) {
-  ids.erase(std::remove_if(ids.begin(), ids.end(), [&](int64_t id) { return gone.count(id) != 0; }), ids.end());
+  ids.erase(std::remove_if(ids.begin(), ids.end(), [&](int64_t id) { return gone.count(id) != 0; }),
+            ids.end());
   return ids;
 }
 
@@ -457,7 +474,8 @@ TEST(SecAggAdversary, TheSearchFindsAnInputOnlyWhenEveryMaskIsKnown) {
   EXPECT_FALSE(a.Secret(dropped, ShareKind::kSelfMask).has_value());
   std::vector<Word> pairwise_off = a.masked(dropped);
   for (int64_t j : a.partners(dropped)) {
-    const Bytes agreed = X25519Agree(*a.Secret(dropped, ShareKind::kMaskKey), a.advertised().at(j).mask_public);
+    const Bytes agreed =
+        X25519Agree(*a.Secret(dropped, ShareKind::kMaskKey), a.advertised().at(j).mask_public);
     AddPrg(PairwiseSeed(a.session(), agreed, dropped, j), dropped > j ? -1 : +1, pairwise_off);
   }
   EXPECT_NE(pairwise_off, a.input(dropped));
@@ -496,79 +514,127 @@ TEST(SecAggAdversary, TheSearchFindsAnInputOnlyWhenEveryMaskIsKnown) {
 // partner's mask key would be revealed), the other honest clients spread
 // over these views to sign them. No view has the quorum; every client
 // refuses.
-TEST(SecAggAdversary, SplitSurvivorViewsRevealNoInput) {
-  for (const Size& size : Sizes()) {
-    SCOPED_TRACE(Name(size));
-    Attack base(size.protocol, size.n, CorruptBound(size.n, Tolerance{}), static_cast<uint32_t>(size.n));
-    const auto graph = base.RunHonestlyToMaskedInputs();
-    ASSERT_TRUE(base.refused().empty()) << base.refused().begin()->second;
-    const int64_t v = Victim(base, graph);
-    std::vector<int64_t> partners;  // the victim's honest neighbours
-    for (const int64_t j : graph.at(v)) {
-      if (base.Honest(j)) partners.push_back(j);
+//
+// The victim's partners dropped: one U_3 for all, without every honest
+// partner of the victim but the t − X that its round-3 check demands. It is
+// answered (it is a valid U_3), the victim's self mask and the dropped
+// partners' mask keys come off, and the victim's input stays masked by the
+// partners left in: no client is left without an honest neighbour in U_3.
+void SplitSurvivorViews(const Size& size) {
+  SCOPED_TRACE(Name(size));
+  Attack base(size.protocol, size.n, CorruptBound(size.n, Tolerance{}), static_cast<uint32_t>(size.n));
+  const auto graph = base.RunHonestlyToMaskedInputs();
+  ASSERT_TRUE(base.refused().empty()) << base.refused().begin()->second;
+  const int64_t v = Victim(base, graph);
+  std::vector<int64_t> partners;  // the victim's honest neighbours
+  for (const int64_t j : graph.at(v)) {
+    if (base.Honest(j)) partners.push_back(j);
+  }
+  const std::vector<int64_t> all = base.All(), without = Without(all, {v});
+  {
+    Attack a = base;
+    const std::set<int64_t> with_victim(partners.begin(), partners.begin() + partners.size() / 2);
+    const auto view = [&](int64_t id) { return with_victim.count(id) != 0 || id == v ? all : without; };
+    for (const int64_t id : a.HonestIds()) a.ShowSurvivors(id, view(id));
+    for (const int64_t j : partners) {
+      a.AskToUnmask(j, view(j), with_victim.count(j) != 0 ? std::vector<int64_t>{} : std::vector<int64_t>{v});
     }
-    const std::vector<int64_t> all = base.All(), without = Without(all, {v});
-    {
-      Attack a = base;
-      const std::set<int64_t> with_victim(partners.begin(), partners.begin() + partners.size() / 2);
-      const auto view = [&](int64_t id) { return with_victim.count(id) != 0 || id == v ? all : without; };
-      for (const int64_t id : a.HonestIds()) a.ShowSurvivors(id, view(id));
-      for (const int64_t j : partners) {
-        a.AskToUnmask(j, view(j), with_victim.count(j) != 0 ? std::vector<int64_t>{} : std::vector<int64_t>{v});
+    int revealed_with = 0, revealed_without = 0;
+    for (const int64_t j : partners) {
+      if (a.refused().count(j) != 0) {
+        ExpectRefused(a, j, "signatures on U_3");
+      } else {
+        ++(with_victim.count(j) != 0 ? revealed_with : revealed_without);
       }
-      int revealed_with = 0, revealed_without = 0;
-      for (const int64_t j : partners) {
-        if (a.refused().count(j) != 0) {
-          ExpectRefused(a, j, "signatures on U_3");
-        } else {
-          ++(with_victim.count(j) != 0 ? revealed_with : revealed_without);
-        }
-      }
-      EXPECT_TRUE(revealed_with == 0 || revealed_without == 0) << "both views were answered";
-      EXPECT_FALSE(a.Secret(v, ShareKind::kSelfMask) && a.Secret(v, ShareKind::kMaskKey));
-      a.ExpectNoInputRecovered();
     }
-    {
-      Attack a = base;
-      // View j: every client but the victim's honest partners other than j.
-      std::map<int64_t, std::vector<int64_t>> view_of;
-      for (const int64_t j : partners) {
-        std::set<int64_t> gone(partners.begin(), partners.end());
-        gone.erase(j);
-        view_of[j] = Without(all, gone);
-      }
-      size_t next = 0;
-      for (const int64_t id : a.HonestIds()) {
-        if (id == v) continue;
-        const std::vector<int64_t>& view = view_of.count(id) != 0 ? view_of[id] : view_of[partners[next++ % partners.size()]];
-        a.ShowSurvivors(id, view);
-      }
-      // Everyone holding shares of the victim or of a partner is asked.
-      std::set<int64_t> asked(partners.begin(), partners.end());
-      for (const int64_t j : partners) {
-        for (const int64_t h : graph.at(j)) {
-          if (base.Honest(h) && h != v) asked.insert(h);
-        }
-      }
-      for (const int64_t id : asked) {
-        const std::vector<int64_t>& view = view_of.count(id) != 0 ? view_of[id] : view_of[partners[0]];
-        std::vector<int64_t> dropped;
-        for (const int64_t p : partners) {
-          if (!std::binary_search(view.begin(), view.end(), p)) dropped.push_back(p);
-        }
-        a.AskToUnmask(id, view, dropped);
-      }
-      for (const int64_t id : asked) {
-        ASSERT_EQ(a.refused().count(id), 1u) << "client " << id << " answered";
-        const std::string& why = a.refused().at(id);
-        EXPECT_TRUE(why.find("signatures on U_3") != std::string::npos || why.find("U_3 of") != std::string::npos ||
-                    why.find("differs from the one signed") != std::string::npos)
-            << why;
-      }
-      a.ExpectNoInputRecovered();
+    EXPECT_TRUE(revealed_with == 0 || revealed_without == 0) << "both views were answered";
+    EXPECT_FALSE(a.Secret(v, ShareKind::kSelfMask) && a.Secret(v, ShareKind::kMaskKey));
+    a.ExpectNoInputRecovered();
+  }
+  {
+    Attack a = base;
+    // View j: every client but the victim's honest partners other than j.
+    std::map<int64_t, std::vector<int64_t>> view_of;
+    for (const int64_t j : partners) {
+      std::set<int64_t> gone(partners.begin(), partners.end());
+      gone.erase(j);
+      view_of[j] = Without(all, gone);
     }
+    size_t next = 0;
+    for (const int64_t id : a.HonestIds()) {
+      if (id == v) continue;
+      const std::vector<int64_t>& view =
+          view_of.count(id) != 0 ? view_of[id] : view_of[partners[next++ % partners.size()]];
+      a.ShowSurvivors(id, view);
+    }
+    // The partners are asked: they hold the victim's self mask and each
+    // other's mask keys.
+    const std::set<int64_t> asked(partners.begin(), partners.end());
+    for (const int64_t id : asked) {
+      const std::vector<int64_t>& view = view_of.count(id) != 0 ? view_of[id] : view_of[partners[0]];
+      std::vector<int64_t> dropped;
+      for (const int64_t p : partners) {
+        if (!std::binary_search(view.begin(), view.end(), p)) dropped.push_back(p);
+      }
+      a.AskToUnmask(id, view, dropped);
+    }
+    for (const int64_t id : asked) {
+      ASSERT_EQ(a.refused().count(id), 1u) << "client " << id << " answered";
+      const std::string& why = a.refused().at(id);
+      EXPECT_TRUE(why.find("signatures on U_3") != std::string::npos ||
+                  why.find("U_3 of") != std::string::npos ||
+                  why.find("differs from the one signed") != std::string::npos)
+          << why;
+    }
+    a.ExpectNoInputRecovered();
+  }
+  {
+    // One U_3 for everyone, but without as many of the victim's honest
+    // partners as the victim lets go: t of its neighbours must be in U_3,
+    // so the corrupt ones and t − X honest ones stay. Everyone signs and
+    // reveals; the partners left out lose their mask keys, and the
+    // victim's self mask comes off. The honest partners left in keep
+    // their masks with it on.
+    Attack a = base;
+    const int corrupt_neighbours = static_cast<int>(graph.at(v).size() - partners.size());
+    const size_t keep = static_cast<size_t>(a.params().graph.threshold - corrupt_neighbours);
+    ASSERT_GE(keep, 1u);
+    std::set<int64_t> gone(partners.begin() + keep, partners.end());
+    if (static_cast<int>(all.size() - gone.size()) < a.params().min_survivors) {
+      // Only as many as U_3 may lose.
+      gone = std::set<int64_t>(partners.begin() + keep,
+                               partners.begin() + keep + (all.size() - a.params().min_survivors));
+    }
+    const std::vector<int64_t> survivors = Without(all, gone);
+    const std::vector<int64_t> dropped(gone.begin(), gone.end());
+    for (const int64_t id : survivors) {
+      if (a.Honest(id)) a.ShowSurvivors(id, survivors);
+    }
+    // Asked: whoever holds shares of the victim, or of a dropped partner.
+    const std::vector<int64_t> owners = {v, dropped.front()};
+    std::set<int64_t> asked;
+    for (const int64_t owner : owners) {
+      for (const int64_t h : graph.at(owner)) {
+        if (base.Honest(h) && gone.count(h) == 0) asked.insert(h);
+      }
+    }
+    for (const int64_t id : asked) a.AskToUnmask(id, survivors, dropped);
+    EXPECT_TRUE(a.refused().empty()) << "a consistent U_3 is answered: " << a.refused().begin()->second;
+    EXPECT_TRUE(a.Secret(v, ShareKind::kSelfMask).has_value());
+    EXPECT_TRUE(a.Secret(dropped.front(), ShareKind::kMaskKey).has_value());
+    a.ExpectNoInputRecovered();
   }
 }
+
+TEST(SecAggAdversary, SplitSurvivorViewsRevealNoInput) {
+  for (const Size& size : Sizes()) {
+    if (size.n < 1000) SplitSurvivorViews(size);
+  }
+}
+
+// The same at n = 1,000, a test of its own (the honest run alone is 900
+// clients of 100 neighbours each).
+TEST(SecAggAdversary, SplitSurvivorViewsRevealNoInputAtAThousand) { SplitSurvivorViews(Sizes().back()); }
 
 // A U_1 too small, or not the one the neighbours were shown (finding 2): the
 // victim is shown only itself and corrupt clients, or U_1 without some
@@ -584,8 +650,9 @@ TEST(SecAggAdversary, ATinyOrSplitU1IsRefused) {
     std::vector<int64_t> tiny = {victim};
     for (const auto& entry : a.colluders()) tiny.push_back(entry.first);
     a.ShowRoster(victim, a.RosterOf(tiny));
-    ExpectRefused(a, victim, "U_1 of " + std::to_string(tiny.size()) + " clients, below the " +
-                                 std::to_string(a.params().min_survivors) + " of " + std::to_string(size.n));
+    ExpectRefused(a, victim,
+                  "U_1 of " + std::to_string(tiny.size()) + " clients, below the " +
+                      std::to_string(a.params().min_survivors) + " of " + std::to_string(size.n));
     // The largest U_1 the victim accepts, without some honest clients; the
     // others (the victim's neighbours among them) are shown all of U_1.
     const int dropped = size.n - a.params().min_survivors;
@@ -619,8 +686,8 @@ TEST(SecAggAdversary, ParametersOfTheServersChoosingAreRefused) {
     server.graph = ParamsFor(size.protocol, size.n, none).graph;
     ASSERT_LT(server.graph.threshold, a.params().graph.threshold);
     ExpectError([&] { SecAggClient(server, 0, RandomBytes(kKeyBytes)); },
-                {"the session's k = " + std::to_string(server.graph.neighbors), "are not this party's k = " +
-                                                                                    std::to_string(a.params().graph.neighbors)});
+                {"the session's k = " + std::to_string(server.graph.neighbors),
+                 "are not this party's k = " + std::to_string(a.params().graph.neighbors)});
     server.graph = a.params().graph;
     server.graph.threshold -= 1;
     ExpectError([&] { SecAggClient(server, 0, RandomBytes(kKeyBytes)); }, "are not this party's");
@@ -662,7 +729,7 @@ TEST(SecAggAdversary, AReplayedSessionIsRefused) {
     const auto graph = a.GraphOf(replayed);
     for (size_t i = 0; i < graph.at(victim).size(); ++i) {
       const int64_t j = graph.at(victim)[i];
-      if (a.Honest(j)) d.roster_signatures[i] = a.RosterSignatureOf(j, first);
+      if (a.Honest(j)) d.roster_signatures[i] = a.RosterSignatureOf(j, RosterDigest(first));
     }
     a.ShowDirectory(victim, d);
     ExpectRefused(a, victim, "with the U_1 this client signed");
@@ -710,7 +777,8 @@ TEST(SecAggAdversary, AGraphOfTheServersChoosingIsRefused) {
                                           roster.clients.begin());
     ground.graph_nonces[at] = RandomBytes(kKeyBytes);
     a.ShowDirectory(honest[1], ground);
-    ExpectRefused(a, honest[1], "client " + std::to_string(c) + "'s graph nonce is not the one it committed to");
+    ExpectRefused(a, honest[1],
+                  "client " + std::to_string(c) + "'s graph nonce is not the one it committed to");
     // (c) A nonce withheld.
     KeyDirectory withheld = a.DirectoryFor(honest[2], roster, graph);
     withheld.graph_nonces.pop_back();

@@ -123,7 +123,8 @@ ShareKeys SecAggClient::Share(const KeyDirectory& directory) {
             std::to_string(roster_.clients.size()) + " clients in U_1");
     }
     for (size_t i = 0; i < roster_.clients.size(); ++i) {
-      if (GraphCommitment(session_, roster_.clients[i], directory.graph_nonces[i]) != roster_.commitments[i]) {
+      if (GraphCommitment(session_, roster_.clients[i], directory.graph_nonces[i]) !=
+          roster_.commitments[i]) {
         Abort("client " + std::to_string(roster_.clients[i]) +
               "'s graph nonce is not the one it committed to");
       }

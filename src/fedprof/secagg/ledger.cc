@@ -46,7 +46,8 @@ void SessionLedger::Join(const Bytes& session_id) {
     // every earlier line intact.
     const std::string line = HexEncode(session_id) + "\n";
     const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    const bool written = fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+    const bool written = fd >= 0 &&
+                         ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
                          ::fsync(fd) == 0;
     const int error = errno;
     if (fd >= 0) ::close(fd);

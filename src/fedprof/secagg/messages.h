@@ -4,9 +4,9 @@
 // The messages of one secure-aggregation session, in the order of the rounds
 // of Bonawitz et al. (CCS 2017), Fig. 4, with one round added after
 // AdvertiseKeys, round 0′ (RosterSignature: U_1 signed, the graph's
-// randomness revealed); the other rounds keep the paper's numbers. Every field is as the peer sent it: the receiving state machine
-// (client.h, server.h) checks it before use, and proto/secagg.proto carries
-// them (wire.h).
+// randomness revealed); the other rounds keep the paper's numbers. Every field is as the peer sent it: the
+// receiving state machine (client.h, server.h) checks it before use, and proto/secagg.proto carries them
+// (wire.h).
 
 #include <cstdint>
 #include <map>

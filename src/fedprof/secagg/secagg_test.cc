@@ -635,7 +635,8 @@ TEST(SecAggHostileClients, TheServerRefusesMalformedMessages) {
   SecAggServer fresh(p.config);
   AdvertiseKeys degenerate{ids[2], GenerateX25519().public_key, Bytes(kKeyBytes, '\0'),
                            Bytes(kCommitmentBytes, 'c'), {}};
-  degenerate.signature = Sign(p.signing_keys.at(ids[2]), AdvertisedStatement(SessionId(p.config), degenerate));
+  degenerate.signature =
+      Sign(p.signing_keys.at(ids[2]), AdvertisedStatement(SessionId(p.config), degenerate));
   EXPECT_FALSE(fresh.ReceiveAdvertise(ids[2], degenerate));
   EXPECT_NE(fresh.excluded().at(ids[2]).find("degenerate"), std::string::npos);
 }

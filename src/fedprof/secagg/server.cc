@@ -104,8 +104,8 @@ bool SecAggServer::ReceiveRosterSignature(int64_t sender, const RosterSignature&
       GraphCommitment(session_, sender, m.graph_nonce) != advertised_.at(sender).graph_commitment) {
     return Exclude(sender, "a graph nonce that is not the one it committed to");
   }
-  if (!Verify(config_.verify_keys.at(sender), RosterStatement(session_, roster_digest_, advertised_.at(sender)),
-              m.signature)) {
+  if (!Verify(config_.verify_keys.at(sender),
+              RosterStatement(session_, roster_digest_, advertised_.at(sender)), m.signature)) {
     return Exclude(sender, "a signature on U_1 that does not verify");
   }
   roster_signatures_[sender] = m;

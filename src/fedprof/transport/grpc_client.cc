@@ -371,9 +371,18 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto start = Clock::now();
     FitResult result;
     // A task that would break this client's own privacy settings is
-    // answered with why, and nothing is computed for it.
-    const std::string refused =
-        pulled.refused.empty() ? RefusedTask(ins, pulled.secagg.has_value(), options_.secagg) : pulled.refused;
+    // answered with why, and nothing is computed for it. A session is
+    // joined (recorded) before any work: an id seen before is a replay.
+    std::string refused = pulled.refused.empty()
+                              ? RefusedTask(ins, pulled.secagg.has_value(), options_.secagg)
+                              : pulled.refused;
+    if (refused.empty() && pulled.secagg) {
+      try {
+        ledger_.Join(secagg::SessionId(*pulled.secagg));
+      } catch (const Error& e) {
+        refused = std::string("refused the server's secure aggregation: ") + e.what();
+      }
+    }
     if (!refused.empty()) {
       LogWarning("client " + std::to_string(options_.id) + ": round " + std::to_string(ins.round) + ": " +
                  refused);
@@ -838,12 +847,9 @@ class Session::PullCall final : public grpc::ClientReadReactor<pb::TaskChunk> {
           const std::string& tls_dir = session_->options_.tls_dir;
           const auto roster = tls_dir.empty() ? nullptr : session_->swarm_->Roster(tls_dir);
           try {
-            secagg::SessionConfig config =
+            pulled_.secagg =
                 SetupFromWire(chunk_.header().secagg(), chunk_.header().num_params(), session_->options_.id,
                               pulled_.instructions.round, session_->options_.secagg, roster.get());
-            // Joined now, before any work: a session id seen before is a replay.
-            session_->ledger_.Join(secagg::SessionId(config));
-            pulled_.secagg = std::move(config);
             pulled_.secagg_wait_s = chunk_.header().secagg().reply_wait_s();
           } catch (const Error& e) {
             pulled_.refused = std::string("refused the server's secure aggregation: ") + e.what();

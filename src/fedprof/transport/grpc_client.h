@@ -8,7 +8,7 @@
 
 #include "fedprof/models/spec.h"
 #include "fedprof/protocol/messages.h"
-#include "fedprof/transport/grpc_secagg.h"
+#include "fedprof/transport/secure_aggregation.h"
 
 namespace fedprof {
 

@@ -11,20 +11,6 @@ namespace fedprof {
 
 namespace pb = federation::v1;
 
-std::string RefusedTask(const FitInstructions& task, bool has_setup, const SecAggPolicy& policy) {
-  if (!policy.required) return "";
-  const std::string prefix = "refused a task that would send ";
-  const std::string reason = ": this client's configuration requires secure aggregation (secagg.protocol)";
-  if (task.train.epochs > 0 && !has_setup) return prefix + "its model in the clear" + reason;
-  if (task.report.sketch_dim > 0) return prefix + "a sketch of its update" + reason;
-  if (task.report.profile && !task.report.public_key && !policy.clear_profiles) {
-    return prefix + "its profile in the clear" + reason +
-           " (fedprof.secure_matching = paillier keeps it encrypted; secagg.clear_profiles = true "
-           "allows it)";
-  }
-  return "";
-}
-
 federation::v1::SecAggSetup SetupToWire(const secagg::SessionConfig& config, double reply_wait_s) {
   pb::SecAggSetup s;
   s.set_run_id(config.run_id.data(), config.run_id.size());
@@ -178,7 +164,8 @@ void SecAggRendezvous::Take(int64_t id, const pb::SecAggRequest& request, HeldRe
     answer_now(false, why);
   };
   if (task == task_of_.end() || task->second != request.task_id()) {
-    refuse("for no open session", "task " + std::to_string(request.task_id()) + " has no secure aggregation open");
+    refuse("for no open session",
+           "task " + std::to_string(request.task_id()) + " has no secure aggregation open");
     return;
   }
   if (phase_ == Phase::kDone) {

@@ -30,34 +30,12 @@
 #include <vector>
 
 #include "federation.pb.h"
-#include "fedprof/protocol/messages.h"
 #include "fedprof/secagg/server.h"
 #include "fedprof/secagg/wire.h"
 #include "fedprof/transport/refusal_log.h"
 #include "fedprof/transport/secure_aggregation.h"
 
 namespace fedprof {
-
-// What a client demands of the server, from its own configuration
-// (secagg.*): the server can neither lower it nor turn it off.
-struct SecAggPolicy {
-  // secagg.protocol is not none: the models this client trains leave it
-  // only masked, and nothing else it sends reveals them.
-  bool required = false;
-  // secagg.clear_profiles: under `required`, a profile may still be sent in
-  // the clear (FedProf without Paillier matching).
-  bool clear_profiles = false;
-  // What sets the k and t this client accepts (secagg::ParamsFor).
-  secagg::Tolerance tolerance;
-  int neighbors = 0, threshold = 0;
-};
-
-// Why a client under `policy` refuses a task (whose training would go into
-// a secure aggregation session if `has_setup`), or "": under `required`,
-// a training task without a session (its model would go in the clear), a
-// profile asked for in the clear (unless clear_profiles), or a sketch of
-// the update.
-std::string RefusedTask(const FitInstructions& task, bool has_setup, const SecAggPolicy& policy);
 
 // The setup a task carries: the session's config but the session id (each
 // client derives it) and the tolerance (each party's own).

@@ -385,8 +385,9 @@ TEST(SecAggLedgerTest, ASessionIsJoinedOnceEvenAcrossARestart) {
     secagg::SessionLedger(path).Join(secagg::RandomBytes(secagg::kKeyBytes));
     ADD_FAILURE() << "read a damaged ledger";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("client-3.secagg-sessions line 4: not a secure aggregation session id"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("client-3.secagg-sessions line 4: not a secure aggregation session id"),
+        std::string::npos)
         << e.what();
   }
 }

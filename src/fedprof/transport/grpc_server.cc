@@ -689,18 +689,22 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       return call;
     }
     std::shared_ptr<SecAggRendezvous> session;
+    std::string kind;  // why there is none, for the refusal log
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (Touch(id, request->session()) == pb::UNKNOWN_SESSION) {
         reply->set_reason("unknown session: register again");
+        kind = "SecAgg unknown session";
       } else if (!secagg_) {
         reply->set_reason("no secure aggregation session is open");
+        kind = "SecAgg for no open session";
       } else {
         session = secagg_;
       }
     }
     if (!session) {
-      refusals_.Refuse("client " + std::to_string(id), "SecAgg for no open session", "SecAgg: " + reply->reason());
+      // Answered with the reason (the client's protocol reads it), and logged.
+      refusals_.Refuse("client " + std::to_string(id), kind, "SecAgg: " + reply->reason());
       call->Finish(grpc::Status::OK);
       return call;
     }

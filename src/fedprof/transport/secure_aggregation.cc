@@ -156,6 +156,20 @@ secagg::SessionConfig SessionConfigFor(const SecureAggregationOptions& options, 
   return config;
 }
 
+std::string RefusedTask(const FitInstructions& task, bool has_setup, const SecAggPolicy& policy) {
+  if (!policy.required) return "";
+  const std::string prefix = "refused a task that would send ";
+  const std::string reason = ": this client's configuration requires secure aggregation (secagg.protocol)";
+  if (task.train.epochs > 0 && !has_setup) return prefix + "its model in the clear" + reason;
+  if (task.report.sketch_dim > 0) return prefix + "a sketch of its update" + reason;
+  if (task.report.profile && !task.report.public_key && !policy.clear_profiles) {
+    return prefix + "its profile in the clear" + reason +
+           " (fedprof.secure_matching = paillier keeps it encrypted; secagg.clear_profiles = true "
+           "allows it)";
+  }
+  return "";
+}
+
 std::map<int64_t, std::string> SessionOutcome::Lost() const {
   std::map<int64_t, std::string> lost;
   for (int64_t id : clients) {

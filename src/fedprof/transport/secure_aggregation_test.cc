@@ -167,6 +167,43 @@ TEST_F(SecureAggregationTest, ASessionThatCannotFinishLosesTheModels) {
       << view.lost[0].second;
 }
 
+// A client whose input is garbage (words no model could make) cannot be
+// told apart under the masks: the sum is refused whole, each survivor's
+// model is lost with the reason, and no client is named for it.
+TEST(SecureAggregationHandOverTest, AGarbageSumIsRefusedWholeWithItsReason) {
+  secagg::SessionConfig config;
+  config.run_id = secagg::RandomBytes(secagg::kKeyBytes);
+  config.nonce = secagg::RandomBytes(secagg::kKeyBytes);
+  config.protocol = secagg::Protocol::kSecAgg;
+  config.length = 4;
+  std::map<int64_t, secagg::Bytes> signing;
+  std::map<int64_t, std::vector<secagg::Word>> inputs;
+  for (int64_t id = 0; id < 5; ++id) {
+    const secagg::KeyPair key = secagg::GenerateEd25519();
+    config.verify_keys[id] = key.public_key;
+    signing[id] = key.secret;
+    inputs[id] = ModelSum::TermWords({0.5f, -1.0f, 2.0f}, 10 + id);
+  }
+  inputs[3] = std::vector<secagg::Word>(4, ~secagg::Word{0} / 3);  // out of every bound
+  config.graph = secagg::ParamsFor(config).graph;
+  SessionOutcome outcome;
+  outcome.clients = {0, 1, 2, 3, 4};
+  outcome.result = secagg::RunInProcess(config, signing, inputs).result;
+  outcome.finished = true;
+  std::vector<std::pair<std::vector<size_t>, std::string>> lost;
+  const Transport::ResultSink sink([](size_t, FitResult&&) { return std::string(); },
+                                   [&](const std::vector<size_t>& indices, const ModelSum* sum,
+                                       const std::string& why) -> std::string {
+                                     EXPECT_EQ(sum, nullptr);
+                                     lost.emplace_back(indices, why);
+                                     return "";
+                                   });
+  HandOverSession(outcome, {{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}}, sink);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].first, (std::vector<size_t>{0, 1, 2, 3, 4}));
+  EXPECT_NE(lost[0].second.find("the secure aggregation's sum"), std::string::npos) << lost[0].second;
+}
+
 using testing_support::HaveFashionMnist;
 
 // A short Fashion-MNIST simulation with `sets` applied: its summary.

@@ -108,16 +108,26 @@ std::string Pem(const std::function<int(BIO*)>& write, const std::string& what) 
   return std::string(data, static_cast<size_t>(size));
 }
 
-// Writes `contents` to a new file readable (and writable) by its owner
-// only; an existing file is left alone and named.
+std::string PrivateKeyPem(EVP_PKEY* key, const std::string& what) {
+  return Pem([&](BIO* b) { return PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr); },
+             what);
+}
+
+Error KeyExists(const std::string& path) {
+  return Error(path + ": exists already; keys are never replaced (move it away first)");
+}
+
+// Writes `contents` to a new file of `mode`; an existing file is left alone
+// and named.
 void WriteNewFile(const std::string& path, const std::string& contents, mode_t mode) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) {
-    throw Error(path + (errno == EEXIST ? ": exists already; keys are never replaced (move it away first)"
-                                         : ": cannot be created: " + std::string(std::strerror(errno))));
+    if (errno == EEXIST) throw KeyExists(path);
+    throw Error(path + ": cannot be created: " + std::strerror(errno));
   }
-  const bool written = ::write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size()) &&
-                       ::fsync(fd) == 0;
+  const bool written =
+      ::write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size()) &&
+      ::fsync(fd) == 0;
   ::close(fd);
   if (!written) {
     ::unlink(path.c_str());
@@ -147,7 +157,8 @@ std::vector<std::string> GenerateClientKeys(const std::string& dir, int id) {
   if (subject == nullptr || X509_REQ_set_version(request.get(), 0) != 1 ||
       X509_NAME_add_entry_by_NID(subject, NID_commonName, MBSTRING_ASC,
                                  reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0) != 1 ||
-      X509_REQ_set_pubkey(request.get(), tls.get()) != 1 || X509_REQ_sign(request.get(), tls.get(), EVP_sha256()) <= 0) {
+      X509_REQ_set_pubkey(request.get(), tls.get()) != 1 ||
+      X509_REQ_sign(request.get(), tls.get(), EVP_sha256()) <= 0) {
     throw Error("keygen: could not make the certificate request");
   }
   unsigned char* der = nullptr;
@@ -158,18 +169,13 @@ std::vector<std::string> GenerateClientKeys(const std::string& dir, int id) {
   OPENSSL_free(der);
   base64.resize(static_cast<size_t>(written));
   const std::vector<std::pair<std::string, std::string>> files = {
-      {stem + ".key", Pem([&](BIO* b) { return PEM_write_bio_PrivateKey(b, tls.get(), nullptr, nullptr, 0, nullptr, nullptr); },
-                          "the TLS key")},
-      {stem + ".secagg.key",
-       Pem([&](BIO* b) { return PEM_write_bio_PrivateKey(b, secagg.get(), nullptr, nullptr, 0, nullptr, nullptr); },
-           "the secure aggregation key")},
+      {stem + ".key", PrivateKeyPem(tls.get(), "the TLS key")},
+      {stem + ".secagg.key", PrivateKeyPem(secagg.get(), "the secure aggregation key")},
       {stem + ".csr", Pem([&](BIO* b) { return PEM_write_bio_X509_REQ(b, request.get()); }, "the request")},
       {stem + ".secagg.pub", std::to_string(id) + " " + base64 + "\n"}};
   // Nothing is written if any file exists: no half set of keys.
   for (const auto& file : files) {
-    if (FileExists(file.first)) {
-      throw Error(file.first + ": exists already; keys are never replaced (move it away first)");
-    }
+    if (FileExists(file.first)) throw KeyExists(file.first);
   }
   std::vector<std::string> paths;
   for (const auto& [path, contents] : files) {
