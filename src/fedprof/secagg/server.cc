@@ -43,20 +43,20 @@ void SecAggServer::Refuse(int64_t client, const std::string& why) {
 }
 
 // Whether a message of `round` from `sender` may be taken now: its round is
-// open, and its sender is eligible and not yet heard from. A message that
-// is not is left for the transport to refuse (it logs why); a second
-// message of a round excludes its sender.
-bool SecAggServer::Accepting(Phase phase, int64_t sender, const std::set<int64_t>& eligible,
-                             const std::set<int64_t>& received, const char* round) {
-  if (phase_ != phase || excluded_.count(sender) != 0 || eligible.count(sender) == 0) return false;
-  if (received.count(sender) != 0) return Exclude(sender, std::string("two ") + round + " messages");
+// open, and its sender is eligible (in the set the round is of) and not yet
+// heard from (`received`). A message that is not is left for the transport
+// to refuse (it logs why); a second message of a round excludes its sender.
+bool SecAggServer::Accepting(Phase phase, int64_t sender, bool eligible, bool received, const char* round) {
+  if (phase_ != phase || excluded_.count(sender) != 0 || !eligible) return false;
+  if (received) return Exclude(sender, std::string("two ") + round + " messages");
   return true;
 }
 
 bool SecAggServer::ReceiveAdvertise(int64_t sender, const AdvertiseKeys& m) {
-  std::set<int64_t> received;
-  for (const auto& entry : advertised_) received.insert(entry.first);
-  if (!Accepting(Phase::kAdvertise, sender, invited_, received, "AdvertiseKeys")) return false;
+  if (!Accepting(Phase::kAdvertise, sender, invited_.count(sender) != 0, advertised_.count(sender) != 0,
+                 "AdvertiseKeys")) {
+    return false;
+  }
   if (m.client != sender) return Exclude(sender, "AdvertiseKeys for another client");
   if (m.cipher_public.size() != kKeyBytes || m.mask_public.size() != kKeyBytes ||
       m.cipher_public == m.mask_public || m.graph_commitment.size() != kCommitmentBytes) {
@@ -96,9 +96,11 @@ Roster SecAggServer::CloseAdvertise() {
 }
 
 bool SecAggServer::ReceiveRosterSignature(int64_t sender, const RosterSignature& m) {
-  std::set<int64_t> u1(roster_.clients.begin(), roster_.clients.end()), received;
-  for (const auto& entry : roster_signatures_) received.insert(entry.first);
-  if (!Accepting(Phase::kRoster, sender, u1, received, "RosterSignature")) return false;
+  // U_1 is who advertised.
+  if (!Accepting(Phase::kRoster, sender, advertised_.count(sender) != 0, roster_signatures_.count(sender) != 0,
+                 "RosterSignature")) {
+    return false;
+  }
   if (m.client != sender) return Exclude(sender, "a roster signature for another client");
   if (m.graph_nonce.size() != kKeyBytes ||
       GraphCommitment(session_, sender, m.graph_nonce) != advertised_.at(sender).graph_commitment) {
@@ -142,9 +144,10 @@ std::map<int64_t, KeyDirectory> SecAggServer::CloseRoster() {
 }
 
 bool SecAggServer::ReceiveShares(int64_t sender, const ShareKeys& m) {
-  std::set<int64_t> u1(roster_.clients.begin(), roster_.clients.end()), received;
-  for (const auto& entry : shares_) received.insert(entry.first);
-  if (!Accepting(Phase::kShare, sender, u1, received, "ShareKeys")) return false;
+  if (!Accepting(Phase::kShare, sender, advertised_.count(sender) != 0, shares_.count(sender) != 0,
+                 "ShareKeys")) {
+    return false;
+  }
   if (m.client != sender) return Exclude(sender, "ShareKeys for another client");
   if (m.self_mask_commitment.size() != kCommitmentBytes) {
     return Exclude(sender, "a self-mask commitment of " +
@@ -187,9 +190,10 @@ std::map<int64_t, ShareBundle> SecAggServer::CloseShares() {
 }
 
 bool SecAggServer::ReceiveMasked(int64_t sender, const MaskedInput& m) {
-  std::set<int64_t> u2;
-  for (const auto& entry : shares_) u2.insert(entry.first);
-  if (!Accepting(Phase::kMask, sender, u2, masked_, "MaskedInputCollection")) return false;
+  if (!Accepting(Phase::kMask, sender, shares_.count(sender) != 0, masked_.count(sender) != 0,
+                 "MaskedInputCollection")) {
+    return false;
+  }
   if (m.client != sender) return Exclude(sender, "a masked input for another client");
   if (m.masked.size() != config_.length) {
     return Exclude(sender, "a masked input of " + std::to_string(m.masked.size()) +
@@ -213,9 +217,10 @@ SurvivorList SecAggServer::CloseMasked() {
 }
 
 bool SecAggServer::ReceiveSignature(int64_t sender, const ConsistencySignature& m) {
-  std::set<int64_t> received;
-  for (const auto& entry : signatures_) received.insert(entry.first);
-  if (!Accepting(Phase::kCheck, sender, masked_, received, "ConsistencyCheck")) return false;
+  if (!Accepting(Phase::kCheck, sender, masked_.count(sender) != 0, signatures_.count(sender) != 0,
+                 "ConsistencyCheck")) {
+    return false;
+  }
   if (m.client != sender ||
       !Verify(config_.verify_keys.at(sender), ConsistencyStatement(session_, roster_digest_, survivors_),
               m.signature)) {
@@ -254,9 +259,10 @@ std::vector<int64_t> SecAggServer::signers() const {
 }
 
 bool SecAggServer::ReceiveUnmask(int64_t sender, const UnmaskResponse& m) {
-  std::set<int64_t> u4;
-  for (const auto& entry : signatures_) u4.insert(entry.first);
-  if (!Accepting(Phase::kUnmask, sender, u4, answered_, "Unmasking")) return false;
+  if (!Accepting(Phase::kUnmask, sender, signatures_.count(sender) != 0, answered_.count(sender) != 0,
+                 "Unmasking")) {
+    return false;
+  }
   if (m.client != sender) return Exclude(sender, "an unmasking answer for another client");
   // Exactly one share or one complaint per neighbour in U_2, of the kind
   // that neighbour's fate calls for.

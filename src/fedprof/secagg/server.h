@@ -88,8 +88,7 @@ class SecAggServer {
 
  private:
   enum class Phase { kAdvertise, kRoster, kShare, kMask, kCheck, kUnmask, kDone };
-  bool Accepting(Phase phase, int64_t sender, const std::set<int64_t>& eligible,
-                 const std::set<int64_t>& received, const char* round);
+  bool Accepting(Phase phase, int64_t sender, bool eligible, bool received, const char* round);
   bool Exclude(int64_t client, const std::string& why);
   void Expect(Phase phase, const char* what);
   [[noreturn]] void Fail(const std::string& why);
