@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "fedprof/core/single_threaded_ops.h"
-#include "fedprof/transport/grpc_client.h"
-#include "fedprof/transport/grpc_server.h"
+#include "fedprof/deploy/client.h"
+#include "fedprof/deploy/server.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Deployment protocol messages (proto/federation.proto, transport/wire.h) as
+// Deployment protocol messages (proto/federation.proto, protocol/wire.h) as
 // the gRPC transports decode them. Input: a selector byte, then
 //   0: a TaskHeader (client side): FromWire, and back through ToWire;
 //   1: a ResultHeader (server side): FromWire, then the server's checks;
@@ -20,7 +20,7 @@
 #include "fedprof/aggregation/model_sum.h"
 #include "fedprof/profiling/profile.h"
 #include "fedprof/server/server.h"
-#include "fedprof/transport/wire.h"
+#include "fedprof/protocol/wire.h"
 #include "fuzz/fuzz_common.h"
 
 namespace {

@@ -22,7 +22,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/text.h"
-#include "fedprof/transport/grpc_client.h"
+#include "fedprof/deploy/client.h"
 #include "tests/csv_columns.h"
 #include "tests/processes.h"
 #include "tests/run_cli.h"

@@ -21,7 +21,7 @@
 #include "fedprof/fbftl/compression.h"
 #include "fedprof/privacy/paillier.h"
 #include "fedprof/profiling/profile.h"
-#include "fedprof/transport/wire.h"
+#include "fedprof/protocol/wire.h"
 #include "transfer.pb.h"
 #include "tests/expect_error.h"
 

@@ -45,9 +45,9 @@
 #include "federation.grpc.pb.h"
 #include "fedprof/aggregation/model_sum.h"
 #include "fedprof/core/error.h"
-#include "fedprof/transport/grpc_client.h"
-#include "fedprof/transport/tls.h"
-#include "fedprof/transport/wire.h"
+#include "fedprof/deploy/client.h"
+#include "fedprof/deploy/tls.h"
+#include "fedprof/protocol/wire.h"
 
 namespace {
 

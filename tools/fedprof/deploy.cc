@@ -8,7 +8,7 @@
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
 #include "fedprof/run/deployment.h"
-#include "fedprof/transport/tls.h"
+#include "fedprof/deploy/tls.h"
 #include "tools/fedprof/commands.h"
 
 namespace fedprof::cli {

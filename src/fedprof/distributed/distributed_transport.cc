@@ -18,7 +18,7 @@
 #include "fedprof/core/log.h"
 #include "fedprof/distributed/rank_group.h"
 #include "fedprof/transport/in_process.h"
-#include "fedprof/transport/wire.h"
+#include "fedprof/protocol/wire.h"
 
 namespace fedprof {
 namespace {

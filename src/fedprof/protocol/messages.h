@@ -4,7 +4,7 @@
 // What a server and its clients exchange in a round, the same whether the
 // clients live in the server's process, on other ranks or on other machines.
 // Plain data, free of torch and of any wire format: transports translate
-// these to and from their own encodings (transport/wire.h for gRPC and
+// these to and from their own encodings (protocol/wire.h for gRPC and
 // torch.distributed).
 
 #include <cstdint>

@@ -16,9 +16,9 @@
 #include "fedprof/run/run.h"
 #include "fedprof/sim/population.h"
 #include "fedprof/server/server.h"
-#include "fedprof/transport/grpc_client.h"
-#include "fedprof/transport/grpc_relay.h"
-#include "fedprof/transport/grpc_server.h"
+#include "fedprof/deploy/client.h"
+#include "fedprof/deploy/relay.h"
+#include "fedprof/deploy/server.h"
 
 namespace fedprof {
 namespace {

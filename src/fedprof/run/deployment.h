@@ -2,8 +2,8 @@
 #define FEDPROF_RUN_DEPLOYMENT_H_
 
 // Federated training with the clients on other machines: `fedprof server`
-// and `fedprof client` over gRPC (transport/grpc_server.h,
-// transport/grpc_client.h), secured by mutual TLS unless told otherwise.
+// and `fedprof client` over gRPC (deploy/server.h,
+// deploy/client.h), secured by mutual TLS unless told otherwise.
 
 #include <string>
 #include <utility>
@@ -73,7 +73,7 @@ struct RelayOptions {
 };
 
 // Relays between the server and the clients that connect to it
-// (transport/grpc_relay.h), until the server says the run is done. Needs no
+// (deploy/relay.h), until the server says the run is done. Needs no
 // config: the server says what its clients train.
 void RunRelay(const RelayOptions& options);
 

@@ -1,4 +1,4 @@
-#include "fedprof/transport/refusal_log.h"
+#include "fedprof/deploy/refusal_log.h"
 
 #include "fedprof/core/log.h"
 #include "fedprof/monitor/monitor.h"

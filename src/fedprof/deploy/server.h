@@ -1,5 +1,5 @@
-#ifndef FEDPROF_TRANSPORT_GRPC_SERVER_H_
-#define FEDPROF_TRANSPORT_GRPC_SERVER_H_
+#ifndef FEDPROF_DEPLOY_SERVER_H_
+#define FEDPROF_DEPLOY_SERVER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -72,7 +72,7 @@ struct GrpcServerOptions {
 // Under secure aggregation a training task carries its round's session
 // setup, a client's result comes without its model, and the accepted
 // results' models reach the round loop only as the session's exact sum
-// (transport/grpc_secagg.h): no code of the server decodes a client's model
+// (deploy/secagg_sessions.h): no code of the server decodes a client's model
 // then. Relays are refused. Thread-safe.
 class GrpcTransport : public Transport {
  public:
@@ -128,4 +128,4 @@ class GrpcTransport : public Transport {
 
 }  // namespace fedprof
 
-#endif  // FEDPROF_TRANSPORT_GRPC_SERVER_H_
+#endif  // FEDPROF_DEPLOY_SERVER_H_

@@ -1,5 +1,5 @@
-#ifndef FEDPROF_TRANSPORT_CALLS_H_
-#define FEDPROF_TRANSPORT_CALLS_H_
+#ifndef FEDPROF_DEPLOY_CALLS_H_
+#define FEDPROF_DEPLOY_CALLS_H_
 
 // What the deployment's callers (clients, relays) make of a gRPC call's
 // deadline and ending. For the gRPC transport's .cc files only.
@@ -40,4 +40,4 @@ inline bool Permanent(const grpc::Status& s) {
 
 }  // namespace fedprof
 
-#endif  // FEDPROF_TRANSPORT_CALLS_H_
+#endif  // FEDPROF_DEPLOY_CALLS_H_

@@ -1,4 +1,4 @@
-#include "fedprof/transport/grpc_secagg.h"
+#include "fedprof/deploy/secagg_sessions.h"
 
 #include <algorithm>
 #include <utility>

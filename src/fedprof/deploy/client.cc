@@ -1,4 +1,4 @@
-#include "fedprof/transport/grpc_client.h"
+#include "fedprof/deploy/client.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -21,10 +21,10 @@
 #include "fedprof/core/text.h"
 #include "fedprof/secagg/client.h"
 #include "fedprof/secagg/ledger.h"
-#include "fedprof/transport/calls.h"
-#include "fedprof/transport/grpc_secagg.h"
-#include "fedprof/transport/tls.h"
-#include "fedprof/transport/wire.h"
+#include "fedprof/deploy/calls.h"
+#include "fedprof/deploy/secagg_sessions.h"
+#include "fedprof/deploy/tls.h"
+#include "fedprof/protocol/wire.h"
 
 namespace fedprof {
 

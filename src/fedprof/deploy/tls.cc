@@ -1,4 +1,4 @@
-#include "fedprof/transport/tls.h"
+#include "fedprof/deploy/tls.h"
 
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/security/auth_context.h>

@@ -1,4 +1,4 @@
-#include "fedprof/transport/grpc_relay.h"
+#include "fedprof/deploy/relay.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -20,10 +20,10 @@
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
 #include "fedprof/monitor/monitor.h"
-#include "fedprof/transport/calls.h"
-#include "fedprof/transport/grpc_server.h"
-#include "fedprof/transport/tls.h"
-#include "fedprof/transport/wire.h"
+#include "fedprof/deploy/calls.h"
+#include "fedprof/deploy/server.h"
+#include "fedprof/deploy/tls.h"
+#include "fedprof/protocol/wire.h"
 
 namespace fedprof {
 

@@ -1,4 +1,4 @@
-#include "fedprof/transport/grpc_server.h"
+#include "fedprof/deploy/server.h"
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/server_interceptor.h>
@@ -24,10 +24,10 @@
 #include "fedprof/core/text.h"
 #include "fedprof/monitor/monitor.h"
 #include "fedprof/secagg/crypto.h"
-#include "fedprof/transport/grpc_secagg.h"
-#include "fedprof/transport/refusal_log.h"
-#include "fedprof/transport/tls.h"
-#include "fedprof/transport/wire.h"
+#include "fedprof/deploy/secagg_sessions.h"
+#include "fedprof/deploy/refusal_log.h"
+#include "fedprof/deploy/tls.h"
+#include "fedprof/protocol/wire.h"
 
 namespace fedprof {
 

@@ -1,5 +1,5 @@
-#ifndef FEDPROF_TRANSPORT_WIRE_H_
-#define FEDPROF_TRANSPORT_WIRE_H_
+#ifndef FEDPROF_PROTOCOL_WIRE_H_
+#define FEDPROF_PROTOCOL_WIRE_H_
 
 // The protocol structs to and from their protobuf messages
 // (proto/federation.proto). For the transports' own .cc files only: the
@@ -89,4 +89,4 @@ void PutFloats(const FlatParams& params, size_t begin, size_t count, std::string
 
 }  // namespace fedprof
 
-#endif  // FEDPROF_TRANSPORT_WIRE_H_
+#endif  // FEDPROF_PROTOCOL_WIRE_H_

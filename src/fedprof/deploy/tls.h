@@ -1,5 +1,5 @@
-#ifndef FEDPROF_TRANSPORT_TLS_H_
-#define FEDPROF_TRANSPORT_TLS_H_
+#ifndef FEDPROF_DEPLOY_TLS_H_
+#define FEDPROF_DEPLOY_TLS_H_
 
 // Mutual TLS for the deployment, from the files scripts/make-certs.sh
 // writes, and the keys each client makes for itself (fedprof keygen). For
@@ -76,4 +76,4 @@ std::vector<std::string> GenerateClientKeys(const std::string& dir, int id);
 
 }  // namespace fedprof
 
-#endif  // FEDPROF_TRANSPORT_TLS_H_
+#endif  // FEDPROF_DEPLOY_TLS_H_

@@ -1,4 +1,4 @@
-#include "fedprof/transport/wire.h"
+#include "fedprof/protocol/wire.h"
 
 #include <algorithm>
 #include <cstring>

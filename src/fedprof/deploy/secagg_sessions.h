@@ -1,5 +1,5 @@
-#ifndef FEDPROF_TRANSPORT_GRPC_SECAGG_H_
-#define FEDPROF_TRANSPORT_GRPC_SECAGG_H_
+#ifndef FEDPROF_DEPLOY_SECAGG_SESSIONS_H_
+#define FEDPROF_DEPLOY_SECAGG_SESSIONS_H_
 
 // Secure aggregation over the deployment protocol (proto/federation.proto,
 // rpc SecAgg): the server's side of one round's session, between the gRPC
@@ -32,7 +32,7 @@
 #include "federation.pb.h"
 #include "fedprof/secagg/server.h"
 #include "fedprof/secagg/wire.h"
-#include "fedprof/transport/refusal_log.h"
+#include "fedprof/deploy/refusal_log.h"
 #include "fedprof/transport/secure_aggregation.h"
 
 namespace fedprof {
@@ -126,4 +126,4 @@ class SecAggRendezvous {
 
 }  // namespace fedprof
 
-#endif  // FEDPROF_TRANSPORT_GRPC_SECAGG_H_
+#endif  // FEDPROF_DEPLOY_SECAGG_SESSIONS_H_

@@ -1,5 +1,5 @@
-#ifndef FEDPROF_TRANSPORT_GRPC_RELAY_H_
-#define FEDPROF_TRANSPORT_GRPC_RELAY_H_
+#ifndef FEDPROF_DEPLOY_RELAY_H_
+#define FEDPROF_DEPLOY_RELAY_H_
 
 #include <cstddef>
 #include <functional>
@@ -37,4 +37,4 @@ void RunGrpcRelay(const GrpcRelayOptions& options, const RelayCheck& check);
 
 }  // namespace fedprof
 
-#endif  // FEDPROF_TRANSPORT_GRPC_RELAY_H_
+#endif  // FEDPROF_DEPLOY_RELAY_H_

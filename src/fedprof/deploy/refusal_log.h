@@ -1,5 +1,5 @@
-#ifndef FEDPROF_TRANSPORT_REFUSAL_LOG_H_
-#define FEDPROF_TRANSPORT_REFUSAL_LOG_H_
+#ifndef FEDPROF_DEPLOY_REFUSAL_LOG_H_
+#define FEDPROF_DEPLOY_REFUSAL_LOG_H_
 
 #include <chrono>
 #include <cstdint>
@@ -59,4 +59,4 @@ class RefusalLog {
 
 }  // namespace fedprof
 
-#endif  // FEDPROF_TRANSPORT_REFUSAL_LOG_H_
+#endif  // FEDPROF_DEPLOY_REFUSAL_LOG_H_

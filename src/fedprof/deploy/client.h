@@ -1,5 +1,5 @@
-#ifndef FEDPROF_TRANSPORT_GRPC_CLIENT_H_
-#define FEDPROF_TRANSPORT_GRPC_CLIENT_H_
+#ifndef FEDPROF_DEPLOY_CLIENT_H_
+#define FEDPROF_DEPLOY_CLIENT_H_
 
 #include <cstdint>
 #include <functional>
@@ -73,4 +73,4 @@ void RunGrpcClient(const GrpcClientOptions& options,
 
 }  // namespace fedprof
 
-#endif  // FEDPROF_TRANSPORT_GRPC_CLIENT_H_
+#endif  // FEDPROF_DEPLOY_CLIENT_H_

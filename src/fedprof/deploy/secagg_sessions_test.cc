@@ -1,4 +1,4 @@
-#include "fedprof/transport/grpc_secagg.h"
+#include "fedprof/deploy/secagg_sessions.h"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@
 #include "fedprof/core/files.h"
 #include "fedprof/secagg/client.h"
 #include "fedprof/secagg/ledger.h"
-#include "fedprof/transport/tls.h"
+#include "fedprof/deploy/tls.h"
 #include "tests/test_dirs.h"
 
 namespace fedprof {
