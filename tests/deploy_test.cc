@@ -245,11 +245,13 @@ TEST(DeployTest, RelayKilledAndRestartedTakesItsClientsBack) {
 // A relay is trusted with its clients' identities and models, not with
 // its sums: one whose count or weight is not that of the results the server
 // accepted is refused whole (those results' models are lost to the round),
-// and one for another relay's batch is refused before it is read.
+// one for another relay's batch is refused before it is read, and one that
+// no sum of models can be is refused, with its reason, not counted as a
+// sum that never came.
 TEST(DeployTest, ARelaysSumMustBeOfTheResultsItPassedOn) {
   const std::string dir = FreshDir("deploy", "relay_sums");
   const std::string certs = MakeCerts(dir, 3, "certs", /*relays=*/1);
-  const std::string run = SmallRun(3, 1.0, 2) + kFastFaults +
+  const std::string run = SmallRun(3, 1.0, 3) + kFastFaults +
                           " --set strategy.name=fedavg --set deploy.round_timeout_s=10";
   Deployment d;
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
@@ -258,16 +260,22 @@ TEST(DeployTest, ARelaysSumMustBeOfTheResultsItPassedOn) {
   StartClients(&d, 2, 3, run + " --tls-dir " + certs, dir);
   ASSERT_EQ(d.procs.Wait(d.server, 120), 0) << d.procs.Output(d.server);
   const auto cols = Columns(dir + "/server/metrics.csv");
-  ASSERT_EQ(cols.at("round").size(), 2u);
-  for (size_t r = 0; r < 2; ++r) {
+  ASSERT_EQ(cols.at("round").size(), 3u);
+  for (size_t r = 0; r < 3; ++r) {
     EXPECT_EQ(cols.at("selected")[r], "3");
     EXPECT_EQ(cols.at("returned")[r], "1") << "only the direct client's model counts";
   }
   EXPECT_EQ(cols.at("refused")[0], "2");    // the sum of the wrong weight
   EXPECT_EQ(cols.at("timed_out")[1], "2");  // the sum that never came
+  EXPECT_EQ(cols.at("refused")[2], "2");    // the sum no models can make
+  EXPECT_EQ(cols.at("timed_out")[2], "0");
   const std::string log = d.procs.Output(d.server);
   EXPECT_NE(log.find("client 0's model is lost: a partial sum of 1 models of weight 7, not of the 2 "
                      "accepted results it names (weight 2000)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("client 0's model is lost: its relay's sum was refused: relay 0's sum: model sum "
+                     "of 1 models of weight -5"),
             std::string::npos)
       << log;
   const std::string said = d.procs.Output(relay);

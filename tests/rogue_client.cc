@@ -21,7 +21,8 @@
 //       relaysum acts as relay K (its certificate relay-K) for clients
 //               0 and 1, passes on honest results of their tasks without
 //               models, then sends a sum of the right size whose weight is
-//               not theirs; then a sum from another relay's batch
+//               not theirs; then a sum from another relay's batch; then
+//               a sum of a negative weight
 //       cleartext registers its secure aggregation key, sends a secure
 //               aggregation message while no session is open and one under
 //               a session the server never issued, then answers every
@@ -337,7 +338,9 @@ int RogueRelay(const std::string& server, const std::string& tls_dir, int id) {
       if (stub->RelayResult(&rc, request, &reply).ok() && reply.accepted()) accepted.push_back(t.client_id());
     }
     // A sum of the right size whose weight is not its clients' (first), then
-    // a sum for a batch that is not this relay's.
+    // a sum for a batch that is not this relay's, then one that no sum of
+    // models can be (a negative weight).
+    const int kind = batches++;
     fedprof::ModelSum sum;
     sum.Reset(static_cast<size_t>(num_params));
     sum.Add(fedprof::FlatParams(static_cast<size_t>(num_params), 0.0f), 7);
@@ -346,9 +349,13 @@ int RogueRelay(const std::string& server, const std::string& tls_dir, int id) {
     h->set_protocol_version(fedprof::kProtocolVersion);
     h->set_relay_id(id);
     h->set_session(session);
-    h->set_batch_id(batches++ == 0 ? batch.batch_id() : batch.batch_id() + 1000);
+    h->set_batch_id(kind == 1 ? batch.batch_id() + 1000 : batch.batch_id());
     *h->mutable_client_ids() = {accepted.begin(), accepted.end()};
-    const std::string bytes = sum.Serialize();
+    std::string bytes = sum.Serialize();
+    if (kind == 2) {
+      const int64_t negative = -5;
+      std::memcpy(&bytes[sizeof(int64_t)], &negative, sizeof negative);  // Serialize's weight field
+    }
     h->set_bytes(static_cast<int64_t>(bytes.size()));
     pb::PushReply reply;
     grpc::ClientContext sc;

@@ -384,7 +384,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
         std::string why;
         const int client = a.result.client_id;
         try {
-          why = a.is_sum ? sink.Sum(a.indices, a.sum.get()) : sink(a.index, std::move(a.result));
+          why = a.is_sum ? sink.Sum(a.indices, a.sum.get(), a.lost) : sink(a.index, std::move(a.result));
         } catch (...) {
           Answer(a.verdict, "the server failed while judging it");
           throw;
@@ -1064,6 +1064,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
     bool is_sum = false;
     std::vector<size_t> indices;
     std::shared_ptr<const ModelSum> sum;
+    std::string lost;  // why a null sum will not come, when it was refused
   };
   // A relay as the server knows it.
   struct RelayState {
@@ -1504,6 +1505,7 @@ class GrpcTransport::Impl final : public pb::Federation::CallbackService {
       b->second.sum_queued = true;
       a.indices = b->second.awaiting;
       a.sum.reset();
+      a.lost = "its relay's sum was refused: " + Printable(why, 400);
       arrived_.push_back(std::move(a));
       arrive_cv_.notify_all();
       return;

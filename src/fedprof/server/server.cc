@@ -242,7 +242,8 @@ void Server::TrainSelected(int64_t round, const std::vector<ClientInstructions>&
       if (why.empty()) {
         awaiting.erase(i);
       } else {
-        lose(i, why, /*timed_out=*/part == nullptr);
+        // A sum that never came is a time-out; one refused (lost, with why) is a refusal.
+        lose(i, why, /*timed_out=*/part == nullptr && lost.empty());
       }
     }
     return why;
