@@ -74,6 +74,14 @@ struct GrpcServerOptions {
 // results' models reach the round loop only as the session's exact sum
 // (deploy/secagg_sessions.h): no code of the server decodes a client's model
 // then. Relays are refused. Thread-safe.
+//
+// Its parts, each in its own file of deploy/: admission.h (what every call
+// passes first), client_registry.h (who the clients and relays are, and
+// whether they are there), task_streams.h (parked requests and the streams
+// that send models), round.h (the current round: its tasks, batches and what
+// arrived for judging), result_intake.h (PushResult), relay_hub.h (the
+// relays' calls) and secagg_sessions.h (a round's secure aggregation
+// session); server.cc binds the port and hands each call to its part.
 class GrpcTransport : public Transport {
  public:
   // Starts serving. Throws fedprof::Error when the address cannot be bound

@@ -1,0 +1,133 @@
+#ifndef FEDPROF_DEPLOY_ROUND_H_
+#define FEDPROF_DEPLOY_ROUND_H_
+
+// The server's current round (one Fit call of the round loop): its tasks,
+// the batches that carry its relays' tasks, its secure aggregation session,
+// and the queue of what arrived for the round loop to judge (results, sums,
+// time-outs). The round loop's thread runs Fit; the gRPC handlers reach the
+// open tasks through ResultIntake and RelayHub.
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "fedprof/deploy/client_registry.h"
+#include "fedprof/deploy/secagg_sessions.h"
+#include "fedprof/deploy/server_state.h"
+#include "fedprof/deploy/task_streams.h"
+#include "fedprof/secagg/crypto.h"
+
+namespace fedprof::deploy {
+
+class Round {
+ public:
+  Round(ServerState* state, ClientRegistry* registry, TaskStreams* streams);
+
+  // Opens a task for each client and hands every result (and relay sum) to
+  // `sink`, returning once each has one: its result, its time-out, or its
+  // client gone. The round loop's thread.
+  void Fit(const std::vector<ClientInstructions>& tasks, const Transport::ResultSink& sink);
+  // How long a Fit call waits for results from now on.
+  void SetTimeout(double s) { timeout_s_.store(s); }
+
+  // Client `id`'s open task, or null. (mutex held)
+  Task* OpenTask(int id);
+  // Client `id`'s task of this round, open or closed, or null. (mutex held)
+  const Task* AnyTask(int id) const;
+  // Relay `r`'s batch not yet sent, marked sent, or null. (mutex held)
+  Batch* TakeUnsentBatch(int r);
+  // Batch `b` of the round, or null. (mutex held)
+  Batch* FindBatch(int64_t b);
+  // The round's secure aggregation session, or null. (mutex held)
+  std::shared_ptr<SecAggRendezvous> session() const { return secagg_; }
+
+  // Queues `a` for the round loop. (mutex held)
+  void Arrive(Arrival a);
+  // Closes client `id`'s task `task_id` with its result `a`; false when the
+  // task is no longer open (its round ended, or the server stops). (mutex held)
+  bool Close(int id, int64_t task_id, Arrival a);
+  // Client `id`'s open task, if it has one, ends with a refusal its round
+  // counts. (mutex not held)
+  void CloseAsRefused(int id, const std::string& why);
+
+  // The round loop's verdict on a result ends its call; "" accepts.
+  void Answer(const std::shared_ptr<Verdict>& verdict, const std::string& why);
+  // A call whose result waits for the round loop's verdict, cancelled by its
+  // caller, is finished now with `finish`; the round loop still judges the
+  // result.
+  void CancelVerdict(const void* call, const std::function<void()>& finish);
+
+  // The server stops: the results not yet judged, each to be answered, and
+  // the session ended (its held replies are answered). (mutex held)
+  std::deque<Arrival> Stop();
+
+  // The run's id, bound into every secure aggregation session (drawn at
+  // start, kept by checkpoints). (mutex held)
+  const secagg::Bytes& run_id() const { return run_id_; }
+  void set_run_id(secagg::Bytes id) { run_id_ = std::move(id); }
+
+ private:
+  // What a Fit call sends: to clients directly, and to relays in batches.
+  struct Dispatch {
+    std::vector<std::pair<TaskStream*, Task>> to_clients;
+    std::vector<std::pair<BatchStream*, Batch>> to_relays;
+  };
+  // The round's secure aggregation session over its training tasks.
+  struct SessionOpening {
+    std::map<int64_t, size_t> index_of;  // the task index of each client invited
+    std::shared_ptr<const pb::SecAggSetup> setup;
+    std::string why_none;  // why the training tasks have no session
+  };
+  using RelayModels = std::map<const FlatParams*, std::shared_ptr<const std::vector<pb::RelayTaskChunk>>>;
+
+  // The tasks with their models encoded once per model (per relay batch
+  // model: `for_relays`); `relay_of` each task's client's relay, or -1.
+  std::vector<Task> Prepare(const std::vector<ClientInstructions>& tasks, const std::vector<int>& relay_of,
+                            RelayModels* for_relays) const;
+  SessionOpening OpenSession(const std::vector<ClientInstructions>& tasks);  // (mutex held)
+  // Makes `opened` the round's tasks and batches; what can be sent now.
+  // (mutex held)
+  Dispatch Place(const std::vector<ClientInstructions>& tasks, const std::vector<int>& relay_of,
+                 std::vector<Task> opened, const RelayModels& for_relays, const SessionOpening& session);
+  // Adds `t` (of client `id`, through relay `r`) to the relay's batch of
+  // its model. (mutex held)
+  void Batched(int id, int r, const RelayModels& for_relays,
+               std::map<std::pair<int, const FlatParams*>, int64_t>* batch_of, Task* t);
+  // Judges what arrives until every task has its result and every awaited
+  // sum is in.
+  void Judge(const Transport::ResultSink& sink, size_t tasks, Clock::time_point deadline,
+             std::unique_lock<std::mutex>& lock);
+  // Hands each arrival to `sink` and answers its caller. (lock held on entry and exit)
+  void JudgeArrivals(const Transport::ResultSink& sink, size_t* remaining, std::unique_lock<std::mutex>& lock);
+  // Open tasks whose clients left or stalled, or past the deadline, end as
+  // timed out; the stalled streams are returned to be cancelled. (mutex held)
+  std::vector<std::shared_ptr<Sending>> CloseLeavers(Clock::time_point now, Clock::time_point deadline);
+  // A sum whose relay is gone, or past the deadline, will not come. (mutex held)
+  void QueueLostSums(Clock::time_point now, Clock::time_point deadline);
+  // Whether an accepted result's model still awaits its relay's sum. (mutex held)
+  bool WaitingForSums() const;
+  // Runs the round's secure aggregation session among the clients whose
+  // results were accepted, and hands its sum to the round loop.
+  void Aggregate(SecAggRendezvous& session, int64_t round, const std::map<int64_t, size_t>& index_of,
+                 const Transport::ResultSink& sink);
+
+  ServerState& state_;
+  ClientRegistry& registry_;
+  TaskStreams& streams_;
+  std::atomic<double> timeout_s_;  // a relay's follows each batch
+  double fit_timeout_s_ = 0;        // the current Fit call's (its thread alone)
+  std::map<int, Task> tasks_;        // open tasks of the current Fit call, by client id
+  std::map<int64_t, Batch> batches_;  // of the current Fit call
+  std::shared_ptr<SecAggRendezvous> secagg_;  // the current Fit call's session
+  std::deque<Arrival> arrived_;
+  secagg::Bytes run_id_ = secagg::RandomBytes(secagg::kKeyBytes);
+  int64_t next_task_id_ = 1;
+  int64_t next_batch_id_ = 1;
+};
+
+}  // namespace fedprof::deploy
+
+#endif  // FEDPROF_DEPLOY_ROUND_H_
