@@ -1,4 +1,6 @@
 # The two entry points: `make run` (default experiment) and `make test`.
+# `make docs` writes docs/options.md and the docs' generated blocks from the
+# option table (scripts/docs.py; `make test` fails while they are stale).
 # Hostile input: `make test-asan` (the whole suite under ASan + UBSan) and
 # `make fuzz` (every libFuzzer target for FUZZ_SECONDS each); both use the
 # clang sanitizer build in $(ASAN_BUILD).
@@ -11,7 +13,7 @@ CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON
 # thread (see tools/fedprof/main.cc).
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: all deps build run test bench clean asan-build test-asan fuzz
+.PHONY: all deps build run test docs bench clean asan-build test-asan fuzz
 
 # The sanitizer build: clang-14 with AddressSanitizer, UndefinedBehaviorSanitizer
 # and libFuzzer's coverage instrumentation (CMakeLists.txt, FEDPROF_FUZZ), at
@@ -44,6 +46,10 @@ run: deps $(BUILD)/build.ninja
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+docs: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target fedprof_cli
+	/usr/bin/python3 scripts/docs.py generate --cli $(BUILD)/fedprof
 
 bench: build
 	$(BUILD)/sim_throughput

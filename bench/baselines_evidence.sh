@@ -12,10 +12,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/baselines}
 fedprof=${FEDPROF_BIN:-build/fedprof}
+provenance_env=FEDPROF_BIN
+. bench/provenance.sh
 [[ -n ${FEDPROF_BIN:-} ]] || make build
+# Each table (printed, and in comparison.md) says which commit and command made it.
 compare() {  # compare SETUP STRATEGIES
+  provenance
   "$fedprof" compare --config "configs/$1.toml" --strategies "$2" --seeds 3 \
     --set report.progress=false --out "$out/$1"
+  provenance_stamp "$out/$1/comparison.md"
 }
 for setup in emnist_style_mnist emnist_style_fmnist; do
   compare "$setup" fedavg-rp,fedprox,fedadam,afl,clustered,fedprof
@@ -25,6 +30,8 @@ for setup in mnist_prelim default; do
 done
 # FedProf's selection with FedAdam's aggregation against each of its parts.
 for setup in emnist_style_mnist emnist_style_fmnist; do
+  provenance
   "$fedprof" compare --config "configs/$setup.toml" --strategies fedadam,fedprof,fedprof+fedadam \
     --seeds 3 --jobs 2 --set report.progress=false --out "$out/composition_$setup"
+  provenance_stamp "$out/composition_$setup/comparison.md"
 done

@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 rounds=${1:-6}
 reps=${2:-3}
 cli=build/fedprof
+. bench/provenance.sh
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 scripts/make-certs.sh "$work/certs" 10 >/dev/null
@@ -70,6 +71,7 @@ run_pair() {  # label, clients, settings, [settings for simulate only]
              l, s, d, 100*(d/s-1), 100*(lo-1), 100*(hi-1)}'
 }
 
+provenance
 echo "Per-round wall time, median of rounds 2..$((rounds - 1)) and of $reps runs each, mutual TLS;"
 echo "K clients a round, each deployed client its own process (on this machine's $(nproc) cores),"
 echo "simulate on $(nproc) threads:"
@@ -92,6 +94,8 @@ for k in 2 10; do
   run_pair "ResNet-18, K = $k" $k "$resnet --set data.train_limit=$((67 * k)) --set eval.every=1000"
 done
 echo
+provenance
 build/deploy_bench --clients 2 --rounds 50
 echo
+provenance
 build/deploy_bench --clients 10 --rounds 10

@@ -16,6 +16,8 @@
 #   BIN=build/fedprof CONFIG=configs/default.toml bench/dist_throughput.sh 12 3
 set -euo pipefail
 cd "$(dirname "$0")/.."
+provenance_env="BIN CONFIG"
+. bench/provenance.sh
 BIN=${BIN:-build/fedprof}
 CONFIG=${CONFIG:-configs/default.toml}
 ROUNDS=${1:-12}
@@ -76,6 +78,7 @@ done
 S=$(samples_per_round "$OUT/1/one-1")
 params=$(awk -F': ' '/"model_parameters"/{gsub(",", "", $2); print $2}' "$OUT/1/one-1/summary.json")
 echo
+provenance
 echo "| setup | samples/s (best of $REPS) |"
 echo "|---|---|"
 echo "| 1 process x 1 thread | ${best[one1]} |"

@@ -6,9 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/evidence}
+. bench/provenance.sh
 make build
+# Each table (printed, and in comparison.md) says which commit and command made it.
 for setup in default mnist_prelim; do
+  provenance
   build/fedprof compare --config "configs/$setup.toml" \
     --strategies fedavg,fedprof,fedavg:partial,fedprof:partial --seeds 3 \
     --set report.progress=false --out "$out/$setup"
+  provenance_stamp "$out/$setup/comparison.md"
 done

@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 rounds=${1:-8}
 reps=${2:-5}
 cli=build/fedprof
+. bench/provenance.sh
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 settings="--config configs/default.toml --set strategy.name=fedprof --set rounds=$rounds
@@ -81,6 +82,7 @@ done
 plain=$(median <"$work/plain.txt")
 mon=$(median <"$work/monitored.txt")
 echo
+provenance
 echo "| variant | median round time (s) | rounds measured |"
 echo "|---|---|---|"
 echo "| without --monitor | $plain | $(wc -l <"$work/plain.txt") |"

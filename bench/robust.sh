@@ -23,6 +23,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/robust}
 fedprof=${FEDPROF_BIN:-build/fedprof}
+provenance_env=FEDPROF_BIN
+. bench/provenance.sh
 [[ -x $fedprof ]] || make build
 
 all=uniform+average,uniform+median,uniform+trimmed_mean,uniform+krum,uniform+multi_krum
@@ -61,6 +63,7 @@ table() {  # table COLUMN TITLE HEADINGS(comma-separated) DIR...
   echo
   echo "$title (mean ± sd over 3 seeds)"
   echo
+  provenance
   local files=()
   for d in "$@"; do files+=("$out/$d/comparison.csv"); done
   awk -F, -v col="$col" -v names="$names" '

@@ -19,6 +19,8 @@ cd "$(dirname "$0")/.."
 clients=${1:-1000000}
 rounds=${2:-3}
 before=${FEDPROF_BEFORE:-}
+provenance_env=FEDPROF_BEFORE
+. bench/provenance.sh
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 common="--set clients.count=$clients --set partition.kind=sampled --set partition.size_mean=20
@@ -30,6 +32,7 @@ reports() {  # the report pass's seconds in a run's output
   grep -o 'reports of [0-9]* clients under model version 0 in [0-9.]*' "$1" | awk '{print $NF}' || true
 }
 
+provenance
 echo "| strategy | clients | set-up s | report pass s | mean round s | peak RSS MB |"
 echo "|---|---|---|---|---|---|"
 for strategy in fedavg fedprof; do
@@ -45,6 +48,7 @@ for strategy in fedavg fedprof; do
 done
 
 echo
+provenance
 echo "| FedProf report pass of $clients clients | processes x threads | s | speed-up |"
 echo "|---|---|---|---|"
 first=

@@ -16,6 +16,8 @@ sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(10 50 100)
 rounds=2
 cli=${FEDPROF:-build/fedprof}
+provenance_env=FEDPROF
+. bench/provenance.sh
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 max=0
@@ -30,6 +32,7 @@ sessions() {
     sed -E 's/.*: ([0-9]+) models in the sum, ([0-9.]+) MB sent per client, server ([0-9.]+) s of ([0-9.]+) s/\1 \2 \3 \4/'
 }
 
+provenance
 echo "| where | protocol | K | k | t | models in the sum | client sent MB | server s | session wall s | final model = plaintext |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for k in "${sizes[@]}"; do

@@ -15,6 +15,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libgmp-dev
   gnuplot-nox dataset-fashion-mnist
   python3-torch python3-torchvision
+  # The docs' checker's own tests (tests/docs_test.py).
+  python3-pytest
   # SHA-256 for checkpoint checksums (linked through gRPC already).
   libssl-dev
   # --monitor: the HTTP server (cpp-httplib), the dashboard's chart library;

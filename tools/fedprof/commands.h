@@ -30,6 +30,8 @@ Runner AddRelay(CLI::App& app);
 Runner AddKeygen(CLI::App& app);
 Runner AddOptions(CLI::App& app);
 Runner AddStatus(CLI::App& app);
+// Hidden: fedprof help [--flags] (every command with its flags, for the docs' checker).
+Runner AddHelp(CLI::App& app);
 
 // --monitor, --monitor-token-file and --monitor-tls-dir (tools/fedprof/monitor.cc).
 struct MonitorArgs {

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   add(fedprof::cli::AddKeygen);
   add(fedprof::cli::AddOptions);
   add(fedprof::cli::AddStatus);
+  add(fedprof::cli::AddHelp);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -79,9 +79,27 @@ Runner AddSimulate(CLI::App& app) {
 }
 
 Runner AddOptions(CLI::App& app) {
+  struct OptionsArgs {
+    bool names = false;
+    bool resumable = false;
+  };
+  auto args = std::make_shared<OptionsArgs>();
   CLI::App* sub = app.add_subcommand("options", "Print every config option as a Markdown table");
-  (void)sub;
-  return [] { std::fputs(OptionsMarkdown().c_str(), stdout); };
+  // For scripts (scripts/docs.py checks --set keys and writes docs/options.md
+  // from these), so that they keep no copy of the table.
+  CLI::Option* names = sub->add_flag("--names", args->names, "Only the options' names, one a line");
+  sub->add_flag("--resumable", args->resumable,
+                "Only the options a resumed run may change, on one line")
+      ->excludes(names);
+  return [args] {
+    if (args->names) {
+      for (const auto& o : AllOptions()) std::printf("%s\n", o.name);
+    } else if (args->resumable) {
+      std::printf("%s\n", ResumableOptionsList().c_str());
+    } else {
+      std::fputs(OptionsMarkdown().c_str(), stdout);
+    }
+  };
 }
 
 }  // namespace fedprof::cli
