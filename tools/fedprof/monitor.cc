@@ -11,6 +11,7 @@
 #include "fedprof/monitor/http.h"
 #include "fedprof/monitor/monitor.h"
 #include "fedprof/report/run_status.h"
+#include "fedprof/run/run_dir_status.h"
 #include "tools/fedprof/commands.h"
 
 namespace fedprof::cli {

@@ -6,13 +6,10 @@
 
 namespace fedprof {
 
-// What a run directory says about its run, finished or killed: rounds
-// completed and planned, best and last accuracy, whether it finished, and
-// the round a --resume would continue from (its checkpoint's, checked).
-// Throws fedprof::Error when `dir` holds no run.
-nlohmann::json RunDirStatus(const std::string& dir);
+// A run's status as a few lines of text, from plain JSON: report/ reads no
+// run directory or checkpoint itself.
 
-// The same as a few lines of text.
+// A run directory's status, as RunDirStatus (run/run_dir_status.h) gives it.
 std::string FormatRunDirStatus(const nlohmann::json& status);
 
 // A monitor's /status as a few lines of text.
