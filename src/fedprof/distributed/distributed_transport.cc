@@ -168,7 +168,8 @@ DistributedTransport::~DistributedTransport() {
 }
 
 void DistributedTransport::ForEachWorker(const std::string& context,
-                                         const std::function<void(int)>& fn) {
+                                         const std::function<void(int)>& fn,
+                                         const std::function<void()>& meanwhile) {
   FirstFailure failure;
   std::vector<std::thread> threads;
   for (int r = 1; r < group_.size(); ++r) {
@@ -182,6 +183,13 @@ void DistributedTransport::ForEachWorker(const std::string& context,
         failure.Record(std::current_exception());
       }
     });
+  }
+  if (meanwhile) {
+    try {
+      meanwhile();
+    } catch (...) {
+      failure.Record(std::current_exception());
+    }
   }
   for (std::thread& t : threads) t.join();
   failure.RethrowIfAny(Rank(group_.rank()) + ": " + context + ": ");
@@ -224,6 +232,96 @@ bool SameInstructions(const FitInstructions& a, const FitInstructions& b) {
          ta.momentum == tb.momentum && ta.weight_decay == tb.weight_decay && a.seed == b.seed;
 }
 
+// One Fit call split over the ranks. Clients told the same share one FIT
+// message per rank: one header, θ sent as the one shared copy.
+struct FitPlan {
+  std::vector<RankMessage> messages;  // one per distinct instructions (a "kind")
+  // share[rank][kind]: the ids that rank trains under those instructions.
+  std::vector<std::vector<std::vector<int32_t>>> share;
+  std::vector<ClientInstructions> local;     // rank 0's share
+  std::unordered_map<int, size_t> index_of;  // a client's index in the call's tasks
+};
+
+FitPlan PlanFit(const std::vector<ClientInstructions>& tasks, const std::vector<int>& rank_of,
+                int world, int64_t task_id) {
+  std::vector<size_t> kinds;  // index in `tasks` of each distinct instructions
+  std::vector<size_t> kind_of(tasks.size());
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    size_t k = 0;
+    while (k < kinds.size() && !SameInstructions(tasks[kinds[k]].instructions, tasks[i].instructions)) {
+      ++k;
+    }
+    if (k == kinds.size()) kinds.push_back(i);
+    kind_of[i] = k;
+  }
+  FitPlan plan;
+  for (size_t i : kinds) {
+    const FitInstructions& ins = tasks[i].instructions;
+    pb::TaskHeader header;
+    ToWire(ins, task_id, static_cast<int64_t>(ins.global->size()), &header);
+    plan.messages.push_back(Message(kFit, 0, header.SerializeAsString()));
+    plan.messages.back().floats = ins.global;
+  }
+  plan.share.assign(world, std::vector<std::vector<int32_t>>(kinds.size()));
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    plan.share[rank_of[i]][kind_of[i]].push_back(tasks[i].client_id);
+    if (rank_of[i] == 0) plan.local.push_back(tasks[i]);
+    plan.index_of[tasks[i].client_id] = i;
+  }
+  return plan;
+}
+
+using Deliver = std::function<std::string(FitResult&&)>;
+
+// Receives the results rank r owes for one FIT message (`pending`, by
+// client id) and hands each on; anything else from r breaks the protocol.
+void ReceiveResults(RankGroup& group, int r, int64_t task_id, std::set<int> pending,
+                    const Deliver& deliver) {
+  // Checks that `rh` (with `values` model values) is a result rank r owes
+  // for this task, and hands it on.
+  auto take = [&](const pb::ResultHeader& rh, int64_t values,
+                  const std::shared_ptr<const FlatParams>& floats) {
+    FitResult result = FromWire(rh);
+    if (rh.task_id() != task_id || pending.erase(result.client_id) == 0 ||
+        values != rh.num_params()) {
+      throw RankError(r, Rank(r) + " sent a result (client " + std::to_string(result.client_id) +
+                             ", task " + std::to_string(rh.task_id()) +
+                             ") that is not one it owes for task " + std::to_string(task_id));
+    }
+    if (floats) result.params = *floats;
+    deliver(std::move(result));
+  };
+  while (!pending.empty()) {
+    const RankMessage m = group.Recv(r);
+    if (m.kind == kResults) {
+      pb::ResultBatch batch;
+      if (!batch.ParseFromString(m.bytes) || batch.results_size() > kResultsPerMessage) {
+        throw RankError(r, Rank(r) + " sent a malformed batch of results");
+      }
+      for (const pb::ResultHeader& rh : batch.results()) take(rh, 0, nullptr);
+      continue;
+    }
+    Expect(m, r, kResult);
+    pb::ResultHeader rh;
+    if (!rh.ParseFromString(m.bytes)) throw RankError(r, Rank(r) + " sent a malformed result");
+    take(rh, m.floats ? static_cast<int64_t>(m.floats->size()) : 0, m.floats);
+  }
+}
+
+// Rank r's share of one Fit call: a FIT message per instructions it has
+// clients for, each followed by their results.
+void FitOnWorker(RankGroup& group, int r, const FitPlan& plan, int64_t task_id,
+                 const Deliver& deliver) {
+  for (size_t k = 0; k < plan.messages.size(); ++k) {
+    const std::vector<int32_t>& ids = plan.share[r][k];
+    if (ids.empty()) continue;
+    RankMessage mine = plan.messages[k];
+    mine.ids = ids;
+    group.Send(r, mine);
+    ReceiveResults(group, r, task_id, std::set<int>(ids.begin(), ids.end()), deliver);
+  }
+}
+
 }  // namespace
 
 void DistributedTransport::Fit(const std::vector<ClientInstructions>& tasks,
@@ -235,7 +333,6 @@ void DistributedTransport::Fit(const std::vector<ClientInstructions>& tasks,
     last_training_round_ = first.round;
     ++training_rounds_;
   }
-  const int world = group_.size();
   std::vector<int> client_ids;
   bool keeps_state = false;
   for (const ClientInstructions& t : tasks) {
@@ -245,109 +342,27 @@ void DistributedTransport::Fit(const std::vector<ClientInstructions>& tasks,
   const bool profile_only = std::all_of(tasks.begin(), tasks.end(), [](const ClientInstructions& t) {
     return ProfileOnly(t.instructions);
   });
-  const std::vector<int> rank_of = AssignRanks(client_ids, keeps_state, world, sizes_,
+  const std::vector<int> rank_of = AssignRanks(client_ids, keeps_state, group_.size(), sizes_,
                                                profile_only ? local_.profile_group() : 1);
   if (keeps_state) may_keep_states_ = true;
   const int64_t task_id = ++task_id_;
-  // Clients told the same share one FIT message per rank: one header, θ
-  // sent as the one shared copy.
-  std::vector<size_t> kinds;  // index in `tasks` of each distinct instructions
-  std::vector<size_t> kind_of(tasks.size());
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    size_t k = 0;
-    while (k < kinds.size() && !SameInstructions(tasks[kinds[k]].instructions, tasks[i].instructions)) {
-      ++k;
-    }
-    if (k == kinds.size()) kinds.push_back(i);
-    kind_of[i] = k;
-  }
-  std::vector<RankMessage> messages;
-  for (size_t i : kinds) {
-    const FitInstructions& ins = tasks[i].instructions;
-    pb::TaskHeader header;
-    ToWire(ins, task_id, static_cast<int64_t>(ins.global->size()), &header);
-    messages.push_back(Message(kFit, 0, header.SerializeAsString()));
-    messages.back().floats = ins.global;
-  }
-  // share[rank][kind]: the ids that rank trains under those instructions.
-  std::vector<std::vector<std::vector<int32_t>>> share(
-      world, std::vector<std::vector<int32_t>>(kinds.size()));
-  std::vector<ClientInstructions> local;  // rank 0's share
-  std::unordered_map<int, size_t> index_of;
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    share[rank_of[i]][kind_of[i]].push_back(tasks[i].client_id);
-    if (rank_of[i] == 0) local.push_back(tasks[i]);
-    index_of[tasks[i].client_id] = i;
-  }
+  const FitPlan plan = PlanFit(tasks, rank_of, group_.size(), task_id);
 
   std::mutex sink_mutex;
-  auto deliver = [&](FitResult&& r) {
+  const Deliver deliver = [&](FitResult&& r) {
     std::lock_guard<std::mutex> lock(sink_mutex);
-    return sink(index_of.at(r.client_id), std::move(r));
+    return sink(plan.index_of.at(r.client_id), std::move(r));
   };
-  FirstFailure failure;
-  std::vector<std::thread> threads;
-  for (int r = 1; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        for (size_t k = 0; k < kinds.size(); ++k) {
-          if (share[r][k].empty()) continue;
-          RankMessage mine = messages[k];
-          mine.ids = share[r][k];
-          group_.Send(r, mine);
-          std::set<int> pending(share[r][k].begin(), share[r][k].end());
-          // Checks that `rh` (with `values` model values) is a result rank r
-          // owes for this task, and hands it on.
-          auto take = [&](const pb::ResultHeader& rh, int64_t values,
-                          const std::shared_ptr<const FlatParams>& floats) {
-            FitResult result = FromWire(rh);
-            if (rh.task_id() != task_id || pending.erase(result.client_id) == 0 ||
-                values != rh.num_params()) {
-              throw RankError(r, Rank(r) + " sent a result (client " +
-                                     std::to_string(result.client_id) + ", task " +
-                                     std::to_string(rh.task_id()) +
-                                     ") that is not one it owes for task " + std::to_string(task_id));
-            }
-            if (floats) result.params = *floats;
-            deliver(std::move(result));
-          };
-          while (!pending.empty()) {
-            const RankMessage m = group_.Recv(r);
-            if (m.kind == kResults) {
-              pb::ResultBatch batch;
-              if (!batch.ParseFromString(m.bytes) || batch.results_size() > kResultsPerMessage) {
-                throw RankError(r, Rank(r) + " sent a malformed batch of results");
-              }
-              for (const pb::ResultHeader& rh : batch.results()) take(rh, 0, nullptr);
-              continue;
-            }
-            Expect(m, r, kResult);
-            pb::ResultHeader rh;
-            if (!rh.ParseFromString(m.bytes)) throw RankError(r, Rank(r) + " sent a malformed result");
-            take(rh, m.floats ? static_cast<int64_t>(m.floats->size()) : 0, m.floats);
-          }
-        }
-      } catch (const RankError&) {
-        failure.Record(std::current_exception());
-        group_.Cancel();
-      } catch (...) {
-        failure.Record(std::current_exception());
-      }
-    });
-  }
-  // Rank 0's share, trained while the other ranks' results arrive.
-  try {
-    if (!local.empty()) {
-      local_.Fit(local, [&](size_t, FitResult&& r) { return deliver(std::move(r)); });
-    }
-  } catch (...) {
-    failure.Record(std::current_exception());
-  }
-  for (std::thread& t : threads) t.join();
   const std::string round = first.train.epochs > 0
                                 ? "round " + std::to_string(first.round)
                                 : "reports for round " + std::to_string(first.round + 1);
-  failure.RethrowIfAny(Rank(group_.rank()) + ": " + round + ": ");
+  ForEachWorker(
+      round, [&](int r) { FitOnWorker(group_, r, plan, task_id, deliver); },
+      [&] {  // rank 0's share, trained while the other ranks' results arrive
+        if (!plan.local.empty()) {
+          local_.Fit(plan.local, [&](size_t, FitResult&& r) { return deliver(std::move(r)); });
+        }
+      });
 }
 
 std::string DistributedTransport::SaveState() {

@@ -97,9 +97,11 @@ class DistributedTransport : public Transport {
   std::vector<int64_t> BytesSentByRank() const;
 
  private:
-  // Runs fn(rank) for every worker rank at once, one thread each, then
-  // rethrows the first failure with `context` and this rank named.
-  void ForEachWorker(const std::string& context, const std::function<void(int)>& fn);
+  // Runs fn(rank) for every worker rank at once, one thread each, and
+  // `meanwhile` (if any) on this thread, then rethrows the first failure
+  // with `context` and this rank named.
+  void ForEachWorker(const std::string& context, const std::function<void(int)>& fn,
+                     const std::function<void()>& meanwhile = nullptr);
 
   RankGroup& group_;
   InProcessTransport& local_;

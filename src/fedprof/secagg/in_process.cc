@@ -105,162 +105,220 @@ ClientTraffic TrafficOfOneClient(int n, int k, int quorum, size_t length, size_t
   return t;
 }
 
+namespace {
+
+// One session's parties, stepped through the rounds: each round's clients
+// answer what the server sent them, then the server closes the round.
+class Session {
+ public:
+  Session(const SessionConfig& config, const std::map<int64_t, Bytes>& signing_keys,
+          const std::map<int64_t, std::vector<Word>>& inputs, const Dropouts& dropouts,
+          const Interceptors& interceptors, bool keep_snapshots)
+      : config_(config),
+        inputs_(inputs),
+        dropouts_(dropouts),
+        interceptors_(interceptors),
+        keep_snapshots_(keep_snapshots),
+        clients_(MakeClients(config, signing_keys, inputs)),
+        server_(config) {
+    for (const auto& entry : clients_) report_.clients[entry.first];
+  }
+
+  // Round 0: AdvertiseKeys; U_1.
+  Roster Advertise() {
+    for (const auto& entry : clients_) {
+      const int64_t id = entry.first;
+      Run(id, [&](SecAggClient& c) {
+        const AdvertiseKeys m = Up(id, c.Advertise());
+        Stopwatch watch(report_.server);
+        server_.ReceiveAdvertise(id, m);
+      });
+    }
+    report_.params = server_.params();
+    return OnServer([&] { return server_.CloseAdvertise(); });
+  }
+
+  // Round 0′: RosterSignature; each client's key directory.
+  std::map<int64_t, KeyDirectory> SignRoster(const Roster& roster) {
+    for (int64_t id : roster.clients) {
+      if (dropouts_.before_roster.count(id) != 0 || clients_.count(id) == 0) continue;
+      Run(id, [&](SecAggClient& c) {
+        Roster mine = roster;
+        if (interceptors_.roster) interceptors_.roster(id, mine);
+        const Roster r = Down(mine, id);
+        const RosterSignature m = Up(id, c.SignRoster(r));
+        Stopwatch watch(report_.server);
+        server_.ReceiveRosterSignature(id, m);
+      });
+    }
+    return OnServer([&] { return server_.CloseRoster(); });
+  }
+
+  // Round 1: ShareKeys; each client's bundle of shares.
+  std::map<int64_t, ShareBundle> Share(std::map<int64_t, KeyDirectory> directories) {
+    for (auto& entry : directories) {
+      const int64_t id = entry.first;
+      KeyDirectory& directory = entry.second;
+      if (dropouts_.before_shares.count(id) != 0) continue;
+      Run(id, [&](SecAggClient& c) {
+        if (interceptors_.key_directory) interceptors_.key_directory(id, directory);
+        const KeyDirectory d = Down(directory, id);
+        ShareKeys out = c.Share(d);
+        if (interceptors_.share_keys) interceptors_.share_keys(out);
+        const ShareKeys m = Up(id, out);
+        Stopwatch watch(report_.server);
+        server_.ReceiveShares(id, m);
+      });
+    }
+    return OnServer([&] { return server_.CloseShares(); });
+  }
+
+  // Round 2: MaskedInputCollection; U_3.
+  SurvivorList Mask(std::map<int64_t, ShareBundle> bundles) {
+    for (auto& entry : bundles) {
+      const int64_t id = entry.first;
+      ShareBundle& bundle = entry.second;
+      if (dropouts_.before_masked_input.count(id) != 0) continue;
+      Run(id, [&](SecAggClient& c) {
+        if (interceptors_.share_bundle) interceptors_.share_bundle(id, bundle);
+        const ShareBundle b = Down(bundle, id);
+        const MaskedInput y = c.Mask(b, inputs_.at(id));
+        MaskedInput m;
+        try {
+          m = CarryMasked(y, config_.length, report_.clients[id], report_.server, Origin(id));
+        } catch (const Error& e) {
+          server_.Refuse(id, e.what());
+          throw Refused{};
+        }
+        Stopwatch watch(report_.server);
+        const bool taken = server_.ReceiveMasked(id, m);
+        if (keep_snapshots_ && taken) {
+          report_.masked_inputs.push_back(m);
+          report_.buffer_snapshots.push_back(server_.aggregation_buffer());
+        }
+      });
+    }
+    return OnServer([&] { return server_.CloseMasked(); });
+  }
+
+  // Round 3: ConsistencyCheck; the unmasking request.
+  UnmaskRequest Check(const SurvivorList& survivors) {
+    for (int64_t id : survivors.survivors) {
+      if (dropouts_.after_masked_input.count(id) != 0) continue;
+      Run(id, [&](SecAggClient& c) {
+        const SurvivorList s = Down(survivors, id);
+        const ConsistencySignature m = Up(id, c.Check(s));
+        Stopwatch watch(report_.server);
+        server_.ReceiveSignature(id, m);
+      });
+    }
+    return OnServer([&] { return server_.CloseConsistency(); });
+  }
+
+  // Round 4: Unmasking, asked of every client of U_4.
+  void Unmask(const UnmaskRequest& request) {
+    for (const int64_t id : server_.signers()) {
+      if (dropouts_.before_unmasking.count(id) != 0) continue;
+      Run(id, [&](SecAggClient& c) {
+        UnmaskRequest mine = request;
+        if (interceptors_.unmask_request) interceptors_.unmask_request(id, mine);
+        const UnmaskRequest r = Down(mine, id);
+        UnmaskResponse out = c.Unmask(r);
+        if (interceptors_.unmask_response) interceptors_.unmask_response(out);
+        const UnmaskResponse m = Up(id, out);
+        Stopwatch watch(report_.server);
+        server_.ReceiveUnmask(id, m);
+      });
+    }
+  }
+
+  // The sum, and what the session cost and excluded.
+  SessionReport Finish() {
+    report_.result = OnServer([&] { return server_.Finish(); });
+    report_.excluded = server_.excluded();
+    return std::move(report_);
+  }
+
+ private:
+  // The clients of `inputs`, each with its signing key.
+  static std::map<int64_t, std::unique_ptr<SecAggClient>> MakeClients(
+      const SessionConfig& config, const std::map<int64_t, Bytes>& signing_keys,
+      const std::map<int64_t, std::vector<Word>>& inputs) {
+    std::map<int64_t, std::unique_ptr<SecAggClient>> clients;
+    for (const auto& entry : inputs) {
+      const int64_t id = entry.first;
+      auto key = signing_keys.find(id);
+      if (key == signing_keys.end()) throw Error("secagg: no signing key for client " + std::to_string(id));
+      clients[id] = std::make_unique<SecAggClient>(config, id, key->second);
+    }
+    return clients;
+  }
+
+  static std::string Origin(int64_t id) { return "secagg client " + std::to_string(id); }
+
+  // What the server sends client `id`, as the client decodes it.
+  template <typename Message>
+  Message Down(const Message& message, int64_t id) {
+    return Carry(message, report_.server, report_.clients[id], "secagg server");
+  }
+
+  // What a client sends, decoded by the server: a message that does not
+  // decode excludes its sender (the server's refusal, not the client's).
+  template <typename Message>
+  Message Up(int64_t id, const Message& message) {
+    try {
+      return Carry(message, report_.clients[id], report_.server, Origin(id));
+    } catch (const Error& e) {
+      server_.Refuse(id, e.what());
+      throw Refused{};
+    }
+  }
+
+  // A client's step, timed. A client that aborts stops answering, as a
+  // dropout does.
+  template <typename Step>
+  void Run(int64_t id, Step&& step) {
+    if (report_.aborted.count(id) != 0) return;
+    try {
+      Stopwatch watch(report_.clients[id]);
+      step(*clients_[id]);
+    } catch (const Error& e) {
+      report_.aborted[id] = e.what();
+    } catch (const Refused&) {
+    }
+  }
+
+  // The server's step that closes a round, timed.
+  template <typename Close>
+  auto OnServer(Close&& close) -> decltype(close()) {
+    Stopwatch watch(report_.server);
+    return close();
+  }
+
+  const SessionConfig& config_;
+  const std::map<int64_t, std::vector<Word>>& inputs_;
+  const Dropouts& dropouts_;
+  const Interceptors& interceptors_;
+  const bool keep_snapshots_;
+  SessionReport report_;
+  std::map<int64_t, std::unique_ptr<SecAggClient>> clients_;
+  SecAggServer server_;  // made after the clients: a missing key is named first
+};
+
+}  // namespace
+
 SessionReport RunInProcess(const SessionConfig& config, const std::map<int64_t, Bytes>& signing_keys,
                            const std::map<int64_t, std::vector<Word>>& inputs,
                            const Dropouts& dropouts, const Interceptors& interceptors,
                            bool keep_snapshots) {
-  SessionReport report;
-  std::map<int64_t, std::unique_ptr<SecAggClient>> clients;
-  for (const auto& [id, input] : inputs) {
-    (void)input;
-    auto key = signing_keys.find(id);
-    if (key == signing_keys.end()) throw Error("secagg: no signing key for client " + std::to_string(id));
-    clients[id] = std::make_unique<SecAggClient>(config, id, key->second);
-    report.clients[id];
-  }
-  SecAggServer server(config);
-  const auto origin = [](int64_t id) { return "secagg client " + std::to_string(id); };
-  // What a client sends, decoded by the server: a message that does not
-  // decode excludes its sender (the server's refusal, not the client's).
-  auto up = [&](int64_t id, const auto& message) {
-    try {
-      return Carry(message, report.clients[id], report.server, origin(id));
-    } catch (const Error& e) {
-      server.Refuse(id, e.what());
-      throw Refused{};
-    }
-  };
-  // A client that aborts stops answering, as a dropout does.
-  auto run = [&](int64_t id, auto&& step) {
-    if (report.aborted.count(id) != 0) return false;
-    try {
-      Stopwatch watch(report.clients[id]);
-      step(*clients[id]);
-      return true;
-    } catch (const Error& e) {
-      report.aborted[id] = e.what();
-      return false;
-    } catch (const Refused&) {
-      return false;
-    }
-  };
-
-  // Round 0: AdvertiseKeys.
-  for (const auto& entry : clients) {
-    const int64_t id = entry.first;
-    run(id, [&](SecAggClient& c) {
-      const AdvertiseKeys m = up(id, c.Advertise());
-      Stopwatch watch(report.server);
-      server.ReceiveAdvertise(id, m);
-    });
-  }
-  report.params = server.params();
-  Roster roster;
-  {
-    Stopwatch watch(report.server);
-    roster = server.CloseAdvertise();
-  }
-  // Round 0′: RosterSignature.
-  for (int64_t id : roster.clients) {
-    if (dropouts.before_roster.count(id) != 0 || clients.count(id) == 0) continue;
-    run(id, [&](SecAggClient& c) {
-      Roster mine = roster;
-      if (interceptors.roster) interceptors.roster(id, mine);
-      const Roster r = Carry(mine, report.server, report.clients[id], "secagg server");
-      const RosterSignature m = up(id, c.SignRoster(r));
-      Stopwatch watch(report.server);
-      server.ReceiveRosterSignature(id, m);
-    });
-  }
-  std::map<int64_t, KeyDirectory> directories;
-  {
-    Stopwatch watch(report.server);
-    directories = server.CloseRoster();
-  }
-  // Round 1: ShareKeys.
-  for (auto& entry : directories) {
-    const int64_t id = entry.first;
-    KeyDirectory& directory = entry.second;
-    if (dropouts.before_shares.count(id) != 0) continue;
-    run(id, [&](SecAggClient& c) {
-      if (interceptors.key_directory) interceptors.key_directory(id, directory);
-      const KeyDirectory d = Carry(directory, report.server, report.clients[id], "secagg server");
-      ShareKeys out = c.Share(d);
-      if (interceptors.share_keys) interceptors.share_keys(out);
-      const ShareKeys m = up(id, out);
-      Stopwatch watch(report.server);
-      server.ReceiveShares(id, m);
-    });
-  }
-  std::map<int64_t, ShareBundle> bundles;
-  {
-    Stopwatch watch(report.server);
-    bundles = server.CloseShares();
-  }
-  // Round 2: MaskedInputCollection.
-  for (auto& entry : bundles) {
-    const int64_t id = entry.first;
-    ShareBundle& bundle = entry.second;
-    if (dropouts.before_masked_input.count(id) != 0) continue;
-    run(id, [&](SecAggClient& c) {
-      if (interceptors.share_bundle) interceptors.share_bundle(id, bundle);
-      const ShareBundle b = Carry(bundle, report.server, report.clients[id], "secagg server");
-      const MaskedInput y = c.Mask(b, inputs.at(id));
-      MaskedInput m;
-      try {
-        m = CarryMasked(y, config.length, report.clients[id], report.server, origin(id));
-      } catch (const Error& e) {
-        server.Refuse(id, e.what());
-        throw Refused{};
-      }
-      Stopwatch watch(report.server);
-      const bool taken = server.ReceiveMasked(id, m);
-      if (keep_snapshots && taken) {
-        report.masked_inputs.push_back(m);
-        report.buffer_snapshots.push_back(server.aggregation_buffer());
-      }
-    });
-  }
-  SurvivorList survivors;
-  {
-    Stopwatch watch(report.server);
-    survivors = server.CloseMasked();
-  }
-  // Round 3: ConsistencyCheck.
-  for (int64_t id : survivors.survivors) {
-    if (dropouts.after_masked_input.count(id) != 0) continue;
-    run(id, [&](SecAggClient& c) {
-      const SurvivorList s = Carry(survivors, report.server, report.clients[id], "secagg server");
-      const ConsistencySignature m = up(id, c.Check(s));
-      Stopwatch watch(report.server);
-      server.ReceiveSignature(id, m);
-    });
-  }
-  UnmaskRequest request;
-  {
-    Stopwatch watch(report.server);
-    request = server.CloseConsistency();
-  }
-  // Round 4: Unmasking, asked of every client of U_4.
-  for (const int64_t id : server.signers()) {
-    if (dropouts.before_unmasking.count(id) != 0) continue;
-    run(id, [&](SecAggClient& c) {
-      UnmaskRequest mine = request;
-      if (interceptors.unmask_request) interceptors.unmask_request(id, mine);
-      const UnmaskRequest r = Carry(mine, report.server, report.clients[id], "secagg server");
-      UnmaskResponse out = c.Unmask(r);
-      if (interceptors.unmask_response) interceptors.unmask_response(out);
-      const UnmaskResponse m = up(id, out);
-      Stopwatch watch(report.server);
-      server.ReceiveUnmask(id, m);
-    });
-  }
-  {
-    Stopwatch watch(report.server);
-    report.result = server.Finish();
-  }
-  report.excluded = server.excluded();
-  return report;
+  Session session(config, signing_keys, inputs, dropouts, interceptors, keep_snapshots);
+  const Roster roster = session.Advertise();
+  std::map<int64_t, KeyDirectory> directories = session.SignRoster(roster);
+  std::map<int64_t, ShareBundle> bundles = session.Share(std::move(directories));
+  const SurvivorList survivors = session.Mask(std::move(bundles));
+  const UnmaskRequest request = session.Check(survivors);
+  session.Unmask(request);
+  return session.Finish();
 }
 
 }  // namespace fedprof::secagg
