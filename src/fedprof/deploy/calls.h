@@ -2,8 +2,10 @@
 #define FEDPROF_DEPLOY_CALLS_H_
 
 // What the deployment's callers (clients, relays) make of a gRPC call's
-// deadline and ending. For the gRPC transport's .cc files only.
+// deadline and ending, and the channel they call on. For the gRPC
+// transport's .cc files only.
 
+#include <grpcpp/support/channel_arguments.h>
 #include <grpcpp/support/status.h>
 
 #include <chrono>
@@ -18,6 +20,16 @@ inline std::chrono::system_clock::time_point In(double seconds) {
   return std::chrono::system_clock::now() +
          std::chrono::duration_cast<std::chrono::system_clock::duration>(
              std::chrono::duration<double>(seconds));
+}
+
+// A caller's channel arguments: the server's chunks and headers stay below
+// the message limit.
+inline grpc::ChannelArguments CallerChannelArguments() {
+  grpc::ChannelArguments args;
+  const int limit = 8 << 20;
+  args.SetMaxReceiveMessageSize(limit);
+  args.SetMaxSendMessageSize(limit);
+  return args;
 }
 
 // What a status says, as a caller may log it: the server's words are not

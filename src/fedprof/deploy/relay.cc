@@ -9,7 +9,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -20,7 +19,9 @@
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
 #include "fedprof/monitor/monitor.h"
+#include "fedprof/deploy/backoff.h"
 #include "fedprof/deploy/calls.h"
+#include "fedprof/deploy/model_chunks.h"
 #include "fedprof/deploy/server.h"
 #include "fedprof/deploy/tls.h"
 #include "fedprof/protocol/wire.h"
@@ -28,22 +29,20 @@
 namespace fedprof {
 
 namespace pb = federation::v1;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
 class Relay {
  public:
   Relay(const GrpcRelayOptions& options, RelayCheck check)
-      : options_(options), check_(std::move(check)), name_("relay " + std::to_string(options.id)) {
-    grpc::ChannelArguments args;
-    const int limit = 8 << 20;  // the server's chunks and headers stay below it
-    args.SetMaxReceiveMessageSize(limit);
-    args.SetMaxSendMessageSize(limit);
+      : options_(options),
+        check_(std::move(check)),
+        name_("relay " + std::to_string(options.id)),
+        backoff_(options.give_up_s) {
     channel_ = grpc::CreateCustomChannel(
-        options.server, ClientCredentials(options.tls_dir, "relay-" + std::to_string(options.id)), args);
+        options.server, ClientCredentials(options.tls_dir, "relay-" + std::to_string(options.id)),
+        CallerChannelArguments());
     stub_ = pb::Federation::NewStub(channel_);
-    last_contact_ = Clock::now();
   }
 
   void Run() {
@@ -94,12 +93,12 @@ class Relay {
     context.set_deadline(In(10));
     const grpc::Status status = stub_->RelaySync(&context, request, &reply);
     if (!status.ok()) {
-      if (Permanent(status)) throw Error("server " + options_.server + " refused " + name_ + ": " + Said(status));
+      if (Permanent(status)) throw RefusedBy(status);
       return false;
     }
     const std::string mismatch = ProtocolMismatch(reply.protocol_version(), "the server");
     if (!mismatch.empty()) throw Error(mismatch);
-    Contact();
+    backoff_.Contact();
     if (reply.status() == pb::UNKNOWN_SESSION) {  // the server restarted: sync afresh
       std::lock_guard<std::mutex> lock(mutex_);
       session_.clear();
@@ -173,15 +172,14 @@ class Relay {
         continue;
       }
       pb::RelayBatchHeader header;
-      auto global = std::make_shared<FlatParams>();
-      if (Pull(&header, global.get())) ServeBatch(header, std::move(global));
+      if (std::shared_ptr<FlatParams> global = Pull(&header)) ServeBatch(header, std::move(global));
     }
   }
 
-  // Asks for a batch; true with it when one came whole.
-  bool Pull(pb::RelayBatchHeader* header, FlatParams* global) {
+  // Asks for a batch; its model when one came whole, else null.
+  std::shared_ptr<FlatParams> Pull(pb::RelayBatchHeader* header) {
     const std::string current = session();
-    if (current.empty()) return false;
+    if (current.empty()) return nullptr;
     pb::RelayPullRequest request;
     request.set_protocol_version(kProtocolVersion);
     request.set_relay_id(options_.id);
@@ -194,7 +192,7 @@ class Relay {
     std::unique_ptr<grpc::ClientReader<pb::RelayTaskChunk>> reader = stub_->RelayPull(&context, request);
     pb::RelayTaskChunk chunk;
     pb::Status status = pb::WAIT;
-    bool whole = false;
+    std::shared_ptr<FlatParams> global;
     try {
       if (reader->Read(&chunk) && chunk.has_status()) {
         status = chunk.status();
@@ -205,9 +203,9 @@ class Relay {
             throw Error("a batch for a model of " + std::to_string(n) + " values, not " +
                         std::to_string(num_params_));
           }
-          global->reserve(num_params_);
-          while (reader->Read(&chunk) && chunk.has_params()) AppendFloats(chunk.params(), num_params_, global);
-          whole = global->size() == num_params_;
+          ModelChunks model(num_params_);
+          while (reader->Read(&chunk) && chunk.has_params()) model.Add(chunk.params());
+          if (model.whole()) global = model.Take();
         }
       }
     } catch (const Error& e) {
@@ -217,17 +215,17 @@ class Relay {
     }
     const grpc::Status finished = reader->Finish();
     if (!finished.ok()) {
-      if (Permanent(finished)) throw Error("server " + options_.server + " refused " + name_ + ": " + Said(finished));
+      if (Permanent(finished)) throw RefusedBy(finished);
       BackOff("lost " + options_.server + ": " + Said(finished));
-      return false;
+      return nullptr;
     }
-    Contact();
+    backoff_.Contact();
     if (status == pb::DONE) done_ = true;
     if (status == pb::UNKNOWN_SESSION) {
       std::lock_guard<std::mutex> lock(mutex_);
       session_.clear();
     }
-    return status == pb::TASK && whole;
+    return status == pb::TASK ? global : nullptr;
   }
 
   // Hands a batch's tasks to its clients, passes each result on for the
@@ -315,37 +313,32 @@ class Relay {
     }
   }
 
-  // Waits before trying again, longer after each failure (with jitter), on
-  // the channel so that its connection advances; throws once the server has
-  // been silent for give_up_s.
+  // Waits before trying again, longer after each failure, on the channel so
+  // that its connection advances; throws once the server has been silent
+  // for give_up_s.
   void BackOff(const std::string& why) {
-    double wait_s = 0;
+    double heartbeat_s = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      const double silent = std::chrono::duration<double>(Clock::now() - last_contact_).count();
-      if (silent > options_.give_up_s) {
-        throw Error(why + "; no answer for " + std::to_string(static_cast<int>(silent)) +
-                    " s, giving up (--give-up-after)");
-      }
-      if (backoff_s_ == 0) LogWarning(name_ + ": " + why + "; retrying");
-      backoff_s_ = std::clamp(backoff_s_ * 2, 0.25, std::clamp(5 * heartbeat_s_, 1.0, 10.0));
-      wait_s = backoff_s_ * std::uniform_real_distribution<double>(0.5, 1.0)(rng_);
+      heartbeat_s = heartbeat_s_;
     }
-    const auto until = In(wait_s);
+    const Backoff::Step step = backoff_.Failed(heartbeat_s);
+    if (step.give_up) throw Error(GivingUp(why, step.silent_s));
+    if (step.first) LogWarning(name_ + ": " + why + "; retrying");
+    const auto until = In(step.wait_s);
     grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
     while (std::chrono::system_clock::now() < until && channel_->WaitForStateChange(state, until)) {
       state = channel_->GetState(/*try_to_connect=*/true);
     }
   }
 
-  void Contact() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    last_contact_ = Clock::now();
-    backoff_s_ = 0;
-  }
   std::string session() {
     std::lock_guard<std::mutex> lock(mutex_);
     return session_;
+  }
+  // The server's refusal of this relay, which no retry can mend.
+  Error RefusedBy(const grpc::Status& status) const {
+    return Error("server " + options_.server + " refused " + name_ + ": " + Said(status));
   }
 
   const GrpcRelayOptions options_;
@@ -365,9 +358,7 @@ class Relay {
   bool stop_ = false;
   std::string session_;
   double heartbeat_s_ = 2;
-  Clock::time_point last_contact_;
-  double backoff_s_ = 0;
-  std::mt19937_64 rng_{std::random_device{}()};
+  Backoff backoff_;
 };
 
 }  // namespace

@@ -59,7 +59,8 @@ secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& s, int64_
   for (int i = 0; i < s.clients_size(); ++i) {
     const std::string& key = s.verify_keys(i);
     if (s.clients(i) < 0 || key.size() != secagg::kKeyBytes) {
-      bad("client " + std::to_string(s.clients(i)) + " with a key of " + std::to_string(key.size()) + " bytes");
+      bad("client " + std::to_string(s.clients(i)) + " with a key of " + std::to_string(key.size()) +
+          " bytes");
     }
     if (!config.verify_keys.emplace(s.clients(i), secagg::Bytes(key.begin(), key.end())).second) {
       bad("names client " + std::to_string(s.clients(i)) + " twice");
@@ -148,124 +149,48 @@ void SecAggRendezvous::Flush(std::unique_lock<std::mutex>& lock) {
   lock.lock();
 }
 
+void SecAggRendezvous::AnswerNow(HeldReply held, bool more, const std::string& reason,
+                                 std::unique_lock<std::mutex>& lock) {
+  held.reply->set_more(more);
+  held.reply->set_reason(Printable(reason, 400));
+  to_finish_.push_back(std::move(held));
+  Flush(lock);
+}
+
+void SecAggRendezvous::RefuseNow(int64_t id, HeldReply held, const std::string& kind, const std::string& why,
+                                 std::unique_lock<std::mutex>& lock) {
+  LogRefusal(id, kind, why);
+  AnswerNow(std::move(held), false, why, lock);
+}
+
 void SecAggRendezvous::Take(int64_t id, const pb::SecAggRequest& request, HeldReply held) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const std::string origin = "client " + std::to_string(id);
-  const auto task = task_of_.find(id);
-  const auto answer_now = [&](bool more, const std::string& reason) {
-    held.reply->set_more(more);
-    held.reply->set_reason(Printable(reason, 400));
-    to_finish_.push_back(std::move(held));
-    Flush(lock);
-  };
-  // A message the session does not take: logged, and answered with why.
-  const auto refuse = [&](const std::string& kind, const std::string& why) {
-    LogRefusal(id, kind, why);
-    answer_now(false, why);
-  };
-  if (task == task_of_.end() || task->second != request.task_id()) {
-    refuse("for no open session",
-           "task " + std::to_string(request.task_id()) + " has no secure aggregation open");
-    return;
-  }
-  if (phase_ == Phase::kDone) {
-    refuse("after its session", "the session has ended");
-    return;
-  }
-  if (admitted_.count(id) == 0) {
-    refuse("before its result", "its result is not (or not yet) accepted");
-    return;
-  }
-  if (held_.count(id) != 0) {
-    // One message at a time: a second while one waits breaks the protocol.
-    Drop(id, "a message while its last one awaits an answer");
-    answer_now(false, "excluded from secure aggregation: two messages at once");
-    return;
-  }
+  if (Unwelcome(id, request, held, lock)) return;
   const bool was_excluded = server_.excluded().count(id) != 0;
   const int64_t bytes = static_cast<int64_t>(request.ByteSizeLong());
   bytes_received_ += bytes;
   received_by_[id] += bytes;
   const auto start = Clock::now();
-  bool taken = false;
+  Receipt receipt = Receipt::kRefused;
   try {
-    switch (request.message_case()) {
-      case pb::SecAggRequest::kAdvertise:
-        if (phase_ != Phase::kAdvertise) break;
-        taken = server_.ReceiveAdvertise(id, secagg::FromWire(request.advertise(), origin));
-        break;
-      case pb::SecAggRequest::kRosterSignature:
-        if (phase_ != Phase::kRoster) break;
-        taken = server_.ReceiveRosterSignature(id, secagg::FromWire(request.roster_signature(), origin));
-        break;
-      case pb::SecAggRequest::kShares:
-        if (phase_ != Phase::kShare) break;
-        taken = server_.ReceiveShares(id, secagg::FromWire(request.shares(), origin));
-        break;
-      case pb::SecAggRequest::kMasked: {
-        if (phase_ != Phase::kMask) break;
-        auto& assembler = assembling_[id];
-        if (!assembler) assembler = std::make_unique<secagg::MaskedInputAssembler>(config_.length, origin);
-        assembler->Add(request.masked());
-        if (!assembler->complete()) {
-          answer_now(true, "");  // the next chunk
-          return;
-        }
-        const secagg::MaskedInput input = assembler->Finish();
-        assembling_.erase(id);
-        if (server_.ReceiveMasked(id, input)) {
-          // Acknowledged at once, so that the client knows its model is in;
-          // it then waits for the survivor list with a call of no message.
-          answered_.insert(id);
-          answered_cv_.notify_all();
-          answer_now(true, "");
-          return;
-        }
-        break;
-      }
-      case pb::SecAggRequest::kSignature:
-        if (phase_ != Phase::kCheck) break;
-        taken = server_.ReceiveSignature(id, secagg::FromWire(request.signature(), origin));
-        break;
-      case pb::SecAggRequest::kUnmask:
-        if (phase_ != Phase::kUnmask) break;
-        taken = server_.ReceiveUnmask(id, secagg::FromWire(request.unmask(), origin));
-        break;
-      case pb::SecAggRequest::MESSAGE_NOT_SET: {
-        // A client waiting for what follows its masked model.
-        const auto later = undelivered_.find(id);
-        if (later != undelivered_.end()) {
-          const uint32_t version = held.reply->protocol_version();
-          *held.reply = std::move(later->second);
-          held.reply->set_protocol_version(version);
-          undelivered_.erase(later);
-          to_finish_.push_back(std::move(held));
-          Flush(lock);
-          return;
-        }
-        taken = phase_ == Phase::kMask && answered_.count(id) != 0;
-        if (taken) {
-          held_[id] = std::move(held);
-          return;
-        }
-        server_.Refuse(id, "a secure aggregation call without a message, out of turn");
-        break;
-      }
-    }
+    receipt = Receive(id, request, held, lock);
   } catch (const Error& e) {
     assembling_.erase(id);
     server_.Refuse(id, e.what());
   }
+  if (receipt == Receipt::kSettled) return;
   cost_.server_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-  if (!taken) {
+  if (receipt == Receipt::kRefused) {
     const auto excluded = server_.excluded().find(id);
     if (excluded == server_.excluded().end()) {
-      refuse("out of turn", "a message the session's current round does not take");
+      RefuseNow(id, std::move(held), "out of turn", "a message the session's current round does not take",
+                lock);
     } else if (was_excluded) {
-      refuse("after its exclusion", "excluded from secure aggregation: " + excluded->second);
+      RefuseNow(id, std::move(held), "after its exclusion",
+                "excluded from secure aggregation: " + excluded->second, lock);
     } else {
       // Excluded by this message: the session logged why.
-      answer_now(false, "excluded from secure aggregation: " + excluded->second);
+      AnswerNow(std::move(held), false, "excluded from secure aggregation: " + excluded->second, lock);
     }
     return;
   }
@@ -274,10 +199,110 @@ void SecAggRendezvous::Take(int64_t id, const pb::SecAggRequest& request, HeldRe
   answered_cv_.notify_all();
 }
 
+bool SecAggRendezvous::Unwelcome(int64_t id, const pb::SecAggRequest& request, HeldReply& held,
+                                 std::unique_lock<std::mutex>& lock) {
+  const auto task = task_of_.find(id);
+  if (task == task_of_.end() || task->second != request.task_id()) {
+    RefuseNow(id, std::move(held), "for no open session",
+              "task " + std::to_string(request.task_id()) + " has no secure aggregation open", lock);
+    return true;
+  }
+  if (phase_ == Phase::kDone) {
+    RefuseNow(id, std::move(held), "after its session", "the session has ended", lock);
+    return true;
+  }
+  if (admitted_.count(id) == 0) {
+    RefuseNow(id, std::move(held), "before its result", "its result is not (or not yet) accepted", lock);
+    return true;
+  }
+  if (held_.count(id) != 0) {
+    // One message at a time: a second while one waits breaks the protocol.
+    Drop(id, "a message while its last one awaits an answer");
+    AnswerNow(std::move(held), false, "excluded from secure aggregation: two messages at once", lock);
+    return true;
+  }
+  return false;
+}
+
+SecAggRendezvous::Receipt SecAggRendezvous::Receive(int64_t id, const pb::SecAggRequest& request,
+                                                    HeldReply& held, std::unique_lock<std::mutex>& lock) {
+  const std::string origin = "client " + std::to_string(id);
+  const auto taken = [](bool yes) { return yes ? Receipt::kTaken : Receipt::kRefused; };
+  switch (request.message_case()) {
+    case pb::SecAggRequest::kAdvertise:
+      return taken(phase_ == Phase::kAdvertise &&
+                   server_.ReceiveAdvertise(id, secagg::FromWire(request.advertise(), origin)));
+    case pb::SecAggRequest::kRosterSignature:
+      return taken(phase_ == Phase::kRoster &&
+                   server_.ReceiveRosterSignature(id, secagg::FromWire(request.roster_signature(), origin)));
+    case pb::SecAggRequest::kShares:
+      return taken(phase_ == Phase::kShare &&
+                   server_.ReceiveShares(id, secagg::FromWire(request.shares(), origin)));
+    case pb::SecAggRequest::kMasked:
+      return ReceiveMasked(id, request.masked(), held, lock);
+    case pb::SecAggRequest::kSignature:
+      return taken(phase_ == Phase::kCheck &&
+                   server_.ReceiveSignature(id, secagg::FromWire(request.signature(), origin)));
+    case pb::SecAggRequest::kUnmask:
+      return taken(phase_ == Phase::kUnmask &&
+                   server_.ReceiveUnmask(id, secagg::FromWire(request.unmask(), origin)));
+    case pb::SecAggRequest::MESSAGE_NOT_SET:
+      return ReceiveNoMessage(id, held, lock);
+  }
+  return Receipt::kRefused;
+}
+
+SecAggRendezvous::Receipt SecAggRendezvous::ReceiveMasked(int64_t id,
+                                                          const secagg::v1::MaskedInputChunk& chunk,
+                                                          HeldReply& held,
+                                                          std::unique_lock<std::mutex>& lock) {
+  if (phase_ != Phase::kMask) return Receipt::kRefused;
+  auto& assembler = assembling_[id];
+  if (!assembler) {
+    assembler =
+        std::make_unique<secagg::MaskedInputAssembler>(config_.length, "client " + std::to_string(id));
+  }
+  assembler->Add(chunk);
+  if (!assembler->complete()) {
+    AnswerNow(std::move(held), true, "", lock);  // the next chunk
+    return Receipt::kSettled;
+  }
+  const secagg::MaskedInput input = assembler->Finish();
+  assembling_.erase(id);
+  if (!server_.ReceiveMasked(id, input)) return Receipt::kRefused;
+  // Acknowledged at once, so that the client knows its model is in; it then
+  // waits for the survivor list with a call of no message.
+  answered_.insert(id);
+  answered_cv_.notify_all();
+  AnswerNow(std::move(held), true, "", lock);
+  return Receipt::kSettled;
+}
+
+SecAggRendezvous::Receipt SecAggRendezvous::ReceiveNoMessage(int64_t id, HeldReply& held,
+                                                             std::unique_lock<std::mutex>& lock) {
+  // A client waiting for what follows its masked model.
+  const auto later = undelivered_.find(id);
+  if (later != undelivered_.end()) {
+    const uint32_t version = held.reply->protocol_version();
+    *held.reply = std::move(later->second);
+    held.reply->set_protocol_version(version);
+    undelivered_.erase(later);
+    to_finish_.push_back(std::move(held));
+    Flush(lock);
+    return Receipt::kSettled;
+  }
+  if (phase_ == Phase::kMask && answered_.count(id) != 0) {
+    held_[id] = std::move(held);
+    return Receipt::kSettled;
+  }
+  server_.Refuse(id, "a secure aggregation call without a message, out of turn");
+  return Receipt::kRefused;
+}
+
 void SecAggRendezvous::AwaitPhase(std::unique_lock<std::mutex>& lock, const std::set<int64_t>& expected,
                                   const std::function<bool(int64_t)>& alive) {
-  const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(phase_timeout_s_));
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(phase_timeout_s_));
   while (Clock::now() < deadline) {
     std::vector<int64_t> waiting;
     for (int64_t id : expected) {
@@ -292,73 +317,80 @@ void SecAggRendezvous::AwaitPhase(std::unique_lock<std::mutex>& lock, const std:
   }
 }
 
+void SecAggRendezvous::CloseRound(std::unique_lock<std::mutex>& lock, const std::set<int64_t>& expected,
+                                  const std::function<bool(int64_t)>& alive, Phase next,
+                                  const std::function<void()>& close) {
+  AwaitPhase(lock, expected, alive);
+  const auto start = Clock::now();
+  answered_.clear();
+  phase_ = next;
+  close();
+  cost_.server_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  AnswerAll("left behind: its round closed without it");
+  Flush(lock);
+}
+
+void SecAggRendezvous::RunRounds(std::unique_lock<std::mutex>& lock,
+                                 const std::function<bool(int64_t)>& alive, SecAggOutcome* out) {
+  std::set<int64_t> expected = admitted_;
+  CloseRound(lock, expected, alive, Phase::kRoster, [&] {
+    const secagg::pb::Roster wire = secagg::ToWire(server_.CloseAdvertise());  // one encoding for all
+    expected.clear();
+    for (int64_t id : wire.clients()) {
+      expected.insert(id);
+      Answer(id, true, "", [&](pb::SecAggReply* r) { *r->mutable_roster() = wire; });
+    }
+  });
+  CloseRound(lock, expected, alive, Phase::kShare, [&] {
+    const std::map<int64_t, secagg::KeyDirectory> directories = server_.CloseRoster();
+    expected.clear();
+    for (const auto& entry : directories) {
+      expected.insert(entry.first);
+      Answer(entry.first, true, "",
+             [&](pb::SecAggReply* r) { *r->mutable_directory() = secagg::ToWire(entry.second); });
+    }
+  });
+  CloseRound(lock, expected, alive, Phase::kMask, [&] {
+    const std::map<int64_t, secagg::ShareBundle> bundles = server_.CloseShares();
+    expected.clear();
+    for (const auto& entry : bundles) {
+      expected.insert(entry.first);
+      Answer(entry.first, true, "",
+             [&](pb::SecAggReply* r) { *r->mutable_bundle() = secagg::ToWire(entry.second); });
+    }
+  });
+  CloseRound(lock, expected, alive, Phase::kCheck, [&] {
+    const secagg::SurvivorList survivors = server_.CloseMasked();
+    const secagg::pb::SurvivorList wire = secagg::ToWire(survivors);  // one encoding for all
+    expected.clear();
+    for (int64_t id : survivors.survivors) {
+      expected.insert(id);
+      Answer(id, true, "", [&](pb::SecAggReply* r) { *r->mutable_survivors() = wire; });
+    }
+  });
+  CloseRound(lock, expected, alive, Phase::kUnmask, [&] {
+    const secagg::pb::UnmaskRequest wire = secagg::ToWire(server_.CloseConsistency());
+    expected.clear();
+    for (const int64_t id : server_.signers()) {
+      expected.insert(id);
+      Answer(id, true, "", [&](pb::SecAggReply* r) { *r->mutable_unmask() = wire; });
+    }
+  });
+  CloseRound(lock, expected, alive, Phase::kDone, [&] {
+    out->result = server_.Finish();
+    out->finished = true;
+    for (int64_t id : out->result.survivors) Answer(id, false, "");  // in the sum
+  });
+}
+
 SecAggOutcome SecAggRendezvous::Run(const std::function<bool(int64_t)>& alive) {
   SecAggOutcome out;
   const auto began = Clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   out.clients.assign(admitted_.begin(), admitted_.end());
-  std::set<int64_t> expected = admitted_;
   // Each round: wait for its messages, close it, answer the held replies.
-  const auto close = [&](Phase next, const auto& step) {
-    AwaitPhase(lock, expected, alive);
-    const auto start = Clock::now();
-    answered_.clear();
-    phase_ = next;
-    step();
-    cost_.server_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    AnswerAll("left behind: its round closed without it");
-    Flush(lock);
-  };
   try {
-    close(Phase::kRoster, [&] {
-      const secagg::pb::Roster wire = secagg::ToWire(server_.CloseAdvertise());  // one encoding for all
-      expected.clear();
-      for (int64_t id : wire.clients()) {
-        expected.insert(id);
-        Answer(id, true, "", [&](pb::SecAggReply* r) { *r->mutable_roster() = wire; });
-      }
-    });
-    close(Phase::kShare, [&] {
-      const std::map<int64_t, secagg::KeyDirectory> directories = server_.CloseRoster();
-      expected.clear();
-      for (const auto& entry : directories) {
-        expected.insert(entry.first);
-        Answer(entry.first, true, "",
-               [&](pb::SecAggReply* r) { *r->mutable_directory() = secagg::ToWire(entry.second); });
-      }
-    });
-    close(Phase::kMask, [&] {
-      const std::map<int64_t, secagg::ShareBundle> bundles = server_.CloseShares();
-      expected.clear();
-      for (const auto& entry : bundles) {
-        expected.insert(entry.first);
-        Answer(entry.first, true, "",
-               [&](pb::SecAggReply* r) { *r->mutable_bundle() = secagg::ToWire(entry.second); });
-      }
-    });
-    close(Phase::kCheck, [&] {
-      const secagg::SurvivorList survivors = server_.CloseMasked();
-      const secagg::pb::SurvivorList wire = secagg::ToWire(survivors);  // one encoding for all
-      expected.clear();
-      for (int64_t id : survivors.survivors) {
-        expected.insert(id);
-        Answer(id, true, "", [&](pb::SecAggReply* r) { *r->mutable_survivors() = wire; });
-      }
-    });
-    close(Phase::kUnmask, [&] {
-      const secagg::UnmaskRequest request = server_.CloseConsistency();
-      const secagg::pb::UnmaskRequest wire = secagg::ToWire(request);
-      expected.clear();
-      for (const int64_t id : server_.signers()) {
-        expected.insert(id);
-        Answer(id, true, "", [&](pb::SecAggReply* r) { *r->mutable_unmask() = wire; });
-      }
-    });
-    close(Phase::kDone, [&] {
-      out.result = server_.Finish();
-      out.finished = true;
-      for (int64_t id : out.result.survivors) Answer(id, false, "");  // in the sum
-    });
+    RunRounds(lock, alive, &out);
   } catch (const Error& e) {
     phase_ = Phase::kDone;
     out.failure = e.what();

@@ -102,6 +102,37 @@ class SecAggRendezvous {
   // Logs a refused message of `id` (`kind` groups the repeats).
   void LogRefusal(int64_t id, const std::string& kind, const std::string& why);
   void Flush(std::unique_lock<std::mutex>& lock);
+  // Answers `held` now (lock held; sent before this returns).
+  void AnswerNow(HeldReply held, bool more, const std::string& reason, std::unique_lock<std::mutex>& lock);
+  // Logs a refused message of `id` and answers it with why.
+  void RefuseNow(int64_t id, HeldReply held, const std::string& kind, const std::string& why,
+                 std::unique_lock<std::mutex>& lock);
+
+  // Take's steps. Whether `id`'s message comes where no session round may
+  // take it (another task, the session over, a client not admitted, a
+  // message while its last one is held); if so it is answered.
+  bool Unwelcome(int64_t id, const federation::v1::SecAggRequest& request, HeldReply& held,
+                 std::unique_lock<std::mutex>& lock);
+  // What the session made of a message: refused, taken (its reply to be held
+  // until the round closes), or settled (its reply already answered or held).
+  enum class Receipt { kRefused, kTaken, kSettled };
+  // Hands a message to the session's state machine; throws fedprof::Error
+  // for one that fails its checks.
+  Receipt Receive(int64_t id, const federation::v1::SecAggRequest& request, HeldReply& held,
+                  std::unique_lock<std::mutex>& lock);
+  // A masked model's chunk, acknowledged at once.
+  Receipt ReceiveMasked(int64_t id, const secagg::v1::MaskedInputChunk& chunk, HeldReply& held,
+                        std::unique_lock<std::mutex>& lock);
+  // A call of no message: a client whose masked model is in asks for what
+  // follows.
+  Receipt ReceiveNoMessage(int64_t id, HeldReply& held, std::unique_lock<std::mutex>& lock);
+
+  // Run's steps: each round waits for the messages of `expected`, then
+  // `close` moves the session to `next` and answers the held replies.
+  void CloseRound(std::unique_lock<std::mutex>& lock, const std::set<int64_t>& expected,
+                  const std::function<bool(int64_t)>& alive, Phase next, const std::function<void()>& close);
+  void RunRounds(std::unique_lock<std::mutex>& lock, const std::function<bool(int64_t)>& alive,
+                 SecAggOutcome* out);
 
   secagg::SessionConfig config_;
   const std::map<int64_t, int64_t> task_of_;

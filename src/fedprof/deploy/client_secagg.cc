@@ -1,0 +1,135 @@
+#include "fedprof/deploy/client_secagg.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "fedprof/aggregation/model_sum.h"
+#include "fedprof/core/error.h"
+#include "fedprof/deploy/tls.h"
+#include "fedprof/secagg/wire.h"
+
+namespace fedprof {
+
+namespace pb = federation::v1;
+
+SecAggIdentity LoadSecAggIdentity(const std::string& tls_dir, int id) {
+  SecAggIdentity identity;
+  if (tls_dir.empty()) {
+    secagg::KeyPair signing = secagg::GenerateEd25519();
+    identity.signing_key = std::move(signing.secret);
+    identity.verify_key = std::move(signing.public_key);
+    return identity;
+  }
+  try {
+    SecAggKeyPair signing = SecAggSigningKey(tls_dir, id);
+    identity.signing_key = std::move(signing.secret);
+    identity.verify_key = std::move(signing.public_key);
+  } catch (const Error& e) {
+    // Needed only by a server that aggregates securely, which then refuses
+    // the registration: this says why.
+    identity.missing = e.what();
+  }
+  return identity;
+}
+
+std::string RefusedReceivedTask(const ReceivedTask& task, const SecAggPolicy& policy,
+                                secagg::SessionLedger* ledger) {
+  if (!task.refused.empty()) return task.refused;
+  std::string refused = RefusedTask(task.instructions, task.secagg.has_value(), policy);
+  if (refused.empty() && task.secagg) {
+    try {
+      ledger->Join(secagg::SessionId(*task.secagg));
+    } catch (const Error& e) {
+      refused = std::string("refused the server's secure aggregation: ") + e.what();
+    }
+  }
+  return refused;
+}
+
+std::unique_ptr<SecAggParticipation> SecAggParticipation::Join(const ReceivedTask& task, int64_t client_id,
+                                                               const secagg::Bytes& signing_key,
+                                                               size_t chunk_bytes, FitResult* result) {
+  std::vector<secagg::Word> input;
+  try {
+    input = ModelSum::TermWords(result->params, result->num_samples);
+  } catch (const Error& e) {
+    result->ok = false;
+    result->error = std::string("its model cannot be securely aggregated: ") + e.what();
+  }
+  result->params = FlatParams();
+  if (!result->ok) return nullptr;
+  return std::unique_ptr<SecAggParticipation>(
+      new SecAggParticipation(task, client_id, signing_key, chunk_bytes, std::move(input)));
+}
+
+SecAggParticipation::SecAggParticipation(const ReceivedTask& task, int64_t client_id,
+                                         const secagg::Bytes& signing_key, size_t chunk_bytes,
+                                         std::vector<secagg::Word> input)
+    : client_(*task.secagg, client_id, signing_key),
+      chunk_words_(std::max<size_t>(1, chunk_bytes / sizeof(secagg::Word))),
+      wait_s_(task.secagg_wait_s),
+      round_(task.instructions.round),
+      input_(std::move(input)) {}
+
+SecAggParticipation::Step SecAggParticipation::Answer(const pb::SecAggReply& reply) {
+  const std::string server = "the server";
+  Step next;
+  switch (reply.message_case()) {
+    case pb::SecAggReply::kRoster:
+      *next.request.mutable_roster_signature() =
+          secagg::ToWire(client_.SignRoster(secagg::FromWire(reply.roster(), server)));
+      return next;
+    case pb::SecAggReply::kDirectory:
+      *next.request.mutable_shares() =
+          secagg::ToWire(client_.Share(secagg::FromWire(reply.directory(), server)));
+      return next;
+    case pb::SecAggReply::kBundle:
+      return SendMasked(reply);
+    case pb::SecAggReply::kSurvivors:
+      *next.request.mutable_signature() =
+          secagg::ToWire(client_.Check(secagg::FromWire(reply.survivors(), server)));
+      return next;
+    case pb::SecAggReply::kUnmask:
+      *next.request.mutable_unmask() =
+          secagg::ToWire(client_.Unmask(secagg::FromWire(reply.unmask(), server)));
+      return next;
+    case pb::SecAggReply::MESSAGE_NOT_SET:
+      return AnswerEmpty();
+  }
+  throw Error("the server answered with a message of no secure aggregation round");
+}
+
+SecAggParticipation::Step SecAggParticipation::SendMasked(const pb::SecAggReply& reply) {
+  const secagg::MaskedInput masked = client_.Mask(secagg::FromWire(reply.bundle(), "the server"), input_);
+  input_ = {};
+  masked_chunks_ = secagg::ToWire(masked, chunk_words_);
+  next_chunk_ = 0;
+  stage_ = Stage::kSendingMasked;
+  return NextChunk();
+}
+
+SecAggParticipation::Step SecAggParticipation::NextChunk() {
+  Step next;
+  *next.request.mutable_masked() = std::move(masked_chunks_[next_chunk_++]);
+  return next;
+}
+
+SecAggParticipation::Step SecAggParticipation::AnswerEmpty() {
+  if (stage_ == Stage::kNotStarted) {
+    stage_ = Stage::kAdvertised;
+    Step next;
+    *next.request.mutable_advertise() = secagg::ToWire(client_.Advertise());
+    return next;
+  }
+  if (stage_ != Stage::kSendingMasked) throw Error("the server answered without the session's next message");
+  if (next_chunk_ < masked_chunks_.size()) return NextChunk();
+  // The server holds the whole masked model: a message of none asks for the
+  // survivor list.
+  masked_chunks_.clear();
+  stage_ = Stage::kMaskedDelivered;
+  Step next;
+  next.delivered = true;
+  return next;
+}
+
+}  // namespace fedprof
