@@ -66,7 +66,7 @@ Runner AddPretrain(CLI::App& app) {
     auto network = MakeStagedModel(options.pretrain.architecture, shape,
                                    source.num_classes);
     network->Reinitialize(0, network->num_stages());
-    const double accuracy = Pretrain(ReadPretrainOptions(options.pretrain, options.seed), *network,
+    const double accuracy = Pretrain(options.pretrain, static_cast<uint64_t>(options.seed), *network,
                                      source, data.test);
     network->Save(args->out);
     std::printf("source model %s on %lld %s samples (test accuracy %.4f) written to %s\n",
@@ -94,7 +94,7 @@ Runner AddFbftl(CLI::App& app) {
     const auto source = LoadStagedModel(source_path, shape, data.train.num_classes);
     const std::string out = args->out.empty() ? DefaultOutDir(args->config, "fbftl") : args->out;
     const std::vector<SchemeRun> runs = RunTransferSchemes(
-        ReadTransferOptions(options.transfer, options.seed), *source, data.train, data.test);
+        options.transfer, static_cast<uint64_t>(options.seed), *source, data.train, data.test);
     MakeDirs(out);
     WriteFileAtomic(out + "/config.toml", config.ToToml());
     WriteFileAtomic(out + "/schemes.csv", SchemesCsv(runs));

@@ -4,10 +4,12 @@
 // Every option of a run as a typed field, one struct per section of the
 // option table (config/options.cc). Each row of that table is bound to one
 // field here: Config fills them once, validated, and the rooms of the code
-// receive their section, never option names. The values are as a user set
-// them (no defaults here: the table holds them); a room turns its section
-// into whatever it works with. An option that may be left empty is a
-// std::optional.
+// receive their section, never option names, and read it as it is. The
+// values are as a user set them (no defaults here: the table holds them).
+// Where a room needs another shape (a value that depends on the data, a
+// merge of sections, another library's types) it is derived in one place,
+// which says why. An option that may be left empty is a std::optional.
+// Standard headers only: torch-free rooms include it.
 
 #include <cstdint>
 #include <optional>

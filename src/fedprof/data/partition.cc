@@ -11,10 +11,19 @@
 #include "fedprof/core/text.h"
 
 namespace fedprof {
+
+bool DominantClasses(const RunOptions::Partition& options) {
+  return options.kind == "dominant" || options.kind == "sampled_dominant";
+}
+
+bool SampledClients(const RunOptions::Partition& options) {
+  return options.kind == "sampled" || options.kind == "sampled_dominant";
+}
+
 namespace {
 
 std::vector<int64_t> ClientSizes(int64_t num_samples, int num_clients,
-                                 const PartitionOptions& options, Rng& rng) {
+                                 const RunOptions::Partition& options, Rng& rng) {
   if (options.size_mean == 0) {
     const int64_t each = num_samples / num_clients;
     if (each == 0) {
@@ -177,7 +186,7 @@ std::vector<std::vector<int64_t>> Partition(const std::vector<int64_t>& labels,
                                             int64_t num_samples,
                                             int64_t num_classes,
                                             int num_clients,
-                                            const PartitionOptions& options,
+                                            const RunOptions::Partition& options,
                                             uint64_t seed) {
   if (num_clients < 1) {
     throw Error("partition: num_clients is " + std::to_string(num_clients) +
@@ -199,7 +208,8 @@ std::vector<std::vector<int64_t>> Partition(const std::vector<int64_t>& labels,
     throw Error("partition.size_sd: " + FormatDouble(options.size_sd) +
                 ", expected a finite value >= 0");
   }
-  if (options.kind == PartitionKind::kDominant) {
+  const bool dominant = DominantClasses(options);
+  if (dominant) {
     if (labels.empty()) {
       throw Error(
           "partition.kind: the dominant partition needs class labels "
@@ -225,16 +235,14 @@ std::vector<std::vector<int64_t>> Partition(const std::vector<int64_t>& labels,
   Rng rng = MakeRng(seed, Stream::kPartition);
   const std::vector<int64_t> sizes =
       ClientSizes(num_samples, num_clients, options, rng);
-  if (options.kind == PartitionKind::kIid) {
-    return PartitionIid(num_samples, sizes, rng);
-  }
+  if (!dominant) return PartitionIid(num_samples, sizes, rng);
   return PartitionDominant(labels, num_classes, sizes, options.dominant_share,
                            rng);
 }
 
 namespace {
 
-int64_t SampledSize(const PartitionOptions& options, int64_t num_samples, Rng& rng) {
+int64_t SampledSize(const RunOptions::Partition& options, int64_t num_samples, Rng& rng) {
   const double drawn = std::round(options.size_mean + options.size_sd * StandardNormal(rng));
   return static_cast<int64_t>(std::clamp(drawn, 1.0, static_cast<double>(num_samples)));
 }
@@ -242,9 +250,12 @@ int64_t SampledSize(const PartitionOptions& options, int64_t num_samples, Rng& r
 }  // namespace
 
 SampledPartition::SampledPartition(const std::vector<int64_t>& labels, int64_t num_samples,
-                                   int64_t num_classes, bool dominant,
-                                   const PartitionOptions& options, uint64_t seed)
-    : num_samples_(num_samples), dominant_(dominant), options_(options), seed_(seed) {
+                                   int64_t num_classes, const RunOptions::Partition& options,
+                                   uint64_t seed)
+    : num_samples_(num_samples),
+      dominant_(DominantClasses(options)),
+      options_(options),
+      seed_(seed) {
   if (num_samples < 1) throw Error("partition: the data set is empty");
   if (!std::isfinite(options.size_mean) || options.size_mean < 1) {
     throw Error("partition.size_mean: " + FormatDouble(options.size_mean) +
@@ -254,7 +265,7 @@ SampledPartition::SampledPartition(const std::vector<int64_t>& labels, int64_t n
     throw Error("partition.size_sd: " + FormatDouble(options.size_sd) +
                 ", expected a finite value >= 0");
   }
-  if (!dominant) return;
+  if (!dominant_) return;
   if (labels.empty() || num_classes < 1) {
     throw Error("partition.kind: sampled_dominant needs class labels (use sampled)");
   }

@@ -18,6 +18,14 @@ using testing_support::ExpectError;
 
 using Parts = std::vector<std::vector<int64_t>>;
 
+// partition.* of `kind` with a dominant share of 0.6 and equal client sizes.
+RunOptions::Partition Options(const std::string& kind) {
+  RunOptions::Partition options;
+  options.kind = kind;
+  options.dominant_share = 0.6;
+  return options;
+}
+
 // `per_class` samples of each class, in a shuffled order so the partition
 // cannot rely on sorted labels.
 std::vector<int64_t> Labels(int64_t num_classes, int64_t per_class) {
@@ -50,21 +58,21 @@ int64_t ExpectDisjoint(const Parts& parts, int64_t num_samples) {
 }
 
 TEST(PartitionTest, IidEqualSplitCoversEverySample) {
-  const Parts parts = Partition({}, 1000, 0, 10, {}, 1);
+  const Parts parts = Partition({}, 1000, 0, 10, Options("iid"), 1);
   ASSERT_EQ(parts.size(), 10u);
   for (const auto& p : parts) EXPECT_EQ(p.size(), 100u);
   EXPECT_EQ(ExpectDisjoint(parts, 1000), 1000);
 }
 
 TEST(PartitionTest, IidEqualSplitFloorsWhenNotDivisible) {
-  const Parts parts = Partition({}, 1009, 0, 10, {}, 1);
+  const Parts parts = Partition({}, 1009, 0, 10, Options("iid"), 1);
   for (const auto& p : parts) EXPECT_EQ(p.size(), 100u);
   EXPECT_EQ(ExpectDisjoint(parts, 1009), 1000);
-  ExpectError([] { Partition({}, 5, 0, 10, {}, 1); }, "10 clients");
+  ExpectError([] { Partition({}, 5, 0, 10, Options("iid"), 1); }, "10 clients");
 }
 
 TEST(PartitionTest, IidIsShuffled) {
-  const Parts parts = Partition({}, 1000, 0, 4, {}, 5);
+  const Parts parts = Partition({}, 1000, 0, 4, Options("iid"), 5);
   int64_t in_order = 0;
   for (size_t i = 1; i < parts[0].size(); ++i)
     in_order += parts[0][i] == parts[0][i - 1] + 1;
@@ -72,7 +80,7 @@ TEST(PartitionTest, IidIsShuffled) {
 }
 
 TEST(PartitionTest, NormalSizesMatchRequestedMoments) {
-  PartitionOptions options;
+  RunOptions::Partition options = Options("iid");
   options.size_mean = 50;
   options.size_sd = 10;
   const int clients = 4000;
@@ -96,7 +104,7 @@ TEST(PartitionTest, NormalSizesMatchRequestedMoments) {
 }
 
 TEST(PartitionTest, SizesAtLeastOne) {
-  PartitionOptions options;
+  RunOptions::Partition options = Options("iid");
   options.size_mean = 1;
   options.size_sd = 5;
   for (const auto& p : Partition({}, 100000, 0, 500, options, 3)) {
@@ -105,7 +113,7 @@ TEST(PartitionTest, SizesAtLeastOne) {
 }
 
 TEST(PartitionTest, SizesBeyondDataSetAreAnError) {
-  PartitionOptions options;
+  RunOptions::Partition options = Options("iid");
   options.size_mean = 200;
   options.size_sd = 10;
   ExpectError([&] { Partition({}, 1000, 0, 10, options, 1); },
@@ -119,8 +127,7 @@ TEST(PartitionTest, DominantShareIsExact) {
   const int64_t classes = 10;
   const std::vector<int64_t> labels = Labels(classes, 6000);
   const auto n = static_cast<int64_t>(labels.size());
-  PartitionOptions options;
-  options.kind = PartitionKind::kDominant;
+  RunOptions::Partition options = Options("dominant");
   options.dominant_share = 0.6;
   options.size_mean = 200;
   options.size_sd = 40;
@@ -157,8 +164,7 @@ TEST(PartitionTest, DominantShareIsExact) {
 TEST(PartitionTest, DominantEqualSizes) {
   // An equal split uses the whole set, so only share 1 is always feasible.
   const std::vector<int64_t> labels = Labels(4, 500);
-  PartitionOptions options;
-  options.kind = PartitionKind::kDominant;
+  RunOptions::Partition options = Options("dominant");
   options.dominant_share = 1.0;
   const Parts parts = Partition(labels, 2000, 4, 8, options, 2);
   for (size_t k = 0; k < parts.size(); ++k) {
@@ -177,8 +183,7 @@ TEST(PartitionTest, DominantEqualSplitOfUnbalancedClassesUsesEverySample) {
     for (int64_t i = 0; i < 270 + 6 * c; ++i) labels.push_back(c);
   }
   while (labels.size() < 3000) labels.push_back(labels.size() % 10);
-  PartitionOptions options;
-  options.kind = PartitionKind::kDominant;
+  RunOptions::Partition options = Options("dominant");
   options.dominant_share = 0.6;
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     const Parts parts = Partition(labels, 3000, 10, 10, options, seed);
@@ -193,8 +198,7 @@ TEST(PartitionTest, DominantEqualSplitOfUnbalancedClassesUsesEverySample) {
 
 TEST(PartitionTest, DominantPoolRunningOutIsAnError) {
   const std::vector<int64_t> labels = Labels(2, 100);
-  PartitionOptions options;
-  options.kind = PartitionKind::kDominant;
+  RunOptions::Partition options = Options("dominant");
   options.dominant_share = 0.9;
   options.size_mean = 60;
   // Clients 0 and 2 each want 54 samples of class 0, which has 100.
@@ -215,10 +219,9 @@ TEST(PartitionTest, DominantPoolRunningOutIsAnError) {
 }
 
 TEST(PartitionTest, BadArgumentsAreErrors) {
-  ExpectError([] { Partition({}, 10, 0, 0, {}, 1); }, "num_clients");
-  ExpectError([] { Partition({0, 1}, 3, 2, 1, {}, 1); }, "labels");
-  PartitionOptions options;
-  options.kind = PartitionKind::kDominant;
+  ExpectError([] { Partition({}, 10, 0, 0, Options("iid"), 1); }, "num_clients");
+  ExpectError([] { Partition({0, 1}, 3, 2, 1, Options("iid"), 1); }, "labels");
+  RunOptions::Partition options = Options("dominant");
   ExpectError(
       [&] {
         Partition({0, 5}, 2, 2, 1, options, 1);
@@ -228,12 +231,12 @@ TEST(PartitionTest, BadArgumentsAreErrors) {
 
 TEST(PartitionTest, SeededAndReproducible) {
   const std::vector<int64_t> labels = Labels(5, 400);
-  PartitionOptions iid;
+  RunOptions::Partition iid = Options("iid");
   iid.size_mean = 50;
   iid.size_sd = 10;
-  PartitionOptions dominant = iid;
-  dominant.kind = PartitionKind::kDominant;
-  for (const PartitionOptions& options : {iid, dominant}) {
+  RunOptions::Partition dominant = iid;
+  dominant.kind = "dominant";
+  for (const RunOptions::Partition& options : {iid, dominant}) {
     const Parts a = Partition(labels, 2000, 5, 20, options, 42);
     const Parts b = Partition(labels, 2000, 5, 20, options, 42);
     const Parts c = Partition(labels, 2000, 5, 20, options, 43);
@@ -251,13 +254,14 @@ namespace {
 TEST(SampledPartitionTest, DrawsEachClientFromItsOwnSeed) {
   std::vector<int64_t> labels(1000);
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>(i % 10);
-  PartitionOptions o;
+  RunOptions::Partition o = Options("sampled");
   o.size_mean = 50;
   o.size_sd = 10;
-  o.dominant_share = 0.6;
-  const SampledPartition iid(labels, 1000, 10, /*dominant=*/false, o, 7);
-  const SampledPartition again(labels, 1000, 10, false, o, 7);
-  const SampledPartition dominant(labels, 1000, 10, /*dominant=*/true, o, 7);
+  RunOptions::Partition o_dominant = o;
+  o_dominant.kind = "sampled_dominant";
+  const SampledPartition iid(labels, 1000, 10, o, 7);
+  const SampledPartition again(labels, 1000, 10, o, 7);
+  const SampledPartition dominant(labels, 1000, 10, o_dominant, 7);
   for (int k : {0, 3, 999999}) {
     const std::vector<int64_t> idx = iid.Indices(k);
     EXPECT_EQ(static_cast<int64_t>(idx.size()), iid.Size(k));
@@ -269,9 +273,9 @@ TEST(SampledPartitionTest, DrawsEachClientFromItsOwnSeed) {
   }
   EXPECT_NE(iid.Indices(1), iid.Indices(2));
   o.size_mean = 0;
-  EXPECT_THROW(SampledPartition(labels, 1000, 10, false, o, 7), Error);
-  o.size_mean = 5;
-  EXPECT_THROW(SampledPartition({}, 1000, 10, /*dominant=*/true, o, 7), Error);
+  EXPECT_THROW(SampledPartition(labels, 1000, 10, o, 7), Error);
+  o_dominant.size_mean = 5;
+  EXPECT_THROW(SampledPartition({}, 1000, 10, o_dominant, 7), Error);
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ const char* DataKindName(DataKind kind) {
 }
 
 std::vector<DataKind> AssignDataKinds(int num_clients,
-                                      const QualityOptions& options,
+                                      const RunOptions::Quality& options,
                                       uint64_t seed) {
   if (num_clients < 0) {
     throw Error("quality: num_clients is " + std::to_string(num_clients) +

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "fedprof/config/run_options.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/data/dataset.h"
 
@@ -22,25 +23,13 @@ enum class DataKind {
 
 const char* DataKindName(DataKind kind);
 
-struct QualityOptions {
-  // Fractions of clients of each kind; the rest are clean. Sum <= 1.
-  double irrelevant = 0;
-  double blurred = 0;
-  double salt_pepper = 0;
-  double gaussian_noise = 0;
-  double polluted = 0;
-  double blur_sigma = 1.5;        // pixels
-  double sp_density = 0.3;        // share of pixels set to 0 or 1
-  double noise_sigma = 0.3;       // in units of the data's scale
-  double pollute_share = 0.5;     // share of feature cells made invalid
-};
-
-// Which clients get which kind: round(fraction * num_clients) clients per
+// Which clients get which kind (the quality.* options' fractions of clients;
+// the rest are clean): round(fraction * num_clients) clients per
 // kind, in enum order over a seeded permutation of the clients (a kind whose
 // rounded count no longer fits gets the clients left). Fractions outside
 // [0, 1] or summing above 1 are an error naming them.
 std::vector<DataKind> AssignDataKinds(int num_clients,
-                                      const QualityOptions& options,
+                                      const RunOptions::Quality& options,
                                       uint64_t seed);
 
 // In-place effects, each seeded through `rng`.

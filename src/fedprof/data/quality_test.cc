@@ -41,7 +41,7 @@ TEST(QualityTest, DataKindNames) {
 }
 
 TEST(QualityTest, AssignDataKindsCountsAreExactAndSeeded) {
-  QualityOptions options;
+  RunOptions::Quality options;
   options.irrelevant = 0.1;
   options.blurred = 0.2;
   options.salt_pepper = 0.15;
@@ -66,18 +66,18 @@ TEST(QualityTest, AssignDataKindsCountsAreExactAndSeeded) {
 }
 
 TEST(QualityTest, AssignDataKindsRoundsAndCapsAtClientCount) {
-  QualityOptions options;
+  RunOptions::Quality options;
   options.irrelevant = 0.5;
   options.blurred = 0.5;
   const std::vector<DataKind> kinds = AssignDataKinds(3, options, 1);
   EXPECT_EQ(std::count(kinds.begin(), kinds.end(), DataKind::kIrrelevant), 2);
   EXPECT_EQ(std::count(kinds.begin(), kinds.end(), DataKind::kBlurred), 1);
-  EXPECT_EQ(AssignDataKinds(10, QualityOptions{}, 1),
+  EXPECT_EQ(AssignDataKinds(10, RunOptions::Quality{}, 1),
             std::vector<DataKind>(10, DataKind::kClean));
 }
 
 TEST(QualityTest, AssignDataKindsRejectsFractionsAboveOne) {
-  QualityOptions options;
+  RunOptions::Quality options;
   options.irrelevant = 0.6;
   options.blurred = 0.5;
   ExpectError([&] { AssignDataKinds(10, options, 1); },

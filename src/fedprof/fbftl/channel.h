@@ -11,16 +11,16 @@ namespace wire {
 class Download;
 }
 struct SchemeRun;
-struct TransferOptions;
+struct SchemeSetup;
 
 // The uplink of one scheme's run: every packet is lost with probability PLR
-// (Eq. 18, TransferOptions::packet_loss) per transmission and sent again up
-// to n_r times (Eq. 19); each transmission's bytes count. Losses draw from a
-// stream keyed by the seed and the scheme, so they do not depend on what
-// other schemes sent. Holds a reference to `options`.
+// (Eq. 18, SchemeSetup::packet_loss) per transmission and sent again up to
+// n_r times (transfer.retransmissions, Eq. 19); each transmission's bytes
+// count. Losses draw from a stream keyed by the seed and the scheme, so they
+// do not depend on what other schemes sent. Holds a reference to `setup`.
 class Uplink {
  public:
-  Uplink(const TransferOptions& options, uint64_t scheme_id);
+  Uplink(const SchemeSetup& setup, uint64_t scheme_id);
 
   // Sends a packet of `bytes` bytes, `value_bits` of them values, counting
   // every transmission in `run`; true when it arrives, false (counted as a
@@ -28,7 +28,7 @@ class Uplink {
   bool Send(int64_t bytes, int64_t value_bits, SchemeRun* run);
 
  private:
-  const TransferOptions& options_;
+  const SchemeSetup& setup_;
   Rng rng_;
 };
 

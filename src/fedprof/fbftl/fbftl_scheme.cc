@@ -48,10 +48,10 @@ void ReceiveFeatures(const std::string& bytes, int64_t width, int64_t classes,
 // seed and `epoch` give.
 void HeadEpoch(const SchemeSetup& setup, StagedModel& net, torch::optim::SGD& optimizer,
                const at::Tensor& z, const at::Tensor& y, int epoch) {
-  const TransferOptions& o = setup.options;
+  const RunOptions::Transfer& o = setup.options;
   const size_t m = net.num_stages();
   Rng shuffle =
-      MakeRng(o.seed, Stream::kLocalTraining, {SchemeId("FbFTL"), static_cast<uint64_t>(epoch)});
+      MakeRng(setup.seed, Stream::kLocalTraining, {SchemeId("FbFTL"), static_cast<uint64_t>(epoch)});
   const at::Tensor order = torch::tensor(Permutation(shuffle, z.size(0)));
   net.train(true);
   for (int64_t i = 0; i < order.size(0); i += o.batch_size) {
@@ -70,13 +70,13 @@ void HeadEpoch(const SchemeSetup& setup, StagedModel& net, torch::optim::SGD& op
 // transfer.refit, a head trained on every sample for the chosen epochs.
 void TrainHead(const SchemeSetup& setup, StagedModel& net, const std::vector<float>& pooled,
                const std::vector<int64_t>& labels, int64_t width, SchemeRun* run) {
-  const TransferOptions& o = setup.options;
+  const RunOptions::Transfer& o = setup.options;
   const uint64_t id = SchemeId("FbFTL");
   const size_t cut = setup.cut;
   const size_t m = net.num_stages();
   const at::Tensor test_z = Features(net, cut, setup.test.x);
   const at::Tensor& test_y = setup.test.y;
-  SeedTorch(o.seed, id);
+  SeedTorch(setup.seed, id);
   net.Reinitialize(cut, m);
   const auto n = static_cast<int64_t>(labels.size());
   if (n == 0) {
@@ -86,7 +86,7 @@ void TrainHead(const SchemeSetup& setup, StagedModel& net, const std::vector<flo
   const at::Tensor z = torch::from_blob(const_cast<float*>(pooled.data()), {n, width}).clone();
   const at::Tensor y =
       torch::from_blob(const_cast<int64_t*>(labels.data()), {n}, torch::kInt64).clone();
-  Rng split_rng = MakeRng(o.seed, Stream::kReferenceSplit, {id});
+  Rng split_rng = MakeRng(setup.seed, Stream::kReferenceSplit, {id});
   const std::vector<int64_t> perm = Permutation(split_rng, n);
   const auto n_val = static_cast<int64_t>(std::floor(o.validation_share * static_cast<double>(n)));
   const at::Tensor index = torch::tensor(perm);
@@ -117,7 +117,7 @@ void TrainHead(const SchemeSetup& setup, StagedModel& net, const std::vector<flo
   if (o.refit && n_val > 0) {
     // The validation split chose the epoch count; train a fresh head that
     // long on every sample. The curve is that head's.
-    SeedTorch(o.seed, id);
+    SeedTorch(setup.seed, id);
     net.Reinitialize(cut, m);
     torch::optim::SGD refit = MakeSgd(head, o);
     run->curve.clear();
@@ -135,7 +135,7 @@ void TrainHead(const SchemeSetup& setup, StagedModel& net, const std::vector<flo
 }  // namespace
 
 void RunFbftlScheme(const SchemeSetup& setup, SchemeRun* run) {
-  const TransferOptions& o = setup.options;
+  const RunOptions::Transfer& o = setup.options;
   const uint64_t id = SchemeId("FbFTL");
   const size_t cut = setup.cut;
   auto net = setup.source.Clone();
@@ -143,7 +143,8 @@ void RunFbftlScheme(const SchemeSetup& setup, SchemeRun* run) {
   EncodeValues(Concat(net->StageParameters(0, cut), false), Compression{},
                extractor.mutable_values());
   CountDownload(extractor, run);
-  Uplink uplink(o, id);
+  Uplink uplink(setup, id);
+  const bool paper_form = o.dp_form == "paper";
   std::vector<float> pooled;
   std::vector<int64_t> labels;
   int64_t width = 0;
@@ -154,11 +155,11 @@ void RunFbftlScheme(const SchemeSetup& setup, SchemeRun* run) {
     const at::Tensor z = Features(*net, cut, data.x);
     width = z.size(1);
     run->client_macs += static_cast<double>(data.size()) * MacsOf(setup.layers, 0, cut);
-    Rng noise = MakeRng(o.seed, Stream::kPrivacy, {id, 0, static_cast<uint64_t>(u)});
+    Rng noise = MakeRng(setup.seed, Stream::kPrivacy, {id, 0, static_cast<uint64_t>(u)});
     // The paper's form scales the noise by the client's largest difference
     // between two samples' features, divided by K (Section V-B).
     double spread = 0;
-    if (o.dp_noise > 0 && o.dp_paper_form) {
+    if (o.dp_noise > 0 && paper_form) {
       spread = (std::get<0>(z.max(0)) - std::get<0>(z.min(0))).max().item<double>() /
                static_cast<double>(data.size());
     }
@@ -177,7 +178,7 @@ void RunFbftlScheme(const SchemeSetup& setup, SchemeRun* run) {
     for (int64_t k = 0; k < data.size(); ++k) {
       std::vector<float> features = ToVector(z[k]);
       if (o.dp_noise > 0) {
-        if (o.dp_paper_form) {
+        if (paper_form) {
           AddGaussianNoise(features, o.dp_noise * spread, noise);
         } else {
           AddClippedGaussianNoise(features, o.dp_clip, o.dp_noise, noise);
@@ -186,7 +187,7 @@ void RunFbftlScheme(const SchemeSetup& setup, SchemeRun* run) {
       wire::FeatureUpload up;
       up.set_client(static_cast<uint32_t>(u));
       up.set_label(static_cast<uint32_t>(data.y[k].item<int64_t>()));
-      EncodeValues(features, o.compression, up.mutable_features());
+      EncodeValues(features, setup.compression, up.mutable_features());
       ++run->upload_batches;
       packet.push_back(up.SerializeAsString());
       packet_bytes += static_cast<int64_t>(packet.back().size());

@@ -96,12 +96,12 @@ bool DeliverGradient(const wire::GradientUpload& up, Uplink& uplink, int64_t len
 // FTL_c: a fresh head on the frozen extractor's features); the server steps
 // SGD on the mean of g_u / K_u.
 void RunGradientScheme(const SchemeSetup& setup, const std::string& scheme, SchemeRun* run) {
-  const TransferOptions& o = setup.options;
+  const RunOptions::Transfer& o = setup.options;
   const uint64_t id = SchemeId(scheme);
   const size_t cut = setup.cut;
   auto net = setup.source.Clone();
   const size_t m = net->num_stages();
-  SeedTorch(o.seed, id);
+  SeedTorch(setup.seed, id);
   if (scheme == "FL") net->Reinitialize(0, m);
   if (scheme == "FTL_c") net->Reinitialize(cut, m);
   const size_t from = scheme == "FTL_c" ? cut : 0;
@@ -121,8 +121,8 @@ void RunGradientScheme(const SchemeSetup& setup, const std::string& scheme, Sche
       run->client_macs += static_cast<double>(data.size()) * MacsOf(setup.layers, 0, cut);
   }
   if (from > 0) test_x = Features(*net, cut, setup.test.x);
-  std::vector<ErrorFeedback> feedback(o.compression.is_dense() ? 0 : setup.clients.size());
-  Uplink uplink(o, id);
+  std::vector<ErrorFeedback> feedback(setup.compression.is_dense() ? 0 : setup.clients.size());
+  Uplink uplink(setup, id);
   const double trained_macs = MacsOf(setup.layers, from, m);
   int64_t iterations = 0;
   auto iterate = [&](int64_t iteration, const std::vector<size_t>& selected) {
@@ -138,7 +138,7 @@ void RunGradientScheme(const SchemeSetup& setup, const std::string& scheme, Sche
       run->client_macs += 2 * static_cast<double>(data.size()) * trained_macs;
       std::vector<float> g = Concat(trained, true);
       if (o.dp_noise > 0) {
-        Rng noise = MakeRng(o.seed, Stream::kPrivacy,
+        Rng noise = MakeRng(setup.seed, Stream::kPrivacy,
                             {id, static_cast<uint64_t>(iteration), static_cast<uint64_t>(u)});
         AddClippedGaussianNoise(g, o.dp_clip, o.dp_noise, noise);
       }
@@ -146,9 +146,9 @@ void RunGradientScheme(const SchemeSetup& setup, const std::string& scheme, Sche
       up.set_client(static_cast<uint32_t>(u));
       up.set_samples(static_cast<uint32_t>(data.size()));
       if (feedback.empty()) {
-        EncodeValues(g, o.compression, up.mutable_gradient());
+        EncodeValues(g, setup.compression, up.mutable_gradient());
       } else {
-        feedback[u].Encode(g, o.compression, up.mutable_gradient());
+        feedback[u].Encode(g, setup.compression, up.mutable_gradient());
       }
       ++run->upload_batches;
       if (DeliverGradient(up, uplink, length, &sum, run)) ++received;
@@ -159,7 +159,7 @@ void RunGradientScheme(const SchemeSetup& setup, const std::string& scheme, Sche
   ForEachIteration(setup, id, run, iterate,
                    [&] { return Accuracy(*net, from, test_x, setup.test.y); });
   if (o.dp_noise > 0) {
-    run->epsilon = SampledGaussianEpsilon(static_cast<double>(o.per_iteration) /
+    run->epsilon = SampledGaussianEpsilon(static_cast<double>(setup.per_iteration) /
                                               static_cast<double>(setup.clients.size()),
                                           o.dp_noise, iterations, o.dp_delta)
                        .epsilon;
@@ -171,19 +171,19 @@ void RunGradientScheme(const SchemeSetup& setup, const std::string& scheme, Sche
 // data, gets back the gradient with respect to it, and uploads its part's
 // gradient; the server averages both parts' gradients per iteration.
 void RunSflScheme(const SchemeSetup& setup, SchemeRun* run) {
-  const TransferOptions& o = setup.options;
+  const RunOptions::Transfer& o = setup.options;
   const uint64_t id = SchemeId("SFL");
   const size_t cut = setup.cut;
   auto net = setup.source.Clone();
   const size_t m = net->num_stages();
-  SeedTorch(o.seed, id);
+  SeedTorch(setup.seed, id);
   net->Reinitialize(0, m);
   const std::vector<at::Tensor> client_part = net->StageParameters(0, cut);
   const std::vector<at::Tensor> server_part = net->StageParameters(cut, m);
   const int64_t client_length = Numel(client_part);
   torch::optim::SGD client_opt = MakeSgd(client_part, o);
   torch::optim::SGD server_opt = MakeSgd(server_part, o);
-  Uplink uplink(o, id);
+  Uplink uplink(setup, id);
   const double client_macs = MacsOf(setup.layers, 0, cut);
   auto iterate = [&](int64_t iteration, const std::vector<size_t>& selected) {
     Broadcast(client_part, iteration, run);

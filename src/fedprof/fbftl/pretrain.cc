@@ -6,19 +6,18 @@
 #include <cstdio>
 
 #include "fedprof/core/rng.h"
-#include "fedprof/fbftl/options.h"
 #include "fedprof/fbftl/scheme_runner.h"
 #include "fedprof/models/staged_model.h"
 
 namespace fedprof {
 
-double Pretrain(const PretrainOptions& o, StagedModel& model, const Dataset& data,
-                const Dataset& test) {
+double Pretrain(const RunOptions::Pretrain& o, uint64_t seed, StagedModel& model,
+                const Dataset& data, const Dataset& test) {
   const std::vector<at::Tensor> params = model.StageParameters(0, model.num_stages());
   torch::optim::SGD optimizer(params, torch::optim::SGDOptions(o.lr).momentum(0.9));
   double accuracy = 0;
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-    Rng shuffle = MakeRng(o.seed, Stream::kLocalTraining, {0, static_cast<uint64_t>(epoch)});
+    Rng shuffle = MakeRng(seed, Stream::kLocalTraining, {0, static_cast<uint64_t>(epoch)});
     const at::Tensor order = torch::tensor(Permutation(shuffle, data.size()));
     model.train(true);
     double loss_sum = 0;
@@ -33,7 +32,7 @@ double Pretrain(const PretrainOptions& o, StagedModel& model, const Dataset& dat
       loss_sum += loss.item<double>() * static_cast<double>(b.size(0));
     }
     accuracy = Accuracy(model, 0, test.x, test.y);
-    std::printf("epoch %d/%d  loss %.4f  test accuracy %.4f\n", epoch, o.epochs,
+    std::printf("epoch %d/%d  loss %.4f  test accuracy %.4f\n", epoch, static_cast<int>(o.epochs),
                 loss_sum / static_cast<double>(data.size()), accuracy);
     std::fflush(stdout);
   }

@@ -13,11 +13,11 @@ namespace fedprof {
 void ForEachIteration(const SchemeSetup& setup, uint64_t scheme_id, SchemeRun* run,
                       const std::function<void(int64_t, const std::vector<size_t>&)>& iterate,
                       const std::function<double()>& accuracy) {
-  const TransferOptions& o = setup.options;
-  const auto per_iteration = static_cast<size_t>(o.per_iteration);
+  const RunOptions::Transfer& o = setup.options;
+  const auto per_iteration = static_cast<size_t>(setup.per_iteration);
   int64_t iteration = 0;
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-    Rng order_rng = MakeRng(o.seed, Stream::kSelection, {scheme_id, static_cast<uint64_t>(epoch)});
+    Rng order_rng = MakeRng(setup.seed, Stream::kSelection, {scheme_id, static_cast<uint64_t>(epoch)});
     const std::vector<int64_t> order =
         Permutation(order_rng, static_cast<int64_t>(setup.clients.size()));
     for (size_t start = 0; start < order.size(); start += per_iteration) {
@@ -93,7 +93,7 @@ double MacsOf(const std::vector<LayerCount>& layers, size_t from, size_t to) {
   return x;
 }
 
-torch::optim::SGD MakeSgd(const std::vector<at::Tensor>& params, const TransferOptions& options) {
+torch::optim::SGD MakeSgd(const std::vector<at::Tensor>& params, const RunOptions::Transfer& options) {
   return torch::optim::SGD(params, torch::optim::SGDOptions(options.lr)
                                        .momentum(options.momentum)
                                        .weight_decay(options.weight_decay));

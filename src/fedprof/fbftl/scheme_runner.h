@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "fedprof/config/run_options.h"
 #include "fedprof/data/dataset.h"
+#include "fedprof/fbftl/compression.h"
 #include "fedprof/fbftl/options.h"
 #include "fedprof/fbftl/payload.h"
 #include "fedprof/fbftl/schemes.h"
@@ -30,9 +32,15 @@ struct ClientData {
   int64_t size() const { return x.defined() ? x.size(0) : 0; }
 };
 
-// A run's setup, shared read-only by every scheme it runs.
+// A run's setup, shared read-only by every scheme it runs: the transfer.*
+// options as set, the run's seed, and what RunTransferSchemes derives once
+// from them and from the source and data.
 struct SchemeSetup {
-  const TransferOptions& options;
+  const RunOptions::Transfer& options;
+  uint64_t seed = 1;
+  int64_t per_iteration = 1;  // U C: transfer.clients x transfer.fraction, rounded, at least 1
+  Compression compression;    // of every upload (keep_ratio, bits, quantizer)
+  double packet_loss = 0;     // PLR of a packet (Eq. 18: block_loss, blocks_per_packet)
   const StagedModel& source;        // never modified: every scheme trains a clone
   std::vector<ClientData> clients;  // U of them
   const Dataset& test;
@@ -47,7 +55,7 @@ void RunSflScheme(const SchemeSetup& setup, SchemeRun* run);
 // FbFTL (fbftl_scheme.cc).
 void RunFbftlScheme(const SchemeSetup& setup, SchemeRun* run);
 
-// Calls iterate(iteration, clients) for every iteration of options.epochs
+// Calls iterate(iteration, clients) for every iteration of transfer.epochs
 // epochs (each epoch a seeded permutation of the clients, U·C at a time,
 // those without samples left out) and records the curve with `accuracy`
 // after each epoch; the run's accuracy is the last point's.
@@ -74,7 +82,7 @@ bool AllFinite(const std::vector<float>& values);
 // Multiplications per sample of stages [from, to).
 double MacsOf(const std::vector<LayerCount>& layers, size_t from, size_t to);
 // SGD with the transfer options' learning rate, momentum and weight decay.
-torch::optim::SGD MakeSgd(const std::vector<at::Tensor>& params, const TransferOptions& options);
+torch::optim::SGD MakeSgd(const std::vector<at::Tensor>& params, const RunOptions::Transfer& options);
 
 }  // namespace fedprof
 

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "fedprof/core/error.h"
@@ -13,8 +15,10 @@
 
 namespace fedprof {
 
-std::vector<SchemeRun> RunTransferSchemes(const TransferOptions& o, const StagedModel& source,
-                                          const Dataset& train, const Dataset& test) {
+std::vector<SchemeRun> RunTransferSchemes(const RunOptions::Transfer& o, uint64_t seed,
+                                          const StagedModel& source, const Dataset& train,
+                                          const Dataset& test) {
+  const std::vector<std::string> schemes = TransferSchemes(o);
   if (train.is_regression() || !train.is_image()) {
     throw Error("transfer: needs an image classification data set, got " + train.name);
   }
@@ -56,9 +60,9 @@ std::vector<SchemeRun> RunTransferSchemes(const TransferOptions& o, const Staged
   }
   // Clients' samples: a seeded draw from the training set, K_u each; with
   // transfer.sample_share < 1 each sample stays with that probability.
-  Rng pick = MakeRng(o.seed, Stream::kPartition, {});
+  Rng pick = MakeRng(seed, Stream::kPartition, {});
   const std::vector<int64_t> perm = Permutation(pick, train.size());
-  Rng keep = MakeRng(o.seed, Stream::kPartition, {1});
+  Rng keep = MakeRng(seed, Stream::kPartition, {1});
   std::vector<ClientData> clients(static_cast<size_t>(o.clients));
   for (int64_t u = 0; u < o.clients; ++u) {
     std::vector<int64_t> rows;
@@ -71,16 +75,27 @@ std::vector<SchemeRun> RunTransferSchemes(const TransferOptions& o, const Staged
     clients[static_cast<size_t>(u)] = {train.x.index_select(0, index),
                                        train.y.index_select(0, index)};
   }
+  // Derived once for every scheme: U C as a whole number of clients, the
+  // uplink's codec in compression.h's terms and a packet's loss rate.
+  const int64_t per_iteration =
+      std::max<int64_t>(1, std::llround(static_cast<double>(o.clients) * o.fraction));
+  Compression compression;
+  compression.keep_ratio = o.keep_ratio;
+  compression.bits = static_cast<int>(o.bits);
+  compression.quantizer = o.quantizer == "symmetric" ? Quantizer::kSymmetric : Quantizer::kMinMax;
+  const double packet_loss = PacketLossRate(o.block_loss, static_cast<int>(o.blocks_per_packet));
+
   PayloadSetup payload;
   payload.clients = o.clients;
   payload.samples_per_client = o.samples_per_client;
-  payload.fraction = static_cast<double>(o.per_iteration) / static_cast<double>(o.clients);
-  payload.epochs_fl = payload.epochs_ftl_f = payload.epochs_ftl_c = o.epochs;
+  payload.fraction = static_cast<double>(per_iteration) / static_cast<double>(o.clients);
+  payload.epochs_fl = payload.epochs_ftl_f = payload.epochs_ftl_c = static_cast<double>(o.epochs);
   const std::vector<SchemePayload> closed = ClosedFormPayloads(layers, o.cut, payload);
 
-  const SchemeSetup setup{o, source, std::move(clients), test, layers, cut};
+  const SchemeSetup setup{o, seed, per_iteration, compression, packet_loss,
+                          source, std::move(clients), test, layers, cut};
   std::vector<SchemeRun> runs;
-  for (const std::string& scheme : o.schemes) {
+  for (const std::string& scheme : schemes) {
     std::printf("-- %s\n", scheme.c_str());
     std::fflush(stdout);
     SchemeRun run;

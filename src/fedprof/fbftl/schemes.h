@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "fedprof/config/run_options.h"
 #include "fedprof/data/dataset.h"
-#include "fedprof/fbftl/options.h"
 #include "fedprof/fbftl/payload.h"
 
 namespace fedprof {
@@ -42,14 +42,15 @@ struct SchemeRun {
 };
 
 // Runs the schemes `options` name (transfer.schemes) on the clients' share of `train`
-// (transfer.clients × transfer.samples_per_client samples, drawn by the seed)
+// (transfer.clients × transfer.samples_per_client samples, drawn by `seed`, the run's)
 // and reports test accuracy on `test`: the gradient schemes in
 // gradient_schemes.cc, FbFTL in fbftl_scheme.cc, every upload over
 // channel.h's lossy uplink. The source model is not modified.
 // Throws fedprof::Error for an unknown scheme, a cut layer the source lacks,
 // too few training samples, or a source whose output does not fit the data.
-std::vector<SchemeRun> RunTransferSchemes(const TransferOptions& options, const StagedModel& source,
-                                          const Dataset& train, const Dataset& test);
+std::vector<SchemeRun> RunTransferSchemes(const RunOptions::Transfer& options, uint64_t seed,
+                                          const StagedModel& source, const Dataset& train,
+                                          const Dataset& test);
 
 // The runs as a Markdown table like the FbFTL paper's Table III: measured
 // upload batches, serialised uplink and downlink bytes next to the closed

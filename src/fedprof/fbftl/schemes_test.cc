@@ -35,8 +35,11 @@ std::shared_ptr<StagedModel> Source() {
   return net;
 }
 
-TransferOptions Transfer(const Config& c) {
-  return ReadTransferOptions(c.options().transfer, c.options().seed);
+// The schemes of `c`'s transfer.* options on `source`.
+std::vector<SchemeRun> RunSchemes(const Config& c, const StagedModel& source, const Dataset& train,
+                           const Dataset& test) {
+  return RunTransferSchemes(c.options().transfer, static_cast<uint64_t>(c.options().seed), source,
+                            train, test);
 }
 
 Config Small() {
@@ -60,7 +63,7 @@ const SchemeRun& Find(const std::vector<SchemeRun>& runs, const std::string& sch
 // forms (Eqs. 2-17) exactly, and message framing adds under 2%.
 TEST(TransferSchemesTest, SerialisedPayloadMatchesTheClosedForms) {
   const Dataset train = Synthetic(64, 1), test = Synthetic(50, 2);
-  const auto runs = RunTransferSchemes(Transfer(Small()), *Source(), train, test);
+  const auto runs = RunSchemes(Small(), *Source(), train, test);
   ASSERT_EQ(runs.size(), 5u);
   for (const SchemeRun& r : runs) {
     SCOPED_TRACE(r.scheme);
@@ -81,8 +84,8 @@ TEST(TransferSchemesTest, SameSeedSameNumbers) {
   const Dataset train = Synthetic(64, 1), test = Synthetic(50, 2);
   Config c = Small();
   c.Set("transfer.schemes", "FTL_c,FbFTL");
-  const auto a = RunTransferSchemes(Transfer(c), *Source(), train, test);
-  const auto b = RunTransferSchemes(Transfer(c), *Source(), train, test);
+  const auto a = RunSchemes(c, *Source(), train, test);
+  const auto b = RunSchemes(c, *Source(), train, test);
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].accuracy, b[i].accuracy);
     EXPECT_EQ(a[i].uplink_bytes, b[i].uplink_bytes);
@@ -98,14 +101,16 @@ TEST(TransferSchemesTest, FbftlLearnsLikeFtlc) {
   torch::manual_seed(1);
   auto source = MakeStagedModel("lenet5", {1, 16, 16}, 10);
   source->Reinitialize(0, source->num_stages());
-  EXPECT_GT(Pretrain(ReadPretrainOptions(c.options().pretrain, c.options().seed), *source, Synthetic(400, 3, 16), test), 0.5);
+  EXPECT_GT(Pretrain(c.options().pretrain, static_cast<uint64_t>(c.options().seed), *source,
+                     Synthetic(400, 3, 16), test),
+            0.5);
   c.Set("transfer.clients", "50");
   c.Set("transfer.samples_per_client", "8");
   c.Set("transfer.fraction", "0.16");
   c.Set("transfer.epochs", "30");
   c.Set("transfer.head_epochs", "30");
   c.Set("transfer.schemes", "FTL_c,FbFTL");
-  const auto runs = RunTransferSchemes(Transfer(c), *source, train, test);
+  const auto runs = RunSchemes(c, *source, train, test);
   EXPECT_GT(Find(runs, "FTL_c").accuracy, 0.9);
   EXPECT_GT(Find(runs, "FbFTL").accuracy, 0.9);
   // The whole one-shot FbFTL uplink is far below FTL_c's.
@@ -115,7 +120,7 @@ TEST(TransferSchemesTest, FbftlLearnsLikeFtlc) {
   c.Set("transfer.schemes", "FbFTL");
   c.Set("transfer.refit", "true");
   c.Set("transfer.validation_share", "0.25");
-  const SchemeRun refit = RunTransferSchemes(Transfer(c), *source, train, test)[0];
+  const SchemeRun refit = RunSchemes(c, *source, train, test)[0];
   EXPECT_GT(refit.accuracy, 0.9);
   ASSERT_FALSE(refit.curve.empty());
   EXPECT_LE(refit.curve.size(), 30u);
@@ -131,7 +136,7 @@ TEST(TransferSchemesTest, LostPacketsAreRetransmittedThenDropped) {
   c.Set("transfer.schemes", "FbFTL");
   c.Set("transfer.block_loss", "0.5");
   c.Set("transfer.retransmissions", "2");
-  const SchemeRun r = RunTransferSchemes(Transfer(c), *Source(), train, test)[0];
+  const SchemeRun r = RunSchemes(c, *Source(), train, test)[0];
   // Eq. 19: 1 + 0.5 + 0.25 transmissions per packet; 1/8 of packets lost.
   EXPECT_NEAR(static_cast<double>(r.transmissions) / r.upload_batches, 1.75, 0.08);
   EXPECT_NEAR(static_cast<double>(r.lost_uploads) / r.upload_batches, 0.125, 0.03);
@@ -146,7 +151,7 @@ TEST(TransferSchemesTest, NonFiniteUploadsAreSkippedNotTrainedOn) {
   }
   Config c = Small();
   c.Set("transfer.schemes", "FTL_c,FbFTL");
-  const auto runs = RunTransferSchemes(Transfer(c), *source, train, test);
+  const auto runs = RunSchemes(c, *source, train, test);
   for (const SchemeRun& r : runs) {
     SCOPED_TRACE(r.scheme);
     EXPECT_EQ(r.rejected_uploads, r.upload_batches);
@@ -187,7 +192,7 @@ TEST(TransferSchemesTest, BadSetupsAreRefusedWithTheKey) {
     Config c = Small();
     c.Set(key, value);
     try {
-      RunTransferSchemes(Transfer(c), *Source(), train, test);
+      RunSchemes(c, *Source(), train, test);
       ADD_FAILURE() << key << "=" << value << " accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();

@@ -66,7 +66,8 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
 // The pieces of a plan, for the commands that need only one of them.
 
 // Secure aggregation as the secagg.* options set it (under secagg.protocol
-// "none", the tolerance a client demands of a session it is asked into).
+// "none", the tolerance a client demands of a session it is asked into), in
+// the sessions' terms (SecureAggregationOptions says why they differ).
 SecureAggregationOptions SecureAggregationFrom(const RunOptions& o);
 
 // The clients a round selects: strategy.fraction of clients.count, at
@@ -95,8 +96,9 @@ int64_t ProfiledUnits(Model& model, const Dataset& data);
 Dataset ReferenceSet(const RunOptions::FedProf& options, const TrainTest& data,
                      const Population* population);
 
-// The round loop's options (a deployment's quorum: deploy.min_results and
-// deploy.round_attempts; simulated clients never fail to answer).
+// The round loop's options, merged from the sections it reads (ServerOptions
+// says which): a deployment's quorum is deploy.min_results and
+// deploy.round_attempts; simulated clients never fail to answer.
 ServerOptions ServerOptionsFrom(const RunOptions& options, ClientsLive where);
 
 // The config of the run in `out_dir` with the --set `overrides` a resume

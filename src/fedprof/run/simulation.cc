@@ -24,24 +24,13 @@
 namespace fedprof {
 namespace {
 
-CostOptions CostOptionsFrom(const RunOptions::Cost& c, const Dataset& train) {
-  CostOptions o;
-  o.speed_mean_ghz = c.speed_mean;
-  o.speed_sd_ghz = c.speed_sd;
-  o.bandwidth_mean_mhz = c.bandwidth_mean;
-  o.bandwidth_sd_mhz = c.bandwidth_sd;
-  o.snr_db = c.snr_db;
-  o.cycles_per_bit = c.cycles_per_bit;
-  o.p_trans_w = c.p_trans;
-  o.p_f_w = c.p_f;
-  o.bits_per_sample = c.bits_per_sample;
-  if (o.bits_per_sample == 0) {
-    // The papers' BPS: 8 bits per pixel value (28*28*1*8, 32*32*3*8) and
-    // 32 per tabular feature (11*8*4).
-    const double values = static_cast<double>(train.x[0].numel());
-    o.bits_per_sample = values * (train.is_image() ? 8 : 32);
-  }
-  return o;
+// BPS, the bits of one of `train`'s samples: cost.bits_per_sample, or when
+// that is 0 the papers' figure, which depends on the data: 8 bits per pixel
+// value (28*28*1*8, 32*32*3*8) and 32 per tabular feature (11*8*4).
+double BitsPerSample(const RunOptions::Cost& cost, const Dataset& train) {
+  if (cost.bits_per_sample != 0) return cost.bits_per_sample;
+  const double values = static_cast<double>(train.x[0].numel());
+  return values * (train.is_image() ? 8 : 32);
 }
 
 // The clients of a run as one process holds them: the plan (data,
@@ -74,9 +63,9 @@ std::shared_ptr<LocalClients> BuildClients(std::shared_ptr<RunPlan> plan, int th
 
   const ModelSpec spec = p.spec;
   const double model_bits = 32.0 * static_cast<double>(p.num_values);
-  const CostOptions cost_options = CostOptionsFrom(o.cost, p.data.train);
-  local->specs = DrawClientSpecs(n, cost_options, seed);
-  local->cost_model = std::make_unique<CostModel>(cost_options, model_bits);
+  local->specs = DrawClientSpecs(n, o.cost, seed);
+  local->cost_model =
+      std::make_unique<CostModel>(o.cost, BitsPerSample(o.cost, p.data.train), model_bits);
   const int epochs = static_cast<int>(o.train.epochs);
   if (p.strategy->WantedReports().profile) {
     const int64_t units = ProfiledUnits(*p.initial_model, p.data.train);  // q

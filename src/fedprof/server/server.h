@@ -19,6 +19,11 @@ class ModelReplicas;
 class Strategy;
 struct Dataset;
 
+// The round loop's options. Not one section but a merge of several (rounds,
+// seed, strategy.fraction, train.*, eval.*, report.progress and, with the
+// clients elsewhere, the deploy.* quorum), with `train` in the wire's terms:
+// a run's are made by ServerOptionsFrom (run/plan.h) alone; tests and
+// benchmarks set them directly.
 struct ServerOptions {
   int64_t rounds = 50;
   double fraction = 0.1;  // C

@@ -7,21 +7,22 @@
 
 namespace fedprof {
 
-std::vector<ClientSpec> DrawClientSpecs(int num_clients, const CostOptions& options,
+std::vector<ClientSpec> DrawClientSpecs(int num_clients, const RunOptions::Cost& options,
                                         uint64_t seed) {
   Rng rng = MakeRng(seed, Stream::kClientSpecs);
   std::vector<ClientSpec> specs(num_clients);
   for (auto& s : specs) {
-    const double speed = options.speed_mean_ghz + options.speed_sd_ghz * StandardNormal(rng);
-    const double bw = options.bandwidth_mean_mhz + options.bandwidth_sd_mhz * StandardNormal(rng);
-    s.speed_ghz = std::max(speed, 0.1 * options.speed_mean_ghz);
-    s.bandwidth_mhz = std::max(bw, 0.1 * options.bandwidth_mean_mhz);
+    const double speed = options.speed_mean + options.speed_sd * StandardNormal(rng);
+    const double bw = options.bandwidth_mean + options.bandwidth_sd * StandardNormal(rng);
+    s.speed_ghz = std::max(speed, 0.1 * options.speed_mean);
+    s.bandwidth_mhz = std::max(bw, 0.1 * options.bandwidth_mean);
   }
   return specs;
 }
 
-CostModel::CostModel(const CostOptions& options, double model_bits)
+CostModel::CostModel(const RunOptions::Cost& options, double bits_per_sample, double model_bits)
     : options_(options),
+      bits_per_sample_(bits_per_sample),
       model_bits_(model_bits),
       spectral_efficiency_(std::log2(1.0 + std::pow(10.0, options.snr_db / 10.0))) {}
 
@@ -38,7 +39,7 @@ ClientCost CostModel::Cost(const ClientSpec& spec, int64_t num_samples, int epoc
   c.comm_s = 3.0 * model_bits_ / down_bps;
   // Eq. 30: cycles for E epochs over the local data.
   const double epoch_s =
-      static_cast<double>(num_samples) * options_.bits_per_sample * options_.cycles_per_bit / hz;
+      static_cast<double>(num_samples) * bits_per_sample_ * options_.cycles_per_bit / hz;
   c.train_s = epochs * epoch_s;
   if (profiling != nullptr) {
     // Eq. 31: a forward pass costs as much as one epoch; the profile goes up
@@ -48,15 +49,15 @@ ClientCost CostModel::Cost(const ClientSpec& spec, int64_t num_samples, int epoc
     c.rp_down_s = profiling->download_bits / down_bps;
   }
   // Eqs. 32-34: P_f s^3 with s in GHz, so P_f is the power at 1 GHz.
-  const double compute_w = options_.p_f_w * spec.speed_ghz * spec.speed_ghz * spec.speed_ghz;
-  c.energy_j = options_.p_trans_w * (c.comm_s + c.rp_up_s + c.rp_down_s) +
+  const double compute_w = options_.p_f * spec.speed_ghz * spec.speed_ghz * spec.speed_ghz;
+  c.energy_j = options_.p_trans * (c.comm_s + c.rp_up_s + c.rp_down_s) +
                compute_w * (c.train_s + c.rp_gen_s);
   if (session != nullptr) {
     // Priced as the model's own transfer and training are (Eqs. 29, 30, 32-34).
     const double transfer_s = session->upload_bits / (0.5 * down_bps) + session->download_bits / down_bps;
     const double work_s = session->cycles / hz;
     c.secagg_s = transfer_s + work_s;
-    c.energy_j += options_.p_trans_w * transfer_s + compute_w * work_s;
+    c.energy_j += options_.p_trans * transfer_s + compute_w * work_s;
   }
   return c;
 }

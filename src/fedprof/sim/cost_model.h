@@ -4,23 +4,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "fedprof/config/run_options.h"
+
 namespace fedprof {
 
-// The time/energy cost model of the FedProf papers (Eqs. 27-34).
-// Units: speed in GHz, bandwidth in MHz, SNR in dB (converted to linear),
-// sizes in bits, times in seconds, energy in joules. Shannon capacity uses
-// log base 2: a link of bw MHz carries bw * 1e6 * log2(1 + SNR) bits/s.
-struct CostOptions {
-  double speed_mean_ghz = 1.0;
-  double speed_sd_ghz = 0.2;
-  double bandwidth_mean_mhz = 1.0;
-  double bandwidth_sd_mhz = 0.3;
-  double snr_db = 10;
-  double bits_per_sample = 28 * 28 * 8;  // BPS
-  double cycles_per_bit = 400;           // CPB
-  double p_trans_w = 0.75;               // transmitter power
-  double p_f_w = 0.7;                    // processor power at 1 GHz
-};
+// The time/energy cost model of the FedProf papers (Eqs. 27-34), on the
+// cost.* options (RunOptions::Cost). Units: speed in GHz, bandwidth in MHz,
+// SNR in dB (converted to linear), sizes in bits, times in seconds, energy
+// in joules, powers in W (P_f at 1 GHz). Shannon capacity uses log base 2:
+// a link of bw MHz carries bw * 1e6 * log2(1 + SNR) bits/s.
 
 struct ClientSpec {
   double speed_ghz = 1;      // s_k
@@ -30,7 +22,7 @@ struct ClientSpec {
 // s_k ~ Normal(speed_mean, speed_sd^2), bw_k ~ Normal(bandwidth_mean,
 // bandwidth_sd^2), seeded. A draw below 10% of its mean is raised to 10% of
 // the mean: the normal model allows non-positive speeds, devices do not.
-std::vector<ClientSpec> DrawClientSpecs(int num_clients, const CostOptions& options,
+std::vector<ClientSpec> DrawClientSpecs(int num_clients, const RunOptions::Cost& options,
                                         uint64_t seed);
 
 // One client's costs for one round.
@@ -74,8 +66,10 @@ ProfilingLoad SecureProfiling(int64_t units, int key_bits, double cycles_per_uni
 
 class CostModel {
  public:
-  // model_bits: msize, the model's size on the wire.
-  CostModel(const CostOptions& options, double model_bits);
+  // bits_per_sample: BPS, cost.bits_per_sample or, when that is 0, a
+  // figure of the data's (run/simulation.cc); model_bits: msize, the
+  // model's size on the wire.
+  CostModel(const RunOptions::Cost& options, double bits_per_sample, double model_bits);
 
   // `profiling` adds the profiling costs (T_RP, E_RP); `session` a secure
   // aggregation session's.
@@ -86,7 +80,8 @@ class CostModel {
   double DownlinkBitsPerSecond(const ClientSpec& spec) const;
 
  private:
-  CostOptions options_;
+  RunOptions::Cost options_;
+  double bits_per_sample_;
   double model_bits_;
   double spectral_efficiency_;  // log2(1 + SNR_linear)
 };

@@ -4,16 +4,22 @@
 
 #include <cmath>
 
+#include "fedprof/config/config.h"
+
 namespace fedprof {
 namespace {
 
+// The cost.* options at their defaults (the option table's).
+RunOptions::Cost DefaultCost() { return Config().options().cost; }
+
+constexpr double kMnistBitsPerSample = 28 * 28 * 8;  // BPS of a 28x28 image
+
 TEST(CostModelTest, MatchesEquations29To34) {
-  CostOptions o;
+  RunOptions::Cost o = DefaultCost();
   o.snr_db = 10;  // linear 10, log2(11) bits/s/Hz
-  o.bits_per_sample = 28 * 28 * 8;
   o.cycles_per_bit = 400;
   const double model_bits = 61706 * 32.0;
-  const CostModel model(o, model_bits);
+  const CostModel model(o, kMnistBitsPerSample, model_bits);
   const ClientSpec spec{2.0, 0.5};
   const ProfilingLoad plain = PlainProfiling(120);
   const ClientCost c = model.Cost(spec, 600, 5, &plain);
@@ -34,8 +40,8 @@ TEST(CostModelTest, ProfilingCostIsInTheOrderOfThePapersTable4) {
   // EMNIST setup (Table 5): 500 clients of ~560 samples, K = 25, LeNet-5,
   // s ~ N(1, 0.2^2) GHz, bw ~ N(1, 0.3^2) MHz. The papers report 1.340 s and
   // 6.74e-3 Wh of profiling per round (Table 4).
-  CostOptions o;
-  const CostModel model(o, 61706 * 32.0);
+  const RunOptions::Cost o = DefaultCost();
+  const CostModel model(o, kMnistBitsPerSample, 61706 * 32.0);
   const auto specs = DrawClientSpecs(25, o, 1);
   const ProfilingLoad plain = PlainProfiling(120);
   double max_rp = 0, energy_rp = 0;
@@ -55,8 +61,8 @@ TEST(CostModelTest, ProfilingCostIsInTheOrderOfThePapersTable4) {
 // comes down, one ciphertext goes up, and the client's homomorphic work adds
 // to T_RPgen; all of it shows in time and energy.
 TEST(CostModelTest, SecureMatchingAddsItsTransfersAndWork) {
-  CostOptions o;
-  const CostModel model(o, 61706 * 32.0);
+  const RunOptions::Cost o = DefaultCost();
+  const CostModel model(o, kMnistBitsPerSample, 61706 * 32.0);
   const ClientSpec spec{1.0, 1.0};
   const ProfilingLoad plain = PlainProfiling(120);
   const ProfilingLoad secure = SecureProfiling(120, 2048);
@@ -74,8 +80,8 @@ TEST(CostModelTest, SecureMatchingAddsItsTransfersAndWork) {
 }
 
 TEST(CostModelTest, ASecureAggregationSessionIsPricedAsTransfersAndWork) {
-  CostOptions o;
-  const CostModel model(o, 61706 * 32.0);
+  const RunOptions::Cost o = DefaultCost();
+  const CostModel model(o, kMnistBitsPerSample, 61706 * 32.0);
   const ClientSpec spec{2.0, 0.5};
   const SessionLoad session{8e6, 2e6, 3e8};
   const ClientCost bare = model.Cost(spec, 600, 1);
@@ -88,11 +94,11 @@ TEST(CostModelTest, ASecureAggregationSessionIsPricedAsTransfersAndWork) {
 }
 
 TEST(CostModelTest, ClientSpecsFollowTheConfiguredNormals) {
-  CostOptions o;
-  o.speed_mean_ghz = 3.0;
-  o.speed_sd_ghz = 0.4;
-  o.bandwidth_mean_mhz = 2.0;
-  o.bandwidth_sd_mhz = 0.2;
+  RunOptions::Cost o = DefaultCost();
+  o.speed_mean = 3.0;
+  o.speed_sd = 0.4;
+  o.bandwidth_mean = 2.0;
+  o.bandwidth_sd = 0.2;
   const auto specs = DrawClientSpecs(20000, o, 5);
   double s = 0, s2 = 0, b = 0;
   for (const auto& c : specs) {
@@ -106,7 +112,7 @@ TEST(CostModelTest, ClientSpecsFollowTheConfiguredNormals) {
   EXPECT_NEAR(b / n, 2.0, 0.01);
   EXPECT_EQ(DrawClientSpecs(10, o, 5)[3].speed_ghz, specs[3].speed_ghz);
   // Draws never fall to zero or below.
-  o.speed_sd_ghz = 5;
+  o.speed_sd = 5;
   for (const auto& c : DrawClientSpecs(1000, o, 6)) EXPECT_GE(c.speed_ghz, 0.3);
 }
 

@@ -138,16 +138,11 @@ TrainTest LoadData(const RunOptions::Data& options, uint64_t seed) {
 }
 
 Population::Population(const Dataset& train, const RunOptions& options)
-    : train_(train), seed_(static_cast<uint64_t>(options.seed)) {
+    : train_(train), seed_(static_cast<uint64_t>(options.seed)), quality_(options.quality) {
   const int n = static_cast<int>(options.clients.count);
-  PartitionOptions p;
-  const std::string& kind = options.partition.kind;
-  p.kind = kind == "iid" ? PartitionKind::kIid : PartitionKind::kDominant;
-  p.dominant_share = options.partition.dominant_share;
-  p.size_mean = options.partition.size_mean;
-  p.size_sd = options.partition.size_sd;
-  const bool dominant = kind == "dominant" || kind == "sampled_dominant";
-  if (dominant && train.is_regression()) {
+  const RunOptions::Partition& partition = options.partition;
+  const std::string& kind = partition.kind;
+  if (DominantClasses(partition) && train.is_regression()) {
     throw Error("partition.kind: '" + kind + "' needs class labels; regression data takes 'iid' "
                 "or 'sampled'");
   }
@@ -157,24 +152,15 @@ Population::Population(const Dataset& train, const RunOptions& options)
     labels.assign(y.data_ptr<int64_t>(), y.data_ptr<int64_t>() + y.numel());
   }
   sizes_.resize(n);
-  if (kind == "sampled" || kind == "sampled_dominant") {
+  if (SampledClients(partition)) {
     sampled_ = std::make_unique<SampledPartition>(labels, train.size(), train.num_classes,
-                                                  dominant, p, seed_);
+                                                  partition, seed_);
     for (int k = 0; k < n; ++k) sizes_[k] = static_cast<int32_t>(sampled_->Size(k));
   } else {
-    parts_ = Partition(labels, train.size(), train.num_classes, n, p, seed_);
+    parts_ = Partition(labels, train.size(), train.num_classes, n, partition, seed_);
     for (int k = 0; k < n; ++k) sizes_[k] = static_cast<int32_t>(parts_[k].size());
   }
 
-  quality_.irrelevant = options.quality.irrelevant;
-  quality_.blurred = options.quality.blurred;
-  quality_.salt_pepper = options.quality.salt_pepper;
-  quality_.gaussian_noise = options.quality.gaussian_noise;
-  quality_.polluted = options.quality.polluted;
-  quality_.blur_sigma = options.quality.blur_sigma;
-  quality_.sp_density = options.quality.sp_density;
-  quality_.noise_sigma = options.quality.noise_sigma;
-  quality_.pollute_share = options.quality.pollute_share;
   const bool images = train.is_image();
   if (!images && (quality_.irrelevant > 0 || quality_.blurred > 0 || quality_.salt_pepper > 0)) {
     throw Error("quality.irrelevant/blurred/salt_pepper: these scenarios need image data");
@@ -185,7 +171,7 @@ Population::Population(const Dataset& train, const RunOptions& options)
   kinds_ = AssignDataKinds(n, quality_, seed_);
   attacks_ = MakeAttackPlan(options.attack, options.seed, n);
 
-  const std::string& source = options.quality.irrelevant_source;
+  const std::string& source = quality_.irrelevant_source;
   if (quality_.irrelevant > 0 && source != "synthetic") {
     irrelevant_source_ = LoadIdxSet(source, "", "", /*train=*/true);
     if (irrelevant_source_.x.sizes().slice(1) != train.x.sizes().slice(1)) {

@@ -77,7 +77,7 @@ class Population {
  private:
   Dataset train_;
   uint64_t seed_;
-  QualityOptions quality_;
+  RunOptions::Quality quality_;
   Dataset irrelevant_source_;
   std::vector<DataKind> kinds_;
   AttackPlan attacks_;

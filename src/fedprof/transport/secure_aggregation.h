@@ -24,6 +24,10 @@
 
 namespace fedprof {
 
+// A run's secure aggregation in the sessions' terms: secagg.* as secagg/
+// takes it (a parsed Protocol, a Tolerance) merged with the run's seed and
+// report.progress. A deployment's server holds one too. A run's is made by
+// SecureAggregationFrom (run/plan.h) alone.
 struct SecureAggregationOptions {
   secagg::Protocol protocol = secagg::Protocol::kSecAggPlus;
   secagg::Tolerance tolerance;
