@@ -43,7 +43,8 @@ void AddMonitorOptions(CLI::App* sub, MonitorArgs* args);
 // The same options as arguments, for a command started by this one.
 std::vector<std::string> MonitorArgv(const MonitorArgs& args);
 // The monitor the arguments ask for (it serves until destroyed), or null
-// without --monitor; `mode` is the command (simulate, compare, server).
+// without --monitor; `mode` is the command (simulate, compare, server). The
+// command hands it to the run it starts as the run's observer.
 std::unique_ptr<RunMonitor> StartMonitor(const MonitorArgs& args, const std::string& mode);
 
 // runs/<config stem>[-<kind>]-<local time>: where outputs go without --out.

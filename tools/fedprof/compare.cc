@@ -116,7 +116,7 @@ Runner AddCompare(CLI::App& app) {
     const std::unique_ptr<RunMonitor> monitor = StartMonitor(args->monitor, "compare");
     std::string table;
     if (jobs == 1) {
-      table = RunComparison(config, strategies, args->seeds, out);
+      table = RunComparison(config, strategies, args->seeds, out, monitor.get());
     } else {
       const std::vector<PlannedRun> runs = PlanComparison(config, strategies, args->seeds, out);
       const int threads = config.options().threads > 0 ? static_cast<int>(config.options().threads) : cores;

@@ -64,7 +64,7 @@ Runner AddServer(CLI::App& app) {
       if (!args->config.empty() || !args->out.empty()) {
         throw Error("--resume DIR: takes its config from DIR; drop --config and --out");
       }
-      ResumeServer(args->resume, args->sets, args->serve);
+      ResumeServer(args->resume, args->sets, args->serve, monitor_server.get());
       std::printf("outputs in %s\n", args->resume.c_str());
       return;
     }
@@ -72,7 +72,7 @@ Runner AddServer(CLI::App& app) {
     if (!args->config.empty()) config.MergeTomlFile(args->config);
     for (const auto& s : args->sets) config.SetAssignment(s);
     const std::string out = args->out.empty() ? DefaultOutDir(args->config, "server") : args->out;
-    RunServer(config, out, args->serve);
+    RunServer(config, out, args->serve, monitor_server.get());
     std::printf("outputs in %s (metrics.csv, clients.csv, summary.json, config.toml)\n",
                 out.c_str());
   };
@@ -160,7 +160,7 @@ Runner AddRelay(CLI::App& app) {
   return [args] {
     // Its clients connected, their results passed on or refused, bytes moved.
     const std::unique_ptr<RunMonitor> monitor = StartMonitor(args->monitor, "relay");
-    RunRelay(args->relay);
+    RunRelay(args->relay, monitor.get());
   };
 }
 

@@ -64,7 +64,7 @@ Runner AddSimulate(CLI::App& app) {
       if (!args->config.empty() || !args->out.empty()) {
         throw Error("--resume DIR: takes its config from DIR; drop --config and --out");
       }
-      ResumeSimulation(args->resume, args->sets);
+      ResumeSimulation(args->resume, args->sets, monitor.get());
       std::printf("outputs in %s\n", args->resume.c_str());
       return;
     }
@@ -72,7 +72,7 @@ Runner AddSimulate(CLI::App& app) {
     if (!args->config.empty()) config.MergeTomlFile(args->config);
     for (const auto& s : args->sets) config.SetAssignment(s);
     const std::string out = args->out.empty() ? DefaultOutDir(args->config) : args->out;
-    RunSimulation(config, out);
+    RunSimulation(config, out, monitor.get());
     std::printf("outputs in %s (metrics.csv, clients.csv, summary.json, config.toml)\n",
                 out.c_str());
   };

@@ -1,15 +1,16 @@
 #include "fedprof/deploy/refusal_log.h"
 
 #include "fedprof/core/log.h"
-#include "fedprof/monitor/monitor.h"
+#include "fedprof/core/run_observer.h"
 
 namespace fedprof {
 
 RefusalLog::RefusalLog(double window_s, std::function<void(const std::string&)> write,
-                       std::function<Clock::time_point()> now)
+                       std::function<Clock::time_point()> now, RunObserver* observer)
     : window_s_(window_s),
       write_(write ? std::move(write) : [](const std::string& line) { LogWarning(line); }),
-      now_(now ? std::move(now) : [] { return Clock::now(); }) {}
+      now_(now ? std::move(now) : [] { return Clock::now(); }),
+      observer_(observer) {}
 
 RefusalLog::~RefusalLog() { Flush(/*everything=*/true); }
 
@@ -18,7 +19,7 @@ void RefusalLog::Refuse(const std::string& who, const std::string& kind, const s
   const Clock::time_point now = now_();
   FlushLocked(false, now);
   ++total_;
-  if (RunMonitor* monitor = RunMonitor::Active()) monitor->AddTransportRefusal(who, kind);
+  if (observer_) observer_->AddTransportRefusal(who, kind);
   const auto key = std::make_pair(who, kind);
   const auto it = windows_.find(key);
   if (it != windows_.end()) {

@@ -11,6 +11,8 @@
 
 namespace fedprof {
 
+class RunObserver;
+
 // The server's record of what it refused from its peers, one warning line
 // per refusal, named by who sent it ("client 3", or the peer's address when
 // no certificate named a client), but never a flood: after the first
@@ -23,9 +25,10 @@ class RefusalLog {
   using Clock = std::chrono::steady_clock;
 
   // `write` takes each line (LogWarning by default); `now` is the clock
-  // (tests give their own).
+  // (tests give their own); `observer` (null: none) counts every refusal.
   explicit RefusalLog(double window_s = 10, std::function<void(const std::string&)> write = {},
-                      std::function<Clock::time_point()> now = {});
+                      std::function<Clock::time_point()> now = {}, RunObserver* observer = nullptr);
+  explicit RefusalLog(RunObserver* observer) : RefusalLog(10, {}, {}, observer) {}
   // Writes every count still pending.
   ~RefusalLog();
 
@@ -52,6 +55,7 @@ class RefusalLog {
   const double window_s_;
   const std::function<void(const std::string&)> write_;
   const std::function<Clock::time_point()> now_;
+  RunObserver* const observer_;
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, std::string>, Window> windows_;  // by (who, kind)
   int64_t total_ = 0;

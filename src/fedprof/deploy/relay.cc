@@ -18,7 +18,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
-#include "fedprof/monitor/monitor.h"
+#include "fedprof/core/run_observer.h"
 #include "fedprof/deploy/backoff.h"
 #include "fedprof/deploy/calls.h"
 #include "fedprof/deploy/model_chunks.h"
@@ -34,10 +34,11 @@ namespace {
 
 class Relay {
  public:
-  Relay(const GrpcRelayOptions& options, RelayCheck check)
+  Relay(const GrpcRelayOptions& options, RelayCheck check, RunObserver* observer)
       : options_(options),
         check_(std::move(check)),
         name_("relay " + std::to_string(options.id)),
+        observer_(observer),
         backoff_(options.give_up_s) {
     channel_ = grpc::CreateCustomChannel(
         options.server, ClientCredentials(options.tls_dir, "relay-" + std::to_string(options.id)),
@@ -143,7 +144,7 @@ class Relay {
     o.max_samples = std::clamp<int64_t>(reply.max_samples(), 1, kMaxModelSumWeight);
     num_params_ = static_cast<size_t>(setup.num_params());
     chunk_bytes_ = o.chunk_bytes;
-    clients_ = std::make_unique<GrpcTransport>(o);
+    clients_ = std::make_unique<GrpcTransport>(o, observer_);
     LogProgress("fedprof " + name_ + ": listening on " + clients_->address() + " for clients" +
                 (options_.tls_dir.empty() ? " (INSECURE)" : " (mutual TLS)") + ", relaying to " +
                 options_.server);
@@ -269,9 +270,7 @@ class Relay {
       const grpc::Status status = stub_->RelayResult(&context, request, &reply);
       if (why.empty() && !status.ok()) why = "the server did not take it: " + Said(status);
       if (why.empty() && !reply.accepted()) why = Printable(reply.reason(), 400);
-      if (RunMonitor* monitor = RunMonitor::Active()) {
-        monitor->AddResult(id, why.empty(), r.timed_out, why, r.cost.time_s);
-      }
+      if (observer_) observer_->AddResult(id, why.empty(), r.timed_out, why, r.cost.time_s);
       if (!why.empty()) return why;
       if (r.ok && trained) {
         sum.Add(r.params, r.num_samples);
@@ -344,6 +343,7 @@ class Relay {
   const GrpcRelayOptions options_;
   const RelayCheck check_;
   const std::string name_;
+  RunObserver* const observer_;  // --monitor's, or null
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::Federation::Stub> stub_;
   std::unique_ptr<GrpcTransport> clients_;  // the relay's server for its clients
@@ -363,9 +363,9 @@ class Relay {
 
 }  // namespace
 
-void RunGrpcRelay(const GrpcRelayOptions& options, const RelayCheck& check) {
+void RunGrpcRelay(const GrpcRelayOptions& options, const RelayCheck& check, RunObserver* observer) {
   if (options.id < 0) throw Error("--id: a relay id >= 0 is required");
-  Relay relay(options, check);
+  Relay relay(options, check, observer);
   relay.Run();
 }
 

@@ -9,6 +9,8 @@
 
 namespace fedprof {
 
+class RunObserver;
+
 struct GrpcRelayOptions {
   std::string server;   // the server's HOST:PORT
   std::string listen = "127.0.0.1:50052";  // where the relay's clients connect; port 0: any free one
@@ -32,8 +34,10 @@ using RelayCheck = std::function<std::string(const FitResult& result, size_t num
 // model for the server's verdict, and sends up one exact partial sum of the
 // accepted models per batch (aggregation/model_sum.h: a tree of relays
 // gives the flat server's model bit for bit). Throws fedprof::Error when the
-// server refuses the relay or stays unreachable for give_up_s.
-void RunGrpcRelay(const GrpcRelayOptions& options, const RelayCheck& check);
+// server refuses the relay or stays unreachable for give_up_s. `observer`
+// (null: none) hears of its clients, their results and its refusals.
+void RunGrpcRelay(const GrpcRelayOptions& options, const RelayCheck& check,
+                  RunObserver* observer = nullptr);
 
 }  // namespace fedprof
 

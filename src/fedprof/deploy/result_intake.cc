@@ -4,7 +4,7 @@
 
 #include "fedprof/core/text.h"
 #include "fedprof/deploy/tls.h"
-#include "fedprof/monitor/monitor.h"
+#include "fedprof/core/run_observer.h"
 #include "fedprof/protocol/wire.h"
 
 namespace fedprof::deploy {

@@ -3,7 +3,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
-#include "fedprof/monitor/monitor.h"
+#include "fedprof/core/run_observer.h"
 #include "fedprof/protocol/wire.h"
 
 namespace fedprof::deploy {

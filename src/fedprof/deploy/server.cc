@@ -9,6 +9,7 @@
 #include "federation.grpc.pb.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
+#include "fedprof/core/run_observer.h"
 #include "fedprof/core/text.h"
 #include "fedprof/deploy/admission.h"
 #include "fedprof/deploy/client_registry.h"
@@ -18,7 +19,6 @@
 #include "fedprof/deploy/server_state.h"
 #include "fedprof/deploy/task_streams.h"
 #include "fedprof/deploy/tls.h"
-#include "fedprof/monitor/monitor.h"
 #include "fedprof/protocol/wire.h"
 
 namespace fedprof::deploy {
@@ -61,8 +61,8 @@ void ServerState::Tidy() {
 // the round's secure aggregation session (SecAgg), the relay hub (Relay*).
 class FederationServer : public pb::Federation::CallbackService {
  public:
-  explicit FederationServer(const GrpcServerOptions& options)
-      : state_(options, RunMonitor::Active()),
+  FederationServer(const GrpcServerOptions& options, RunObserver* observer)
+      : state_(options, observer),
         // The clients' keys as issued with their certificates.
         registry_(&state_, options.secure_aggregation && !options.tls_dir.empty()
                                ? SecAggRoster(options.tls_dir)
@@ -393,7 +393,8 @@ class GrpcTransport::Impl final : public deploy::FederationServer {
   using FederationServer::FederationServer;
 };
 
-GrpcTransport::GrpcTransport(const GrpcServerOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+GrpcTransport::GrpcTransport(const GrpcServerOptions& options, RunObserver* observer)
+    : impl_(std::make_unique<Impl>(options, observer)) {}
 GrpcTransport::~GrpcTransport() = default;
 std::string GrpcTransport::address() const { return impl_->address(); }
 int GrpcTransport::num_clients() const { return impl_->options().num_clients; }

@@ -14,6 +14,8 @@
 
 namespace fedprof {
 
+class RunObserver;
+
 struct GrpcServerOptions {
   std::string listen = "127.0.0.1:50051";  // HOST:PORT; port 0 picks a free one
   // Directory of ca.crt, server.crt and server.key (scripts/make-certs.sh):
@@ -85,8 +87,9 @@ struct GrpcServerOptions {
 class GrpcTransport : public Transport {
  public:
   // Starts serving. Throws fedprof::Error when the address cannot be bound
-  // or the TLS files cannot be read.
-  explicit GrpcTransport(const GrpcServerOptions& options);
+  // or the TLS files cannot be read. `observer` (null: none) hears of the
+  // connected clients, the bytes moved and the requests refused.
+  explicit GrpcTransport(const GrpcServerOptions& options, RunObserver* observer = nullptr);
   ~GrpcTransport() override;
 
   // HOST:PORT actually bound.

@@ -27,7 +27,7 @@
 #include "fedprof/deploy/server.h"
 
 namespace fedprof {
-class RunMonitor;
+class RunObserver;
 }
 
 namespace fedprof::deploy {
@@ -35,7 +35,7 @@ namespace fedprof::deploy {
 namespace pb = federation::v1;
 
 struct ServerState {
-  ServerState(const GrpcServerOptions& o, RunMonitor* m) : options(o), monitor(m) {}
+  ServerState(const GrpcServerOptions& o, RunObserver* m) : options(o), monitor(m), refusals(m) {}
 
   bool tls() const { return !options.tls_dir.empty(); }
   // The largest message of any call: a model chunk, or a result header.
@@ -52,7 +52,7 @@ struct ServerState {
   void Tidy();
 
   const GrpcServerOptions options;
-  RunMonitor* const monitor;  // --monitor's, or null
+  RunObserver* const monitor;  // the run's observer (--monitor), or null
   RefusalLog refusals;
 
   mutable std::mutex mutex;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "fedprof/monitor/monitor.h"
+#include "fedprof/core/run_observer.h"
 #include "fedprof/protocol/wire.h"
 
 namespace fedprof::deploy {
@@ -65,7 +65,7 @@ void ModelStream<Chunk>::WriteNext() {
     return;
   }
   if (at >= 2) sent_bytes_ += message->params().size();
-  if (RunMonitor* monitor = streams_->state().monitor) {
+  if (RunObserver* monitor = streams_->state().monitor) {
     monitor->AddBytes(0, static_cast<int64_t>(header_.ByteSizeLong() + sent_bytes_));
   }
   this->StartWriteAndFinish(message, grpc::WriteOptions(), grpc::Status::OK);

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <ctime>
@@ -22,8 +21,6 @@
 
 namespace fedprof {
 namespace {
-
-std::atomic<RunMonitor*> g_active{nullptr};
 
 // Rounds and refusals the dashboard keeps; older ones fall off.
 constexpr size_t kHistoryRounds = 5000;
@@ -212,10 +209,6 @@ RunMonitor::RunMonitor(const MonitorOptions& options)
     return Render(*copy, /*metrics=*/false);
   };
   http_ = std::make_unique<MonitorHttpServer>(host, port, options.tls_dir, std::move(handlers));
-  RunMonitor* expected = nullptr;
-  if (!g_active.compare_exchange_strong(expected, this)) {
-    throw Error("--monitor: this process already has a monitor");
-  }
   sampler_ = std::thread([this] {
     std::unique_lock<std::mutex> lock(stop_mu_);
     while (!stopping_) {
@@ -236,11 +229,8 @@ RunMonitor::~RunMonitor() {
   }
   stop_cv_.notify_all();
   if (sampler_.joinable()) sampler_.join();
-  g_active.store(nullptr);
   http_.reset();
 }
-
-RunMonitor* RunMonitor::Active() { return g_active.load(std::memory_order_acquire); }
 
 std::string RunMonitor::url() const { return http_->url(); }
 
@@ -264,7 +254,7 @@ void RunMonitor::SetConnectedSource(std::function<int()> source) {
   connected_source_ = std::move(source);
 }
 
-void RunMonitor::BeginRun(const MonitorRunInfo& info) {
+void RunMonitor::BeginRun(const RunStartInfo& info) {
   std::lock_guard<std::mutex> lock(mu_);
   State& s = *state_;
   s.run_id = info.run_id;
@@ -360,27 +350,6 @@ void RunMonitor::AddTransportRefusal(const std::string& who, const std::string& 
   const std::string reason = ReasonLabel(kind);
   state_->CountRefusal("transport", reason);
   state_->Remember({UnixNow(), state_->round + 1, Printable(who), "transport", reason});
-}
-
-PhaseTimer::PhaseTimer(const char* phase) : monitor_(RunMonitor::Active()) {
-  if (monitor_) {
-    phase_ = phase;
-    start_ = std::chrono::steady_clock::now();
-  }
-}
-
-void PhaseTimer::Next(const char* phase) {
-  Stop();
-  if (monitor_) {
-    phase_ = phase;
-    start_ = std::chrono::steady_clock::now();
-  }
-}
-
-void PhaseTimer::Stop() {
-  if (!monitor_ || !phase_) return;
-  monitor_->AddPhase(phase_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
-  phase_ = nullptr;
 }
 
 std::string RunMonitor::MetricsText() const {

@@ -3,11 +3,13 @@
 
 // Watching a run while it runs (`--monitor HOST:PORT`): an HTTP server
 // (cpp-httplib) serving /metrics (Prometheus text), /status (JSON),
-// /healthz and / (a live dashboard). The round loop and the transports only
-// publish into it: each call takes a short lock, updates counters and
-// returns; the HTTP threads copy what was published under the same lock and
-// render and send outside it, so no HTTP peer, however slow, holds up a
-// round. Nothing published names a key, a certificate or a client's data.
+// /healthz and / (a live dashboard). It is the run's observer
+// (core/run_observer.h), handed to the round loop and the transports by the
+// command that starts it; they only publish into it: each call takes a
+// short lock, updates counters and returns; the HTTP threads copy what was
+// published under the same lock and render and send outside it, so no HTTP
+// peer, however slow, holds up a round. Nothing published names a key, a
+// certificate or a client's data.
 
 #include <chrono>
 #include <condition_variable>
@@ -20,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "fedprof/core/run_observer.h"
 #include "fedprof/report/metrics.h"
 
 namespace fedprof {
@@ -36,59 +39,34 @@ struct MonitorOptions {
 // HOST:PORT, or that is not loopback without a token file.
 void CheckMonitorOptions(const MonitorOptions& options);
 
-// What a run tells the monitor when it starts.
-struct MonitorRunInfo {
-  std::string run_id;         // its output directory
-  std::string config_digest;  // Config::Fingerprint()
-  int64_t rounds = 0;         // planned
-  int64_t first_round = 1;    // > 1 when resumed
-  int num_clients = 0;
-  std::vector<std::string> client_kinds;  // data kind by client id (simulation), or empty
-};
-
 class MonitorHttpServer;
 
-class RunMonitor {
+class RunMonitor final : public RunObserver {
  public:
   // Binds and starts serving; throws fedprof::Error when the address cannot
-  // be bound, the token or TLS files cannot be read. Becomes Active().
+  // be bound, the token or TLS files cannot be read.
   explicit RunMonitor(const MonitorOptions& options);
-  ~RunMonitor();
+  ~RunMonitor() override;
   RunMonitor(const RunMonitor&) = delete;
   RunMonitor& operator=(const RunMonitor&) = delete;
-
-  // The monitor of this process, or null when it runs without --monitor.
-  static RunMonitor* Active();
 
   // http(s)://HOST:PORT/ actually bound.
   std::string url() const;
 
-  // --- Published by the round loop.
-  void BeginRun(const MonitorRunInfo& info);
-  // Ends the current run: finished when `error` is empty, else failed.
-  void EndRun(const std::string& error = "");
-  // Time spent in one phase of the current round (select, train,
-  // aggregate, evaluate, outputs).
-  void AddPhase(const std::string& phase, double seconds);
-  // One client's result: returned, refused (with why) or timed out; its
-  // round time as its cost reports it.
+  // --- RunObserver: published by the round loop and the transports. The
+  // connected-client count's source is sampled once a second by the
+  // monitor's own thread.
+  void BeginRun(const RunStartInfo& info) override;
+  void EndRun(const std::string& error) override;
+  void AddPhase(const std::string& phase, double seconds) override;
   void AddResult(int client_id, bool used, bool timed_out, const std::string& why,
-                 double client_seconds);
-  // A completed round: its metrics, the times each client has been
-  // selected so far and the scores behind its selection (may be empty).
+                 double client_seconds) override;
   void EndRound(const RoundMetrics& metrics, const std::vector<int64_t>& times_selected,
-                const std::vector<double>& scores);
-  // Time spent on secure matching (Paillier) or secure aggregation.
-  void AddSecureTime(const std::string& what, double seconds);
-
-  // --- Published by the transports.
-  // A source of the connected-client count, sampled once a second by the
-  // monitor's own thread; an empty function removes it (call before the
-  // source is destroyed).
-  void SetConnectedSource(std::function<int()> source);
-  void AddBytes(int64_t received, int64_t sent);
-  // A request the transport refused (`kind`: a short fixed phrase).
-  void AddTransportRefusal(const std::string& who, const std::string& kind);
+                const std::vector<double>& scores) override;
+  void AddSecureTime(const std::string& what, double seconds) override;
+  void SetConnectedSource(std::function<int()> source) override;
+  void AddBytes(int64_t received, int64_t sent) override;
+  void AddTransportRefusal(const std::string& who, const std::string& kind) override;
 
   // --- Read by the HTTP side (and tests).
   std::string MetricsText() const;
@@ -110,45 +88,6 @@ class RunMonitor {
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
-};
-
-// Adds the wall time of the round loop's phases to the active monitor's
-// round-time breakdown (nothing without a monitor): the time from
-// construction (or the last Next) goes to the phase named then.
-class PhaseTimer {
- public:
-  explicit PhaseTimer(const char* phase);
-  ~PhaseTimer() { Stop(); }
-  PhaseTimer(const PhaseTimer&) = delete;
-  PhaseTimer& operator=(const PhaseTimer&) = delete;
-  void Next(const char* phase);
-  void Stop();
-
- private:
-  RunMonitor* monitor_;
-  const char* phase_ = nullptr;
-  std::chrono::steady_clock::time_point start_;
-};
-
-// Adds the wall time of its scope to the active monitor's secure-protocol
-// time under `protocol` (nothing without a monitor).
-class SecureTimer {
- public:
-  explicit SecureTimer(const char* protocol)
-      : monitor_(RunMonitor::Active()), protocol_(protocol), start_(std::chrono::steady_clock::now()) {}
-  ~SecureTimer() {
-    if (monitor_) {
-      monitor_->AddSecureTime(protocol_, std::chrono::duration<double>(
-                                             std::chrono::steady_clock::now() - start_).count());
-    }
-  }
-  SecureTimer(const SecureTimer&) = delete;
-  SecureTimer& operator=(const SecureTimer&) = delete;
-
- private:
-  RunMonitor* monitor_;
-  const char* protocol_;
-  std::chrono::steady_clock::time_point start_;
 };
 
 // The label a refusal's reason is counted under: its words up to the first

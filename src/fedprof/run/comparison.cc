@@ -57,13 +57,13 @@ std::vector<PlannedRun> PlanComparison(const Config& base, const std::vector<std
 }
 
 std::string RunComparison(const Config& base, const std::vector<std::string>& strategies,
-                          int seeds, const std::string& out_dir) {
+                          int seeds, const std::string& out_dir, RunObserver* observer) {
   std::vector<RunRecord> records;
   for (const PlannedRun& run : PlanComparison(base, strategies, seeds, out_dir)) {
     std::printf("== %s, seed %lld -> %s\n", run.record.label.c_str(),
                 static_cast<long long>(run.record.seed), run.record.dir.c_str());
     std::fflush(stdout);
-    RunSimulation(run.config, run.record.dir);
+    RunSimulation(run.config, run.record.dir, observer);
     records.push_back(run.record);
   }
   return WriteComparison(records, base.options().report.target, out_dir);

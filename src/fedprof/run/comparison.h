@@ -12,6 +12,8 @@
 
 namespace fedprof {
 
+class RunObserver;
+
 // The runs of a comparison, validated, with each one's config and folder
 // (its config.toml is written there), for a caller that runs them itself,
 // e.g. as concurrent processes; then WriteComparison (report/comparison.h)
@@ -30,10 +32,11 @@ struct PlannedRun {
 std::vector<PlannedRun> PlanComparison(const Config& base, const std::vector<std::string>& strategies,
                                        int seeds, const std::string& out_dir);
 
-// Runs the planned runs one after the other in this process, then writes
-// the comparison. Returns its Markdown table.
+// Runs the planned runs one after the other in this process, each watched
+// by `observer` (null: none), then writes the comparison. Returns its
+// Markdown table.
 std::string RunComparison(const Config& base, const std::vector<std::string>& strategies,
-                          int seeds, const std::string& out_dir);
+                          int seeds, const std::string& out_dir, RunObserver* observer = nullptr);
 
 }  // namespace fedprof
 

@@ -43,10 +43,11 @@ void CheckSecurity(const std::string& flag, const std::string& address, const st
              " can join as any client and read the model. For loopback experiments only.");
 }
 
-void Serve(RunStart start, const std::string& out_dir, const ServeOptions& serve) {
+void Serve(RunStart start, const std::string& out_dir, const ServeOptions& serve,
+           RunObserver* observer) {
   CheckSecurity("--listen", serve.listen, serve.tls_dir, serve.insecure);
   // Every check is made before any client is waited for.
-  const std::unique_ptr<RunPlan> plan = MakePlan(start.config, ClientsLive::kElsewhere);
+  const std::unique_ptr<RunPlan> plan = MakePlan(start.config, ClientsLive::kElsewhere, observer);
   const RunOptions::Deploy& d = plan->options().deploy;
   GrpcServerOptions o;
   o.listen = serve.listen;
@@ -74,8 +75,8 @@ void Serve(RunStart start, const std::string& out_dir, const ServeOptions& serve
     throw Error("deploy.heartbeat_timeout_s: " + std::to_string(o.heartbeat_timeout_s) +
                 " must exceed deploy.heartbeat_s (" + std::to_string(o.heartbeat_s) + ")");
   }
-  GrpcTransport transport(o);
-  RunRounds(*plan, out_dir, std::move(start.state), start.resume, transport);
+  GrpcTransport transport(o, observer);
+  RunRounds(*plan, out_dir, std::move(start.state), start.resume, transport, observer);
 }
 
 // train-images/labels IDX files or train.csv in `dir`.
@@ -99,13 +100,14 @@ Dataset LoadOwnData(const std::string& dir, const RunOptions::Data& options) {
 
 }  // namespace
 
-void RunServer(const Config& config, const std::string& out_dir, const ServeOptions& serve) {
-  Serve(StartRun(config, out_dir), out_dir, serve);
+void RunServer(const Config& config, const std::string& out_dir, const ServeOptions& serve,
+               RunObserver* observer) {
+  Serve(StartRun(config, out_dir), out_dir, serve, observer);
 }
 
 void ResumeServer(const std::string& out_dir, const std::vector<std::string>& overrides,
-                  const ServeOptions& serve) {
-  Serve(ResumeRun(out_dir, overrides), out_dir, serve);
+                  const ServeOptions& serve, RunObserver* observer) {
+  Serve(ResumeRun(out_dir, overrides), out_dir, serve, observer);
 }
 
 namespace {
@@ -167,7 +169,7 @@ GrpcClientWork WorkOf(Client& client, std::shared_ptr<Model>& model, const RunOp
 
 }  // namespace
 
-void RunRelay(const RelayOptions& options) {
+void RunRelay(const RelayOptions& options, RunObserver* observer) {
   CheckSecurity("--server", options.server, options.tls_dir, options.insecure);
   if (options.insecure && !IsLoopback(options.listen)) {
     throw Error("--listen " + options.listen + ": --insecure is for loopback addresses only; use --tls-dir");
@@ -179,9 +181,12 @@ void RunRelay(const RelayOptions& options) {
   o.id = options.id;
   o.give_up_s = options.give_up_s;
   // A relay checks each model as the server would before it sums it.
-  RunGrpcRelay(o, [](const FitResult& r, size_t num_params, bool trained) {
-    return Server::Validate(r, num_params, trained);
-  });
+  RunGrpcRelay(
+      o,
+      [](const FitResult& r, size_t num_params, bool trained) {
+        return Server::Validate(r, num_params, trained);
+      },
+      observer);
 }
 
 std::pair<int, int> ParseIdRange(const std::string& text) {

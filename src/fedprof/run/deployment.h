@@ -13,6 +13,8 @@
 
 namespace fedprof {
 
+class RunObserver;
+
 // How the server is reached and secured (not part of the run's config, so
 // that a resumed server may listen elsewhere).
 struct ServeOptions {
@@ -26,13 +28,15 @@ struct ServeOptions {
 // measured times, clients.csv, summary.json, checkpoint.bin, plots) into
 // `out_dir`. Waits (deploy.start_timeout_s at most) for deploy.min_clients
 // clients before round 1, and tells the clients when the run is over.
-void RunServer(const Config& config, const std::string& out_dir, const ServeOptions& serve);
+// `observer` (null: none) watches the run and the transport.
+void RunServer(const Config& config, const std::string& out_dir, const ServeOptions& serve,
+               RunObserver* observer = nullptr);
 
 // Continues the server run in `out_dir` (after a crash or kill -9) from its
 // last checkpoint; clients reconnect by themselves. `overrides` are --set
 // assignments: rounds, threads, report.progress and deploy.* may change.
 void ResumeServer(const std::string& out_dir, const std::vector<std::string>& overrides,
-                  const ServeOptions& serve);
+                  const ServeOptions& serve, RunObserver* observer = nullptr);
 
 struct ClientOptions {
   std::string server;     // HOST:PORT
@@ -74,8 +78,9 @@ struct RelayOptions {
 
 // Relays between the server and the clients that connect to it
 // (deploy/relay.h), until the server says the run is done. Needs no
-// config: the server says what its clients train.
-void RunRelay(const RelayOptions& options);
+// config: the server says what its clients train. `observer` (null: none)
+// hears of its clients and their results.
+void RunRelay(const RelayOptions& options, RunObserver* observer = nullptr);
 
 // "A" or "A-B" (decimal, A <= B) as [first, last]; throws fedprof::Error.
 std::pair<int, int> ParseIdRange(const std::string& text);

@@ -177,12 +177,13 @@ ServerOptions ServerOptionsFrom(const RunOptions& options, ClientsLive where) {
   return so;
 }
 
-std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where) {
+std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, RunObserver* observer) {
   const RunOptions& o = config.options();
-  return MakePlan(config, where, LoadData(o.data, static_cast<uint64_t>(o.seed)));
+  return MakePlan(config, where, LoadData(o.data, static_cast<uint64_t>(o.seed)), observer);
 }
 
-std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, TrainTest data) {
+std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, TrainTest data,
+                                  RunObserver* observer) {
   auto owned = std::make_unique<RunPlan>();
   RunPlan& plan = *owned;
   plan.config = config;
@@ -199,6 +200,7 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
                                                        static_cast<int>(o.threads));
   StrategyContext context;
   context.num_clients = plan.num_clients();
+  context.observer = observer;
   ModelReplicas* server_models = plan.server_models.get();  // owned by the plan, as is `reference`
   const Dataset* reference = &plan.reference;
   context.reference_profile = [server_models, reference](const FlatParams& global, int64_t version) {

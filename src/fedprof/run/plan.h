@@ -58,10 +58,13 @@ struct RunPlan {
 
 // Builds the plan of `config`. Throws fedprof::Error (one line, naming the
 // option) for data that cannot be loaded, a model or strategy that does not
-// fit, or a reference set that is empty or unavailable.
-std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where);
+// fit, or a reference set that is empty or unavailable. `observer` (null:
+// none) hears of the strategy's secure-matching time.
+std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where,
+                                  RunObserver* observer = nullptr);
 // The same on data already loaded (the data.* options are not read).
-std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, TrainTest data);
+std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, TrainTest data,
+                                  RunObserver* observer = nullptr);
 
 // The pieces of a plan, for the commands that need only one of them.
 

@@ -3,17 +3,17 @@
 #include <chrono>
 
 #include "fedprof/core/error.h"
-#include "fedprof/monitor/monitor.h"
+#include "fedprof/core/run_observer.h"
 #include "fedprof/run/recorder.h"
 #include "fedprof/transport/transport.h"
 
 namespace fedprof {
 namespace {
 
-// What the monitor shows of a run starting after round `round`.
-MonitorRunInfo MonitorInfo(const Config& config, const std::string& out_dir, int64_t round,
-                           const std::vector<ClientDescription>& clients) {
-  MonitorRunInfo info;
+// What the observer hears of a run starting after round `round`.
+RunStartInfo StartInfo(const Config& config, const std::string& out_dir, int64_t round,
+                       const std::vector<ClientDescription>& clients) {
+  RunStartInfo info;
   info.run_id = out_dir;
   info.config_digest = config.Fingerprint();
   info.rounds = config.options().rounds;
@@ -32,7 +32,7 @@ MonitorRunInfo MonitorInfo(const Config& config, const std::string& out_dir, int
 }  // namespace
 
 void RunRounds(RunPlan& plan, const std::string& out_dir, ServerState state, bool resume,
-               Transport& transport) {
+               Transport& transport, RunObserver* observer) {
   const std::string checkpoint_path = out_dir + "/checkpoint.bin";
   FlatParams initial = Flatten(*plan.initial_model);
   if (resume && state.global.size() != initial.size()) {
@@ -49,12 +49,11 @@ void RunRounds(RunPlan& plan, const std::string& out_dir, ServerState state, boo
 
   transport.LoadState(state.transport_state);
   transport.Open();
-  Server server(plan.rounds, transport, *plan.strategy, *plan.server_models, plan.data.test);
+  Server server(plan.rounds, transport, *plan.strategy, *plan.server_models, plan.data.test, observer);
   RunRecorder recorder(plan.config, out_dir, transport.num_clients(),
                        plan.data.test.is_regression(), state, resume);
   const double wall_offset = state.history.empty() ? 0.0 : state.history.back().wall_s;
-  RunMonitor* monitor = RunMonitor::Active();
-  if (monitor) monitor->BeginRun(MonitorInfo(plan.config, out_dir, state.round, transport.Describe()));
+  if (observer) observer->BeginRun(StartInfo(plan.config, out_dir, state.round, transport.Describe()));
   try {
     server.Run(
         state,
@@ -63,20 +62,20 @@ void RunRounds(RunPlan& plan, const std::string& out_dir, ServerState state, boo
           s.transport_state = transport.SaveState();
           const std::vector<double> scores = plan.strategy->LastScores();
           recorder.OnRound(s, server.LastEvaluations(), scores);
-          if (monitor) {
-            monitor->AddPhase("outputs", std::chrono::duration<double>(
-                                             std::chrono::steady_clock::now() - outputs_start)
-                                             .count());
-            monitor->EndRound(s.history.back(), s.times_selected, scores);
+          if (observer) {
+            observer->AddPhase("outputs", std::chrono::duration<double>(
+                                              std::chrono::steady_clock::now() - outputs_start)
+                                              .count());
+            observer->EndRound(s.history.back(), s.times_selected, scores);
           }
         },
         wall_offset);
   } catch (const std::exception& e) {
-    if (monitor) monitor->EndRun(e.what());
+    if (observer) observer->EndRun(e.what());
     throw;
   }
   recorder.OnEnd(state, transport.Describe(), plan.num_params);
-  if (monitor) monitor->EndRun();
+  if (observer) observer->EndRun("");
   transport.Close();
 }
 

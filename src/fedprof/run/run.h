@@ -13,15 +13,17 @@
 
 namespace fedprof {
 
+class RunObserver;
 class Transport;
 
 // Runs rounds state.round + 1 .. rounds of `plan` over `transport`: loads
 // the transport's saved state (resume), opens it, runs the round loop with a
 // RunRecorder writing into `out_dir` after every round, then writes the
 // final outputs and closes the transport. `resume` keeps the per-round rows
-// up to the checkpoint.
+// up to the checkpoint. `observer` (null: none) hears of the run, its rounds
+// and their phases and results.
 void RunRounds(RunPlan& plan, const std::string& out_dir, ServerState state, bool resume,
-               Transport& transport);
+               Transport& transport, RunObserver* observer = nullptr);
 
 }  // namespace fedprof
 

@@ -137,7 +137,7 @@ int ThreadsPerRank(const RunOptions& options, const DistEnv& env) {
 
 // Runs rounds start.state.round + 1 .. rounds: over clients in this
 // process, or as rank 0 of a distributed run over the clients of every rank.
-void Run(RunStart start, const std::string& out_dir) {
+void Run(RunStart start, const std::string& out_dir, RunObserver* observer) {
   const auto begin = std::chrono::steady_clock::now();
   const RunOptions& o = start.config.options();
   const DistEnv env = ReadDistEnv();
@@ -147,7 +147,7 @@ void Run(RunStart start, const std::string& out_dir) {
     SendConfig(*group, start.config.ToToml(), start.resume);  // the workers build while this rank does
   }
   const std::shared_ptr<LocalClients> local =
-      BuildClients(MakePlan(start.config, ClientsLive::kHere), ThreadsPerRank(o, env));
+      BuildClients(MakePlan(start.config, ClientsLive::kHere, observer), ThreadsPerRank(o, env));
   RunPlan& plan = *local->plan;
   Transport* transport = local->transport.get();
   std::unique_ptr<DistributedTransport> distributed;
@@ -171,7 +171,7 @@ void Run(RunStart start, const std::string& out_dir) {
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
     LogProgress(line);
   }
-  RunRounds(plan, out_dir, std::move(start.state), start.resume, *transport);
+  RunRounds(plan, out_dir, std::move(start.state), start.resume, *transport, observer);
 }
 
 }  // namespace
@@ -189,13 +189,13 @@ void RunSimulationWorker(double rendezvous_timeout_s) {
   });
 }
 
-void RunSimulation(const Config& config, const std::string& out_dir) {
+void RunSimulation(const Config& config, const std::string& out_dir, RunObserver* observer) {
   const DistEnv env = ReadDistEnv();
   if (env.distributed() && env.rank > 0) {
     RunSimulationWorker(config.options().dist.timeout_s);
     return;
   }
-  Run(StartRun(config, out_dir), out_dir);
+  Run(StartRun(config, out_dir), out_dir, observer);
 }
 
 std::shared_ptr<Model> LoadRunModel(const std::string& run, const Dataset& data,
@@ -217,7 +217,8 @@ std::shared_ptr<Model> LoadRunModel(const std::string& run, const Dataset& data,
   return model;
 }
 
-void ResumeSimulation(const std::string& out_dir, const std::vector<std::string>& overrides) {
+void ResumeSimulation(const std::string& out_dir, const std::vector<std::string>& overrides,
+                      RunObserver* observer) {
   const DistEnv env = ReadDistEnv();
   if (env.distributed() && env.rank > 0) {
     Config given;
@@ -225,7 +226,7 @@ void ResumeSimulation(const std::string& out_dir, const std::vector<std::string>
     RunSimulationWorker(given.options().dist.timeout_s);
     return;
   }
-  Run(ResumeRun(out_dir, overrides), out_dir);
+  Run(ResumeRun(out_dir, overrides), out_dir, observer);
 }
 
 }  // namespace fedprof

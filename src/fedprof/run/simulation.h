@@ -11,17 +11,18 @@
 namespace fedprof {
 
 class Model;
+class RunObserver;
 
 // Runs one simulated federated training from `config`, writing into
 // `out_dir`: config.toml (the resolved config), metrics.csv (a row per
 // round), clients.csv, summary.json and checkpoint.bin (updated every round).
-// Every file is replaced atomically.
+// Every file is replaced atomically. `observer` (null: none) watches it.
 //
 // In a distributed run (the torchrun environment, WORLD_SIZE > 1; see
 // distributed/rank_group.h) rank 0 does this with the clients spread over
 // the ranks (distributed/distributed_transport.h) and the same results; a
 // rank > 0 runs RunSimulationWorker instead and writes nothing.
-void RunSimulation(const Config& config, const std::string& out_dir);
+void RunSimulation(const Config& config, const std::string& out_dir, RunObserver* observer = nullptr);
 
 // The part of a rank > 0 in a distributed simulation: joins the group
 // (waiting at most `rendezvous_timeout_s`), takes the run's config from
@@ -40,7 +41,8 @@ std::shared_ptr<Model> LoadRunModel(const std::string& run, const Dataset& data,
 // a resume may change (OptionSpec::resumable); any other key is an error.
 // Distributed as RunSimulation; a rank > 0 reads nothing from
 // `out_dir`.
-void ResumeSimulation(const std::string& out_dir, const std::vector<std::string>& overrides);
+void ResumeSimulation(const std::string& out_dir, const std::vector<std::string>& overrides,
+                      RunObserver* observer = nullptr);
 
 }  // namespace fedprof
 

@@ -5,15 +5,16 @@
 #include <nlohmann/json.hpp>
 
 #include "fedprof/core/error.h"
-#include "fedprof/monitor/monitor.h"
+#include "fedprof/core/run_observer.h"
 #include "fedprof/privacy/secure_matching.h"
 
 namespace fedprof {
 
 FedProfSelector::FedProfSelector(const FedProfOptions& options, int num_clients,
-                                 ReferenceProfiler reference_profile)
+                                 ReferenceProfiler reference_profile, RunObserver* observer)
     : options_(options),
       reference_profile_(std::move(reference_profile)),
+      observer_(observer),
       divergences_(num_clients, std::numeric_limits<double>::quiet_NaN()) {
   if (options_.secure_key_bits > 0) {
     key_ = std::make_unique<PaillierSecretKey>(PaillierSecretKey::Generate(options_.secure_key_bits));
@@ -43,7 +44,7 @@ std::vector<int> FedProfSelector::Select(const SelectionContext& context, Rng& r
 void FedProfSelector::OnGlobalModel(const FlatParams& global, int64_t version) {
   reference_ = reference_profile_(global, version);
   if (key_) {
-    SecureTimer timer("paillier");  // --monitor's secure-matching time
+    SecureTimer timer(observer_, "paillier");  // --monitor's secure-matching time
     secure_reference_ =
         std::make_shared<const std::string>(EncryptReference(*key_, *reference_).Serialize());
   }
@@ -60,7 +61,7 @@ std::string FedProfSelector::CheckResult(const FitResult& result) const {
     if (result.profile) return "sent its profile in the clear under secure matching";
     if (result.encrypted_divergence.empty()) return "no encrypted divergence sent";
     try {
-      SecureTimer timer("paillier");
+      SecureTimer timer(observer_, "paillier");
       decrypted_[result.client_id] =
           DecryptDivergence(*key_, result.encrypted_divergence, reference_->units());
     } catch (const Error& e) {

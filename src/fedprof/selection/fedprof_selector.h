@@ -15,6 +15,8 @@
 
 namespace fedprof {
 
+class RunObserver;
+
 struct FedProfOptions {
   double alpha = 10;              // α of Eq. 13; 0 = uniform sampling
   bool with_replacement = false;  // the papers' random.choices
@@ -44,8 +46,9 @@ class FedProfSelector : public Selector {
   // model and its version.
   using ReferenceProfiler = std::function<Profile(const FlatParams& global, int64_t version)>;
 
+  // `observer` (null: none) hears of the time secure matching takes.
   FedProfSelector(const FedProfOptions& options, int num_clients,
-                  ReferenceProfiler reference_profile);
+                  ReferenceProfiler reference_profile, RunObserver* observer = nullptr);
 
   std::vector<int> Select(const SelectionContext& context, Rng& rng) override;
   Reports WantedReports() const override { return {/*profile=*/true, /*loss=*/false}; }
@@ -66,6 +69,7 @@ class FedProfSelector : public Selector {
  private:
   FedProfOptions options_;
   ReferenceProfiler reference_profile_;
+  RunObserver* const observer_;
   std::optional<Profile> reference_;  // RP_V of the current model version
   std::vector<double> divergences_;   // div(RP_k, RP_V(v_k)); NaN until client k reports
   std::vector<double> scores_;

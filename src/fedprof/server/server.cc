@@ -9,8 +9,8 @@
 #include "fedprof/client/client.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
-#include "fedprof/monitor/monitor.h"
 #include "fedprof/core/rng.h"
+#include "fedprof/core/run_observer.h"
 #include "fedprof/core/text.h"
 #include "fedprof/models/replicas.h"
 #include "fedprof/strategy/strategy.h"
@@ -31,12 +31,13 @@ struct Server::Tally {
 };
 
 Server::Server(const ServerOptions& options, Transport& transport, Strategy& strategy,
-               ModelReplicas& evaluator, const Dataset& test)
+               ModelReplicas& evaluator, const Dataset& test, RunObserver* observer)
     : options_(options),
       transport_(transport),
       strategy_(strategy),
       evaluator_(evaluator),
-      test_(test) {}
+      test_(test),
+      observer_(observer) {}
 
 int Server::ClientsPerRound() const {
   const int n = transport_.num_clients();
@@ -183,9 +184,7 @@ void Server::TrainSelected(int64_t round, const std::vector<ClientInstructions>&
     }
     if (why.empty()) why = strategy_.CheckResult(r);
     if (why.empty() && !r.summed) why = strategy_.BoundUpdate(global, &r);  // may clip r.params
-    if (RunMonitor* monitor = RunMonitor::Active()) {
-      monitor->AddResult(r.client_id, why.empty(), r.timed_out, why, r.cost.time_s);
-    }
+    if (observer_) observer_->AddResult(r.client_id, why.empty(), r.timed_out, why, r.cost.time_s);
     if (!why.empty()) {
       ++(r.timed_out ? tally->timed_out : tally->refused);
       LogWarning("round " + std::to_string(round) + ": client " + std::to_string(r.client_id) +
@@ -304,7 +303,7 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
   }
 
   for (int64_t round = state.round + 1; round <= options_.rounds; ++round) {
-    PhaseTimer phase("select");  // the round-time breakdown of --monitor
+    PhaseTimer phase(observer_, "select");  // the round-time breakdown of --monitor
     RoundMetrics m;
     m.round = round;
     m.lr = options_.train.lr * std::pow(options_.lr_decay, static_cast<double>(round - 1));

@@ -16,6 +16,7 @@
 namespace fedprof {
 
 class ModelReplicas;
+class RunObserver;
 class Strategy;
 struct Dataset;
 
@@ -70,9 +71,10 @@ constexpr int64_t kMaxClaimedSamples = kMaxModelSumWeight;
 class Server {
  public:
   // `evaluator` (copies of the model) and `test` serve the per-round
-  // evaluation.
+  // evaluation. `observer` (null: none) hears of the run's rounds, phases
+  // and results (core/run_observer.h).
   Server(const ServerOptions& options, Transport& transport, Strategy& strategy,
-         ModelReplicas& evaluator, const Dataset& test);
+         ModelReplicas& evaluator, const Dataset& test, RunObserver* observer = nullptr);
 
   // Runs rounds state.round + 1 .. options.rounds, calling `on_round` after
   // each (to write outputs and checkpoints). A fresh state (round 0) first
@@ -120,6 +122,7 @@ class Server {
   Strategy& strategy_;
   ModelReplicas& evaluator_;
   const Dataset& test_;
+  RunObserver* const observer_;
   ModelSum sum_;  // reused across rounds
   std::vector<ClientEvaluation> evaluations_;
   // The round's accepted models, kept only for an aggregator that

@@ -69,7 +69,8 @@ std::unique_ptr<Selector> MakeSelector(const std::string& name, const RunOptions
     if (options.fedprof.secure_matching == "paillier") {
       o.secure_key_bits = static_cast<int>(options.fedprof.paillier_bits);
     }
-    return std::make_unique<FedProfSelector>(o, context.num_clients, context.reference_profile);
+    return std::make_unique<FedProfSelector>(o, context.num_clients, context.reference_profile,
+                                             context.observer);
   }
   if (name == "afl") {
     AflOptions o;

@@ -15,6 +15,8 @@
 
 namespace fedprof {
 
+class RunObserver;
+
 // What the server fixes for one call's instructions; the strategy fills in
 // the rest for each client (what to report, the local objective).
 struct TaskSetup {
@@ -179,6 +181,8 @@ struct StrategyContext {
   int num_clients = 0;
   // RP_V on the reference set for a global model of a version (FedProf).
   std::function<Profile(const FlatParams& global, int64_t version)> reference_profile;
+  // Hears of the time secure matching takes (FedProf); null: nobody.
+  RunObserver* observer = nullptr;
 };
 
 // The strategy the options compose (ResolveStrategy), its parts configured
