@@ -19,10 +19,11 @@ packages=(
   python3-pytest
   # SHA-256 for checkpoint checksums (linked through gRPC already).
   libssl-dev
-  # --monitor: the HTTP server (cpp-httplib), the dashboard's chart library;
+  # --monitor: the HTTP server (Boost.Beast, over Boost.Asio with OpenSSL), the
+  # dashboard's chart library;
   # its tests read /metrics with Prometheus' own parser and render the
   # dashboard in a headless Chromium.
-  libcpp-httplib-dev libjs-chart.js python3-prometheus-client chromium
+  libboost-dev libjs-chart.js python3-prometheus-client chromium
   # make test-asan, make fuzz: clang with ASan, UBSan and libFuzzer.
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
 )

@@ -1,8 +1,9 @@
 #ifndef FEDPROF_MONITOR_HTTP_H_
 #define FEDPROF_MONITOR_HTTP_H_
 
-// The monitor's HTTP(S) side, on cpp-httplib: a fixed set of read-only
-// routes, small bounded requests, short timeouts, its own threads.
+// The monitor's HTTP(S) side, on Boost.Beast: a fixed set of read-only
+// routes, small bounded requests, deadlines, one thread of its own that
+// never blocks on a peer (http.cc says how each is bounded).
 
 #include <functional>
 #include <memory>
@@ -22,8 +23,8 @@ struct HttpHandlers {
 class MonitorHttpServer {
  public:
   // Binds `host`:`port` (0: a free port), HTTPS with `tls_dir`'s server.crt
-  // and server.key when `tls_dir` is not empty, and serves on its own
-  // threads. Throws fedprof::Error when it cannot.
+  // and server.key when `tls_dir` is not empty, and serves on a thread of
+  // its own. Throws fedprof::Error when it cannot.
   MonitorHttpServer(const std::string& host, int port, const std::string& tls_dir,
                     HttpHandlers handlers);
   ~MonitorHttpServer();

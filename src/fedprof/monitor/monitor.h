@@ -2,11 +2,11 @@
 #define FEDPROF_MONITOR_MONITOR_H_
 
 // Watching a run while it runs (`--monitor HOST:PORT`): an HTTP server
-// (cpp-httplib) serving /metrics (Prometheus text), /status (JSON),
+// (Boost.Beast) serving /metrics (Prometheus text), /status (JSON),
 // /healthz and / (a live dashboard). It is the run's observer
 // (core/run_observer.h), handed to the round loop and the transports by the
 // command that starts it; they only publish into it: each call takes a
-// short lock, updates counters and returns; the HTTP threads copy what was
+// short lock, updates counters and returns; the HTTP thread copies what was
 // published under the same lock and render and send outside it, so no HTTP
 // peer, however slow, holds up a round. Nothing published names a key, a
 // certificate or a client's data.
