@@ -148,107 +148,141 @@ void Server::EvaluateFederated(int64_t round, const FlatParams& global, RoundMet
   m->fed_loss = e.loss;
 }
 
-void Server::TrainSelected(int64_t round, const std::vector<ClientInstructions>& selected,
-                           const FlatParams& global, Tally* tally) {
-  const size_t num_params = global.size();
-  tally->selected += static_cast<int>(selected.size());
-  // Accepted results whose models come in a relay's partial sum, by task
-  // index, until the sum is in.
-  struct Awaiting {
-    int client_id = -1;
-    int64_t num_samples = 0;
-    double train_loss = 0;
-  };
-  std::map<size_t, Awaiting> awaiting;
-  // An accepted result whose model is lost (its relay's sum never came, or
-  // was refused) no longer counts in the round.
-  const auto lose = [&](size_t index, const std::string& why, bool timed_out) {
-    const auto it = awaiting.find(index);
-    if (it == awaiting.end()) return;
-    --tally->returned;
-    ++(timed_out ? tally->timed_out : tally->refused);
-    tally->train_loss.Add(-it->second.train_loss);  // exact: undoes its Add
-    LogWarning("round " + std::to_string(round) + ": client " + std::to_string(it->second.client_id) +
-               "'s model is lost: " + why);
-    awaiting.erase(it);
-  };
-  const auto each = [&](size_t index, FitResult&& r) -> std::string {
-    tally->time_s = std::max(tally->time_s, r.cost.time_s);
-    tally->time_without_profiling_s =
-        std::max(tally->time_without_profiling_s, r.cost.time_s - r.cost.profiling_time_s);
-    tally->energy_j.Add(r.cost.energy_j);
-    tally->profiling_energy_j.Add(r.cost.profiling_energy_j);
-    std::string why = Validate(r, num_params, /*expect_model=*/!r.summed);
-    if (why.empty() && r.summed && !strategy_.NeedsEveryModel().empty()) {
-      why = "its model comes only in a sum, but " + strategy_.NeedsEveryModel();
+// One attempt's results as they arrive: each checked and folded into the
+// server's sum and the tally; a relay's partial sum checked against the
+// accepted results it names, whose models it carries.
+class Server::Intake {
+ public:
+  Intake(Server& server, int64_t round, const FlatParams& global, Tally* tally)
+      : server_(server), round_(round), global_(global), tally_(tally) {}
+
+  std::string Take(size_t index, FitResult&& r) {
+    tally_->time_s = std::max(tally_->time_s, r.cost.time_s);
+    tally_->time_without_profiling_s =
+        std::max(tally_->time_without_profiling_s, r.cost.time_s - r.cost.profiling_time_s);
+    tally_->energy_j.Add(r.cost.energy_j);
+    tally_->profiling_energy_j.Add(r.cost.profiling_energy_j);
+    const std::string why = Check(&r);
+    if (RunObserver* observer = server_.observer_) {
+      observer->AddResult(r.client_id, why.empty(), r.timed_out, why, r.cost.time_s);
     }
-    if (why.empty()) why = strategy_.CheckResult(r);
-    if (why.empty() && !r.summed) why = strategy_.BoundUpdate(global, &r);  // may clip r.params
-    if (observer_) observer_->AddResult(r.client_id, why.empty(), r.timed_out, why, r.cost.time_s);
     if (!why.empty()) {
-      ++(r.timed_out ? tally->timed_out : tally->refused);
-      LogWarning("round " + std::to_string(round) + ": client " + std::to_string(r.client_id) +
+      ++(r.timed_out ? tally_->timed_out : tally_->refused);
+      LogWarning("round " + std::to_string(round_) + ": client " + std::to_string(r.client_id) +
                  (r.timed_out ? " timed out: " : " refused: ") + why);
       return why;
     }
-    ++tally->returned;
-    strategy_.Observe(r);
-    tally->train_loss.Add(r.train_loss);
+    ++tally_->returned;
+    server_.strategy_.Observe(r);
+    tally_->train_loss.Add(r.train_loss);
     if (r.summed) {
-      awaiting[index] = {r.client_id, r.num_samples, r.train_loss};
+      awaiting_[index] = {r.client_id, r.num_samples, r.train_loss};
       return "";
     }
-    sum_.Add(r.params, r.num_samples);
-    if (strategy_.NeedsUpdates()) {
-      updates_.push_back({r.client_id, r.num_samples, std::move(r.params)});
+    server_.sum_.Add(r.params, r.num_samples);
+    if (server_.strategy_.NeedsUpdates()) {
+      server_.updates_.push_back({r.client_id, r.num_samples, std::move(r.params)});
     }
     return "";
-  };
+  }
+
   // A relay's partial sum must be the sum of exactly the accepted results
   // it names: their count and their registered weights.
-  const auto summed = [&](const std::vector<size_t>& indices, const ModelSum* part,
-                          const std::string& lost) -> std::string {
-    std::string why;
-    int64_t weight = 0;
+  std::string TakeSum(const std::vector<size_t>& indices, const ModelSum* part, const std::string& lost) {
     std::vector<size_t> sorted = indices;
     std::sort(sorted.begin(), sorted.end());
-    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) why = "it names a result twice";
-    for (size_t i : sorted) {
-      const auto it = awaiting.find(i);
-      if (it == awaiting.end()) {
-        if (why.empty()) why = "it names a result that awaits no sum";
-        continue;
-      }
-      weight += it->second.num_samples;
-    }
-    if (why.empty() && part == nullptr) {
-      why = lost.empty() ? "its relay was lost before it sent the sum" : lost;
-    }
-    if (why.empty() && (part->size() != num_params || part->count() != static_cast<int64_t>(sorted.size()) ||
-                        part->weight() != weight)) {
-      why = "a partial sum of " + std::to_string(part->count()) + " models of weight " +
-            std::to_string(part->weight()) + ", not of the " + std::to_string(sorted.size()) +
-            " accepted results it names (weight " + std::to_string(weight) + ")";
-    }
+    std::string why = CheckSum(sorted, part, lost);
     if (why.empty()) {
       try {
-        sum_.Merge(*part);
+        server_.sum_.Merge(*part);
       } catch (const Error& e) {
         why = e.what();
       }
     }
     for (size_t i : sorted) {
       if (why.empty()) {
-        awaiting.erase(i);
+        awaiting_.erase(i);
       } else {
         // A sum that never came is a time-out; one refused (lost, with why) is a refusal.
-        lose(i, why, /*timed_out=*/part == nullptr && lost.empty());
+        Lose(i, why, /*timed_out=*/part == nullptr && lost.empty());
       }
     }
     return why;
+  }
+
+  // The accepted results whose sums never came no longer count.
+  void LoseAwaiting() {
+    while (!awaiting_.empty()) Lose(awaiting_.begin()->first, "its partial sum never came", true);
+  }
+
+ private:
+  // Accepted results whose models come in a relay's partial sum.
+  struct Awaiting {
+    int client_id = -1;
+    int64_t num_samples = 0;
+    double train_loss = 0;
   };
-  transport_.Fit(selected, Transport::ResultSink(each, summed));
-  while (!awaiting.empty()) lose(awaiting.begin()->first, "its partial sum never came", true);
+
+  // Why result `r` is unusable, or "" (its update may be clipped).
+  std::string Check(FitResult* r) const {
+    const Strategy& strategy = server_.strategy_;
+    std::string why = Validate(*r, global_.size(), /*expect_model=*/!r->summed);
+    if (why.empty() && r->summed && !strategy.NeedsEveryModel().empty()) {
+      why = "its model comes only in a sum, but " + strategy.NeedsEveryModel();
+    }
+    if (why.empty()) why = strategy.CheckResult(*r);
+    if (why.empty() && !r->summed) why = strategy.BoundUpdate(global_, r);
+    return why;
+  }
+
+  std::string CheckSum(const std::vector<size_t>& sorted, const ModelSum* part,
+                       const std::string& lost) const {
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return "it names a result twice";
+    int64_t weight = 0;
+    for (size_t i : sorted) {
+      const auto it = awaiting_.find(i);
+      if (it == awaiting_.end()) return "it names a result that awaits no sum";
+      weight += it->second.num_samples;
+    }
+    if (part == nullptr) return lost.empty() ? "its relay was lost before it sent the sum" : lost;
+    if (part->size() != global_.size() || part->count() != static_cast<int64_t>(sorted.size()) ||
+        part->weight() != weight) {
+      return "a partial sum of " + std::to_string(part->count()) + " models of weight " +
+             std::to_string(part->weight()) + ", not of the " + std::to_string(sorted.size()) +
+             " accepted results it names (weight " + std::to_string(weight) + ")";
+    }
+    return "";
+  }
+
+  // An accepted result whose model is lost (its relay's sum never came, or
+  // was refused) no longer counts in the round.
+  void Lose(size_t index, const std::string& why, bool timed_out) {
+    const auto it = awaiting_.find(index);
+    if (it == awaiting_.end()) return;
+    --tally_->returned;
+    ++(timed_out ? tally_->timed_out : tally_->refused);
+    tally_->train_loss.Add(-it->second.train_loss);  // exact: undoes its Add
+    LogWarning("round " + std::to_string(round_) + ": client " + std::to_string(it->second.client_id) +
+               "'s model is lost: " + why);
+    awaiting_.erase(it);
+  }
+
+  Server& server_;
+  const int64_t round_;
+  const FlatParams& global_;
+  Tally* const tally_;
+  std::map<size_t, Awaiting> awaiting_;  // by task index, until their sum is in
+};
+
+void Server::TrainSelected(int64_t round, const std::vector<ClientInstructions>& selected,
+                           const FlatParams& global, Tally* tally) {
+  tally->selected += static_cast<int>(selected.size());
+  Intake intake(*this, round, global, tally);
+  transport_.Fit(selected, Transport::ResultSink(
+                               [&](size_t index, FitResult&& r) { return intake.Take(index, std::move(r)); },
+                               [&](const std::vector<size_t>& indices, const ModelSum* part,
+                                   const std::string& lost) { return intake.TakeSum(indices, part, lost); }));
+  intake.LoseAwaiting();
 }
 
 void Server::CollectReports(const std::vector<ClientInfo>& available, const FlatParams& global,
@@ -285,79 +319,28 @@ void Server::CollectReports(const std::vector<ClientInfo>& available, const Flat
   }
 }
 
-void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on_round,
-                 double wall_offset_s) {
-  const auto start = std::chrono::steady_clock::now();
+void Server::Resume(ServerState& state) {
   const int n = transport_.num_clients();
   if (state.times_selected.empty()) state.times_selected.assign(n, 0);
   if (state.times_selected.size() != static_cast<size_t>(n)) {
     throw Error("checkpoint: holds " + std::to_string(state.times_selected.size()) +
                 " clients, the run " + std::to_string(n));
   }
-  const Strategy::Reports reports = strategy_.WantedReports();
-  if (state.round == 0) {
-    strategy_.OnGlobalModel(state.global, 0);
-  } else {
-    strategy_.LoadState(state.strategy_state);
-    strategy_.OnGlobalModel(state.global, state.round);
-  }
+  if (state.round > 0) strategy_.LoadState(state.strategy_state);
+  strategy_.OnGlobalModel(state.global, state.round);
+}
 
+void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on_round,
+                 double wall_offset_s) {
+  const auto start = std::chrono::steady_clock::now();
+  Resume(state);
   for (int64_t round = state.round + 1; round <= options_.rounds; ++round) {
     PhaseTimer phase(observer_, "select");  // the round-time breakdown of --monitor
     RoundMetrics m;
     m.round = round;
     m.lr = options_.train.lr * std::pow(options_.lr_decay, static_cast<double>(round - 1));
-
-    TaskSetup setup;
-    setup.round = round;
-    setup.global = std::make_shared<const FlatParams>(state.global);
-    setup.model_version = round - 1;
-    setup.train = options_.train;
-    setup.train.lr = m.lr;
-    setup.seed = options_.seed;
-
     Tally tally;
-    sum_.Reset(state.global.size());
-    updates_.clear();
-    int64_t total_samples = -1;  // |D| of the clients available when the round starts
-    std::vector<char> asked(n, 0);
-    for (int attempt = 0;; ++attempt) {
-      // A retry selects among the clients not yet asked this round.
-      std::vector<ClientInfo> available = transport_.AvailableOrWait();
-      available.erase(std::remove_if(available.begin(), available.end(),
-                                     [&](const ClientInfo& c) { return asked.at(c.id) != 0; }),
-                      available.end());
-      if (reports.any()) CollectReports(available, state.global, round - 1);
-      if (total_samples < 0) {
-        total_samples = 0;
-        for (const ClientInfo& c : available) total_samples += c.num_samples;
-      }
-      const int k = std::min(ClientsPerRound() - tally.returned, static_cast<int>(available.size()));
-      SelectionContext context{round, k, &available};
-      const uint64_t r = static_cast<uint64_t>(round);
-      Rng rng = attempt == 0 ? MakeRng(options_.seed, Stream::kSelection, {r})
-                             : MakeRng(options_.seed, Stream::kSelection,
-                                       {r, static_cast<uint64_t>(attempt)});
-      const std::vector<ClientInstructions> selected =
-          k > 0 ? strategy_.ConfigureFit(context, rng, setup) : std::vector<ClientInstructions>();
-      for (const ClientInstructions& c : selected) {
-        ++state.times_selected.at(c.client_id);
-        asked.at(c.client_id) = 1;
-      }
-      phase.Next("train");
-      TrainSelected(round, selected, state.global, &tally);
-      phase.Next("select");
-      if (options_.min_results <= 0 || tally.returned >= options_.min_results) break;
-      const std::string shortfall =
-          "round " + std::to_string(round) + ": " + std::to_string(tally.returned) +
-          " usable results, fewer than the quorum of " + std::to_string(options_.min_results) +
-          " (deploy.min_results)";
-      if (attempt + 1 >= options_.round_attempts) {
-        throw Error(shortfall + " after " + std::to_string(options_.round_attempts) +
-                    " attempts; the checkpoint holds round " + std::to_string(state.round));
-      }
-      LogWarning(shortfall + "; selecting more clients");
-    }
+    const int64_t total_samples = TrainRound(round, m.lr, state, &phase, &tally);
     m.selected = tally.selected;
     m.returned = tally.returned;
     m.refused = tally.refused;
@@ -381,40 +364,94 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     m.energy_wh = state.energy_j / 3600.0;
 
     phase.Next("evaluate");
-    if (round % options_.eval_every == 0 || round == options_.rounds) {
-      evaluator_.Load(state.global);
-      const EvalResult e = Evaluate(evaluator_, test_, options_.eval_batch_size);
-      m.evaluated = true;
-      m.accuracy = e.accuracy;
-      m.loss = e.loss;
-      m.rmse = e.rmse;
-    }
-    evaluations_.clear();
-    if (options_.federated_eval_every > 0 &&
-        (round % options_.federated_eval_every == 0 || round == options_.rounds)) {
-      EvaluateFederated(round, state.global, &m);
-    }
-    m.wall_s = wall_offset_s +
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EvaluateRound(round, state.global, &m);
+    m.wall_s =
+        wall_offset_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     phase.Stop();
     state.history.push_back(m);
     state.round = round;
-
-    if (options_.progress) {
-      char acc[64] = "      -", loss[64] = "      -", line[256];
-      if (m.evaluated) {
-        std::snprintf(acc, sizeof(acc), "%.4f", m.accuracy);
-        std::snprintf(loss, sizeof(loss), "%.4f", m.loss);
-      }
-      std::snprintf(line, sizeof(line),
-                    "round %4lld/%lld  acc %s  loss %s  clients %d/%d  time %9.1f s  energy "
-                    "%8.3f Wh  wall %6.1f s",
-                    static_cast<long long>(round), static_cast<long long>(options_.rounds), acc,
-                    loss, m.returned, m.selected, m.virtual_time_s, m.energy_wh, m.wall_s);
-      LogProgress(line);
-    }
+    if (options_.progress) LogRound(m);
     if (on_round) on_round(state);
   }
+}
+
+int64_t Server::TrainRound(int64_t round, double lr, ServerState& state, PhaseTimer* phase, Tally* tally) {
+  TaskSetup setup;
+  setup.round = round;
+  setup.global = std::make_shared<const FlatParams>(state.global);
+  setup.model_version = round - 1;
+  setup.train = options_.train;
+  setup.train.lr = lr;
+  setup.seed = options_.seed;
+  sum_.Reset(state.global.size());
+  updates_.clear();
+  int64_t total_samples = -1;  // |D| of the clients available when the round starts
+  std::vector<char> asked(transport_.num_clients(), 0);
+  for (int attempt = 0;; ++attempt) {
+    // A retry selects among the clients not yet asked this round.
+    std::vector<ClientInfo> available = transport_.AvailableOrWait();
+    available.erase(std::remove_if(available.begin(), available.end(),
+                                   [&](const ClientInfo& c) { return asked.at(c.id) != 0; }),
+                    available.end());
+    if (strategy_.WantedReports().any()) CollectReports(available, state.global, round - 1);
+    if (total_samples < 0) {
+      total_samples = 0;
+      for (const ClientInfo& c : available) total_samples += c.num_samples;
+    }
+    const int k = std::min(ClientsPerRound() - tally->returned, static_cast<int>(available.size()));
+    SelectionContext context{round, k, &available};
+    const uint64_t r = static_cast<uint64_t>(round);
+    Rng rng = attempt == 0 ? MakeRng(options_.seed, Stream::kSelection, {r})
+                           : MakeRng(options_.seed, Stream::kSelection, {r, static_cast<uint64_t>(attempt)});
+    const std::vector<ClientInstructions> selected =
+        k > 0 ? strategy_.ConfigureFit(context, rng, setup) : std::vector<ClientInstructions>();
+    for (const ClientInstructions& c : selected) {
+      ++state.times_selected.at(c.client_id);
+      asked.at(c.client_id) = 1;
+    }
+    phase->Next("train");
+    TrainSelected(round, selected, state.global, tally);
+    phase->Next("select");
+    if (options_.min_results <= 0 || tally->returned >= options_.min_results) return total_samples;
+    const std::string shortfall = "round " + std::to_string(round) + ": " + std::to_string(tally->returned) +
+                                  " usable results, fewer than the quorum of " +
+                                  std::to_string(options_.min_results) + " (deploy.min_results)";
+    if (attempt + 1 >= options_.round_attempts) {
+      throw Error(shortfall + " after " + std::to_string(options_.round_attempts) +
+                  " attempts; the checkpoint holds round " + std::to_string(state.round));
+    }
+    LogWarning(shortfall + "; selecting more clients");
+  }
+}
+
+void Server::EvaluateRound(int64_t round, const FlatParams& global, RoundMetrics* m) {
+  if (round % options_.eval_every == 0 || round == options_.rounds) {
+    evaluator_.Load(global);
+    const EvalResult e = Evaluate(evaluator_, test_, options_.eval_batch_size);
+    m->evaluated = true;
+    m->accuracy = e.accuracy;
+    m->loss = e.loss;
+    m->rmse = e.rmse;
+  }
+  evaluations_.clear();
+  if (options_.federated_eval_every > 0 &&
+      (round % options_.federated_eval_every == 0 || round == options_.rounds)) {
+    EvaluateFederated(round, global, m);
+  }
+}
+
+void Server::LogRound(const RoundMetrics& m) const {
+  char acc[64] = "      -", loss[64] = "      -", line[256];
+  if (m.evaluated) {
+    std::snprintf(acc, sizeof(acc), "%.4f", m.accuracy);
+    std::snprintf(loss, sizeof(loss), "%.4f", m.loss);
+  }
+  std::snprintf(line, sizeof(line),
+                "round %4lld/%lld  acc %s  loss %s  clients %d/%d  time %9.1f s  energy "
+                "%8.3f Wh  wall %6.1f s",
+                static_cast<long long>(m.round), static_cast<long long>(options_.rounds), acc, loss,
+                m.returned, m.selected, m.virtual_time_s, m.energy_wh, m.wall_s);
+  LogProgress(line);
 }
 
 }  // namespace fedprof

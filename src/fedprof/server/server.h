@@ -16,6 +16,7 @@
 namespace fedprof {
 
 class ModelReplicas;
+class PhaseTimer;
 class RunObserver;
 class Strategy;
 struct Dataset;
@@ -106,12 +107,24 @@ class Server {
 
  private:
   struct Tally;
+  class Intake;
+  // Checks a resumed state against the transport's clients and shows the
+  // strategy its state and the global model.
+  void Resume(ServerState& state);
+  // Selects and trains round `round` at learning rate `lr`, selecting more
+  // clients while it misses the quorum, into sum_, updates_ and `tally`;
+  // returns |D|, the samples of the clients available when it started.
+  int64_t TrainRound(int64_t round, double lr, ServerState& state, PhaseTimer* phase, Tally* tally);
   // One attempt at a round: sends each selected client its instructions and
   // folds each usable result into sum_ and the tally; `global` is θ.
   void TrainSelected(int64_t round, const std::vector<ClientInstructions>& selected,
                      const FlatParams& global, Tally* tally);
+  // The test-set and federated evaluations of round `round` into `m`.
+  void EvaluateRound(int64_t round, const FlatParams& global, RoundMetrics* m);
   // Federated evaluation of round `round`'s global model into `m`.
   void EvaluateFederated(int64_t round, const FlatParams& global, RoundMetrics* m);
+  // The round's progress line.
+  void LogRound(const RoundMetrics& m) const;
   // Reports of the available clients the strategy lacks one of, under the
   // global model of `version`.
   void CollectReports(const std::vector<ClientInfo>& available, const FlatParams& global,
