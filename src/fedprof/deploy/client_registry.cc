@@ -51,15 +51,15 @@ grpc::Status ClientRegistry::Register(int id, const pb::RegisterRequest& request
   const int64_t n = request.num_samples();
   if (c.claimed > 0 && c.claimed != n) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "registered with " + std::to_string(c.claimed) + " samples in this run; it may not claim " +
-                            std::to_string(n) + " now");
+                        "registered with " + std::to_string(c.claimed) +
+                            " samples in this run; it may not claim " + std::to_string(n) + " now");
   }
   if (options_.max_clients > 0 && !Alive(id, now) && CountAlive(now) >= options_.max_clients) {
     // Retryable: the client backs off with jitter (client.cc).
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        "the server holds its most connected clients, " + std::to_string(options_.max_clients) +
-                            " (deploy.max_clients); retry in " + FormatDouble(options_.heartbeat_timeout_s) +
-                            " s");
+                        "the server holds its most connected clients, " +
+                            std::to_string(options_.max_clients) + " (deploy.max_clients); retry in " +
+                            FormatDouble(options_.heartbeat_timeout_s) + " s");
   }
   c.registered = true;
   c.relay = -1;  // directly now, whatever relay served it before

@@ -115,7 +115,8 @@ class ClientRegistry {
   std::string ModuleMismatch(int id, const std::string& sha256) const;
   // Why relay `r` may not serve client `c` now, or "" once it does: the
   // checks of a registration, and a client is served one way at a time.
-  std::string TakeRelayed(int r, const pb::RelayedClient& c, bool was_alive, int alive, Clock::time_point now);
+  std::string TakeRelayed(int r, const pb::RelayedClient& c, bool was_alive, int alive,
+                          Clock::time_point now);
 
   ServerState& state_;
   const GrpcServerOptions& options_;

@@ -48,8 +48,9 @@ class SumStream final : public grpc::ServerReadReactor<pb::RelaySumChunk> {
       }
     } else if (ok) {
       if (!chunk_.has_sum() || state_.bytes.size() + chunk_.sum().size() > state_.expected) {
-        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            "a partial sum beyond the " + std::to_string(state_.expected) + " bytes it announced"));
+        Finish(grpc::Status(
+            grpc::StatusCode::INVALID_ARGUMENT,
+            "a partial sum beyond the " + std::to_string(state_.expected) + " bytes it announced"));
         return;
       }
       state_.bytes += chunk_.sum();
@@ -94,7 +95,8 @@ grpc::Status RelayHub::Sync(const grpc::CallbackServerContext& context, const pb
   if (refused.ok() && !request.session().empty()) refused = CheckSession(request.session());
   if (!refused.ok()) return refused;
   if (!o.relays_refused.empty()) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "this run takes no relays: " + o.relays_refused);
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this run takes no relays: " + o.relays_refused);
   }
   try {
     CheckRelayedIds(request, o.num_clients);
@@ -214,15 +216,16 @@ grpc::Status RelayHub::TakeResult(const grpc::CallbackServerContext& context,
   return grpc::Status::OK;
 }
 
-std::string RelayHub::FindTask(int r, const pb::RelayResultRequest& request, Task* task, int64_t* registered) {
+std::string RelayHub::FindTask(int r, const pb::RelayResultRequest& request, Task* task,
+                               int64_t* registered) {
   if (registry_.TouchRelay(r, request.session()) == pb::UNKNOWN_SESSION) return "unknown session: sync again";
   const int id = request.result().client_id();
   const Task* open = round_.OpenTask(id);
   if (registry_.RelayOf(id) != r || open == nullptr || open->batch != request.batch_id() ||
       open->id != request.result().task_id()) {
     const std::string stale = "task " + std::to_string(request.result().task_id()) + " of client " +
-                              std::to_string(id) + " is not open in batch " + std::to_string(request.batch_id()) +
-                              " of this relay";
+                              std::to_string(id) + " is not open in batch " +
+                              std::to_string(request.batch_id()) + " of this relay";
     state_.refusals.Refuse("relay " + std::to_string(r), "stale results", "RelayResult: " + stale);
     return stale;
   }
@@ -293,8 +296,8 @@ grpc::Status RelayHub::CheckSumHeader(int r, const pb::RelaySumHeader& header, S
   for (int id : header.client_ids()) {
     const Task* t = round_.AnyTask(id);
     if (!named.insert(id).second || t == nullptr || t->batch != header.batch_id()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "the sum names client " + std::to_string(id) + ", twice or without a task in its batch");
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the sum names client " + std::to_string(id) +
+                                                                  ", twice or without a task in its batch");
     }
     state->indices.push_back(t->index);
   }

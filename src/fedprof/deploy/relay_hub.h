@@ -40,7 +40,8 @@ class RelayHub {
   grpc::Status TakeResult(const grpc::CallbackServerContext& context, const pb::RelayResultRequest& request,
                           pb::PushReply* reply, grpc::ServerUnaryReactor* call, bool* judged);
   // The RelaySum handler's reactor.
-  grpc::ServerReadReactor<pb::RelaySumChunk>* StartSum(grpc::CallbackServerContext* context, pb::PushReply* reply);
+  grpc::ServerReadReactor<pb::RelaySumChunk>* StartSum(grpc::CallbackServerContext* context,
+                                                       pb::PushReply* reply);
 
   // What a RelaySum has learnt of its sum so far.
   struct SumState {

@@ -131,7 +131,8 @@ std::string ResultIntake::FindTask(int id, const pb::ResultHeader& header, PushS
     // round's deadline): that round already counted the client as timed
     // out, so it is only logged, never aggregated.
     const std::string why = "task " + std::to_string(header.task_id()) + " is not open: its round has ended";
-    state_.refusals.Refuse("client " + std::to_string(id), "stale results", "PushResult: result ignored: " + why);
+    state_.refusals.Refuse("client " + std::to_string(id), "stale results",
+                           "PushResult: result ignored: " + why);
     return why;
   }
   state->task = *task;
@@ -144,8 +145,8 @@ void ResultIntake::AddChunk(const pb::ResultChunk& chunk, PushState* state) cons
   if (!chunk.has_params()) {
     state->why = "a second header in one result";
   } else if (chunk.params().size() > chunk_bytes) {
-    state->why = "a model chunk of " + std::to_string(chunk.params().size()) + " bytes, over the chunk size of " +
-                 std::to_string(chunk_bytes) + " (deploy.chunk_kb)";
+    state->why = "a model chunk of " + std::to_string(chunk.params().size()) +
+                 " bytes, over the chunk size of " + std::to_string(chunk_bytes) + " (deploy.chunk_kb)";
   } else {
     try {
       AppendFloats(chunk.params(), state->expected, &state->result.params);
@@ -193,7 +194,8 @@ bool ResultIntake::Deliver(const pb::ResultHeader& header, PushState state, Verd
 }
 
 grpc::Status ResultIntake::Refuse(int id, const std::string& why, pb::PushReply* reply) {
-  state_.refusals.Refuse("client " + std::to_string(id), "malformed results", "PushResult: " + Printable(why, 400));
+  state_.refusals.Refuse("client " + std::to_string(id), "malformed results",
+                         "PushResult: " + Printable(why, 400));
   round_.CloseAsRefused(id, why);
   reply->set_reason(Printable(why, kMaxErrorLength));
   return grpc::Status::OK;

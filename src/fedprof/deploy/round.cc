@@ -43,8 +43,8 @@ void Round::Fit(const std::vector<ClientInstructions>& tasks, const Transport::R
 // Each task holds its client's instructions; θ stays one shared copy,
 // encoded into its chunks once for every stream that sends it (and once for
 // every relay's batch).
-std::vector<Task> Round::Prepare(const std::vector<ClientInstructions>& tasks, const std::vector<int>& relay_of,
-                                 RelayModels* for_relays) const {
+std::vector<Task> Round::Prepare(const std::vector<ClientInstructions>& tasks,
+                                 const std::vector<int>& relay_of, RelayModels* for_relays) const {
   std::map<const FlatParams*, std::shared_ptr<const std::vector<pb::TaskChunk>>> encoded;
   std::vector<Task> opened(tasks.size());
   const auto start = Clock::now();
@@ -112,10 +112,11 @@ Round::Dispatch Round::Place(const std::vector<ClientInstructions>& tasks, const
         t.open = false;
         Arrival a;
         a.index = t.index;
-        a.result = Failed(id,
-                          "no secure aggregation session for this round's " +
-                              std::to_string(session.index_of.size()) + " training tasks: " + session.why_none,
-                          /*timed_out=*/false);
+        a.result =
+            Failed(id,
+                   "no secure aggregation session for this round's " +
+                       std::to_string(session.index_of.size()) + " training tasks: " + session.why_none,
+                   /*timed_out=*/false);
         arrived_.push_back(std::move(a));
         continue;
       }
@@ -153,7 +154,8 @@ void Round::Batched(int id, int r, const RelayModels& for_relays,
   t->batch = b;
   pb::RelayTask* rt = batches_[b].header.mutable_header()->add_tasks();
   rt->set_client_id(id);
-  ToWire(*t->instructions, t->id, static_cast<int64_t>(t->instructions->global->size()), rt->mutable_header());
+  ToWire(*t->instructions, t->id, static_cast<int64_t>(t->instructions->global->size()),
+         rt->mutable_header());
 }
 
 void Round::Judge(const Transport::ResultSink& sink, size_t tasks, Clock::time_point deadline,

@@ -101,7 +101,8 @@ class Round {
   void Judge(const Transport::ResultSink& sink, size_t tasks, Clock::time_point deadline,
              std::unique_lock<std::mutex>& lock);
   // Hands each arrival to `sink` and answers its caller. (lock held on entry and exit)
-  void JudgeArrivals(const Transport::ResultSink& sink, size_t* remaining, std::unique_lock<std::mutex>& lock);
+  void JudgeArrivals(const Transport::ResultSink& sink, size_t* remaining,
+                     std::unique_lock<std::mutex>& lock);
   // Open tasks whose clients left or stalled, or past the deadline, end as
   // timed out; the stalled streams are returned to be cancelled. (mutex held)
   std::vector<std::shared_ptr<Sending>> CloseLeavers(Clock::time_point now, Clock::time_point deadline);

@@ -178,7 +178,8 @@ TEST(RoundTest, ARefusedRelaySumIsLostWithItsReason) {
   EXPECT_FALSE(reply.accepted());
   EXPECT_NE(reply.reason().find("model sum of 1 models of weight -5"), std::string::npos) << reply.reason();
   EXPECT_FALSE(sum_came);
-  EXPECT_EQ(lost.rfind("its relay's sum was refused: relay 3's sum: model sum of 1 models of weight -5", 0), 0u)
+  EXPECT_EQ(lost.rfind("its relay's sum was refused: relay 3's sum: model sum of 1 models of weight -5", 0),
+            0u)
       << lost;
 }
 

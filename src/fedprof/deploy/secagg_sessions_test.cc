@@ -75,7 +75,8 @@ class SessionHarness {
   // Client `id`'s answer, within 30 s.
   pb::SecAggReply Await(int64_t id) {
     std::unique_lock<std::mutex> lock(mutex_);
-    const bool came = answered_.wait_for(lock, std::chrono::seconds(30), [&] { return answers_.count(id) > 0; });
+    const bool came =
+        answered_.wait_for(lock, std::chrono::seconds(30), [&] { return answers_.count(id) > 0; });
     if (!came) throw Error("no answer for client " + std::to_string(id));
     pb::SecAggReply reply = answers_.at(id);
     answers_.erase(id);
@@ -95,8 +96,55 @@ class SessionHarness {
 
 std::vector<Word> InputOf(int64_t id) {
   std::vector<Word> x(kLength);
-  for (int64_t i = 0; i < kLength; ++i) x[i] = (static_cast<Word>(id + 1) << 100) + static_cast<Word>(i * 7 + id);
+  for (int64_t i = 0; i < kLength; ++i)
+    x[i] = (static_cast<Word>(id + 1) << 100) + static_cast<Word>(i * 7 + id);
   return x;
+}
+
+// Keys advertised and the roster signed by each of `ids`: the directory
+// each then holds in (*got)[id].
+void AdvertiseAndSign(SessionHarness& h, const std::vector<int64_t>& ids,
+                      std::map<int64_t, pb::SecAggReply>* got) {
+  for (int64_t id : ids) {
+    pb::SecAggRequest r;
+    *r.mutable_advertise() = secagg::ToWire(h.client(id).Advertise());
+    h.Send(id, r);
+  }
+  for (int64_t id : ids) {
+    (*got)[id] = h.Await(id);
+    ASSERT_TRUE((*got)[id].more() && (*got)[id].has_roster()) << id << ": " << (*got)[id].reason();
+  }
+  for (int64_t id : ids) {
+    pb::SecAggRequest r;
+    *r.mutable_roster_signature() =
+        secagg::ToWire(h.client(id).SignRoster(secagg::FromWire((*got)[id].roster(), "server")));
+    h.Send(id, r);
+  }
+  for (int64_t id : ids) {
+    (*got)[id] = h.Await(id);
+    ASSERT_TRUE((*got)[id].more() && (*got)[id].has_directory()) << id << ": " << (*got)[id].reason();
+  }
+}
+
+// Each of `ids` masks its input under the bundle in got[id] and sends it in
+// chunks of 3 words, each acknowledged at once; then a call of no message
+// waits for the survivor list, except from `dies`, which dies before it.
+void SendMasked(SessionHarness& h, const std::vector<int64_t>& ids,
+                const std::map<int64_t, pb::SecAggReply>& got, int64_t dies) {
+  for (int64_t id : ids) {
+    const secagg::MaskedInput masked =
+        h.client(id).Mask(secagg::FromWire(got.at(id).bundle(), "server"), InputOf(id));
+    const std::vector<secagg::pb::MaskedInputChunk> chunks = secagg::ToWire(masked, 3);
+    ASSERT_EQ(chunks.size(), 4u);
+    for (const secagg::pb::MaskedInputChunk& chunk : chunks) {
+      pb::SecAggRequest r;
+      *r.mutable_masked() = chunk;
+      h.Send(id, r);
+      const pb::SecAggReply next = h.Await(id);
+      ASSERT_TRUE(next.more() && next.message_case() == pb::SecAggReply::MESSAGE_NOT_SET);
+    }
+    if (id != dies) h.Send(id, pb::SecAggRequest());
+  }
 }
 
 TEST(SecAggRendezvousTest, TheSumOfTheSurvivorsWithADropoutAndAMalformedShare) {
@@ -106,29 +154,11 @@ TEST(SecAggRendezvousTest, TheSumOfTheSurvivorsWithADropoutAndAMalformedShare) {
   SessionHarness h(6, 0.4, {0, 1, 2, 3, 4, 5}, /*corrupt=*/0);
   std::atomic<bool> four_alive{true};
   SecAggOutcome out;
-  std::thread server([&] { out = h.session().Run([&](int64_t id) { return id != 4 || four_alive.load(); }); });
+  std::thread server(
+      [&] { out = h.session().Run([&](int64_t id) { return id != 4 || four_alive.load(); }); });
   const std::vector<int64_t> all = {0, 1, 2, 3, 4, 5};
-
-  for (int64_t id : all) {
-    pb::SecAggRequest r;
-    *r.mutable_advertise() = secagg::ToWire(h.client(id).Advertise());
-    h.Send(id, r);
-  }
   std::map<int64_t, pb::SecAggReply> got;
-  for (int64_t id : all) {
-    got[id] = h.Await(id);
-    ASSERT_TRUE(got[id].more() && got[id].has_roster()) << id << ": " << got[id].reason();
-  }
-  for (int64_t id : all) {
-    pb::SecAggRequest r;
-    *r.mutable_roster_signature() =
-        secagg::ToWire(h.client(id).SignRoster(secagg::FromWire(got[id].roster(), "server")));
-    h.Send(id, r);
-  }
-  for (int64_t id : all) {
-    got[id] = h.Await(id);
-    ASSERT_TRUE(got[id].more() && got[id].has_directory()) << id << ": " << got[id].reason();
-  }
+  ASSERT_NO_FATAL_FAILURE(AdvertiseAndSign(h, all, &got));
   for (int64_t id : all) {
     pb::SecAggRequest r;
     *r.mutable_shares() = secagg::ToWire(h.client(id).Share(secagg::FromWire(got[id].directory(), "server")));
@@ -143,22 +173,7 @@ TEST(SecAggRendezvousTest, TheSumOfTheSurvivorsWithADropoutAndAMalformedShare) {
     got[id] = h.Await(id);
     ASSERT_TRUE(got[id].more() && got[id].has_bundle()) << id << ": " << got[id].reason();
   }
-  for (int64_t id : five) {
-    const secagg::MaskedInput masked =
-        h.client(id).Mask(secagg::FromWire(got[id].bundle(), "server"), InputOf(id));
-    // In chunks of 3 words, each acknowledged at once; then a call of no
-    // message waits for the survivor list (client 4 dies before it).
-    const std::vector<secagg::pb::MaskedInputChunk> chunks = secagg::ToWire(masked, 3);
-    ASSERT_EQ(chunks.size(), 4u);
-    for (const secagg::pb::MaskedInputChunk& chunk : chunks) {
-      pb::SecAggRequest r;
-      *r.mutable_masked() = chunk;
-      h.Send(id, r);
-      const pb::SecAggReply next = h.Await(id);
-      ASSERT_TRUE(next.more() && next.message_case() == pb::SecAggReply::MESSAGE_NOT_SET);
-    }
-    if (id != 4) h.Send(id, pb::SecAggRequest());
-  }
+  ASSERT_NO_FATAL_FAILURE(SendMasked(h, five, got, /*dies=*/4));
   four_alive = false;  // it never signs
   const std::vector<int64_t> four = {0, 1, 2, 3};
   for (int64_t id : four) {
@@ -167,7 +182,8 @@ TEST(SecAggRendezvousTest, TheSumOfTheSurvivorsWithADropoutAndAMalformedShare) {
   }
   for (int64_t id : four) {
     pb::SecAggRequest r;
-    *r.mutable_signature() = secagg::ToWire(h.client(id).Check(secagg::FromWire(got[id].survivors(), "server")));
+    *r.mutable_signature() =
+        secagg::ToWire(h.client(id).Check(secagg::FromWire(got[id].survivors(), "server")));
     h.Send(id, r);
   }
   for (int64_t id : four) {

@@ -189,7 +189,8 @@ class FederationServer : public pb::Federation::CallbackService {
     return call;
   }
 
-  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context, const pb::HeartbeatRequest* request,
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
+                                      const pb::HeartbeatRequest* request,
                                       pb::HeartbeatReply* reply) override {
     grpc::ServerUnaryReactor* call = context->DefaultReactor();
     int id = -1;
@@ -290,7 +291,8 @@ class FederationServer : public pb::Federation::CallbackService {
 
   // --- The relays' side (gRPC handlers): RelayHub ------------------------
 
-  grpc::ServerUnaryReactor* RelaySync(grpc::CallbackServerContext* context, const pb::RelaySyncRequest* request,
+  grpc::ServerUnaryReactor* RelaySync(grpc::CallbackServerContext* context,
+                                      const pb::RelaySyncRequest* request,
                                       pb::RelaySyncReply* reply) override {
     grpc::ServerUnaryReactor* call = context->DefaultReactor();
     call->Finish(relays_.Sync(*context, *request, reply));
@@ -303,7 +305,8 @@ class FederationServer : public pb::Federation::CallbackService {
   }
 
   grpc::ServerUnaryReactor* RelayResult(grpc::CallbackServerContext* context,
-                                        const pb::RelayResultRequest* request, pb::PushReply* reply) override {
+                                        const pb::RelayResultRequest* request,
+                                        pb::PushReply* reply) override {
     grpc::ServerUnaryReactor* call = context->DefaultReactor();
     reply->set_protocol_version(kProtocolVersion);
     bool judged = false;
@@ -337,7 +340,8 @@ class FederationServer : public pb::Federation::CallbackService {
     builder.experimental().SetInterceptorCreators(std::move(interceptors));
     server_ = builder.BuildAndStart();
     if (!server_ || port == 0) {
-      throw Error("--listen " + o.listen + ": cannot listen there (in use, or not an address of this machine)");
+      throw Error("--listen " + o.listen +
+                  ": cannot listen there (in use, or not an address of this machine)");
     }
     address_ = o.listen.substr(0, o.listen.rfind(':')) + ":" + std::to_string(port);
   }
@@ -367,7 +371,8 @@ class FederationServer : public pb::Federation::CallbackService {
                      const std::string& what, uint32_t version, int claimed, const std::string& session,
                      int* id) {
     grpc::Status refused = CheckSize(request, kMaxSmallRequestBytes, what);
-    if (refused.ok()) refused = Authenticate(context, state_.tls(), state_.options.num_clients, version, claimed, id);
+    if (refused.ok())
+      refused = Authenticate(context, state_.tls(), state_.options.num_clients, version, claimed, id);
     if (refused.ok()) refused = CheckSession(session);
     return refused;
   }
@@ -406,8 +411,9 @@ void GrpcTransport::Fit(const std::vector<ClientInstructions>& tasks, const Resu
 void GrpcTransport::Open() {
   const GrpcServerOptions& o = impl_->options();
   const int wanted = o.min_clients == 0 ? o.num_clients : std::min(o.min_clients, o.num_clients);
-  LogProgress("fedprof server: listening on " + address() + (o.tls_dir.empty() ? " (INSECURE)" : " (mutual TLS)") +
-              "; waiting for " + std::to_string(wanted) + " of " + std::to_string(o.num_clients) + " clients");
+  LogProgress("fedprof server: listening on " + address() +
+              (o.tls_dir.empty() ? " (INSECURE)" : " (mutual TLS)") + "; waiting for " +
+              std::to_string(wanted) + " of " + std::to_string(o.num_clients) + " clients");
   WaitForClients(wanted, o.start_timeout_s);
 }
 void GrpcTransport::Close() { Finish(2 * impl_->options().heartbeat_s + 1); }

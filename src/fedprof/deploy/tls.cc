@@ -87,7 +87,8 @@ std::map<int64_t, std::string> SecAggRoster(const std::string& tls_dir) {
     const size_t padding = static_cast<size_t>(std::count(base64.end() - std::min<size_t>(2, base64.size()),
                                                           base64.end(), '='));
     const auto* p = reinterpret_cast<const unsigned char*>(der.data());
-    Pkey key(d2i_PUBKEY(nullptr, &p, static_cast<long>(static_cast<size_t>(decoded) - padding)), &EVP_PKEY_free);
+    Pkey key(d2i_PUBKEY(nullptr, &p, static_cast<long>(static_cast<size_t>(decoded) - padding)),
+             &EVP_PKEY_free);
     if (!roster.emplace(id, RawEd25519(key.get(), /*secret=*/false, where)).second) {
       throw Error(where + ": client " + std::to_string(id) + " a second time");
     }
