@@ -35,9 +35,14 @@ void StartClientCall(pb::Federation::Stub* stub, ClientAsyncMethod<Request, Repl
   auto call = std::make_shared<Call>();
   call->request = std::move(request);
   call->context.set_deadline(In(deadline_s));
-  (stub->async()->*method)(
-      &call->context, &call->request, &call->reply,
-      [call, answered = std::move(answered)](grpc::Status status) { answered(status, call->reply); });
+  (stub->async()->*method)(&call->context, &call->request, &call->reply,
+                           [call, answered = std::move(answered)](grpc::Status status) mutable {
+                             answered(status, call->reply);
+                             // The context goes while `answered` still holds the client: once
+                             // the client is let go, its channel may go too, and a context
+                             // that outlived its channel aborts inside gRPC.
+                             call.reset();
+                           });
 }
 
 }  // namespace
