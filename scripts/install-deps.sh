@@ -15,8 +15,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libgmp-dev
   gnuplot-nox dataset-fashion-mnist
   python3-torch python3-torchvision
-  # The docs' checker's own tests (tests/docs_test.py).
-  python3-pytest
+  # The docs' checker's own tests (tests/docs_test.py) and `import fedprof`
+  # (python/: the extension, built with pybind11 against Debian's python3).
+  python3-pytest python3-dev pybind11-dev python3-pybind11 python3-numpy
   # SHA-256 for checkpoint checksums (linked through gRPC already).
   libssl-dev
   # --monitor: the HTTP server (Boost.Beast, over Boost.Asio with OpenSSL), the

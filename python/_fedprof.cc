@@ -1,0 +1,185 @@
+// The engine's side of `import fedprof` (python/fedprof/__init__.py): the
+// option table, and simulated runs that compute with the GIL released, hand
+// each completed round to a Python callback and stop at a round's end on
+// Ctrl-C, leaving a run directory that resumes.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fedprof/config/config.h"
+#include "fedprof/config/options.h"
+#include "fedprof/core/error.h"
+#include "fedprof/core/run_observer.h"
+#include "fedprof/report/metrics.h"
+#include "fedprof/run/simulation.h"
+
+namespace py = pybind11;
+
+namespace fedprof::python {
+namespace {
+
+// A run stopped by Ctrl-C at the end of a round.
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
+std::string InterruptedAfter(int64_t round) {
+  return "interrupted after round " + std::to_string(round) + "; fedprof.resume(out) continues the run";
+}
+
+py::dict RoundDict(const RoundMetrics& m) {
+  py::dict d;
+  d["round"] = m.round;
+  d["lr"] = m.lr;
+  d["selected"] = m.selected;
+  d["returned"] = m.returned;
+  d["refused"] = m.refused;
+  d["timed_out"] = m.timed_out;
+  d["train_loss"] = m.train_loss;
+  d["accuracy"] = m.evaluated ? py::object(py::float_(m.accuracy)) : py::object(py::none());
+  d["loss"] = m.evaluated ? py::object(py::float_(m.loss)) : py::object(py::none());
+  d["virtual_time_s"] = m.virtual_time_s;
+  d["energy_wh"] = m.energy_wh;
+  d["wall_s"] = m.wall_s;
+  return d;
+}
+
+// Hears of each completed round on the round loop's thread, which is the
+// caller's (the rounds' outputs and checkpoint are written by then). Every
+// other report is dropped: they come from worker threads, and a Python
+// call there would serialise the clients on the GIL.
+class PythonObserver final : public RunObserver {
+ public:
+  explicit PythonObserver(py::object progress) : progress_(std::move(progress)) {}
+  ~PythonObserver() override {
+    py::gil_scoped_acquire gil;
+    progress_ = py::object();
+    failure_.reset();
+  }
+
+  // The Python exception that stopped the run (the callback's), if any;
+  // call with the GIL held.
+  std::unique_ptr<py::error_already_set> TakeFailure() { return std::move(failure_); }
+
+  void EndRound(const RoundMetrics& m, const std::vector<int64_t>&, const std::vector<double>&) override {
+    py::gil_scoped_acquire gil;
+    if (!progress_.is_none()) {
+      try {
+        progress_(RoundDict(m));
+      } catch (py::error_already_set& e) {
+        // A Ctrl-C while the callback ran surfaces there: it stops the run
+        // as one between rounds does.
+        if (e.matches(PyExc_KeyboardInterrupt)) throw Interrupted(InterruptedAfter(m.round));
+        failure_ = std::make_unique<py::error_already_set>(std::move(e));
+        throw Error("the progress callback raised an exception after round " + std::to_string(m.round));
+      }
+    }
+    if (PyErr_CheckSignals() != 0) {
+      if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+        PyErr_Clear();
+        throw Interrupted(InterruptedAfter(m.round));
+      }
+      failure_ = std::make_unique<py::error_already_set>();
+      throw Error("a signal handler raised an exception after round " + std::to_string(m.round));
+    }
+  }
+
+  void BeginRun(const RunStartInfo&) override {}
+  void EndRun(const std::string&) override {}
+  void AddPhase(const std::string&, double) override {}
+  void AddResult(int, bool, bool, const std::string&, double) override {}
+  void AddSecureTime(const std::string&, double) override {}
+  void SetConnectedSource(std::function<int()>) override {}
+  void AddBytes(int64_t, int64_t) override {}
+  void AddTransportRefusal(const std::string&, const std::string&) override {}
+
+ private:
+  py::object progress_;
+  std::unique_ptr<py::error_already_set> failure_;
+};
+
+// Runs `run` (which computes) with the GIL released, and turns how it ends
+// into Python's terms: the callback's own exception, KeyboardInterrupt, or
+// RuntimeError with the engine's one-line message.
+template <class F>
+void RunReleased(PythonObserver& observer, F run) {
+  std::string interrupted, failed;
+  {
+    py::gil_scoped_release release;
+    try {
+      run();
+    } catch (const Interrupted& e) {
+      interrupted = e.what();
+    } catch (const std::exception& e) {
+      failed = e.what();
+    }
+  }
+  if (std::unique_ptr<py::error_already_set> failure = observer.TakeFailure()) throw std::move(*failure);
+  if (!interrupted.empty()) {
+    PyErr_SetString(PyExc_KeyboardInterrupt, interrupted.c_str());
+    throw py::error_already_set();
+  }
+  if (!failed.empty()) throw std::runtime_error(failed);
+}
+
+// The config a run starts from: the TOML file `path` (if any), then the
+// assignments in order. Any mistake is a ValueError with the engine's
+// message (the key, the valid values, the nearest option's name).
+Config ConfigFrom(const std::string& path, const std::vector<std::string>& assignments) {
+  try {
+    Config config;
+    if (!path.empty()) config.MergeTomlFile(path);
+    for (const std::string& a : assignments) {
+      const size_t eq = a.find('=');  // the package writes every one as key=value
+      config.Set(a.substr(0, eq), eq == std::string::npos ? "" : a.substr(eq + 1), "fedprof.simulate");
+    }
+    return config;
+  } catch (const Error& e) {
+    throw py::value_error(e.what());
+  }
+}
+
+py::list Options() {
+  py::list out;
+  const char* types[] = {"int", "float", "bool", "str"};
+  for (const OptionSpec& o : AllOptions()) {
+    py::dict d;
+    d["name"] = o.name;
+    d["type"] = types[static_cast<int>(o.type)];
+    d["default"] = o.default_value;
+    d["valid"] = ValidValues(o);
+    d["resumable"] = o.resumable;
+    d["description"] = o.description;
+    out.append(d);
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace fedprof::python
+
+PYBIND11_MODULE(_fedprof, m) {
+  using namespace fedprof::python;  // NOLINT: this module's own helpers
+  m.doc() = "The FedProf engine (use the fedprof package, not this module).";
+  m.def("options", &Options, "Every option of a run: name, type, default, valid values, description.");
+  m.def(
+      "simulate",
+      [](const std::string& config_path, const std::vector<std::string>& assignments, const std::string& out,
+         py::object progress) {
+        const fedprof::Config config = ConfigFrom(config_path, assignments);
+        PythonObserver observer(std::move(progress));
+        RunReleased(observer, [&] { fedprof::RunSimulation(config, out, &observer); });
+      },
+      py::arg("config_path"), py::arg("assignments"), py::arg("out"), py::arg("progress"));
+  m.def(
+      "resume",
+      [](const std::string& out, const std::vector<std::string>& assignments, py::object progress) {
+        PythonObserver observer(std::move(progress));
+        RunReleased(observer, [&] { fedprof::ResumeSimulation(out, assignments, &observer); });
+      },
+      py::arg("out"), py::arg("assignments"), py::arg("progress"));
+}

@@ -1,0 +1,148 @@
+"""`import fedprof` against the CLI: the same numbers, the option table's
+errors, progress, Ctrl-C and resume. Run by ctest (python.api) with
+PYTHONPATH at the build tree's python/ and FEDPROF_CLI at the built tool."""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import fedprof
+
+CLI = os.environ.get("FEDPROF_CLI", "build/fedprof")
+
+# A small run of each kind (as the C++ tests' SmallRun): 10 clients, 3 of
+# them a round, 3 rounds.
+SMALL = {
+    "data.train_limit": 3000,
+    "data.test_limit": 500,
+    "clients.count": 10,
+    "strategy.fraction": 0.3,
+    "rounds": 3,
+    "partition.kind": "iid",
+    "train.epochs": 1,
+    "quality.blurred": 0.2,
+    "data.holdout_share": 0.1,
+    "report.progress": False,
+    "threads": 2,
+}
+
+
+def cli_run(out, options):
+    sets = []
+    for key, value in options.items():
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        sets += ["--set", f"{key}={text}"]
+    done = subprocess.run([CLI, "simulate", "--out", str(out)] + sets, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return fedprof.Run(str(out))
+
+
+def reproducible_rows(path):
+    """metrics.csv without wall_s, the one column that is not reproducible."""
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    drop = rows[0].index("wall_s")
+    return [[c for i, c in enumerate(r) if i != drop] for r in rows]
+
+
+@pytest.mark.parametrize("strategy", ["fedavg", "fedprof"])
+def test_numbers_are_the_clis(tmp_path, strategy):
+    options = dict(SMALL, **{"strategy.name": strategy})
+    cli = cli_run(tmp_path / "cli", options)
+    py = fedprof.simulate(options, out=tmp_path / "py")
+    assert py.summary["final_model_sha256"] == cli.summary["final_model_sha256"]
+    assert reproducible_rows(tmp_path / "py" / "metrics.csv") == reproducible_rows(tmp_path / "cli" / "metrics.csv")
+    assert list(py.metrics["round"]) == [1.0, 2.0, 3.0]
+    assert py.metrics["accuracy"].dtype == np.float64
+
+
+def test_keywords_and_a_config_file_are_options_too(tmp_path):
+    config = tmp_path / "small.toml"
+    config.write_text("rounds = 2\n[train]\nepochs = 1\n")
+    rest = {k: v for k, v in SMALL.items() if k not in ("rounds", "train.epochs")}
+    a = fedprof.simulate(config, out=tmp_path / "a", **{k.replace(".", "__"): v for k, v in rest.items()})
+    b = fedprof.simulate(dict(rest, **{"rounds": 2, "train.epochs": 1}), out=tmp_path / "b")
+    assert a.summary["final_model_sha256"] == b.summary["final_model_sha256"]
+    assert len(a.metrics["round"]) == 2
+
+
+def test_a_bad_option_is_one_value_error_naming_it(tmp_path):
+    with pytest.raises(ValueError, match=r"strategy\.nmae.*strategy\.name"):
+        fedprof.simulate(out=tmp_path / "x", strategy__nmae="fedprof")
+    with pytest.raises(ValueError, match=r"rounds"):
+        fedprof.simulate(out=tmp_path / "y", rounds=0)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_options_are_the_table():
+    table = {o["name"]: o for o in fedprof.options()}
+    assert table["rounds"]["resumable"] and table["rounds"]["type"] == "int"
+    assert "fedprof" in table["strategy.name"]["valid"]
+    assert not table["seed"]["resumable"]
+
+
+def test_progress_sees_every_round_and_its_exception_ends_the_run(tmp_path):
+    seen = []
+    fedprof.simulate(SMALL, out=tmp_path / "a", progress=seen.append)
+    assert [m["round"] for m in seen] == [1, 2, 3]
+    assert seen[-1]["accuracy"] is not None
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_two(m):
+        if m["round"] == 2:
+            raise Stop("enough")
+
+    with pytest.raises(Stop, match="enough"):
+        fedprof.simulate(SMALL, out=tmp_path / "b", progress=stop_at_two)
+
+
+# A SIGINT to itself, as a Ctrl-C in a terminal would be: from the progress
+# callback after round 1, or from another thread while round 2 computes.
+CTRL_C_IN_CALLBACK = """
+def ctrl_c(m):
+    if m["round"] == 1:
+        os.kill(os.getpid(), signal.SIGINT)
+"""
+CTRL_C_WHILE_COMPUTING = """
+import threading
+first_round = threading.Event()
+def interrupt():
+    first_round.wait()
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=interrupt).start()
+def ctrl_c(m):
+    if m["round"] == 1:
+        first_round.set()
+"""
+
+
+@pytest.mark.parametrize("when", [CTRL_C_IN_CALLBACK, CTRL_C_WHILE_COMPUTING])
+def test_ctrl_c_stops_at_a_rounds_end_and_the_run_resumes_to_the_same_model(tmp_path, when):
+    options = dict(SMALL, rounds=6)
+    whole = fedprof.simulate(options, out=tmp_path / "whole")
+    script = "import os, signal, sys, fedprof\n" + when + textwrap.dedent(f"""
+        try:
+            fedprof.simulate({options!r}, out={str(tmp_path / "cut")!r}, progress=ctrl_c)
+        except KeyboardInterrupt as e:
+            print("interrupted:", e)
+            sys.exit(3)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ))
+    assert done.returncode == 3, done.stdout + done.stderr
+    cut = fedprof.Run(str(tmp_path / "cut"))
+    stopped_after = len(cut.metrics["round"])
+    assert 1 <= stopped_after < 6 and cut.summary is None
+    assert f"interrupted after round {stopped_after};" in done.stdout
+    resumed = fedprof.resume(tmp_path / "cut")
+    assert resumed.summary["final_model_sha256"] == whole.summary["final_model_sha256"]
+    assert list(resumed.metrics["round"]) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
