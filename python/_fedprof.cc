@@ -14,6 +14,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/run_observer.h"
 #include "fedprof/report/metrics.h"
+#include "fedprof/run/comparison.h"
 #include "fedprof/run/simulation.h"
 
 namespace py = pybind11;
@@ -31,8 +32,9 @@ std::string InterruptedAfter(int64_t round) {
   return "interrupted after round " + std::to_string(round) + "; fedprof.resume(out) continues the run";
 }
 
-py::dict RoundDict(const RoundMetrics& m) {
+py::dict RoundDict(const std::string& run, const RoundMetrics& m) {
   py::dict d;
+  d["run"] = run;
   d["round"] = m.round;
   d["lr"] = m.lr;
   d["selected"] = m.selected;
@@ -69,7 +71,7 @@ class PythonObserver final : public RunObserver {
     py::gil_scoped_acquire gil;
     if (!progress_.is_none()) {
       try {
-        progress_(RoundDict(m));
+        progress_(RoundDict(run_, m));
       } catch (py::error_already_set& e) {
         // A Ctrl-C while the callback ran surfaces there: it stops the run
         // as one between rounds does.
@@ -88,7 +90,8 @@ class PythonObserver final : public RunObserver {
     }
   }
 
-  void BeginRun(const RunStartInfo&) override {}
+  // The run the next rounds belong to (a comparison runs several).
+  void BeginRun(const RunStartInfo& info) override { run_ = info.run_id; }
   void EndRun(const std::string&) override {}
   void AddPhase(const std::string&, double) override {}
   void AddResult(int, bool, bool, const std::string&, double) override {}
@@ -99,6 +102,7 @@ class PythonObserver final : public RunObserver {
 
  private:
   py::object progress_;
+  std::string run_;  // its output directory
   std::unique_ptr<py::error_already_set> failure_;
 };
 
@@ -175,6 +179,20 @@ PYBIND11_MODULE(_fedprof, m) {
         RunReleased(observer, [&] { fedprof::RunSimulation(config, out, &observer); });
       },
       py::arg("config_path"), py::arg("assignments"), py::arg("out"), py::arg("progress"));
+  m.def(
+      "compare",
+      [](const std::string& config_path, const std::vector<std::string>& assignments,
+         const std::vector<std::string>& strategies, int seeds, const std::string& out, py::object progress) {
+        const fedprof::Config config = ConfigFrom(config_path, assignments);
+        if (seeds < 1) throw py::value_error("seeds: expected 1 or more, got " + std::to_string(seeds));
+        PythonObserver observer(std::move(progress));
+        std::string table;
+        RunReleased(observer,
+                    [&] { table = fedprof::RunComparison(config, strategies, seeds, out, &observer); });
+        return table;
+      },
+      py::arg("config_path"), py::arg("assignments"), py::arg("strategies"), py::arg("seeds"), py::arg("out"),
+      py::arg("progress"));
   m.def(
       "resume",
       [](const std::string& out, const std::vector<std::string>& assignments, py::object progress) {

@@ -58,7 +58,8 @@ def test_numbers_are_the_clis(tmp_path, strategy):
     cli = cli_run(tmp_path / "cli", options)
     py = fedprof.simulate(options, out=tmp_path / "py")
     assert py.summary["final_model_sha256"] == cli.summary["final_model_sha256"]
-    assert reproducible_rows(tmp_path / "py" / "metrics.csv") == reproducible_rows(tmp_path / "cli" / "metrics.csv")
+    py_rows = reproducible_rows(tmp_path / "py" / "metrics.csv")
+    assert py_rows == reproducible_rows(tmp_path / "cli" / "metrics.csv")
     assert list(py.metrics["round"]) == [1.0, 2.0, 3.0]
     assert py.metrics["accuracy"].dtype == np.float64
 
@@ -146,3 +147,33 @@ def test_ctrl_c_stops_at_a_rounds_end_and_the_run_resumes_to_the_same_model(tmp_
     resumed = fedprof.resume(tmp_path / "cut")
     assert resumed.summary["final_model_sha256"] == whole.summary["final_model_sha256"]
     assert list(resumed.metrics["round"]) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+def test_compare_is_the_clis(tmp_path):
+    options = dict(SMALL, rounds=2)
+    sets = []
+    for key, value in options.items():
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        sets += ["--set", f"{key}={text}"]
+    command = [CLI, "compare", "--strategies", "fedavg,fedprof", "--seeds", "2", "--jobs", "1",
+               "--out", str(tmp_path / "cli")]
+    done = subprocess.run(command + sets, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    labels = []
+    py = fedprof.compare("fedavg,fedprof", seeds=2, config=options, out=tmp_path / "py",
+                         progress=lambda m: labels.append(m["run"]))
+    assert sorted(py.runs) == ["fedavg-full", "fedprof-full"]
+    assert [len(r) for r in py.runs.values()] == [2, 2]
+    for label, runs in py.runs.items():
+        for seed, run in enumerate(runs, start=1):
+            cli = fedprof.Run(str(tmp_path / "cli" / label / f"seed-{seed}"))
+            assert run.summary["final_model_sha256"] == cli.summary["final_model_sha256"]
+    cli_results = fedprof._read_csv(str(tmp_path / "cli" / "comparison.csv"))
+    assert sorted(py.results) == sorted(cli_results)
+    for column in py.results:
+        if column == "strategy":
+            assert list(py.results[column]) == list(cli_results[column])
+        elif column != "wall_s":
+            np.testing.assert_array_equal(py.results[column], cli_results[column], err_msg=column)
+    assert "| fedprof-full |" in py.table
+    assert len(labels) == 8 and len(set(labels)) == 4  # 2 rounds of each of the 4 runs

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import _fedprof
 
-__all__ = ["Run", "options", "simulate", "resume"]
+__all__ = ["Comparison", "Run", "compare", "options", "resume", "simulate"]
 
 
 def options():
@@ -127,8 +127,16 @@ class Run:
         return f"Run({self.out!r}, {rounds} rounds)"
 
 
-def _default_out():
-    return os.path.join("runs", "python-" + time.strftime("%Y%m%d-%H%M%S"))
+def _default_out(kind="python"):
+    return os.path.join("runs", kind + "-" + time.strftime("%Y%m%d-%H%M%S"))
+
+
+def _config_path(config):
+    if isinstance(config, (str, os.PathLike)):
+        return os.fspath(config)
+    if config is not None and not isinstance(config, dict):
+        raise TypeError("config: a TOML file's path, a dict of options or None")
+    return ""
 
 
 def simulate(config=None, out=None, progress=None, **overrides):
@@ -145,13 +153,8 @@ def simulate(config=None, out=None, progress=None, **overrides):
     end of a round; fedprof.resume(out) continues), RuntimeError when the
     run fails, or whatever the progress callback raised.
     """
-    path = ""
-    if isinstance(config, (str, os.PathLike)):
-        path = os.fspath(config)
-    elif config is not None and not isinstance(config, dict):
-        raise TypeError("config: a TOML file's path, a dict of options or None")
     out = os.fspath(out) if out is not None else _default_out()
-    _fedprof.simulate(path, _assignments(config, overrides), out, _progress(progress))
+    _fedprof.simulate(_config_path(config), _assignments(config, overrides), out, _progress(progress))
     return Run(out)
 
 
@@ -162,3 +165,48 @@ def resume(out, progress=None, **overrides):
     out = os.fspath(out)
     _fedprof.resume(out, _assignments(None, overrides), _progress(progress))
     return Run(out)
+
+
+class Comparison:
+    """A comparison's outputs, read from its directory.
+
+    out      the directory (comparison.md, comparison.csv, accuracy.png, a
+             folder per strategy)
+    table    comparison.md's table, as `fedprof compare` prints it
+    results  comparison.csv: {column: array}, a row per run
+    runs     {"<label>-<aggregation>": [Run of each seed, in seed order]}
+    """
+
+    def __init__(self, out, table):
+        self.out = out
+        self.table = table
+        self.results = _read_csv(os.path.join(out, "comparison.csv"))
+        self.runs = {}
+        for name in sorted(os.listdir(out)):
+            folder = os.path.join(out, name)
+            if not os.path.isdir(folder):
+                continue
+            seeds = sorted((d for d in os.listdir(folder) if d.startswith("seed-")), key=lambda d: int(d[5:]))
+            if seeds:
+                self.runs[name] = [Run(os.path.join(folder, d)) for d in seeds]
+
+    def __repr__(self):
+        return f"Comparison({self.out!r}, {sorted(self.runs)})"
+
+
+def compare(strategies, seeds=1, config=None, out=None, progress=None, **overrides):
+    """Runs each strategy over `seeds` seeds on otherwise identical runs, one
+    after the other, as `fedprof compare --jobs 1` does, and returns the
+    Comparison.
+
+    strategies  names as fedprof compare takes them ("fedavg",
+                "fedavg:partial", "fedprof+fedadam"), a list or a
+                comma-separated string
+    progress    as simulate's; each round's dict also names its "run"
+    """
+    if isinstance(strategies, str):
+        strategies = [s for s in strategies.split(",") if s]
+    out = os.fspath(out) if out is not None else _default_out("python-compare")
+    table = _fedprof.compare(_config_path(config), _assignments(config, overrides), list(strategies),
+                             int(seeds), out, _progress(progress))
+    return Comparison(out, table)
