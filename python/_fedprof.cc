@@ -137,10 +137,7 @@ Config ConfigFrom(const std::string& path, const std::vector<std::string>& assig
   try {
     Config config;
     if (!path.empty()) config.MergeTomlFile(path);
-    for (const std::string& a : assignments) {
-      const size_t eq = a.find('=');  // the package writes every one as key=value
-      config.Set(a.substr(0, eq), eq == std::string::npos ? "" : a.substr(eq + 1), "fedprof.simulate");
-    }
+    for (const std::string& a : assignments) config.SetAssignment(a, "fedprof.simulate");
     return config;
   } catch (const Error& e) {
     throw py::value_error(e.what());

@@ -110,12 +110,12 @@ void Config::Set(const std::string& key, const std::string& value, const std::st
   values_[key] = std::move(canonical);
 }
 
-void Config::SetAssignment(const std::string& assignment) {
+void Config::SetAssignment(const std::string& assignment, const std::string& origin) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
-    throw Error("--set '" + Printable(assignment) + "': expected key=value");
+    throw Error(origin + " '" + Printable(assignment) + "': expected key=value");
   }
-  Set(assignment.substr(0, eq), assignment.substr(eq + 1));
+  Set(assignment.substr(0, eq), assignment.substr(eq + 1), origin);
 }
 
 void Config::MergeTomlString(const std::string& text, const std::string& origin) {

@@ -22,8 +22,9 @@ class Config {
   // Merges a TOML file; [section] key = value sets "section.key".
   void MergeTomlFile(const std::string& path);
   void MergeTomlString(const std::string& text, const std::string& origin);
-  // "key=value" as given to --set.
-  void SetAssignment(const std::string& assignment);
+  // "key=value" as given to --set; `origin` names where it came from in
+  // error messages.
+  void SetAssignment(const std::string& assignment, const std::string& origin = "--set");
   void Set(const std::string& key, const std::string& value, const std::string& origin = "--set");
 
   // Every option's value in its typed field: what the rest of the code reads.
