@@ -16,17 +16,10 @@
 #include "fedprof/report/metrics.h"
 #include "fedprof/run/comparison.h"
 #include "fedprof/run/simulation.h"
-
-namespace py = pybind11;
+#include "python/hooks.h"
 
 namespace fedprof::python {
 namespace {
-
-// A run stopped by Ctrl-C at the end of a round.
-class Interrupted : public Error {
- public:
-  using Error::Error;
-};
 
 std::string InterruptedAfter(int64_t round) {
   return "interrupted after round " + std::to_string(round) + "; fedprof.resume(out) continues the run";
@@ -56,16 +49,12 @@ py::dict RoundDict(const std::string& run, const RoundMetrics& m) {
 // call there would serialise the clients on the GIL.
 class PythonObserver final : public RunObserver {
  public:
-  explicit PythonObserver(py::object progress) : progress_(std::move(progress)) {}
+  PythonObserver(py::object progress, PendingException* pending)
+      : progress_(std::move(progress)), pending_(pending) {}
   ~PythonObserver() override {
     py::gil_scoped_acquire gil;
     progress_ = py::object();
-    failure_.reset();
   }
-
-  // The Python exception that stopped the run (the callback's), if any;
-  // call with the GIL held.
-  std::unique_ptr<py::error_already_set> TakeFailure() { return std::move(failure_); }
 
   void EndRound(const RoundMetrics& m, const std::vector<int64_t>&, const std::vector<double>&) override {
     py::gil_scoped_acquire gil;
@@ -76,8 +65,7 @@ class PythonObserver final : public RunObserver {
         // A Ctrl-C while the callback ran surfaces there: it stops the run
         // as one between rounds does.
         if (e.matches(PyExc_KeyboardInterrupt)) throw Interrupted(InterruptedAfter(m.round));
-        failure_ = std::make_unique<py::error_already_set>(std::move(e));
-        throw Error("the progress callback raised an exception after round " + std::to_string(m.round));
+        pending_->Raise(e, "the progress callback (after round " + std::to_string(m.round) + ")");
       }
     }
     if (PyErr_CheckSignals() != 0) {
@@ -85,8 +73,8 @@ class PythonObserver final : public RunObserver {
         PyErr_Clear();
         throw Interrupted(InterruptedAfter(m.round));
       }
-      failure_ = std::make_unique<py::error_already_set>();
-      throw Error("a signal handler raised an exception after round " + std::to_string(m.round));
+      py::error_already_set e;
+      pending_->Raise(e, "a signal handler (after round " + std::to_string(m.round) + ")");
     }
   }
 
@@ -102,15 +90,15 @@ class PythonObserver final : public RunObserver {
 
  private:
   py::object progress_;
+  PendingException* pending_;
   std::string run_;  // its output directory
-  std::unique_ptr<py::error_already_set> failure_;
 };
 
 // Runs `run` (which computes) with the GIL released, and turns how it ends
 // into Python's terms: the callback's own exception, KeyboardInterrupt, or
 // RuntimeError with the engine's one-line message.
 template <class F>
-void RunReleased(PythonObserver& observer, F run) {
+void RunReleased(PendingException& pending, F run) {
   std::string interrupted, failed;
   {
     py::gil_scoped_release release;
@@ -122,7 +110,7 @@ void RunReleased(PythonObserver& observer, F run) {
       failed = e.what();
     }
   }
-  if (std::unique_ptr<py::error_already_set> failure = observer.TakeFailure()) throw std::move(*failure);
+  if (std::unique_ptr<py::error_already_set> failure = pending.Take()) throw std::move(*failure);
   if (!interrupted.empty()) {
     PyErr_SetString(PyExc_KeyboardInterrupt, interrupted.c_str());
     throw py::error_already_set();
@@ -167,34 +155,46 @@ PYBIND11_MODULE(_fedprof, m) {
   using namespace fedprof::python;  // NOLINT: this module's own helpers
   m.doc() = "The FedProf engine (use the fedprof package, not this module).";
   m.def("options", &Options, "Every option of a run: name, type, default, valid values, description.");
+  // Each run takes the Python selectors and aggregators its options name
+  // (registered for the call), and progress, a callable or None.
   m.def(
       "simulate",
       [](const std::string& config_path, const std::vector<std::string>& assignments, const std::string& out,
-         py::object progress) {
+         py::object progress, const py::list& selectors, const py::list& aggregators) {
+        PendingException pending;
+        const PythonParts parts(selectors, aggregators, &pending);
         const fedprof::Config config = ConfigFrom(config_path, assignments);
-        PythonObserver observer(std::move(progress));
-        RunReleased(observer, [&] { fedprof::RunSimulation(config, out, &observer); });
+        PythonObserver observer(std::move(progress), &pending);
+        RunReleased(pending, [&] { fedprof::RunSimulation(config, out, &observer); });
       },
-      py::arg("config_path"), py::arg("assignments"), py::arg("out"), py::arg("progress"));
+      py::arg("config_path"), py::arg("assignments"), py::arg("out"), py::arg("progress"), py::arg("selectors"),
+      py::arg("aggregators"));
   m.def(
       "compare",
       [](const std::string& config_path, const std::vector<std::string>& assignments,
-         const std::vector<std::string>& strategies, int seeds, const std::string& out, py::object progress) {
+         const std::vector<std::string>& strategies, int seeds, const std::string& out, py::object progress,
+         const py::list& selectors, const py::list& aggregators) {
+        PendingException pending;
+        const PythonParts parts(selectors, aggregators, &pending);
         const fedprof::Config config = ConfigFrom(config_path, assignments);
         if (seeds < 1) throw py::value_error("seeds: expected 1 or more, got " + std::to_string(seeds));
-        PythonObserver observer(std::move(progress));
+        PythonObserver observer(std::move(progress), &pending);
         std::string table;
-        RunReleased(observer,
-                    [&] { table = fedprof::RunComparison(config, strategies, seeds, out, &observer); });
+        RunReleased(pending, [&] { table = fedprof::RunComparison(config, strategies, seeds, out, &observer); });
         return table;
       },
       py::arg("config_path"), py::arg("assignments"), py::arg("strategies"), py::arg("seeds"), py::arg("out"),
-      py::arg("progress"));
+      py::arg("progress"), py::arg("selectors"), py::arg("aggregators"));
   m.def(
       "resume",
-      [](const std::string& out, const std::vector<std::string>& assignments, py::object progress) {
-        PythonObserver observer(std::move(progress));
-        RunReleased(observer, [&] { fedprof::ResumeSimulation(out, assignments, &observer); });
+      [](const std::string& out, const std::vector<std::string>& assignments, py::object progress,
+         const py::list& selectors, const py::list& aggregators) {
+        PendingException pending;
+        const PythonParts parts(selectors, aggregators, &pending);
+        PythonObserver observer(std::move(progress), &pending);
+        RunReleased(pending, [&] { fedprof::ResumeSimulation(out, assignments, &observer); });
       },
-      py::arg("out"), py::arg("assignments"), py::arg("progress"));
+      py::arg("out"), py::arg("assignments"), py::arg("progress"), py::arg("selectors"), py::arg("aggregators"));
+  BindParts(m);
+  BindData(m);
 }

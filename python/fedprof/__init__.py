@@ -22,8 +22,13 @@ import time
 import numpy as np
 
 from . import _fedprof
+from .data import Dataset
+from .parts import Aggregator, Clients, Result, Selector, Strategy
 
-__all__ = ["Comparison", "Run", "compare", "options", "resume", "simulate"]
+Rng = _fedprof.Rng
+
+__all__ = ["Aggregator", "Clients", "Comparison", "Dataset", "Result", "Rng", "Run", "Selector", "Strategy",
+           "compare", "options", "resume", "simulate"]
 
 
 def options():
@@ -62,18 +67,65 @@ def _assignments(config, overrides):
     return out
 
 
-def _progress(progress):
-    """The callback handed to the engine: `progress` itself, a line per
-    round for True, nothing for None."""
-    if progress is None or progress is False:
+class _NoProgress:
+    def __enter__(self):
         return None
-    if callable(progress):
-        return progress
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _Progress:
+    """progress=True: a tqdm bar where tqdm is installed, else a line per
+    round."""
+
+    def __init__(self, rounds):
+        self.rounds = rounds
+        self.bar = None
+
+    def __enter__(self):
+        try:
+            import tqdm  # noqa: PLC0415 - optional
+        except ImportError:
+            return self.line
+        self.bar = tqdm.tqdm(total=self.rounds, unit="round")
+        return self.tick
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
+        return False
+
+    @staticmethod
+    def _accuracy(m):
+        return "-" if m["accuracy"] is None else f"{m['accuracy']:.4f}"
+
+    def line(self, m):
+        print(f"round {m['round']}: accuracy {self._accuracy(m)}, {m['returned']}/{m['selected']} clients",
+              flush=True)
+
+    def tick(self, m):
+        self.bar.set_postfix(accuracy=self._accuracy(m), refresh=False)
+        self.bar.update(1)
+
+
+class _Callback(_NoProgress):
+    def __init__(self, callback):
+        self.callback = callback
+
+    def __enter__(self):
+        return self.callback
+
+
+def _progress(progress, rounds):
+    """A context giving the callback handed to the engine: `progress`
+    itself, a bar or a line per round for True, nothing for None."""
+    if progress is None or progress is False:
+        return _NoProgress()
     if progress is True:
-        def line(m):
-            acc = "-" if m["accuracy"] is None else f"{m['accuracy']:.4f}"
-            print(f"round {m['round']}: accuracy {acc}, {m['returned']}/{m['selected']} clients", flush=True)
-        return line
+        return _Progress(rounds)
+    if callable(progress):
+        return _Callback(progress)
     raise TypeError("progress: a callable taking each round's metrics (a dict), True or None")
 
 
@@ -105,8 +157,11 @@ class Run:
     summary  summary.json as a dict (None while the run has not finished)
     """
 
-    def __init__(self, out):
+    def __init__(self, out, data=None, parts=None):
         self.out = out
+        # What state_dict() needs again: the in-memory data, the Python parts.
+        self._data = data
+        self._parts = parts
         self.metrics = _read_csv(os.path.join(out, "metrics.csv"))
         clients = os.path.join(out, "clients.csv")
         self.clients = _read_csv(clients) if os.path.exists(clients) else {}
@@ -115,6 +170,27 @@ class Run:
         if os.path.exists(summary):
             with open(summary) as f:
                 self.summary = json.load(f)
+
+    def state_dict(self):
+        """The final global model (the last completed round's) as
+        {name: NumPy array}, parameters then buffers, named as the model
+        names them (a module's own names for model.file)."""
+        parts = self._parts
+        return _fedprof.state_dict(self.out, parts.selectors if parts else [], parts.aggregators if parts else [])
+
+    def model(self):
+        """The final global model as a torch.nn.Module, for runs of a
+        TorchScript module (model.file, or simulate(model=...)): the module
+        with the run's parameters loaded. Built-in models exist only in
+        the engine; state_dict() gives their values."""
+        import torch  # noqa: PLC0415 - optional, and slow to import
+
+        path = _read_option(self.out, "model", "file")
+        if not path:
+            raise ValueError(f"{self.out}: the run trained a built-in model (model.name); use state_dict()")
+        module = torch.jit.load(path)
+        module.load_state_dict({k: torch.from_numpy(v) for k, v in self.state_dict().items()})
+        return module
 
     def metrics_frame(self):
         """metrics.csv as a pandas DataFrame (needs pandas)."""
@@ -125,6 +201,13 @@ class Run:
     def __repr__(self):
         rounds = len(next(iter(self.metrics.values()), []))
         return f"Run({self.out!r}, {rounds} rounds)"
+
+
+def _read_option(out, section, key):
+    import tomllib  # noqa: PLC0415
+
+    with open(os.path.join(out, "config.toml"), "rb") as f:
+        return tomllib.load(f).get(section, {}).get(key, "")
 
 
 def _default_out(kind="python"):
@@ -139,32 +222,110 @@ def _config_path(config):
     return ""
 
 
-def simulate(config=None, out=None, progress=None, **overrides):
+def _scripted(model, out):
+    """`model` (a torch.nn.Module) saved as TorchScript in the run
+    directory, for model.file: the engine trains that file's module."""
+    import torch  # noqa: PLC0415 - optional, and slow to import
+
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    try:
+        scripted = model if isinstance(model, torch.jit.ScriptModule) else torch.jit.script(model)
+    except Exception as e:  # noqa: BLE001 - TorchScript raises many kinds
+        raise ValueError(f"model: torch.jit.script cannot compile {type(model).__name__} ({e}); "
+                         "pass a ScriptModule (torch.jit.trace(model, example)) instead") from None
+    os.makedirs(out, exist_ok=True)
+    path = os.path.abspath(os.path.join(out, "model.pt"))
+    scripted.save(path)
+    return path
+
+
+class _Parts:
+    """What simulate, compare and resume take from Python besides options:
+    the Python selectors and aggregators to register, and the assignments
+    that name them and the data and model."""
+
+    def __init__(self, overrides, selector=None, aggregator=None, data=None, model=None, out=None):
+        self.selectors, self.aggregators, self.assignments = [], [], []
+        for part, kind, option in ((selector, Selector, "strategy__selector"),
+                                   (aggregator, Aggregator, "strategy__aggregator")):
+            if part is None:
+                continue
+            if option in overrides:
+                raise ValueError(f"{option.replace('__', '.')} and {option.split('__')[1]}= both name the "
+                                 f"{option.split('__')[1]}; give one")
+            if isinstance(part, str):
+                self.assignments.append(f"{option.replace('__', '.')}={part}")
+            elif isinstance(part, kind):
+                self.add(part)
+                self.assignments.append(f"{option.replace('__', '.')}={part.name}")
+            else:
+                raise TypeError(f"{option.split('__')[1]}: expected a fedprof.{kind.__name__} or a built-in's "
+                                f"name, got {type(part).__name__}")
+        if data is not None:
+            if not isinstance(data, Dataset):
+                raise TypeError(f"data: expected a fedprof.Dataset, got {type(data).__name__}")
+            self.assignments += data._assignments()
+            if data.partition is not None:
+                if "partition__kind" not in overrides:
+                    self.assignments.append("partition.kind=given")
+                if "clients__count" not in overrides:
+                    self.assignments.append(f"clients.count={len(data.partition)}")
+        if model is not None:
+            self.assignments.append(f"model.file={_scripted(model, out)}")
+
+    def add(self, part):
+        """Registers a Python part (once, however often it is named)."""
+        into = self.selectors if isinstance(part, Selector) else self.aggregators
+        if not any(p is part for p in into):
+            into.append(part)
+
+
+def simulate(config=None, out=None, progress=None, *, selector=None, aggregator=None, data=None, model=None,
+             **overrides):
     """Runs one simulated federated training and returns its Run.
 
-    config     a TOML file's path, a dict of options (nested by section or
-               dotted keys), or None for the defaults
-    out        the run directory (default runs/python-<time>)
-    progress   a callable given each completed round's metrics (a dict), True
-               for a line per round, or None
-    overrides  options by name, '__' for '.': rounds=5, strategy__name="fedprof"
+    config      a TOML file's path, a dict of options (nested by section or
+                dotted keys), or None for the defaults
+    out         the run directory (default runs/python-<time>)
+    progress    a callable given each completed round's metrics (a dict),
+                True for a line per round (a tqdm bar where tqdm is
+                installed), or None
+    selector    a fedprof.Selector, or a built-in selector's name
+    aggregator  a fedprof.Aggregator, or a built-in aggregator's name
+    data        a fedprof.Dataset (NumPy arrays, torch Datasets, a given
+                partition) instead of data.name's files
+    model       a torch.nn.Module, scripted and trained instead of
+                model.name (saved as <out>/model.pt, model.file)
+    overrides   options by name, '__' for '.': rounds=5, strategy__name="fedprof"
 
     Raises ValueError for a bad option, KeyboardInterrupt on Ctrl-C (at the
-    end of a round; fedprof.resume(out) continues), RuntimeError when the
-    run fails, or whatever the progress callback raised.
+    end of a round, or in a Python hook; fedprof.resume(out) continues),
+    RuntimeError when the run fails, or whatever a hook or the progress
+    callback raised (the run stops; what is on disk resumes).
     """
     out = os.fspath(out) if out is not None else _default_out()
-    _fedprof.simulate(_config_path(config), _assignments(config, overrides), out, _progress(progress))
-    return Run(out)
+    parts = _Parts(overrides, selector, aggregator, data, model, out)
+    rounds = overrides.get("rounds", (config or {}).get("rounds") if isinstance(config, dict) else None)
+    with _progress(progress, rounds) as callback:
+        _fedprof.simulate(_config_path(config), _assignments(config, overrides) + parts.assignments, out,
+                          callback, parts.selectors, parts.aggregators)
+    return Run(out, data, parts)
 
 
-def resume(out, progress=None, **overrides):
+def resume(out, progress=None, *, selector=None, aggregator=None, data=None, **overrides):
     """Continues the run in `out` from its last completed round (after a
     Ctrl-C, a crash or a kill) and returns its Run; `overrides` may change
-    only the options a resume may (rounds, threads, ...)."""
+    only the options a resume may (rounds, threads, ...). A run of Python
+    parts or of a fedprof.Dataset needs them again (the same data; parts
+    of the same names)."""
     out = os.fspath(out)
-    _fedprof.resume(out, _assignments(None, overrides), _progress(progress))
-    return Run(out)
+    parts = _Parts({}, selector, aggregator)
+    if data is not None and not isinstance(data, Dataset):
+        raise TypeError(f"data: expected a fedprof.Dataset, got {type(data).__name__}")
+    with _progress(progress, overrides.get("rounds")) as callback:
+        _fedprof.resume(out, _assignments(None, overrides), callback, parts.selectors, parts.aggregators)
+    return Run(out, data, parts)
 
 
 class Comparison:
@@ -177,7 +338,7 @@ class Comparison:
     runs     {"<label>-<aggregation>": [Run of each seed, in seed order]}
     """
 
-    def __init__(self, out, table):
+    def __init__(self, out, table, data=None, parts=None):
         self.out = out
         self.table = table
         self.results = _read_csv(os.path.join(out, "comparison.csv"))
@@ -188,25 +349,39 @@ class Comparison:
                 continue
             seeds = sorted((d for d in os.listdir(folder) if d.startswith("seed-")), key=lambda d: int(d[5:]))
             if seeds:
-                self.runs[name] = [Run(os.path.join(folder, d)) for d in seeds]
+                self.runs[name] = [Run(os.path.join(folder, d), data, parts) for d in seeds]
 
     def __repr__(self):
         return f"Comparison({self.out!r}, {sorted(self.runs)})"
 
 
-def compare(strategies, seeds=1, config=None, out=None, progress=None, **overrides):
+def compare(strategies, seeds=1, config=None, out=None, progress=None, *, data=None, **overrides):
     """Runs each strategy over `seeds` seeds on otherwise identical runs, one
     after the other, as `fedprof compare --jobs 1` does, and returns the
     Comparison.
 
     strategies  names as fedprof compare takes them ("fedavg",
-                "fedavg:partial", "fedprof+fedadam"), a list or a
-                comma-separated string
+                "fedavg:partial", "fedprof+fedadam") or fedprof.Strategy
+                objects of Python parts, a list or a comma-separated string
     progress    as simulate's; each round's dict also names its "run"
+    data        a fedprof.Dataset, as simulate's
     """
     if isinstance(strategies, str):
         strategies = [s for s in strategies.split(",") if s]
     out = os.fspath(out) if out is not None else _default_out("python-compare")
-    table = _fedprof.compare(_config_path(config), _assignments(config, overrides), list(strategies),
-                             int(seeds), out, _progress(progress))
-    return Comparison(out, table)
+    parts = _Parts(overrides, data=data)
+    specs = []
+    for s in strategies:
+        if isinstance(s, Strategy):
+            for part in (s.selector, s.aggregator):
+                if not isinstance(part, str):
+                    parts.add(part)
+            specs.append(s._spec())
+        elif isinstance(s, str):
+            specs.append(s)
+        else:
+            raise TypeError(f"strategies: expected names or fedprof.Strategy objects, got {type(s).__name__}")
+    with _progress(progress, None) as callback:
+        table = _fedprof.compare(_config_path(config), _assignments(config, overrides) + parts.assignments, specs,
+                                 int(seeds), out, callback, parts.selectors, parts.aggregators)
+    return Comparison(out, table, data, parts)

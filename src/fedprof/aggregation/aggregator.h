@@ -54,6 +54,10 @@ class Aggregator {
     throw Error("aggregation: this aggregator works on the sum of the models, not on each one");
   }
 
+  // The version of the global model the next round starts from (0 = the
+  // initial model, then the round that produced it), before each round.
+  virtual void OnGlobalModel(int64_t version) { (void)version; }
+
   // Opaque state for checkpoints (server optimiser moments); "" if none.
   virtual std::string SaveState() const { return ""; }
   virtual void LoadState(const std::string& state) { (void)state; }

@@ -52,8 +52,7 @@ std::string Canonical(const OptionSpec& spec, const std::string& key, const std:
         throw Error(where + ": '" + Printable(value) + "': " + why);
       }
       if (!*spec.choices) return value;
-      std::string choices = spec.choices;
-      std::stringstream ss(choices);
+      std::stringstream ss(Choices(spec));
       std::string c;
       while (std::getline(ss, c, '|')) {
         if (c == value) return value;

@@ -4,9 +4,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 namespace fedprof {
 namespace {
@@ -91,8 +94,12 @@ std::vector<OptionSpec> MakeTable() {
       Resumable(RUN_OPTION(threads, "0", 0, 1024, "",
        "Clients trained concurrently; 0 = all cores. Never changes the numbers.")),
       // Data.
-      OPTION(data, name, "fashion-mnist", 0, 0, "fashion-mnist|mnist|emnist|cifar10|csv",
-       "Data set. IDX (fashion-mnist, mnist, emnist), CIFAR-10 binary, or CSV."),
+      OPTION(data, name, "fashion-mnist", 0, 0, "fashion-mnist|mnist|emnist|cifar10|csv|memory",
+       "Data set. IDX (fashion-mnist, mnist, emnist), CIFAR-10 binary, CSV, or one held in memory "
+       "(data.memory_key: fedprof.Dataset from Python)."),
+      OPTION(data, memory_key, "", 0, 0, "",
+       "data.name = memory: the key of the in-memory data set (its content digest), so that a "
+       "run names, and resumes on, exactly the data it ran on."),
       OPTION(data, dir, "", 0, 0, "",
        "Directory of the data files; empty = the data set's default location "
        "(fashion-mnist: /usr/share/datasets/fashion-mnist, mnist: data/mnist)."),
@@ -111,11 +118,12 @@ std::vector<OptionSpec> MakeTable() {
        "FedProf's reference set D_V when fedprof.reference = holdout."),
       // Clients and partition.
       OPTION(clients, count, "100", 1, 1e7, "", "Client population N."),
-      OPTION(partition, kind, "dominant", 0, 0, "iid|dominant|sampled|sampled_dominant",
+      OPTION(partition, kind, "dominant", 0, 0, "iid|dominant|sampled|sampled_dominant|given",
        "iid, or non-IID where each client has a dominant class: disjoint shares of the data set. "
        "sampled, sampled_dominant: the same, but client k's samples are drawn with replacement "
        "from its seed when needed (clients may share samples; sizes from partition.size_mean, "
-       "size_sd), for populations far larger than the data set."),
+       "size_sd), for populations far larger than the data set. given: the per-client rows that "
+       "came with an in-memory data set (data.name = memory), e.g. one client per writer."),
       OPTION(partition, dominant_share, "0.6", 0, 1, "",
        "Share of a client's samples from its dominant class (client k: class k mod classes)."),
       OPTION(partition, size_mean, "0", 0, kInf, "",
@@ -491,6 +499,46 @@ std::string NearestOption(const std::string& name) {
 
 bool MayBeEmpty(const OptionSpec& option) { return *option.default_value == '\0'; }
 
+namespace {
+
+struct AddedChoices {
+  std::mutex mutex;
+  std::map<std::string, std::vector<std::string>> values;  // by option, in the order added
+};
+
+AddedChoices& Added() {
+  static AddedChoices* added = new AddedChoices;  // never destroyed: used until exit
+  return *added;
+}
+
+}  // namespace
+
+void AddChoice(const std::string& option, const std::string& value) {
+  AddedChoices& added = Added();
+  const std::lock_guard<std::mutex> lock(added.mutex);
+  added.values[option].push_back(value);
+}
+
+void RemoveChoice(const std::string& option, const std::string& value) {
+  AddedChoices& added = Added();
+  const std::lock_guard<std::mutex> lock(added.mutex);
+  std::vector<std::string>& values = added.values[option];
+  const auto it = std::find(values.begin(), values.end(), value);
+  if (it != values.end()) values.erase(it);
+}
+
+std::string Choices(const OptionSpec& o) {
+  if (!*o.choices) return "";
+  std::string choices = o.choices;
+  AddedChoices& added = Added();
+  const std::lock_guard<std::mutex> lock(added.mutex);
+  const auto it = added.values.find(o.name);
+  if (it != added.values.end()) {
+    for (const std::string& v : it->second) choices += "|" + v;
+  }
+  return choices;
+}
+
 std::string ValidValues(const OptionSpec& o) {
   const std::string or_empty = MayBeEmpty(o) ? " or empty" : "";
   switch (o.type) {
@@ -498,7 +546,7 @@ std::string ValidValues(const OptionSpec& o) {
     case OptionType::kDouble:
       return "[" + FormatBound(o.min) + ", " + FormatBound(o.max) + "]" + or_empty;
     case OptionType::kBool: return "true|false";
-    case OptionType::kString: return *o.choices ? o.choices + or_empty : "text";
+    case OptionType::kString: return *o.choices ? Choices(o) + or_empty : "text";
   }
   return "";
 }

@@ -45,6 +45,15 @@ std::string NearestOption(const std::string& name);
 // default is empty (numeric and choice options included).
 bool MayBeEmpty(const OptionSpec& option);
 
+// A value a string option with choices accepts besides its own: the name of
+// a selector or aggregator registered from outside the engine
+// (strategy/registry.h), for as long as it stays registered. Thread-safe.
+void AddChoice(const std::string& option, const std::string& value);
+void RemoveChoice(const std::string& option, const std::string& value);
+// A string option's choices, "a|b|c" (its own, then the added ones), or ""
+// when it takes any text.
+std::string Choices(const OptionSpec& option);
+
 // "[min, max]", "a|b|c", "true|false" or "text", with " or empty" when the
 // option may be empty.
 std::string ValidValues(const OptionSpec& option);

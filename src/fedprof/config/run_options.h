@@ -19,7 +19,7 @@ namespace fedprof {
 
 struct RunOptions {
   struct Data {
-    std::string name, dir, emnist_split, train_file, test_file, targets, task;
+    std::string name, dir, emnist_split, train_file, test_file, targets, task, memory_key;
     int64_t train_limit = 0, test_limit = 0;
     double holdout_share = 0;
   };

@@ -2,6 +2,7 @@
 #define FEDPROF_CORE_HASH_H_
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -17,6 +18,22 @@ Sha256Digest Sha256(const std::string& bytes);
 // The digest as 64 lower-case hex digits.
 std::string Sha256Hex(const std::string& bytes);
 std::string ToHex(const Sha256Digest& digest);
+
+// SHA-256 over bytes given in pieces (large in-memory data), without
+// joining them first. Not thread-safe.
+class Sha256Stream {
+ public:
+  Sha256Stream();
+  ~Sha256Stream();
+  Sha256Stream(const Sha256Stream&) = delete;
+  Sha256Stream& operator=(const Sha256Stream&) = delete;
+  void Update(const void* data, size_t size);
+  Sha256Digest Finish();
+
+ private:
+  struct Context;
+  Context* context_;
+};
 
 // SHA-256 of the file at `path` as hex; throws fedprof::Error naming the
 // path if it cannot be read.

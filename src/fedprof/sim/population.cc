@@ -12,6 +12,7 @@
 #include "fedprof/core/files.h"
 #include "fedprof/core/text.h"
 #include "fedprof/data/loaders.h"
+#include "fedprof/data/memory_data.h"
 #include "fedprof/data/partition.h"
 #include "fedprof/data/quality.h"
 
@@ -50,6 +51,21 @@ Dataset LoadIdxSet(const std::string& name, const std::string& dir_option,
   Dataset d = LoadIdx(images, labels, name == "emnist" ? 0 : 10);
   d.name = name;
   return d;
+}
+
+// The clients' rows of an in-memory data set, as given with it; they index
+// its whole training set, so nothing may be cut from it first.
+std::vector<std::vector<int64_t>> GivenPartition(const RunOptions& options) {
+  if (options.data.name != "memory") {
+    throw Error("partition.kind: 'given' takes the partition of an in-memory data set (data.name = memory)");
+  }
+  if (options.data.holdout_share > 0 || options.data.train_limit > 0) {
+    throw Error("partition.kind: a given partition indexes the whole training set; data.holdout_share and "
+                "data.train_limit must be 0 (for FedProf's reference set, fedprof.reference = test or client)");
+  }
+  std::vector<std::vector<int64_t>> parts = FindMemoryData(options.data.memory_key)->partition;
+  if (parts.empty()) throw Error("partition.kind: the in-memory data set came without a partition");
+  return parts;
 }
 
 Dataset Head(const Dataset& d, int64_t limit) {
@@ -116,8 +132,15 @@ TrainTest LoadData(const RunOptions::Data& options, uint64_t seed) {
     const torch::Tensor sd = tt.train.x.std(0, /*unbiased=*/false, true).clamp_min(1e-12);
     tt.train.x = (tt.train.x - mean) / sd;
     tt.test.x = (tt.test.x - mean) / sd;
+  } else if (name == "memory") {
+    const std::shared_ptr<const MemoryData> data = FindMemoryData(options.memory_key);
+    tt.train = data->train;
+    tt.test = data->test;
   } else {
     throw Error("data.name: unknown data set '" + name + "'");
+  }
+  if (name != "memory" && !options.memory_key.empty()) {
+    throw Error("data.memory_key: only for data.name = memory, not '" + name + "'");
   }
   tt.train = Head(tt.train, options.train_limit);
   tt.test = Head(tt.test, options.test_limit);
@@ -152,7 +175,14 @@ Population::Population(const Dataset& train, const RunOptions& options)
     labels.assign(y.data_ptr<int64_t>(), y.data_ptr<int64_t>() + y.numel());
   }
   sizes_.resize(n);
-  if (SampledClients(partition)) {
+  if (kind == "given") {
+    parts_ = GivenPartition(options);
+    if (static_cast<int>(parts_.size()) != n) {
+      throw Error("partition.kind: the given partition has " + std::to_string(parts_.size()) +
+                  " clients and clients.count is " + std::to_string(n));
+    }
+    for (int k = 0; k < n; ++k) sizes_[k] = static_cast<int32_t>(parts_[k].size());
+  } else if (SampledClients(partition)) {
     sampled_ = std::make_unique<SampledPartition>(labels, train.size(), train.num_classes,
                                                   partition, seed_);
     for (int k = 0; k < n; ++k) sizes_[k] = static_cast<int32_t>(sampled_->Size(k));

@@ -10,6 +10,7 @@
 #include "fedprof/selection/afl_selector.h"
 #include "fedprof/selection/clustered_selector.h"
 #include "fedprof/selection/fedprof_selector.h"
+#include "fedprof/strategy/registry.h"
 
 namespace fedprof {
 namespace {
@@ -84,6 +85,7 @@ std::unique_ptr<Selector> MakeSelector(const std::string& name, const RunOptions
     o.sketch_dim = static_cast<int>(options.clustered.sketch_dim);
     return std::make_unique<ClusteredSelector>(o, context.num_clients);
   }
+  if (const SelectorFactory factory = RegisteredSelector(name)) return factory(options, context);
   throw Error("strategy.selector: unknown selector '" + name + "'");
 }
 
@@ -129,6 +131,7 @@ std::unique_ptr<Aggregator> MakeAggregator(const std::string& name, AggregationM
   if (name == "median") return MakeCoordinateMedian(mode);
   if (name == "trimmed_mean") return MakeTrimmedMean(mode, options.robust.trim_share);
   if (name == "krum" || name == "multi_krum") return MakeKrum(mode, MakeKrumOptions(name, options));
+  if (const AggregatorFactory factory = RegisteredAggregator(name)) return factory(mode, options);
   throw Error("strategy.aggregator: unknown aggregator '" + name + "'; expected " + kAggregators);
 }
 

@@ -121,6 +121,7 @@ class Strategy {
   int SketchDim() const { return selector_->SketchDim(); }
   void OnGlobalModel(const FlatParams& global, int64_t version) {
     selector_->OnGlobalModel(global, version);
+    aggregator_->OnGlobalModel(version);
   }
   std::string CheckResult(const FitResult& result) const { return selector_->CheckResult(result); }
   void Observe(const FitResult& result) { selector_->Observe(result); }

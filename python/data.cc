@@ -1,0 +1,127 @@
+// Data sets from Python (fedprof.Dataset) and a run's model back as a state
+// dict.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fedprof/config/config.h"
+#include "fedprof/data/memory_data.h"
+#include "fedprof/models/models.h"
+#include "fedprof/run/simulation.h"
+#include "fedprof/sim/population.h"
+#include "python/hooks.h"
+
+namespace fedprof::python {
+namespace {
+
+// Registered data, unregistered when Python lets go of it.
+class DataHandle {
+ public:
+  explicit DataHandle(std::string key) : key_(std::move(key)) {}
+  ~DataHandle() { UnregisterMemoryData(key_); }
+  DataHandle(const DataHandle&) = delete;
+  DataHandle& operator=(const DataHandle&) = delete;
+  const std::string& key() const { return key_; }
+
+ private:
+  std::string key_;
+};
+
+// `a`'s values as a tensor without a copy; the tensor keeps the array alive
+// (released with the GIL, from whichever thread frees the tensor last).
+template <class T>
+torch::Tensor Share(py::array_t<T, py::array::c_style> a, torch::ScalarType type) {
+  std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
+  T* data = const_cast<T*>(a.data());  // never written: from_blob wants a non-const pointer
+  auto* owner = new py::object(std::move(a));
+  return torch::from_blob(data, shape, [owner](void*) {
+    py::gil_scoped_acquire gil;
+    delete owner;
+  }, torch::TensorOptions().dtype(type));
+}
+
+Dataset MakeSet(const py::array_t<float, py::array::c_style>& x, const py::array& y, int64_t num_classes) {
+  Dataset d;
+  d.x = Share(x, torch::kFloat32);
+  d.num_classes = num_classes;
+  if (num_classes > 0) {
+    d.y = Share(py::array_t<int64_t, py::array::c_style>::ensure(y), torch::kInt64);
+  } else {
+    d.y = Share(py::array_t<float, py::array::c_style>::ensure(y), torch::kFloat32);
+  }
+  d.name = "memory";
+  return d;
+}
+
+std::shared_ptr<DataHandle> RegisterData(const py::array_t<float, py::array::c_style>& train_x,
+                                         const py::array& train_y,
+                                         const py::array_t<float, py::array::c_style>& test_x,
+                                         const py::array& test_y, int64_t num_classes,
+                                         const std::vector<std::vector<int64_t>>& partition,
+                                         const std::string& origin) {
+  MemoryData data;
+  data.train = MakeSet(train_x, train_y, num_classes);
+  data.test = MakeSet(test_x, test_y, num_classes);
+  data.partition = partition;
+  try {
+    return std::make_shared<DataHandle>(RegisterMemoryData(std::move(data), origin));
+  } catch (const Error& e) {
+    throw py::value_error(e.what());
+  }
+}
+
+// The global model of the run in `out` as {name: array} (parameters, then
+// buffers), in the model's own names.
+py::dict StateDict(const std::string& out, const py::list& selectors, const py::list& aggregators) {
+  PendingException pending;
+  const PythonParts parts(selectors, aggregators, &pending);  // so that the config names them
+  std::shared_ptr<Model> model;
+  int64_t version = 0;
+  {
+    py::gil_scoped_release release;
+    try {
+      Config config;
+      config.MergeTomlFile(out + "/config.toml");
+      const RunOptions& o = config.options();
+      const TrainTest data = LoadData(o.data, static_cast<uint64_t>(o.seed));
+      model = LoadRunModel(out, data.test, &version);
+    } catch (const Error& e) {
+      throw std::runtime_error(e.what());
+    }
+  }
+  py::dict state;
+  auto add = [&](const std::string& name, const torch::Tensor& t) {
+    const torch::Tensor c = t.detach().to(torch::kCPU).contiguous();
+    std::vector<py::ssize_t> shape(c.sizes().begin(), c.sizes().end());
+    if (c.scalar_type() == torch::kFloat32) {
+      py::array_t<float> a(shape);
+      std::memcpy(a.mutable_data(), c.data_ptr<float>(), c.numel() * sizeof(float));
+      state[py::str(name)] = a;
+    } else {
+      const torch::Tensor l = c.to(torch::kInt64);
+      py::array_t<int64_t> a(shape);
+      std::memcpy(a.mutable_data(), l.data_ptr<int64_t>(), l.numel() * sizeof(int64_t));
+      state[py::str(name)] = a;
+    }
+  };
+  for (const auto& p : model->named_parameters()) add(p.key(), p.value());
+  for (const auto& b : model->named_buffers()) add(b.key(), b.value());
+  return state;
+}
+
+}  // namespace
+
+void BindData(py::module_& m) {
+  py::class_<DataHandle, std::shared_ptr<DataHandle>>(m, "DataHandle")
+      .def_property_readonly("key", &DataHandle::key);
+  m.def("register_data", &RegisterData, py::arg("train_x"), py::arg("train_y"), py::arg("test_x"),
+        py::arg("test_y"), py::arg("num_classes"), py::arg("partition"), py::arg("origin"));
+  m.def("state_dict", &StateDict, py::arg("out"), py::arg("selectors"), py::arg("aggregators"));
+}
+
+}  // namespace fedprof::python

@@ -1,0 +1,202 @@
+"""Selectors and aggregators written in Python, composed with the engine's.
+
+A subclass of Selector or Aggregator passed to fedprof.simulate (selector=,
+aggregator=), fedprof.compare (inside a Strategy) or fedprof.resume takes
+the place of the built-in part of its kind; the other part stays whatever
+the options say. The engine calls the hooks on the round loop's thread,
+one at a time, while the clients train on the others.
+"""
+
+import re
+
+import numpy as np
+
+__all__ = ["Aggregator", "Clients", "Result", "Selector", "Strategy"]
+
+
+def _name(part):
+    """The part's registered name: "python." and its class name in
+    snake case, unless the class sets `name`."""
+    name = getattr(type(part), "name", None)
+    if isinstance(name, str) and name:
+        return name
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", type(part).__name__).lower()
+    return "python." + re.sub(r"[^a-z0-9_.-]", "_", snake)
+
+
+class _Part:
+    def start_run(self):
+        """Called as each run using this part starts (compare runs several
+        with the same object): reset what one run must not pass on."""
+
+    def save_state(self):
+        """What the part must keep across a resume, as a str, or None.
+        Called after every round; the checkpoint stores it."""
+        return None
+
+    def load_state(self, state):
+        """Restores what save_state returned, when a run resumes."""
+
+    # The engine's side.
+    @property
+    def name(self):
+        return _name(self)
+
+    def _save_state(self):
+        state = self.save_state()
+        if state is not None and not isinstance(state, str):
+            raise TypeError(f"{type(self).__name__}.save_state() must return a str or None")
+        return state
+
+    def _load_state(self, state):
+        self.load_state(state)
+
+
+class Clients:
+    """The clients a Selector may choose from in a round: parallel NumPy
+    arrays, one entry per online client, in increasing id order.
+
+    ids              client ids
+    num_samples      |D_k|, as each client states it
+    expected_time_s  a round's expected duration (the cost model's in a
+                     simulation, the last measured in a deployment); NaN
+                     when unknown
+    times_selected   how often the selector chose each client so far
+    train_loss       the client's last reported training loss; NaN before
+    loss             the current global model's loss on the client's data
+                     (when `reports` has "loss"); NaN otherwise
+    score            FedProf's profile score exp(-alpha * div), as the
+                     fedprof selector computes it (when `reports` has
+                     "profile"); 0 before a client's first profile, NaN
+                     when not asked for
+    """
+
+    __slots__ = ("ids", "num_samples", "expected_time_s", "times_selected", "train_loss", "loss", "score")
+
+    def __init__(self, ids, num_samples, expected_time_s, times_selected, train_loss, loss, score):
+        self.ids = ids
+        self.num_samples = num_samples
+        self.expected_time_s = expected_time_s
+        self.times_selected = times_selected
+        self.train_loss = train_loss
+        self.loss = loss
+        self.score = score
+
+    def __len__(self):
+        return len(self.ids)
+
+    def __repr__(self):
+        return f"Clients({len(self)} clients)"
+
+
+class Selector(_Part):
+    """Chooses the clients that train in each round. Subclass it and
+    implement select(); set `reports` to what the clients should report
+    besides their model ("loss", "profile").
+
+        class Fastest(fedprof.Selector):
+            def select(self, round, clients, k):
+                return clients.ids[np.argsort(clients.expected_time_s, kind="stable")[:k]]
+
+    self.rng is the run's sampling stream during select() (fedprof.Rng:
+    index(n), random()); drawing from it keeps a run reproducible from its
+    seed and independent of the threads.
+    """
+
+    reports = ()
+
+    def select(self, round, clients, k):  # noqa: A002 - the round's number
+        """The ids of at most k distinct clients among clients.ids (any
+        order, any integer sequence) to train in round `round`."""
+        raise NotImplementedError(f"{type(self).__name__}.select(round, clients, k)")
+
+    def _reports(self):
+        reports = (self.reports,) if isinstance(self.reports, str) else tuple(self.reports)
+        for r in reports:
+            if r not in ("loss", "profile"):
+                raise ValueError(f"{type(self).__name__}.reports: {r!r} is not 'loss' or 'profile'")
+        return reports
+
+    def _select(self, round, ids, num_samples, expected, times, train_loss, loss, score, k, rng):  # noqa: A002
+        self.rng = rng
+        try:
+            chosen = self.select(int(round), Clients(ids, num_samples, expected, times, train_loss, loss, score), int(k))
+        finally:
+            self.rng = None
+        chosen = np.asarray(chosen)
+        if chosen.ndim != 1 or (chosen.size and chosen.dtype.kind not in "iu"):
+            raise TypeError(f"{type(self).__name__}.select() must return a sequence of client ids (integers), "
+                            f"got {chosen.dtype} of shape {chosen.shape}")
+        return chosen.astype(np.int64)
+
+
+class Result:
+    """One client's accepted model of a round, as an Aggregator gets it.
+
+    client_id    the client
+    num_samples  |D_k|, its weight in FedAvg
+    params       the model as a flat, read-only float32 NumPy view of the
+                 engine's buffer, valid during aggregate() only: copy what
+                 you keep (numpy.array(result.params))
+    """
+
+    __slots__ = ("client_id", "num_samples", "params")
+
+    def __init__(self, client_id, num_samples, params):
+        self.client_id = client_id
+        self.num_samples = num_samples
+        self.params = params
+
+    def __repr__(self):
+        return f"Result(client_id={self.client_id}, num_samples={self.num_samples}, {self.params.size} values)"
+
+
+class Aggregator(_Part):
+    """Builds the next global model from a round's accepted models.
+    Subclass it and implement aggregate(). It sees every model (as the
+    robust rules do), so it cannot run under secure aggregation.
+
+        class Mean(fedprof.Aggregator):
+            def aggregate(self, round, global_model, results, total_samples):
+                return np.mean([r.params for r in results], axis=0)
+    """
+
+    def aggregate(self, round, global_model, results, total_samples):  # noqa: A002
+        """The next global model (an array of global_model.size values)
+        from `results` (Result of each client that returned a usable model,
+        in client order). global_model is the round's model as a read-only
+        view; total_samples is |D| over every client that could have been
+        chosen (FedAvg's full aggregation weighs by it, Eq. 8)."""
+        raise NotImplementedError(f"{type(self).__name__}.aggregate(round, global_model, results, total_samples)")
+
+    def _aggregate(self, round, global_model, ids, num_samples, params, total_samples):  # noqa: A002
+        results = [Result(int(c), int(n), p) for c, n, p in zip(ids, num_samples, params)]
+        out = self.aggregate(int(round), global_model, results, int(total_samples))
+        del results
+        out = np.ascontiguousarray(out, dtype=np.float32).reshape(-1)
+        return out
+
+
+class Strategy:
+    """A selector and an aggregator as one strategy for fedprof.compare;
+    either may be a built-in's name ("uniform", "fedprof", "average",
+    "fedadam", ...) or a Python part.
+
+        fedprof.compare(["fedavg", fedprof.Strategy(Fastest(), "average")], seeds=3)
+    """
+
+    def __init__(self, selector="uniform", aggregator="average"):
+        for part, kind in ((selector, Selector), (aggregator, Aggregator)):
+            if not isinstance(part, (str, kind)):
+                raise TypeError(f"Strategy: expected a {kind.__name__} or a built-in's name, got {part!r}")
+        self.selector = selector
+        self.aggregator = aggregator
+
+    def _spec(self):
+        def name(part):
+            return part if isinstance(part, str) else part.name
+
+        return f"{name(self.selector)}+{name(self.aggregator)}"
+
+    def __repr__(self):
+        return f"Strategy({self._spec()})"

@@ -1,0 +1,60 @@
+// What the module's parts share: how a run that calls into Python ends when
+// Python raises, and the strategy parts and data sets a run takes from
+// Python (parts.cc, data.cc).
+#ifndef FEDPROF_PYTHON_HOOKS_H_
+#define FEDPROF_PYTHON_HOOKS_H_
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fedprof/core/error.h"
+
+namespace fedprof::python {
+
+namespace py = pybind11;
+
+// A run stopped by Ctrl-C: at the end of a round, or while a hook ran.
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
+// The Python exception that ended a run, kept until the run has unwound
+// (the engine's threads and files are closed) and then raised to the caller
+// with its traceback. One per run; the GIL must be held.
+class PendingException {
+ public:
+  // Inside a catch of `e`, which a hook `what` raised: keeps it and throws
+  // to end the run (Interrupted for a KeyboardInterrupt).
+  [[noreturn]] void Raise(py::error_already_set& e, const std::string& what);
+  std::unique_ptr<py::error_already_set> Take() { return std::move(pending_); }
+
+ private:
+  std::unique_ptr<py::error_already_set> pending_;
+};
+
+// Selectors and aggregators written in Python (fedprof.Selector,
+// fedprof.Aggregator), registered under their names (strategy/registry.h)
+// for as long as this lives, so that the runs' options can name them.
+class PythonParts {
+ public:
+  // Throws ValueError when a name is taken.
+  PythonParts(const py::list& selectors, const py::list& aggregators, PendingException* pending);
+  ~PythonParts();
+  PythonParts(const PythonParts&) = delete;
+  PythonParts& operator=(const PythonParts&) = delete;
+
+ private:
+  std::vector<std::string> selectors_, aggregators_;  // the names registered
+};
+
+void BindParts(py::module_& m);
+void BindData(py::module_& m);
+
+}  // namespace fedprof::python
+
+#endif  // FEDPROF_PYTHON_HOOKS_H_
