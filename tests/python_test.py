@@ -64,6 +64,22 @@ def test_numbers_are_the_clis(tmp_path, strategy):
     assert py.metrics["accuracy"].dtype == np.float64
 
 
+def test_the_numbers_do_not_depend_on_the_processs_thread_settings(tmp_path):
+    # Python cannot set OMP_NUM_THREADS before the BLAS loads, and a user may
+    # ask the CLI for more: a product split over threads must not move a number.
+    reference = cli_run(tmp_path / "cli", SMALL)
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    script = f"import fedprof; print(fedprof.simulate({SMALL!r}, out={str(tmp_path / 'py')!r}).summary['final_model_sha256'])"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == reference.summary["final_model_sha256"]
+    sets = sum((["--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}"] for k, v in SMALL.items()), [])
+    done = subprocess.run([CLI, "simulate", "--out", str(tmp_path / "omp2")] + sets, capture_output=True, text=True,
+                          timeout=300, env=dict(env, OMP_NUM_THREADS="2"))
+    assert done.returncode == 0, done.stderr
+    assert fedprof.Run(str(tmp_path / "omp2")).summary["final_model_sha256"] == reference.summary["final_model_sha256"]
+
+
 def test_keywords_and_a_config_file_are_options_too(tmp_path):
     config = tmp_path / "small.toml"
     config.write_text("rounds = 2\n[train]\nepochs = 1\n")

@@ -12,6 +12,7 @@
 
 int main(int argc, char** argv) {
   fedprof::EnsureSingleThreadedOps(argv);
+  fedprof::SetBlasThreads(1);  // even where OMP_NUM_THREADS asks for more: the numbers must not move
   CLI::App app{"FedProf: federated learning simulator with representation-profiling client selection"};
   app.set_version_flag("--version", std::string("fedprof ") + FEDPROF_VERSION + " (LibTorch " +
                                         TORCH_VERSION + ")");

@@ -11,6 +11,14 @@ namespace fedprof {
 // (or re-execution failed, which only costs speed).
 void EnsureSingleThreadedOps(char** argv);
 
+// OpenBLAS (LibTorch's BLAS on Debian) keeps one thread count for the whole
+// process, read from the environment when it loads, and a matrix product
+// split over its threads can round differently: a process that cannot set
+// OMP_NUM_THREADS before loading it (Python) calls this around a run. Sets
+// the count and returns the previous one; -1 and nothing set when no
+// OpenBLAS is loaded.
+int SetBlasThreads(int threads);
+
 }  // namespace fedprof
 
 #endif  // FEDPROF_CORE_SINGLE_THREADED_OPS_H_

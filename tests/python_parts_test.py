@@ -1,0 +1,256 @@
+"""Strategies, data and models from Python: Python selectors and
+aggregators against the built-in ones they reimplement, data from NumPy
+against the same data read from IDX files, hooks that fail or misbehave,
+and the final model back in Python. Run by ctest (python.api) with
+PYTHONPATH at the build tree's python/."""
+
+import hashlib
+import os
+import traceback
+
+import numpy as np
+import pytest
+
+import fedprof
+
+MNIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "mnist")
+
+SMALL = {
+    "data.train_limit": 3000,
+    "data.test_limit": 500,
+    "clients.count": 10,
+    "strategy.fraction": 0.3,
+    "rounds": 3,
+    "partition.kind": "iid",
+    "train.epochs": 1,
+    "quality.blurred": 0.2,
+    "data.holdout_share": 0.1,
+    "report.progress": False,
+    "threads": 2,
+}
+
+
+class Uniform(fedprof.Selector):
+    """The built-in uniform selector, in Python: a partial Fisher-Yates
+    shuffle drawn from the run's stream."""
+
+    def select(self, round, clients, k):  # noqa: A002
+        n = len(clients)
+        k = min(k, n)
+        order = np.arange(n)
+        for i in range(k):
+            j = i + self.rng.index(n - i)
+            order[i], order[j] = order[j], order[i]
+        return clients.ids[np.sort(order[:k])]
+
+
+class Average(fedprof.Aggregator):
+    """FedAvg's full aggregation (Eq. 8), in Python."""
+
+    def aggregate(self, round, global_model, results, total_samples):  # noqa: A002
+        g = global_model.astype(np.float64)
+        step = np.zeros_like(g)
+        for r in results:
+            step += r.num_samples * (r.params.astype(np.float64) - g)
+        return (g + step / total_samples).astype(np.float32)
+
+
+def model_hash(run):
+    return run.summary["final_model_sha256"]
+
+
+@pytest.mark.parametrize("aggregator", ["average", "fedadam"])
+def test_a_python_uniform_selector_gives_the_builtins_model(tmp_path, aggregator):
+    options = dict(SMALL, **{"strategy.aggregator": aggregator})
+    builtin = fedprof.simulate(options, out=tmp_path / "builtin")
+    python = fedprof.simulate(options, out=tmp_path / "python", selector=Uniform())
+    assert model_hash(python) == model_hash(builtin)
+    with open(tmp_path / "python" / "config.toml") as f:
+        assert 'selector = "python.uniform"' in f.read()
+
+
+def test_a_python_average_gives_the_builtins_model(tmp_path):
+    builtin = fedprof.simulate(SMALL, out=tmp_path / "builtin")
+    python = fedprof.simulate(SMALL, out=tmp_path / "python", aggregator=Average())
+    both = fedprof.simulate(SMALL, out=tmp_path / "both", selector=Uniform(), aggregator=Average(), threads=1)
+    assert model_hash(python) == model_hash(builtin) == model_hash(both)
+
+
+def test_compare_takes_python_strategies(tmp_path):
+    options = dict(SMALL, rounds=2)
+    c = fedprof.compare(["fedavg", fedprof.Strategy(Uniform(), Average())], config=options, out=tmp_path / "c")
+    assert sorted(c.runs) == ["fedavg-full", "python.uniform+python.average-full"]
+    assert model_hash(c.runs["fedavg-full"][0]) == model_hash(c.runs["python.uniform+python.average-full"][0])
+
+
+def read_idx(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    dims = raw[3]
+    shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def mnist_arrays(train=3000, test=500):
+    return ((read_idx(os.path.join(MNIST, "train-images-idx3-ubyte"))[:train],
+             read_idx(os.path.join(MNIST, "train-labels-idx1-ubyte"))[:train]),
+            (read_idx(os.path.join(MNIST, "t10k-images-idx3-ubyte"))[:test],
+             read_idx(os.path.join(MNIST, "t10k-labels-idx1-ubyte"))[:test]))
+
+
+def test_data_from_numpy_equals_the_same_data_from_idx_files(tmp_path):
+    train, test = mnist_arrays()
+    data = fedprof.Dataset(train, test)
+    assert data.train_x.shape == (3000, 1, 28, 28) and data.num_classes == 10
+    files = fedprof.simulate(SMALL, out=tmp_path / "files", data__name="mnist", data__dir=MNIST)
+    arrays = fedprof.simulate(SMALL, out=tmp_path / "arrays", data=data)
+    assert model_hash(arrays) == model_hash(files)
+    # The run names its data by content; the same contents are the same data.
+    with open(tmp_path / "arrays" / "config.toml") as f:
+        assert f'memory_key = "{data.key}"' in f.read()
+    assert fedprof.Dataset(train, test).key == data.key
+    assert fedprof.Dataset((train[0], train[1] % 5), test).key != data.key
+
+
+def test_a_torch_dataset_is_materialised_as_its_arrays():
+    torch = pytest.importorskip("torch")
+    train, test = mnist_arrays(train=200, test=50)
+    as_torch = [torch.utils.data.TensorDataset(torch.from_numpy(x.astype(np.float32) / np.float32(255)),
+                                               torch.from_numpy(y.astype(np.int64))) for x, y in (train, test)]
+    assert fedprof.Dataset(*as_torch).key == fedprof.Dataset(train, test).key
+
+
+def test_a_given_partition_is_the_clients_data(tmp_path):
+    train, test = mnist_arrays()
+    labels = train[1]
+    by_class = [np.flatnonzero(labels == c) for c in range(10)]  # one client per class
+    data = fedprof.Dataset(train, test, partition=by_class)
+    whole = dict(SMALL, **{"data.holdout_share": 0, "data.train_limit": 0})
+    run = fedprof.simulate(whole, out=tmp_path / "given", data=data, fedprof__reference="test")
+    assert run.clients["size"].tolist() == [float(len(rows)) for rows in by_class]
+    assert sorted(set(run.clients["data_kind"])) == ["blurred", "clean"]
+    with pytest.raises(ValueError, match="row 3000, outside"):
+        fedprof.Dataset(train, test, partition=[[0, 3000]])
+    with pytest.raises(RuntimeError, match="data.holdout_share"):
+        fedprof.simulate(dict(whole, **{"data.holdout_share": 0.1}), out=tmp_path / "holdout", data=data)
+
+
+class Watching(Uniform):
+    """Uniform, recording what it is shown."""
+
+    reports = ("loss", "profile")
+
+    def __init__(self):
+        self.seen = []
+
+    def select(self, round, clients, k):  # noqa: A002
+        self.seen.append({name: np.array(getattr(clients, name)) for name in fedprof.Clients.__slots__})
+        return super().select(round, clients, k)
+
+
+def test_a_selector_sees_the_clients_reports(tmp_path):
+    watching = Watching()
+    fedprof.simulate(dict(SMALL, **{"strategy.name": "fedprof"}), out=tmp_path / "w", selector=watching)
+    first, second = watching.seen[0], watching.seen[1]
+    assert first["ids"].tolist() == list(range(10))
+    assert np.all(np.isfinite(first["loss"])) and np.all(first["score"] > 0)  # reported before round 1
+    assert np.all(np.isnan(first["train_loss"])) and first["times_selected"].sum() == 0
+    assert second["times_selected"].sum() == 3 and np.isfinite(second["train_loss"]).sum() == 3
+    assert np.all(np.isfinite(first["expected_time_s"]))
+
+
+class Failing(fedprof.Selector):
+    name = "python.flaky"
+
+    def select(self, round, clients, k):  # noqa: A002
+        if round == 3:
+            raise LookupError("no clients today")
+        return clients.ids[:k]
+
+
+class Steady(fedprof.Selector):
+    name = "python.flaky"
+
+    def select(self, round, clients, k):  # noqa: A002
+        return clients.ids[:k]
+
+
+def test_an_exception_in_a_hook_ends_the_run_with_its_traceback_and_it_resumes(tmp_path):
+    options = dict(SMALL, rounds=4)
+    whole = fedprof.simulate(options, out=tmp_path / "whole", selector=Steady())
+    with pytest.raises(LookupError, match="no clients today") as failure:
+        fedprof.simulate(options, out=tmp_path / "cut", selector=Failing())
+    assert "in select" in "".join(traceback.format_tb(failure.value.__traceback__))
+    cut = fedprof.Run(str(tmp_path / "cut"))
+    assert cut.summary is None and len(cut.metrics["round"]) == 2
+    resumed = fedprof.resume(tmp_path / "cut", selector=Steady())
+    assert model_hash(resumed) == model_hash(whole)
+
+
+def test_a_misbehaving_part_is_refused_in_one_line(tmp_path):
+    class Outsider(fedprof.Selector):
+        def select(self, round, clients, k):  # noqa: A002
+            return [10_000]
+
+    class Fractional(fedprof.Selector):
+        def select(self, round, clients, k):  # noqa: A002
+            return [0.5]
+
+    class Keeper(fedprof.Aggregator):
+        def aggregate(self, round, global_model, results, total_samples):  # noqa: A002
+            self.kept = results[0].params
+            return global_model
+
+    class NotANumber(fedprof.Aggregator):
+        def aggregate(self, round, global_model, results, total_samples):  # noqa: A002
+            return np.full(global_model.size, np.nan)
+
+    with pytest.raises(RuntimeError, match=r"python\.outsider\.select\(\): returned 10000, not one of"):
+        fedprof.simulate(SMALL, out=tmp_path / "a", selector=Outsider())
+    with pytest.raises(TypeError, match="client ids"):
+        fedprof.simulate(SMALL, out=tmp_path / "b", selector=Fractional())
+    with pytest.raises(RuntimeError, match="kept a view of a model"):
+        fedprof.simulate(SMALL, out=tmp_path / "c", aggregator=Keeper())
+    with pytest.raises(RuntimeError, match="not finite"):
+        fedprof.simulate(SMALL, out=tmp_path / "d", aggregator=NotANumber())
+    with pytest.raises(ValueError, match="strategy.selector"):
+        fedprof.simulate(SMALL, out=tmp_path / "e", selector=Uniform(), strategy__selector="uniform")
+    with pytest.raises(ValueError, match="reports"):
+        fedprof.simulate(SMALL, out=tmp_path / "f", selector=type("Odd", (Uniform,), {"reports": ("gps",)})())
+
+
+def test_the_final_model_comes_back(tmp_path):
+    run = fedprof.simulate(SMALL, out=tmp_path / "run")
+    state = run.state_dict()
+    assert list(state)[:2] == ["conv1.weight", "conv1.bias"]
+    flat = np.concatenate([v.reshape(-1) for v in state.values()]).astype(np.float32)
+    assert hashlib.sha256(flat.tobytes()).hexdigest() == model_hash(run)
+
+
+def test_a_torch_module_trains_and_comes_back(tmp_path):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(600, 8)).astype(np.float32)
+    y = (x[:, 0] + x[:, 1] > 0).astype(np.int64)
+    data = fedprof.Dataset((x[:500], y[:500]), (x[500:], y[500:]))
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hidden = torch.nn.Linear(8, 16)
+            self.out = torch.nn.Linear(16, 2)
+
+        def forward(self, x):
+            return self.out(torch.relu(self.hidden(x)))
+
+    torch.manual_seed(0)
+    run = fedprof.simulate(out=tmp_path / "net", data=data, model=Net(), rounds=3, clients__count=5,
+                           strategy__fraction=0.6, partition__kind="iid", train__epochs=1,
+                           fedprof__reference="test", report__progress=False)
+    net = run.model()
+    state = run.state_dict()
+    assert sorted(state) == ["hidden.bias", "hidden.weight", "out.bias", "out.weight"]
+    np.testing.assert_array_equal(net.hidden.weight.detach().numpy(), state["hidden.weight"])
+    with torch.no_grad():
+        accuracy = (net(torch.from_numpy(x[500:])).argmax(1).numpy() == y[500:]).mean()
+    assert accuracy == pytest.approx(run.metrics["accuracy"][-1], abs=1e-9)
