@@ -48,8 +48,9 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 docs: deps $(BUILD)/build.ninja
-	cmake --build $(BUILD) -j $(JOBS) --target fedprof_cli
+	cmake --build $(BUILD) -j $(JOBS) --target fedprof_cli fedprof_python fedprof_python_package
 	/usr/bin/python3 scripts/docs.py generate --cli $(BUILD)/fedprof
+	PYTHONPATH=$(BUILD)/python /usr/bin/python3 scripts/python_api.py generate
 
 bench: build
 	$(BUILD)/sim_throughput

@@ -4,7 +4,6 @@
 // Ctrl-C, leaving a run directory that resumes.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <ATen/Parallel.h>
 
 #include <memory>
 #include <string>
@@ -14,7 +13,6 @@
 #include "fedprof/config/options.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/run_observer.h"
-#include "fedprof/core/single_threaded_ops.h"
 #include "fedprof/report/metrics.h"
 #include "fedprof/run/comparison.h"
 #include "fedprof/run/simulation.h"
@@ -98,18 +96,13 @@ class PythonObserver final : public RunObserver {
 
 // Runs `run` (which computes) with the GIL released, and turns how it ends
 // into Python's terms: the callback's own exception, KeyboardInterrupt, or
-// RuntimeError with the engine's one-line message. Tensor ops and BLAS run
-// on one thread each, as the CLI's do (it sets OMP_NUM_THREADS=1): a product
-// split over threads may round differently, and the numbers would depend on
-// the machine. The caller's settings are restored afterwards.
+// RuntimeError with the engine's one-line message.
 template <class F>
 void RunReleased(PendingException& pending, F run) {
   std::string interrupted, failed;
   {
     py::gil_scoped_release release;
-    const int torch_threads = at::get_num_threads();
-    at::set_num_threads(1);
-    const int blas_threads = SetBlasThreads(1);
+    const OneThreadCompute one_thread;
     try {
       run();
     } catch (const Interrupted& e) {
@@ -117,8 +110,6 @@ void RunReleased(PendingException& pending, F run) {
     } catch (const std::exception& e) {
       failed = e.what();
     }
-    at::set_num_threads(torch_threads);
-    if (blas_threads > 0) SetBlasThreads(blas_threads);
   }
   if (std::unique_ptr<py::error_already_set> failure = pending.Take()) throw std::move(*failure);
   if (!interrupted.empty()) {

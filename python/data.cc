@@ -11,7 +11,10 @@
 
 #include "fedprof/config/config.h"
 #include "fedprof/data/memory_data.h"
+#include "fedprof/core/files.h"
 #include "fedprof/models/models.h"
+#include "fedprof/profiling/profile.h"
+#include "fedprof/profiling/profiler.h"
 #include "fedprof/run/simulation.h"
 #include "fedprof/sim/population.h"
 #include "python/hooks.h"
@@ -84,6 +87,7 @@ py::dict StateDict(const std::string& out, const py::list& selectors, const py::
   int64_t version = 0;
   {
     py::gil_scoped_release release;
+    const OneThreadCompute one_thread;
     try {
       Config config;
       config.MergeTomlFile(out + "/config.toml");
@@ -114,9 +118,92 @@ py::dict StateDict(const std::string& out, const py::list& selectors, const py::
   return state;
 }
 
+Profile ProfileFrom(const py::dict& d) {
+  Profile p;
+  p.layer = d["layer"].cast<std::string>();
+  p.version = d["version"].cast<int64_t>();
+  p.mean = d["mean"].cast<std::vector<double>>();
+  p.var = d["var"].cast<std::vector<double>>();
+  return p;
+}
+
+py::dict ProfileDict(const Profile& p, int64_t samples) {
+  py::dict d;
+  d["layer"] = p.layer;
+  d["version"] = p.version;
+  d["samples"] = samples;
+  d["mean"] = py::array_t<double>(static_cast<py::ssize_t>(p.mean.size()), p.mean.data());
+  d["var"] = py::array_t<double>(static_cast<py::ssize_t>(p.var.size()), p.var.data());
+  return d;
+}
+
+// The representation profile (Eq. 8) of inputs `x` under the run's final
+// model, at its profiled layer or `layer`.
+py::dict ProfileOf(const std::string& out, const py::array_t<float, py::array::c_style>& x,
+                   const std::string& layer, const py::list& selectors, const py::list& aggregators) {
+  PendingException pending;
+  const PythonParts parts(selectors, aggregators, &pending);  // so that the config names them
+  Dataset data;
+  data.x = Share(x, torch::kFloat32);
+  data.name = "fedprof.profile";
+  Profile p;
+  {
+    py::gil_scoped_release release;
+    const OneThreadCompute one_thread;
+    try {
+      // The model is shaped by the run's data: its classes or targets.
+      Config config;
+      config.MergeTomlFile(out + "/config.toml");
+      const RunOptions& o = config.options();
+      const Dataset run_data = LoadData(o.data, static_cast<uint64_t>(o.seed)).test;
+      data.num_classes = run_data.num_classes;
+      std::vector<int64_t> targets = run_data.y.sizes().vec();  // never read: the model's shape only
+      targets[0] = data.x.size(0);
+      data.y = run_data.y.narrow(0, 0, 1).expand(targets);
+      int64_t version = 0;
+      std::shared_ptr<Model> model = LoadRunModel(out, data, &version);
+      if (!layer.empty()) model->SetProfiledLayer(layer);
+      p = ComputeProfile(*model, data, version);
+    } catch (const Error& e) {
+      throw std::runtime_error(e.what());
+    }
+  }
+  return ProfileDict(p, data.size());
+}
+
+// Eq. 9's divergence of `profile` from `reference`, Eq. 13's score and the
+// per-unit KL (Eq. 10).
+py::dict DivergenceOf(const py::dict& profile, const py::dict& reference, double alpha) {
+  const Profile p = ProfileFrom(profile), r = ProfileFrom(reference);
+  std::string why = CheckProfile(r, r);
+  if (!why.empty()) throw py::value_error("reference: " + why);
+  why = CheckProfile(p, r);
+  if (!why.empty()) throw py::value_error("profile: " + why);
+  const std::vector<double> kl = UnitKl(p, r);
+  const double div = Divergence(p, r);
+  py::dict d;
+  d["divergence"] = div;
+  d["score"] = Score(div, alpha);
+  d["kl"] = py::array_t<double>(static_cast<py::ssize_t>(kl.size()), kl.data());
+  return d;
+}
+
+py::dict ReadProfile(const std::string& path) {
+  try {
+    const Profile p = ProfileFromJson(ReadFile(path), path);
+    return ProfileDict(p, -1);
+  } catch (const Error& e) {
+    throw py::value_error(e.what());
+  }
+}
+
 }  // namespace
 
 void BindData(py::module_& m) {
+  m.def("profile", &ProfileOf, py::arg("out"), py::arg("x"), py::arg("layer"), py::arg("selectors"),
+        py::arg("aggregators"));
+  m.def("divergence", &DivergenceOf, py::arg("profile"), py::arg("reference"), py::arg("alpha"));
+  m.def("read_profile", &ReadProfile, py::arg("path"));
   py::class_<DataHandle, std::shared_ptr<DataHandle>>(m, "DataHandle")
       .def_property_readonly("key", &DataHandle::key);
   m.def("register_data", &RegisterData, py::arg("train_x"), py::arg("train_y"), py::arg("test_x"),

@@ -4,6 +4,7 @@
 #ifndef FEDPROF_PYTHON_HOOKS_H_
 #define FEDPROF_PYTHON_HOOKS_H_
 
+#include <ATen/Parallel.h>
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/single_threaded_ops.h"
 
 namespace fedprof::python {
 
@@ -21,6 +23,26 @@ namespace py = pybind11;
 class Interrupted : public Error {
  public:
   using Error::Error;
+};
+
+// Tensor ops and BLAS on one thread each while it lives, as the CLI runs
+// them (it sets OMP_NUM_THREADS=1): a product split over threads may round
+// differently, and the numbers would depend on the machine. Restores the
+// caller's settings.
+class OneThreadCompute {
+ public:
+  OneThreadCompute() : torch_threads_(at::get_num_threads()), blas_threads_(SetBlasThreads(1)) {
+    at::set_num_threads(1);
+  }
+  ~OneThreadCompute() {
+    at::set_num_threads(torch_threads_);
+    if (blas_threads_ > 0) SetBlasThreads(blas_threads_);
+  }
+  OneThreadCompute(const OneThreadCompute&) = delete;
+  OneThreadCompute& operator=(const OneThreadCompute&) = delete;
+
+ private:
+  int torch_threads_, blas_threads_;
 };
 
 // The Python exception that ended a run, kept until the run has unwound

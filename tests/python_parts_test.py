@@ -213,6 +213,8 @@ def test_a_misbehaving_part_is_refused_in_one_line(tmp_path):
         fedprof.simulate(SMALL, out=tmp_path / "c", aggregator=Keeper())
     with pytest.raises(RuntimeError, match="not finite"):
         fedprof.simulate(SMALL, out=tmp_path / "d", aggregator=NotANumber())
+    with pytest.raises(RuntimeError, match="sees only the sum of the round's models"):
+        fedprof.simulate(SMALL, out=tmp_path / "g", aggregator=Average(), secagg__protocol="secagg")
     with pytest.raises(ValueError, match="strategy.selector"):
         fedprof.simulate(SMALL, out=tmp_path / "e", selector=Uniform(), strategy__selector="uniform")
     with pytest.raises(ValueError, match="reports"):
@@ -254,3 +256,42 @@ def test_a_torch_module_trains_and_comes_back(tmp_path):
     with torch.no_grad():
         accuracy = (net(torch.from_numpy(x[500:])).argmax(1).numpy() == y[500:]).mean()
     assert accuracy == pytest.approx(run.metrics["accuracy"][-1], abs=1e-9)
+
+
+def test_profiles_and_divergences_are_the_clis(tmp_path):
+    import json
+    import subprocess
+
+    cli = os.environ.get("FEDPROF_CLI", "build/fedprof")
+    run = fedprof.simulate(dict(SMALL, rounds=2), out=tmp_path / "run")
+    train, test = mnist_arrays()
+    mine = fedprof.profile(run, test[0][:200])
+    reference = fedprof.profile(run, train[0][:300])
+    done = subprocess.run([cli, "profile", "--model", str(tmp_path / "run"), "--data", "mnist:test", "--data-dir",
+                           MNIST, "--limit", "200", "--out", str(tmp_path / "p.json")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    theirs = fedprof.read_profile(tmp_path / "p.json")
+    assert (mine["layer"], mine["version"], mine["samples"]) == ("fc1", 2, 200)
+    np.testing.assert_array_equal(mine["mean"], theirs["mean"])
+    np.testing.assert_array_equal(mine["var"], theirs["var"])
+    with open(tmp_path / "ref.json", "w") as f:
+        json.dump({"version": 2, "layer": "fc1", "mean": reference["mean"].tolist(),
+                   "var": reference["var"].tolist()}, f)
+    done = subprocess.run([cli, "divergence", str(tmp_path / "p.json"), str(tmp_path / "ref.json"), "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    expected = json.loads(done.stdout)
+    got = fedprof.divergence(tmp_path / "p.json", tmp_path / "ref.json")
+    assert got["divergence"] == expected["divergence"] and got["score"] == expected["score"]
+    with pytest.raises(ValueError, match="units"):
+        fedprof.divergence(mine, dict(reference, mean=reference["mean"][:5], var=reference["var"][:5]))
+
+
+def test_the_api_reference_is_the_docstrings():
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "python_api.py")
+    done = subprocess.run([sys.executable, script, "check"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr

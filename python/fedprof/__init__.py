@@ -22,13 +22,13 @@ import time
 import numpy as np
 
 from . import _fedprof
-from .data import Dataset
+from .data import Dataset, _inputs
 from .parts import Aggregator, Clients, Result, Selector, Strategy
 
 Rng = _fedprof.Rng
 
 __all__ = ["Aggregator", "Clients", "Comparison", "Dataset", "Result", "Rng", "Run", "Selector", "Strategy",
-           "compare", "options", "resume", "simulate"]
+           "compare", "divergence", "options", "profile", "read_profile", "resume", "simulate"]
 
 
 def options():
@@ -326,6 +326,40 @@ def resume(out, progress=None, *, selector=None, aggregator=None, data=None, **o
     with _progress(progress, overrides.get("rounds")) as callback:
         _fedprof.resume(out, _assignments(None, overrides), callback, parts.selectors, parts.aggregators)
     return Run(out, data, parts)
+
+
+def profile(run, data, layer=None):
+    """The representation profile (Eq. 8) of `data` under `run`'s final
+    model, as `fedprof profile` computes it: a dict of layer, version (the
+    model's), samples, and per-unit mean and var (NumPy arrays).
+
+    run    a Run, or a run directory
+    data   inputs (an array, scaled as fedprof.Dataset scales them), or a
+           fedprof.Dataset (its test set)
+    layer  the layer to profile; default the run's (model.profile_layer)
+    """
+    if not isinstance(run, Run):
+        run = Run(os.fspath(run))
+    x = data.test_x if isinstance(data, Dataset) else _inputs(data, "data")
+    parts = run._parts
+    return _fedprof.profile(run.out, x, layer or "", parts.selectors if parts else [],
+                            parts.aggregators if parts else [])
+
+
+def divergence(profile, reference, alpha=10.0):
+    """FedProf's divergence of a profile from a reference profile (Eq. 9),
+    its score exp(-alpha * divergence) (Eq. 13) and the per-unit KL
+    (Eq. 10), as `fedprof divergence` computes them. Profiles are dicts as
+    fedprof.profile returns them, or profile JSON files' paths."""
+    def load(p):
+        return _fedprof.read_profile(os.fspath(p)) if isinstance(p, (str, os.PathLike)) else p
+
+    return _fedprof.divergence(load(profile), load(reference), float(alpha))
+
+
+def read_profile(path):
+    """A profile JSON file, as `fedprof profile` writes it, as a dict."""
+    return _fedprof.read_profile(os.fspath(path))
 
 
 class Comparison:

@@ -40,6 +40,9 @@ class _Part:
     # The engine's side.
     @property
     def name(self):
+        """The name options and outputs know the part by (strategy.selector
+        or strategy.aggregator): the class's `name` attribute, else
+        "python." and the class name in snake case."""
         return _name(self)
 
     def _save_state(self):
@@ -65,10 +68,10 @@ class Clients:
     train_loss       the client's last reported training loss; NaN before
     loss             the current global model's loss on the client's data
                      (when `reports` has "loss"); NaN otherwise
-    score            FedProf's profile score exp(-alpha * div), as the
-                     fedprof selector computes it (when `reports` has
-                     "profile"); 0 before a client's first profile, NaN
-                     when not asked for
+    score            FedProf's profile score exp(-alpha * div), computed as
+                     the built-in FedProf selector computes it (when
+                     `reports` has "profile"); 0 before a client's first
+                     profile, NaN when not asked for
     """
 
     __slots__ = ("ids", "num_samples", "expected_time_s", "times_selected", "train_loss", "loss", "score")
