@@ -15,6 +15,7 @@
 #include "fedprof/core/run_observer.h"
 #include "fedprof/report/metrics.h"
 #include "fedprof/run/comparison.h"
+#include "fedprof/run/deployment.h"
 #include "fedprof/run/simulation.h"
 #include "python/hooks.h"
 
@@ -196,6 +197,37 @@ PYBIND11_MODULE(_fedprof, m) {
         RunReleased(pending, [&] { fedprof::ResumeSimulation(out, assignments, &observer); });
       },
       py::arg("out"), py::arg("assignments"), py::arg("progress"), py::arg("selectors"), py::arg("aggregators"));
+  // A rank > 0 of fedprof.launch (its own process): trains its share of
+  // the clients until rank 0's run ends.
+  m.def(
+      "serve",
+      [](const std::string& config_path, const std::vector<std::string>& assignments, const std::string& out,
+         const std::string& listen, const std::string& tls_dir, bool insecure, py::object progress,
+         const py::list& selectors, const py::list& aggregators) {
+        PendingException pending;
+        const PythonParts parts(selectors, aggregators, &pending);
+        const fedprof::Config config = ConfigFrom(config_path, assignments);
+        fedprof::ServeOptions serve;
+        serve.listen = listen;
+        serve.tls_dir = tls_dir;
+        serve.insecure = insecure;
+        PythonObserver observer(std::move(progress), &pending);
+        RunReleased(pending, [&] { fedprof::RunServer(config, out, serve, &observer); });
+      },
+      py::arg("config_path"), py::arg("assignments"), py::arg("out"), py::arg("listen"), py::arg("tls_dir"),
+      py::arg("insecure"), py::arg("progress"), py::arg("selectors"), py::arg("aggregators"));
+  // The names of rank 0's Python parts are registered so that the config it
+  // sends validates here; their hooks run on rank 0 only.
+  m.def(
+      "worker",
+      [](double rendezvous_timeout_s, const std::vector<std::pair<std::string, std::vector<std::string>>>& selectors,
+         const std::vector<std::string>& aggregators) {
+        const RankZeroParts parts(selectors, aggregators);
+        PendingException pending;
+        RunReleased(pending, [&] { fedprof::RunSimulationWorker(rendezvous_timeout_s); });
+      },
+      py::arg("rendezvous_timeout_s"), py::arg("selectors"), py::arg("aggregators"));
   BindParts(m);
   BindData(m);
+  BindAnalyses(m);
 }

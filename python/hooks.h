@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fedprof/core/error.h"
@@ -74,8 +75,24 @@ class PythonParts {
   std::vector<std::string> selectors_, aggregators_;  // the names registered
 };
 
+// On a rank > 0 of fedprof.launch: rank 0's Python parts by name (each
+// selector with the reports it asks for), so that its config validates and
+// the clients' costs count what they report; their hooks run on rank 0.
+class RankZeroParts {
+ public:
+  RankZeroParts(const std::vector<std::pair<std::string, std::vector<std::string>>>& selectors,
+                const std::vector<std::string>& aggregators);
+  ~RankZeroParts();
+  RankZeroParts(const RankZeroParts&) = delete;
+  RankZeroParts& operator=(const RankZeroParts&) = delete;
+
+ private:
+  std::vector<std::string> selectors_, aggregators_;
+};
+
 void BindParts(py::module_& m);
 void BindData(py::module_& m);
+void BindAnalyses(py::module_& m);
 
 }  // namespace fedprof::python
 

@@ -314,6 +314,34 @@ class PythonAggregator final : public Aggregator {
   int64_t round_ = 1;
 };
 
+// A Python part's stand-ins on a rank > 0 of fedprof.launch, which trains
+// the clients it is sent and never selects nor aggregates: what the clients
+// report (it enters their cost) is all it needs of the selector.
+class RankZeroSelector final : public Selector {
+ public:
+  RankZeroSelector(std::string name, Reports reports) : name_(std::move(name)), reports_(reports) {}
+  std::vector<int> Select(const SelectionContext&, Rng&) override {
+    throw Error(name_ + ": a Python selector selects on rank 0 only");
+  }
+  Reports WantedReports() const override { return reports_; }
+
+ private:
+  std::string name_;
+  Reports reports_;
+};
+
+class RankZeroAggregator final : public Aggregator {
+ public:
+  explicit RankZeroAggregator(std::string name) : name_(std::move(name)) {}
+  void Aggregate(const FlatParams&, const ModelSum&, int64_t, FlatParams*) override {
+    throw Error(name_ + ": a Python aggregator aggregates on rank 0 only");
+  }
+  bool NeedsUpdates() const override { return true; }
+
+ private:
+  std::string name_;
+};
+
 // A run is starting with `part` (each run makes its parts afresh).
 void StartRun(const py::object& part, const std::string& name, PendingException* pending) {
   py::gil_scoped_acquire gil;
@@ -384,6 +412,30 @@ PythonParts::PythonParts(const py::list& selectors, const py::list& aggregators,
 }
 
 PythonParts::~PythonParts() {
+  for (const std::string& name : selectors_) UnregisterSelector(name);
+  for (const std::string& name : aggregators_) UnregisterAggregator(name);
+}
+
+RankZeroParts::RankZeroParts(const std::vector<std::pair<std::string, std::vector<std::string>>>& selectors,
+                             const std::vector<std::string>& aggregators) {
+  for (const auto& [name, reports] : selectors) {
+    const Selector::Reports wanted{
+        std::find(reports.begin(), reports.end(), "profile") != reports.end(),
+        std::find(reports.begin(), reports.end(), "loss") != reports.end()};
+    RegisterSelector(name, [name = name, wanted](const RunOptions&, const StrategyContext&) {
+      return std::make_unique<RankZeroSelector>(name, wanted);
+    });
+    selectors_.push_back(name);
+  }
+  for (const std::string& name : aggregators) {
+    RegisterAggregator(name, [name](AggregationMode, const RunOptions&) {
+      return std::make_unique<RankZeroAggregator>(name);
+    });
+    aggregators_.push_back(name);
+  }
+}
+
+RankZeroParts::~RankZeroParts() {
   for (const std::string& name : selectors_) UnregisterSelector(name);
   for (const std::string& name : aggregators_) UnregisterAggregator(name);
 }

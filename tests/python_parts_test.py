@@ -295,3 +295,68 @@ def test_the_api_reference_is_the_docstrings():
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "python_api.py")
     done = subprocess.run([sys.executable, script, "check"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_launch_over_two_ranks_gives_simulates_model(tmp_path):
+    # Rank 0 here runs the Python selector; rank 1, a child process, trains
+    # its share of the clients and counts their reports in their cost.
+    options = dict(SMALL, **{"strategy.name": "fedprof"})
+    alone = fedprof.simulate(options, out=tmp_path / "alone", selector=Watching())
+    ranks = fedprof.launch(options, nproc=2, out=tmp_path / "ranks", selector=Watching(), rendezvous_timeout_s=60)
+    assert model_hash(ranks) == model_hash(alone)
+    np.testing.assert_array_equal(ranks.metrics["virtual_time_s"], alone.metrics["virtual_time_s"])
+
+
+def test_a_deployments_server_runs_python_parts(tmp_path):
+    # The server here, with the Python parts; three clients as processes of
+    # the CLI, over loopback in plaintext. Same clients, same model as a
+    # simulation with the built-in parts.
+    import socket
+    import subprocess
+
+    cli = os.environ.get("FEDPROF_CLI", "build/fedprof")
+    options = dict(SMALL, **{"clients.count": 3, "strategy.fraction": 1, "rounds": 2, "quality.blurred": 0})
+    simulated = fedprof.simulate(options, out=tmp_path / "sim")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sets = sum((["--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}"] for k, v in options.items()), [])
+    clients = [subprocess.Popen([cli, "client", "--server", f"127.0.0.1:{port}", "--insecure", "--id", str(k)] + sets,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for k in range(3)]
+    try:
+        served = fedprof.serve(options, out=tmp_path / "served", listen=f"127.0.0.1:{port}", insecure=True,
+                               selector=Uniform(), aggregator=Average(), deploy__start_timeout_s=60)
+    finally:
+        for c in clients:
+            try:
+                c.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                c.kill()
+                c.wait()
+    assert model_hash(served) == model_hash(simulated)
+    assert [c.returncode for c in clients] == [0, 0, 0]
+
+
+def test_payload_and_privacy_are_the_clis():
+    import json
+    import subprocess
+
+    cli = os.environ.get("FEDPROF_CLI", "build/fedprof")
+    rows = fedprof.payload("vgg16", (3, 224, 224), 10, cut="fc2", clients=1000)
+    table = subprocess.run([cli, "payload", "--clients", "1000"], capture_output=True, text=True, timeout=120)
+    assert table.returncode == 0, table.stderr
+    printed = [line.split("|")[1:-1] for line in table.stdout.splitlines() if line.startswith("| ")][1:]
+    assert [r["scheme"] for r in rows] == [p[0].strip() for p in printed]
+    assert [f"{r['upload_batches']:.0f}" for r in rows] == [p[1].strip() for p in printed]
+    assert [f"{r['params_per_batch']:.0f}" for r in rows] == [p[2].strip() for p in printed]
+    with pytest.raises(ValueError, match="--cut"):
+        fedprof.payload(cut="fc9")
+
+    done = subprocess.run([cli, "privacy", "label", "--classes", "10", "--samples-per-client", "4", "--clients",
+                           "50", "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert fedprof.label_leakage(10, 4, clients=50) == pytest.approx(json.loads(done.stdout), rel=0, abs=0)
+    done = subprocess.run([cli, "privacy", "dp", "--noise-multiplier", "1.1", "--sample-rate", "0.01", "--steps",
+                           "1000", "--delta", "1e-5"], capture_output=True, text=True, timeout=120)
+    eps = fedprof.dp_epsilon(1.1, 0.01, 1000, delta=1e-5)
+    assert done.stdout.startswith(f"epsilon = {eps['epsilon']:.6g} at delta = 1e-05 (RDP order {eps['order']:g};")

@@ -17,6 +17,9 @@ leaving a run directory that fedprof.resume(out) continues.
 import csv
 import json
 import os
+import socket
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -28,7 +31,8 @@ from .parts import Aggregator, Clients, Result, Selector, Strategy
 Rng = _fedprof.Rng
 
 __all__ = ["Aggregator", "Clients", "Comparison", "Dataset", "Result", "Rng", "Run", "Selector", "Strategy",
-           "compare", "divergence", "options", "profile", "read_profile", "resume", "simulate"]
+           "compare", "divergence", "dp_epsilon", "label_leakage", "launch", "options", "payload", "profile",
+           "read_profile", "resume", "serve", "simulate"]
 
 
 def options():
@@ -313,6 +317,85 @@ def simulate(config=None, out=None, progress=None, *, selector=None, aggregator=
     return Run(out, data, parts)
 
 
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_environment(rank, nproc, port):
+    return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(nproc),
+            "RANK": str(rank), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(nproc)}
+
+
+def launch(config=None, nproc=2, out=None, progress=None, *, selector=None, aggregator=None,
+           rendezvous_timeout_s=60.0, **overrides):
+    """Runs a simulation over `nproc` ranks of torch.distributed (Gloo) on
+    this machine, as `fedprof launch --nproc N -- simulate` does, with the
+    same numbers as simulate, and returns its Run.
+
+    Rank 0 runs in this process (the server: selection, aggregation, the
+    Python parts, progress); ranks 1 .. nproc-1 are child processes of this
+    Python that train their share of the clients and end with the run
+    (terminated, then killed, 10 s after it if they have not). Data must
+    come from files (data.name): a fedprof.Dataset lives in this process
+    only.
+    """
+    if nproc < 1:
+        raise ValueError(f"nproc: expected 1 or more, got {nproc}")
+    if "data" in overrides:
+        raise ValueError("data: launch's ranks read their data from files (data.name); a fedprof.Dataset "
+                         "lives in this process only")
+    # What the ranks > 0 need of the Python parts: their names, the reports a selector asks for.
+    names = ([(selector.name, list(selector._reports()))] if isinstance(selector, Selector) else [],
+             [aggregator.name] if isinstance(aggregator, Aggregator) else [])
+    port = _free_port()
+    workers = []
+    saved = {k: os.environ.get(k) for k in _rank_environment(0, nproc, port)}
+    try:
+        for rank in range(1, nproc):
+            env = dict(os.environ, **_rank_environment(rank, nproc, port))
+            script = f"import fedprof._fedprof as f; f.worker({float(rendezvous_timeout_s)!r}, *{names!r})"
+            workers.append(subprocess.Popen([sys.executable, "-c", script], env=env))
+        os.environ.update(_rank_environment(0, nproc, port))
+        return simulate(config, out, progress, selector=selector, aggregator=aggregator, **overrides)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        for w in workers:
+            try:
+                w.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                w.terminate()
+                try:
+                    w.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    w.kill()
+                    w.wait()
+
+
+def serve(config=None, out=None, progress=None, *, listen="127.0.0.1:50051", tls_dir=None, insecure=False,
+          selector=None, aggregator=None, **overrides):
+    """Runs a deployment's server in this process, as `fedprof server`
+    does, and returns its Run when the run is over: clients on other
+    machines (`fedprof client --server HOST:PORT --id K`) connect over gRPC
+    with mutual TLS (tls_dir holds ca.crt, server.crt, server.key), or in
+    plaintext with insecure=True on a loopback address only. Python
+    selectors and aggregators run here, on the server, on the results in
+    the order they arrive (their numbers are a simulation's when the
+    clients are the simulation's)."""
+    out = os.fspath(out) if out is not None else _default_out("python-server")
+    parts = _Parts(overrides, selector, aggregator)
+    with _progress(progress, overrides.get("rounds")) as callback:
+        _fedprof.serve(_config_path(config), _assignments(config, overrides) + parts.assignments, out, listen,
+                       os.fspath(tls_dir) if tls_dir else "", bool(insecure), callback, parts.selectors,
+                       parts.aggregators)
+    return Run(out, None, parts)
+
+
 def resume(out, progress=None, *, selector=None, aggregator=None, data=None, **overrides):
     """Continues the run in `out` from its last completed round (after a
     Ctrl-C, a crash or a kill) and returns its Run; `overrides` may change
@@ -360,6 +443,49 @@ def divergence(profile, reference, alpha=10.0):
 def read_profile(path):
     """A profile JSON file, as `fedprof profile` writes it, as a dict."""
     return _fedprof.read_profile(os.fspath(path))
+
+
+def payload(model="vgg16", input=(3, 224, 224), classes=10, cut="fc2", **setup):  # noqa: A002
+    """The FbFTL paper's closed-form uplink and downlink payloads and client
+    compute of FL, SFL, FTL_f, FTL_c and FbFTL (Eqs. 2-17), as `fedprof
+    payload` prints them: a list of dicts (scheme, upload_batches,
+    params_per_batch, bits_per_batch, uplink_bits, downlink_bits,
+    client_macs).
+
+    model   vgg16, a transfer architecture (vgg_small, lenet5) or a staged
+            model file
+    input   (C, H, W) of one sample
+    cut     the first layer of the trained head
+    setup   clients (U), samples_per_client (K_u), fraction (C), bits (d),
+            epochs_fl, epochs_ftl_f, epochs_ftl_c; the paper's by default
+    """
+    s = _fedprof.PayloadSetup()
+    for key, value in setup.items():
+        if not hasattr(s, key):
+            raise ValueError(f"payload: unknown setting {key!r}; expected one of clients, samples_per_client, "
+                             "fraction, bits, epochs_fl, epochs_ftl_f, epochs_ftl_c")
+        setattr(s, key, value)
+    return _fedprof.payload(os.fspath(model), [int(d) for d in input], int(classes), cut, s)
+
+
+def dp_epsilon(noise_multiplier, sample_rate, steps, delta=1e-6):
+    """epsilon at `delta` of `steps` releases of the subsampled Gaussian
+    mechanism (each record in a step with probability sample_rate, noise
+    sd = noise_multiplier x the clip norm), by the Renyi-DP accountant, as
+    `fedprof privacy dp` prints it: a dict of epsilon and the RDP order
+    that gives it (0 when nothing depends on the data)."""
+    return _fedprof.dp_epsilon(float(noise_multiplier), float(sample_rate), int(steps), float(delta))
+
+
+def label_leakage(classes=10, samples_per_client=8, distribution=None, clients=0, seed=1):
+    """Label privacy leakage of K labels per client (FbFTL, Eqs. 23-36), as
+    `fedprof privacy label --json` prints it: batch_types, h_uniform_bits,
+    h_true_bits, leakage_s_bits (Eq. 28) and, with clients = U > 0 shuffled
+    batches drawn from `seed`, h_query_bits, leakage_q_bits (Eq. 34) and
+    leakage_t_bits (Eq. 36). distribution: the true label distribution
+    (default uniform)."""
+    return _fedprof.label_leakage(int(classes), int(samples_per_client), list(distribution or []), int(clients),
+                                  int(seed))
 
 
 class Comparison:

@@ -1,5 +1,4 @@
 // fedprof payload: the FbFTL paper's closed-form payloads (Eqs. 2-17).
-#include <c10/util/Exception.h>
 
 #include <cstdio>
 #include <memory>
@@ -7,9 +6,7 @@
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/text.h"
-#include "fedprof/core/files.h"
 #include "fedprof/fbftl/payload.h"
-#include "fedprof/models/staged_model.h"
 #include "tools/fedprof/commands.h"
 
 namespace fedprof::cli {
@@ -61,26 +58,8 @@ Runner AddPayload(CLI::App& app) {
         throw Error("--input " + args->input + ": expected CxHxW, e.g. 3x224x224");
       }
     }
-    // VGG-16 is described layer by layer without building it; other models
-    // (a built-in transfer architecture or a model file) are built and traced.
-    std::vector<LayerCount> layers;
-    if (args->model == "vgg16") {
-      layers = DescribeLayers(args->model, shape[0], shape[1], shape[2], args->classes);
-    } else {
-      const bool is_file = FileExists(args->model);
-      if (!is_file && args->model != "vgg_small" && args->model != "lenet5") {
-        throw Error("--model: '" + args->model +
-                    "' is not vgg16, vgg_small, lenet5 or an existing model file");
-      }
-      const std::vector<int64_t> input = {shape[0], shape[1], shape[2]};
-      auto net = is_file ? LoadStagedModel(args->model, input, args->classes)
-                         : MakeStagedModel(args->model, input, args->classes);
-      try {
-        layers = CountStageLayers(*net, input);
-      } catch (const c10::Error&) {
-        throw Error("--input " + args->input + ": " + args->model + " does not accept it");
-      }
-    }
+    const std::vector<LayerCount> layers =
+        PayloadLayers(args->model, {shape[0], shape[1], shape[2]}, args->classes);
     int64_t total = 0;
     for (const auto& l : layers) total += l.params;
     std::printf("%s at %s, %lld classes: %lld parameters; cut at %s\n", args->model.c_str(),

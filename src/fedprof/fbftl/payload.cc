@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/files.h"
 #include "fedprof/models/staged_model.h"
 
 namespace fedprof {
@@ -127,6 +128,23 @@ std::vector<SchemePayload> ClosedFormPayloads(const std::vector<LayerCount>& lay
   fb.client_macs = samples * body_macs;        // Eq. 17
   rows.push_back(fb);
   return rows;
+}
+
+std::vector<LayerCount> PayloadLayers(const std::string& model, const std::vector<int64_t>& input,
+                                      int64_t classes) {
+  if (input.size() != 3) throw Error("--input: expected CxHxW, e.g. 3x224x224");
+  if (model == "vgg16") return DescribeLayers(model, input[0], input[1], input[2], classes);
+  const bool is_file = FileExists(model);
+  if (!is_file && model != "vgg_small" && model != "lenet5") {
+    throw Error("--model: '" + model + "' is not vgg16, vgg_small, lenet5 or an existing model file");
+  }
+  auto net = is_file ? LoadStagedModel(model, input, classes) : MakeStagedModel(model, input, classes);
+  try {
+    return CountStageLayers(*net, input);
+  } catch (const c10::Error&) {
+    throw Error("--input " + std::to_string(input[0]) + "x" + std::to_string(input[1]) + "x" +
+                std::to_string(input[2]) + ": " + model + " does not accept it");
+  }
 }
 
 }  // namespace fedprof

@@ -36,6 +36,14 @@ std::vector<LayerCount> DescribeLayers(const std::string& model, int64_t channel
 std::vector<LayerCount> CountStageLayers(StagedModel& model,
                                          const std::vector<int64_t>& input_shape);
 
+// The layers `fedprof payload --model` names, for one sample of `input`
+// (C, H, W): "vgg16" described without building it (DescribeLayers), a
+// transfer architecture (vgg_small, lenet5) or a staged model file built and
+// counted (CountStageLayers). Throws fedprof::Error naming --model or
+// --input when the model is unknown or does not take the input.
+std::vector<LayerCount> PayloadLayers(const std::string& model, const std::vector<int64_t>& input,
+                                      int64_t classes);
+
 struct PayloadSetup {
   int64_t clients = 6250;             // U
   int64_t samples_per_client = 8;     // K_u
