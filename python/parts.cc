@@ -4,6 +4,7 @@
 // keep training on the other threads meanwhile.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <nlohmann/json.hpp>
 
@@ -75,63 +76,21 @@ class PythonSelector final : public Selector {
         loss_(num_clients, std::numeric_limits<double>::quiet_NaN()) {}
 
   std::vector<int> Select(const SelectionContext& context, Rng& rng) override {
-    const std::vector<ClientInfo>& clients = *context.clients;
-    const auto n = static_cast<py::ssize_t>(clients.size());
     if (profiles_) scores_ = profiles_->ComputeScores();
     py::gil_scoped_acquire gil;
-    py::array_t<int64_t> ids(n), samples(n), times(n);
-    py::array_t<double> expected(n), train_loss(n), loss(n), score(n);
-    auto id = ids.mutable_unchecked<1>();
-    auto s = samples.mutable_unchecked<1>();
-    auto t = times.mutable_unchecked<1>();
-    auto e = expected.mutable_unchecked<1>();
-    auto tl = train_loss.mutable_unchecked<1>();
-    auto l = loss.mutable_unchecked<1>();
-    auto sc = score.mutable_unchecked<1>();
-    for (py::ssize_t i = 0; i < n; ++i) {
-      const ClientInfo& c = clients[i];
-      id(i) = c.id;
-      s(i) = c.num_samples;
-      t(i) = times_selected_.at(c.id);
-      e(i) = c.expected_time_s < 0 ? std::numeric_limits<double>::quiet_NaN() : c.expected_time_s;
-      tl(i) = train_loss_[c.id];
-      l(i) = loss_[c.id];
-      sc(i) = profiles_ ? scores_.at(c.id) : std::numeric_limits<double>::quiet_NaN();
-    }
-    auto view = std::make_shared<RngView>();
-    view->rng = &rng;
-    py::object chosen;
-    try {
-      chosen = part_->attr("_select")(context.round, ids, samples, expected, times, train_loss, loss, score,
-                                      context.num_to_select, view);
-    } catch (py::error_already_set& err) {
-      view->rng = nullptr;
-      pending_->Raise(err, name_ + ".select()");
-    }
-    view->rng = nullptr;
-    const auto array = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(chosen);
-    if (!array) throw Error(name_ + ".select(): did not return client ids");
-    const std::vector<int64_t> picked(array.data(), array.data() + array.size());
-    std::vector<int> out;
-    out.reserve(picked.size());
-    if (static_cast<int64_t>(picked.size()) > context.num_to_select) {
-      throw Error(name_ + ".select(): returned " + std::to_string(picked.size()) + " clients; k is " +
-                  std::to_string(context.num_to_select));
-    }
-    for (int64_t p : picked) {
-      const auto it = std::lower_bound(clients.begin(), clients.end(), p,
-                                       [](const ClientInfo& c, int64_t v) { return c.id < v; });
-      if (it == clients.end() || it->id != p) {
-        throw Error(name_ + ".select(): returned " + std::to_string(p) + ", not one of the round's clients");
-      }
-      out.push_back(it->id);
-    }
-    std::sort(out.begin(), out.end());
-    if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
-      throw Error(name_ + ".select(): returned a client twice");
-    }
+    const py::object chosen = Call("_select", "select()", context, rng);
+    std::vector<int> out = CheckedIds(chosen, context, "select()");
     for (int c : out) ++times_selected_[c];
     return out;
+  }
+
+  std::vector<int> SelectEvaluators(const SelectionContext& context, Rng& rng) const override {
+    {
+      py::gil_scoped_acquire gil;
+      const py::object chosen = Call("_configure_evaluate", "configure_evaluate()", context, rng);
+      if (!chosen.is_none()) return CheckedIds(chosen, context, "configure_evaluate()");
+    }
+    return Selector::SelectEvaluators(context, rng);
   }
 
   Reports WantedReports() const override { return {profiles_ != nullptr, wants_loss_}; }
@@ -201,6 +160,75 @@ class PythonSelector final : public Selector {
   }
 
  private:
+  // Calls the part's `method` (a hook named `hook` in messages) with the
+  // round, the clients' arrays (fedprof.Clients), k and the run's stream
+  // for this call only. With the GIL held.
+  py::object Call(const char* method, const std::string& hook, const SelectionContext& context, Rng& rng) const {
+    const std::vector<ClientInfo>& clients = *context.clients;
+    const auto n = static_cast<py::ssize_t>(clients.size());
+    py::array_t<int64_t> ids(n), samples(n), times(n);
+    py::array_t<double> expected(n), train_loss(n), loss(n), score(n);
+    auto id = ids.mutable_unchecked<1>();
+    auto s = samples.mutable_unchecked<1>();
+    auto t = times.mutable_unchecked<1>();
+    auto e = expected.mutable_unchecked<1>();
+    auto tl = train_loss.mutable_unchecked<1>();
+    auto l = loss.mutable_unchecked<1>();
+    auto sc = score.mutable_unchecked<1>();
+    const double unknown = std::numeric_limits<double>::quiet_NaN();
+    for (py::ssize_t i = 0; i < n; ++i) {
+      const ClientInfo& c = clients[i];
+      id(i) = c.id;
+      s(i) = c.num_samples;
+      t(i) = times_selected_.at(c.id);
+      e(i) = c.expected_time_s < 0 ? unknown : c.expected_time_s;
+      tl(i) = train_loss_[c.id];
+      l(i) = loss_[c.id];
+      sc(i) = profiles_ && !scores_.empty() ? scores_.at(c.id) : unknown;
+    }
+    auto view = std::make_shared<RngView>();
+    view->rng = &rng;
+    py::object out;
+    try {
+      out = part_->attr(method)(context.round, ids, samples, expected, times, train_loss, loss, score,
+                                context.num_to_select, view);
+    } catch (py::error_already_set& err) {
+      view->rng = nullptr;
+      pending_->Raise(err, name_ + "." + hook);
+    }
+    view->rng = nullptr;
+    return out;
+  }
+
+  // `chosen` (an int64 array from the part) as distinct ids of the round's
+  // clients, at most k, increasing; throws naming the hook otherwise.
+  std::vector<int> CheckedIds(const py::object& chosen, const SelectionContext& context,
+                              const std::string& hook) const {
+    const std::vector<ClientInfo>& clients = *context.clients;
+    const auto array = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(chosen);
+    if (!array) throw Error(name_ + "." + hook + ": did not return client ids");
+    const std::vector<int64_t> picked(array.data(), array.data() + array.size());
+    if (static_cast<int64_t>(picked.size()) > context.num_to_select) {
+      throw Error(name_ + "." + hook + ": returned " + std::to_string(picked.size()) + " clients; k is " +
+                  std::to_string(context.num_to_select));
+    }
+    std::vector<int> out;
+    out.reserve(picked.size());
+    for (int64_t p : picked) {
+      const auto it = std::lower_bound(clients.begin(), clients.end(), p,
+                                       [](const ClientInfo& c, int64_t v) { return c.id < v; });
+      if (it == clients.end() || it->id != p) {
+        throw Error(name_ + "." + hook + ": returned " + std::to_string(p) + ", not one of the round's clients");
+      }
+      out.push_back(it->id);
+    }
+    std::sort(out.begin(), out.end());
+    if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
+      throw Error(name_ + "." + hook + ": returned a client twice");
+    }
+    return out;
+  }
+
   SharedObject part_;
   std::string name_;
   bool wants_loss_;
@@ -271,10 +299,38 @@ class PythonAggregator final : public Aggregator {
     *next = std::move(result);
   }
 
+  bool AggregateEvaluations(int64_t round, const std::vector<ClientEvaluation>& evaluations, double* accuracy,
+                            double* loss) override {
+    py::gil_scoped_acquire gil;
+    const auto n = static_cast<py::ssize_t>(evaluations.size());
+    py::array_t<int64_t> ids(n), samples(n), correct(n);
+    py::array_t<double> losses(n);
+    for (py::ssize_t i = 0; i < n; ++i) {
+      ids.mutable_at(i) = evaluations[i].client_id;
+      samples.mutable_at(i) = evaluations[i].samples;
+      correct.mutable_at(i) = evaluations[i].correct;
+      losses.mutable_at(i) = evaluations[i].loss;
+    }
+    py::object out;
+    try {
+      out = part_->attr("_aggregate_evaluate")(round, ids, samples, correct, losses);
+    } catch (py::error_already_set& err) {
+      pending_->Raise(err, name_ + ".aggregate_evaluate()");
+    }
+    if (out.is_none()) return false;
+    const auto figures = out.cast<std::pair<double, double>>();  // (accuracy, loss) from _aggregate_evaluate
+    if (!std::isfinite(figures.first) || !std::isfinite(figures.second)) {
+      throw Error(name_ + ".aggregate_evaluate(): returned an accuracy or loss that is not finite");
+    }
+    *accuracy = figures.first;
+    *loss = figures.second;
+    return true;
+  }
+
   std::string SaveState() const override {
     py::gil_scoped_acquire gil;
     try {
-      const py::object state = part_->attr("_save_state")();
+      const py::object state = part_->attr("_aggregator_state")();
       return state.is_none() ? "" : state.cast<std::string>();
     } catch (py::error_already_set& err) {
       pending_->Raise(err, name_ + ".save_state()");
@@ -284,7 +340,7 @@ class PythonAggregator final : public Aggregator {
     if (state.empty()) return;
     py::gil_scoped_acquire gil;
     try {
-      part_->attr("_load_state")(py::str(state));
+      part_->attr("_load_aggregator_state")(py::str(state));
     } catch (py::error_already_set& err) {
       pending_->Raise(err, name_ + ".load_state()");
     }

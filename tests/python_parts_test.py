@@ -78,9 +78,39 @@ def test_a_python_average_gives_the_builtins_model(tmp_path):
 
 def test_compare_takes_python_strategies(tmp_path):
     options = dict(SMALL, rounds=2)
-    c = fedprof.compare(["fedavg", fedprof.Strategy(Uniform(), Average())], config=options, out=tmp_path / "c")
-    assert sorted(c.runs) == ["fedavg-full", "python.uniform+python.average-full"]
-    assert model_hash(c.runs["fedavg-full"][0]) == model_hash(c.runs["python.uniform+python.average-full"][0])
+    c = fedprof.compare(["fedavg", (Uniform(), Average()), fedprof.Strategy()], config=options, out=tmp_path / "c")
+    assert sorted(c.runs) == ["fedavg-full", "python.strategy+python.strategy-full",
+                              "python.uniform+python.average-full"]
+    assert len({model_hash(runs[0]) for runs in c.runs.values()}) == 1
+
+
+class EvaluateFirst(fedprof.Strategy):
+    """FedAvg's fit; federated evaluation by the k lowest ids, unweighted."""
+
+    def __init__(self):
+        self.figures = []
+
+    def configure_evaluate(self, round, clients, k):  # noqa: A002
+        return clients.ids[:k]
+
+    def aggregate_evaluate(self, round, evaluations):  # noqa: A002
+        accuracy = float(np.mean(evaluations["correct"] / evaluations["samples"]))
+        loss = float(np.mean(evaluations["loss"]))
+        self.figures.append((round, evaluations["client_id"].tolist(), accuracy, loss))
+        return accuracy, loss
+
+
+def test_a_whole_strategy_has_fits_and_evaluations_hooks(tmp_path):
+    options = dict(SMALL, **{"eval.federated_every": 1, "eval.federated_fraction": 0.3})
+    fedavg = fedprof.simulate(options, out=tmp_path / "fedavg")
+    strategy = EvaluateFirst()
+    run = fedprof.simulate(options, out=tmp_path / "mine", strategy=strategy)
+    assert model_hash(run) == model_hash(fedavg)  # the default fit hooks are FedAvg's
+    assert [f[0] for f in strategy.figures] == [1, 2, 3]
+    assert all(f[1] == [0, 1, 2] for f in strategy.figures)
+    assert run.metrics["fed_accuracy"].tolist() == pytest.approx([f[2] for f in strategy.figures], rel=1e-6)
+    assert run.metrics["fed_loss"].tolist() == pytest.approx([f[3] for f in strategy.figures], rel=1e-6)
+    assert not np.array_equal(run.metrics["fed_accuracy"], fedavg.metrics["fed_accuracy"])
 
 
 def read_idx(path):

@@ -26,7 +26,7 @@ import numpy as np
 
 from . import _fedprof
 from .data import Dataset, _inputs
-from .parts import Aggregator, Clients, Result, Selector, Strategy
+from .parts import Aggregator, Clients, Result, Selector, Strategy, _spec
 
 Rng = _fedprof.Rng
 
@@ -249,8 +249,14 @@ class _Parts:
     the Python selectors and aggregators to register, and the assignments
     that name them and the data and model."""
 
-    def __init__(self, overrides, selector=None, aggregator=None, data=None, model=None, out=None):
+    def __init__(self, overrides, selector=None, aggregator=None, data=None, model=None, out=None, strategy=None):
         self.selectors, self.aggregators, self.assignments = [], [], []
+        if strategy is not None:
+            if not isinstance(strategy, Strategy):
+                raise TypeError(f"strategy: expected a fedprof.Strategy, got {type(strategy).__name__}")
+            if selector is not None or aggregator is not None:
+                raise ValueError("strategy= is a selector and an aggregator: give it alone")
+            selector = aggregator = strategy
         for part, kind, option in ((selector, Selector, "strategy__selector"),
                                    (aggregator, Aggregator, "strategy__aggregator")):
             if part is None:
@@ -279,14 +285,15 @@ class _Parts:
             self.assignments.append(f"model.file={_scripted(model, out)}")
 
     def add(self, part):
-        """Registers a Python part (once, however often it is named)."""
-        into = self.selectors if isinstance(part, Selector) else self.aggregators
-        if not any(p is part for p in into):
-            into.append(part)
+        """Registers a Python part (once, however often it is named); a
+        Strategy is both kinds."""
+        for kind, into in ((Selector, self.selectors), (Aggregator, self.aggregators)):
+            if isinstance(part, kind) and not any(p is part for p in into):
+                into.append(part)
 
 
-def simulate(config=None, out=None, progress=None, *, selector=None, aggregator=None, data=None, model=None,
-             **overrides):
+def simulate(config=None, out=None, progress=None, *, strategy=None, selector=None, aggregator=None, data=None,
+             model=None, **overrides):
     """Runs one simulated federated training and returns its Run.
 
     config      a TOML file's path, a dict of options (nested by section or
@@ -295,6 +302,7 @@ def simulate(config=None, out=None, progress=None, *, selector=None, aggregator=
     progress    a callable given each completed round's metrics (a dict),
                 True for a line per round (a tqdm bar where tqdm is
                 installed), or None
+    strategy    a fedprof.Strategy (its selector and aggregator at once)
     selector    a fedprof.Selector, or a built-in selector's name
     aggregator  a fedprof.Aggregator, or a built-in aggregator's name
     data        a fedprof.Dataset (NumPy arrays, torch Datasets, a given
@@ -309,7 +317,7 @@ def simulate(config=None, out=None, progress=None, *, selector=None, aggregator=
     callback raised (the run stops; what is on disk resumes).
     """
     out = os.fspath(out) if out is not None else _default_out()
-    parts = _Parts(overrides, selector, aggregator, data, model, out)
+    parts = _Parts(overrides, selector, aggregator, data, model, out, strategy)
     rounds = overrides.get("rounds", (config or {}).get("rounds") if isinstance(config, dict) else None)
     with _progress(progress, rounds) as callback:
         _fedprof.simulate(_config_path(config), _assignments(config, overrides) + parts.assignments, out,
@@ -328,7 +336,7 @@ def _rank_environment(rank, nproc, port):
             "RANK": str(rank), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(nproc)}
 
 
-def launch(config=None, nproc=2, out=None, progress=None, *, selector=None, aggregator=None,
+def launch(config=None, nproc=2, out=None, progress=None, *, strategy=None, selector=None, aggregator=None,
            rendezvous_timeout_s=60.0, **overrides):
     """Runs a simulation over `nproc` ranks of torch.distributed (Gloo) on
     this machine, as `fedprof launch --nproc N -- simulate` does, with the
@@ -346,6 +354,10 @@ def launch(config=None, nproc=2, out=None, progress=None, *, selector=None, aggr
     if "data" in overrides:
         raise ValueError("data: launch's ranks read their data from files (data.name); a fedprof.Dataset "
                          "lives in this process only")
+    if strategy is not None:
+        if selector is not None or aggregator is not None:
+            raise ValueError("strategy= is a selector and an aggregator: give it alone")
+        selector = aggregator = strategy
     # What the ranks > 0 need of the Python parts: their names, the reports a selector asks for.
     names = ([(selector.name, list(selector._reports()))] if isinstance(selector, Selector) else [],
              [aggregator.name] if isinstance(aggregator, Aggregator) else [])
@@ -378,7 +390,7 @@ def launch(config=None, nproc=2, out=None, progress=None, *, selector=None, aggr
 
 
 def serve(config=None, out=None, progress=None, *, listen="127.0.0.1:50051", tls_dir=None, insecure=False,
-          selector=None, aggregator=None, **overrides):
+          strategy=None, selector=None, aggregator=None, **overrides):
     """Runs a deployment's server in this process, as `fedprof server`
     does, and returns its Run when the run is over: clients on other
     machines (`fedprof client --server HOST:PORT --id K`) connect over gRPC
@@ -388,7 +400,7 @@ def serve(config=None, out=None, progress=None, *, listen="127.0.0.1:50051", tls
     the order they arrive (their numbers are a simulation's when the
     clients are the simulation's)."""
     out = os.fspath(out) if out is not None else _default_out("python-server")
-    parts = _Parts(overrides, selector, aggregator)
+    parts = _Parts(overrides, selector, aggregator, strategy=strategy)
     with _progress(progress, overrides.get("rounds")) as callback:
         _fedprof.serve(_config_path(config), _assignments(config, overrides) + parts.assignments, out, listen,
                        os.fspath(tls_dir) if tls_dir else "", bool(insecure), callback, parts.selectors,
@@ -396,14 +408,14 @@ def serve(config=None, out=None, progress=None, *, listen="127.0.0.1:50051", tls
     return Run(out, None, parts)
 
 
-def resume(out, progress=None, *, selector=None, aggregator=None, data=None, **overrides):
+def resume(out, progress=None, *, strategy=None, selector=None, aggregator=None, data=None, **overrides):
     """Continues the run in `out` from its last completed round (after a
     Ctrl-C, a crash or a kill) and returns its Run; `overrides` may change
     only the options a resume may (rounds, threads, ...). A run of Python
     parts or of a fedprof.Dataset needs them again (the same data; parts
     of the same names)."""
     out = os.fspath(out)
-    parts = _Parts({}, selector, aggregator)
+    parts = _Parts({}, selector, aggregator, strategy=strategy)
     if data is not None and not isinstance(data, Dataset):
         raise TypeError(f"data: expected a fedprof.Dataset, got {type(data).__name__}")
     with _progress(progress, overrides.get("rounds")) as callback:
@@ -520,9 +532,10 @@ def compare(strategies, seeds=1, config=None, out=None, progress=None, *, data=N
     after the other, as `fedprof compare --jobs 1` does, and returns the
     Comparison.
 
-    strategies  names as fedprof compare takes them ("fedavg",
-                "fedavg:partial", "fedprof+fedadam") or fedprof.Strategy
-                objects of Python parts, a list or a comma-separated string
+    strategies  a list of: names as fedprof compare takes them ("fedavg",
+                "fedavg:partial", "fedprof+fedadam"), fedprof.Strategy
+                objects, (selector, aggregator) pairs of names or Python
+                parts; or a comma-separated string of names
     progress    as simulate's; each round's dict also names its "run"
     data        a fedprof.Dataset, as simulate's
     """
@@ -531,16 +544,11 @@ def compare(strategies, seeds=1, config=None, out=None, progress=None, *, data=N
     out = os.fspath(out) if out is not None else _default_out("python-compare")
     parts = _Parts(overrides, data=data)
     specs = []
-    for s in strategies:
-        if isinstance(s, Strategy):
-            for part in (s.selector, s.aggregator):
-                if not isinstance(part, str):
-                    parts.add(part)
-            specs.append(s._spec())
-        elif isinstance(s, str):
-            specs.append(s)
-        else:
-            raise TypeError(f"strategies: expected names or fedprof.Strategy objects, got {type(s).__name__}")
+    for entry in strategies:
+        spec, python_parts = _spec(entry)
+        for part in python_parts:
+            parts.add(part)
+        specs.append(spec)
     with _progress(progress, None) as callback:
         table = _fedprof.compare(_config_path(config), _assignments(config, overrides) + parts.assignments, specs,
                                  int(seeds), out, callback, parts.selectors, parts.aggregators)

@@ -121,14 +121,23 @@ class Selector(_Part):
         return reports
 
     def _select(self, round, ids, num_samples, expected, times, train_loss, loss, score, k, rng):  # noqa: A002
+        return self._choose(self.select, "select", round, Clients(ids, num_samples, expected, times, train_loss,
+                                                                   loss, score), k, rng)
+
+    def _configure_evaluate(self, *args):
+        return None  # the engine's: uniformly at random
+
+    def _choose(self, hook, hook_name, round, clients, k, rng):  # noqa: A002
         self.rng = rng
         try:
-            chosen = self.select(int(round), Clients(ids, num_samples, expected, times, train_loss, loss, score), int(k))
+            chosen = hook(int(round), clients, int(k))
         finally:
             self.rng = None
+        if chosen is None:
+            return None
         chosen = np.asarray(chosen)
         if chosen.ndim != 1 or (chosen.size and chosen.dtype.kind not in "iu"):
-            raise TypeError(f"{type(self).__name__}.select() must return a sequence of client ids (integers), "
+            raise TypeError(f"{type(self).__name__}.{hook_name}() must return a sequence of client ids (integers), "
                             f"got {chosen.dtype} of shape {chosen.shape}")
         return chosen.astype(np.int64)
 
@@ -179,27 +188,103 @@ class Aggregator(_Part):
         out = np.ascontiguousarray(out, dtype=np.float32).reshape(-1)
         return out
 
+    def _aggregate_evaluate(self, round, ids, samples, correct, loss):  # noqa: A002
+        return None  # the engine's: weighted by the clients' sample counts
 
-class Strategy:
-    """A selector and an aggregator as one strategy for fedprof.compare;
-    either may be a built-in's name ("uniform", "fedprof", "average",
-    "fedadam", ...) or a Python part.
+    # The checkpoint's state, on the aggregator's side.
+    def _aggregator_state(self):
+        return self._save_state()
 
-        fedprof.compare(["fedavg", fedprof.Strategy(Fastest(), "average")], seeds=3)
+    def _load_aggregator_state(self, state):
+        self._load_state(state)
+
+
+class Strategy(Selector, Aggregator):
+    """A whole strategy with Flower's four hooks; pass it as strategy= to
+    simulate, launch, serve or resume, or in compare's list. Each hook has
+    a default, so a subclass writes only what it changes: configure_fit
+    draws k clients uniformly (the built-in uniform selector's draws) and
+    aggregate_fit averages as FedAvg does (Eq. 8): the same model as the
+    fedavg preset, bit for bit.
+
+        class FastFirst(fedprof.Strategy):
+            def configure_fit(self, round, clients, k):
+                return clients.ids[np.argsort(clients.expected_time_s, kind="stable")[:k]]
+
+    configure_evaluate and aggregate_evaluate serve federated evaluation
+    (eval.federated_every): by default the engine's (k clients uniformly;
+    accuracy and loss weighted by the clients' sample counts).
     """
 
-    def __init__(self, selector="uniform", aggregator="average"):
+    def configure_fit(self, round, clients, k):  # noqa: A002
+        """The clients to train in round `round` (as Selector.select)."""
+        n = len(clients)
+        k = min(k, n)
+        order = np.arange(n)
+        for i in range(k):  # a partial Fisher-Yates shuffle, as the built-in uniform selector draws
+            j = i + self.rng.index(n - i)
+            order[i], order[j] = order[j], order[i]
+        return clients.ids[np.sort(order[:k])]
+
+    def aggregate_fit(self, round, global_model, results, total_samples):  # noqa: A002
+        """The next global model (as Aggregator.aggregate)."""
+        g = global_model.astype(np.float64)
+        step = np.zeros_like(g)
+        for r in results:
+            step += r.num_samples * (r.params.astype(np.float64) - g)
+        return (g + step / total_samples).astype(np.float32)
+
+    def configure_evaluate(self, round, clients, k):  # noqa: A002
+        """The clients to evaluate the global model after round `round`
+        (at most k ids of clients.ids), or None for the engine's choice."""
+        return None
+
+    def aggregate_evaluate(self, round, evaluations):  # noqa: A002
+        """The round's federated (accuracy, loss) from `evaluations`, a dict
+        of arrays in client order (client_id, samples, correct, loss: each
+        client's mean loss), or None for the engine's figures."""
+        return None
+
+    def select(self, round, clients, k):  # noqa: A002
+        return self.configure_fit(round, clients, k)
+
+    def aggregate(self, round, global_model, results, total_samples):  # noqa: A002
+        return self.aggregate_fit(round, global_model, results, total_samples)
+
+    def _configure_evaluate(self, round, ids, num_samples, expected, times, train_loss, loss, score, k, rng):  # noqa: A002
+        return self._choose(self.configure_evaluate, "configure_evaluate", round,
+                            Clients(ids, num_samples, expected, times, train_loss, loss, score), k, rng)
+
+    # A strategy is its own selector and aggregator: its state is kept once, on the selector's side.
+    def _aggregator_state(self):
+        return None
+
+    def _load_aggregator_state(self, state):
+        pass
+
+    def _aggregate_evaluate(self, round, ids, samples, correct, loss):  # noqa: A002
+        out = self.aggregate_evaluate(int(round), {"client_id": ids, "samples": samples, "correct": correct,
+                                                   "loss": loss})
+        if out is None:
+            return None
+        accuracy, mean_loss = out
+        return float(accuracy), float(mean_loss)
+
+
+def _spec(entry):
+    """A compare entry as `fedprof compare --strategies` names it, and the
+    Python parts it needs: a name, a Strategy, or a (selector, aggregator)
+    pair of names or parts."""
+    if isinstance(entry, str):
+        return entry, []
+    if isinstance(entry, Strategy):
+        return f"{entry.name}+{entry.name}", [entry]
+    if isinstance(entry, tuple) and len(entry) == 2:
+        selector, aggregator = entry
         for part, kind in ((selector, Selector), (aggregator, Aggregator)):
             if not isinstance(part, (str, kind)):
-                raise TypeError(f"Strategy: expected a {kind.__name__} or a built-in's name, got {part!r}")
-        self.selector = selector
-        self.aggregator = aggregator
-
-    def _spec(self):
-        def name(part):
-            return part if isinstance(part, str) else part.name
-
-        return f"{name(self.selector)}+{name(self.aggregator)}"
-
-    def __repr__(self):
-        return f"Strategy({self._spec()})"
+                raise TypeError(f"strategies: expected a {kind.__name__} or a built-in's name, got {part!r}")
+        names = [p if isinstance(p, str) else p.name for p in entry]
+        return "+".join(names), [p for p in entry if not isinstance(p, str)]
+    raise TypeError(f"strategies: expected names, fedprof.Strategy objects or (selector, aggregator) pairs, "
+                    f"got {entry!r}")

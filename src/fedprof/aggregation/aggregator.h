@@ -9,6 +9,7 @@
 #include "fedprof/aggregation/model_sum.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/params.h"
+#include "fedprof/report/metrics.h"
 
 namespace fedprof {
 
@@ -57,6 +58,15 @@ class Aggregator {
   // The version of the global model the next round starts from (0 = the
   // initial model, then the round that produced it), before each round.
   virtual void OnGlobalModel(int64_t version) { (void)version; }
+
+  // The round's federated evaluation from the clients' evaluations (in
+  // client order): false leaves it to the strategy (each weighted by its
+  // sample count); true with *accuracy and *loss set gives the aggregator's.
+  virtual bool AggregateEvaluations(int64_t round, const std::vector<ClientEvaluation>& evaluations,
+                                    double* accuracy, double* loss) {
+    (void)round, (void)evaluations, (void)accuracy, (void)loss;
+    return false;
+  }
 
   // Opaque state for checkpoints (server optimiser moments); "" if none.
   virtual std::string SaveState() const { return ""; }

@@ -41,6 +41,11 @@ class Selector {
   // Distinct ids of clients in context.clients, in increasing order.
   virtual std::vector<int> Select(const SelectionContext& context, Rng& rng) = 0;
 
+  // The clients asked to evaluate the global model (eval.federated_every):
+  // context.num_to_select distinct ids of context.clients, increasing;
+  // by default uniformly at random.
+  virtual std::vector<int> SelectEvaluators(const SelectionContext& context, Rng& rng) const;
+
   // What selected clients report besides their model: a profile of their
   // data, or the received model's loss on it. When anything is asked, the
   // server also collects a report from every client that has none (all of

@@ -25,6 +25,11 @@ class UniformSelector : public Selector {
 
 }  // namespace
 
+std::vector<int> Selector::SelectEvaluators(const SelectionContext& context, Rng& rng) const {
+  const std::vector<double> equal(context.clients->size(), 1.0);
+  return IdsAt(context, SampleByWeight(equal, context.num_to_select, /*with_replacement=*/false, rng));
+}
+
 std::vector<int> IdsAt(const SelectionContext& context, const std::vector<int>& indices) {
   std::vector<int> ids;
   ids.reserve(indices.size());

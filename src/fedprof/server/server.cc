@@ -141,7 +141,7 @@ void Server::EvaluateFederated(int64_t round, const FlatParams& global, RoundMet
               return a.client_id < b.client_id;
             });
   if (evaluations_.empty()) return;
-  const Strategy::Evaluation e = strategy_.AggregateEvaluate(evaluations_);
+  const Strategy::Evaluation e = strategy_.AggregateEvaluate(round, evaluations_);
   m->fed_evaluated = true;
   m->fed_clients = e.clients;
   m->fed_accuracy = e.accuracy;

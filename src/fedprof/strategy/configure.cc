@@ -49,10 +49,8 @@ std::vector<ClientInstructions> Strategy::ConfigureReports(const std::vector<int
 std::vector<ClientInstructions> Strategy::ConfigureEvaluate(const SelectionContext& context,
                                                             Rng& rng,
                                                             const TaskSetup& setup) const {
-  const std::vector<double> equal(context.clients->size(), 1.0);
   std::vector<ClientInstructions> out;
-  for (int id : IdsAt(context, SampleByWeight(equal, context.num_to_select,
-                                              /*with_replacement=*/false, rng))) {
+  for (int id : selector_->SelectEvaluators(context, rng)) {
     FitInstructions ins;
     ins.round = setup.round;
     ins.global = setup.global;

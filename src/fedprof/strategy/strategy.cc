@@ -183,8 +183,10 @@ void Strategy::LoadState(const std::string& state) {
 }
 
 Strategy::Evaluation Strategy::AggregateEvaluate(
-    const std::vector<ClientEvaluation>& evaluations) const {
+    int64_t round, const std::vector<ClientEvaluation>& evaluations) const {
   Evaluation e;
+  e.clients = static_cast<int>(evaluations.size());
+  if (aggregator_->AggregateEvaluations(round, evaluations, &e.accuracy, &e.loss)) return e;
   int64_t samples = 0, correct = 0;
   ExactSum loss;
   for (const ClientEvaluation& c : evaluations) {
@@ -192,7 +194,6 @@ Strategy::Evaluation Strategy::AggregateEvaluate(
     correct += c.correct;
     loss.Add(c.loss * static_cast<double>(c.samples));
   }
-  e.clients = static_cast<int>(evaluations.size());
   if (samples > 0) {
     e.accuracy = static_cast<double>(correct) / static_cast<double>(samples);
     e.loss = loss.value() / static_cast<double>(samples);

@@ -106,7 +106,8 @@ class Strategy {
   // context.num_to_select of context.clients, uniformly at random.
   std::vector<ClientInstructions> ConfigureEvaluate(const SelectionContext& context, Rng& rng,
                                                     const TaskSetup& setup) const;
-  // The round's federated figures from the clients' evaluations, each
+  // The round's federated figures from the clients' evaluations (in client
+  // order): the aggregator's (Aggregator::AggregateEvaluations), or each
   // weighted by its sample count: accuracy = Σ correct / Σ samples, loss =
   // Σ samples·loss / Σ samples (summed exactly: order never matters).
   struct Evaluation {
@@ -114,7 +115,7 @@ class Strategy {
     double accuracy = 0;
     double loss = 0;
   };
-  Evaluation AggregateEvaluate(const std::vector<ClientEvaluation>& evaluations) const;
+  Evaluation AggregateEvaluate(int64_t round, const std::vector<ClientEvaluation>& evaluations) const;
 
   Reports WantedReports() const { return selector_->WantedReports(); }
   bool HasReport(int id) const { return selector_->HasReport(id); }
