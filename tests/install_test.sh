@@ -40,3 +40,16 @@ if ! grep -qxF "$expected" "$tmp/run.log"; then
   echo "install_test: the outside program did not print '$expected'" >&2
   exit 1
 fi
+
+# The Python package from the prefix alone (no build tree on the path).
+site=$(find "$tmp/prefix/lib" -path '*-packages/fedprof/__init__.py' | head -n 1)
+[[ -n "$site" ]] || { echo "install_test: no fedprof package under $tmp/prefix/lib" >&2; exit 1; }
+step python 300 env -u PYTHONPATH PYTHONPATH="$(dirname "$(dirname "$site")")" /usr/bin/python3 -c "
+import sys, fedprof
+assert fedprof.__file__.startswith('$tmp/prefix/'), fedprof.__file__
+run = fedprof.simulate(out='$tmp/python-run', rounds=1, clients__count=5, strategy__fraction=0.6,
+                       data__name='mnist', data__dir='$source/data/mnist', data__train_limit=1000,
+                       data__test_limit=200, train__epochs=1, partition__kind='iid', report__progress=False)
+print('installed fedprof: accuracy', run.metrics['accuracy'][-1])
+"
+cat "$tmp/python.log"
