@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 
 import fedprof
 
@@ -84,7 +83,7 @@ def measure(name, config, options, repeats, work):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--large-clients", type=int, default=10000)
+    parser.add_argument("--large-clients", type=int, default=10000, help="0: the K = 10 setup only")
     args = parser.parse_args()
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     common = {"report.progress": False}
@@ -99,7 +98,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="fedprof-crossing-") as work:
         measure("K = 10 (default experiment)", os.path.join(here, "configs/default.toml"), small, args.repeats,
                 work)
-        measure(f"K = {args.large_clients}", None, large, args.repeats, work)
+        if args.large_clients > 0:
+            measure(f"K = {args.large_clients}", None, large, args.repeats, work)
 
 
 if __name__ == "__main__":

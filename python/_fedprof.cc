@@ -169,8 +169,8 @@ PYBIND11_MODULE(_fedprof, m) {
         PythonObserver observer(std::move(progress), &pending);
         RunReleased(pending, [&] { fedprof::RunSimulation(config, out, &observer); });
       },
-      py::arg("config_path"), py::arg("assignments"), py::arg("out"), py::arg("progress"), py::arg("selectors"),
-      py::arg("aggregators"));
+      py::arg("config_path"), py::arg("assignments"), py::arg("out"), py::arg("progress"),
+      py::arg("selectors"), py::arg("aggregators"));
   m.def(
       "compare",
       [](const std::string& config_path, const std::vector<std::string>& assignments,
@@ -182,7 +182,8 @@ PYBIND11_MODULE(_fedprof, m) {
         if (seeds < 1) throw py::value_error("seeds: expected 1 or more, got " + std::to_string(seeds));
         PythonObserver observer(std::move(progress), &pending);
         std::string table;
-        RunReleased(pending, [&] { table = fedprof::RunComparison(config, strategies, seeds, out, &observer); });
+        RunReleased(pending,
+                    [&] { table = fedprof::RunComparison(config, strategies, seeds, out, &observer); });
         return table;
       },
       py::arg("config_path"), py::arg("assignments"), py::arg("strategies"), py::arg("seeds"), py::arg("out"),
@@ -196,7 +197,8 @@ PYBIND11_MODULE(_fedprof, m) {
         PythonObserver observer(std::move(progress), &pending);
         RunReleased(pending, [&] { fedprof::ResumeSimulation(out, assignments, &observer); });
       },
-      py::arg("out"), py::arg("assignments"), py::arg("progress"), py::arg("selectors"), py::arg("aggregators"));
+      py::arg("out"), py::arg("assignments"), py::arg("progress"), py::arg("selectors"),
+      py::arg("aggregators"));
   // A rank > 0 of fedprof.launch (its own process): trains its share of
   // the clients until rank 0's run ends.
   m.def(
@@ -220,7 +222,8 @@ PYBIND11_MODULE(_fedprof, m) {
   // sends validates here; their hooks run on rank 0 only.
   m.def(
       "worker",
-      [](double rendezvous_timeout_s, const std::vector<std::pair<std::string, std::vector<std::string>>>& selectors,
+      [](double rendezvous_timeout_s,
+         const std::vector<std::pair<std::string, std::vector<std::string>>>& selectors,
          const std::vector<std::string>& aggregators) {
         const RankZeroParts parts(selectors, aggregators);
         PendingException pending;

@@ -40,8 +40,9 @@ py::list Payload(const std::string& model, const std::vector<int64_t>& input, in
 py::dict DpEpsilon(double noise_multiplier, double sample_rate, int64_t steps, double delta) {
   if (!(noise_multiplier >= 0) || !(sample_rate >= 0 && sample_rate <= 1) || steps < 0 ||
       !(delta > 0 && delta < 1)) {
-    throw py::value_error("dp_epsilon: expected noise_multiplier >= 0, 0 <= sample_rate <= 1, steps >= 0 "
-                          "and 0 < delta < 1");
+    throw py::value_error(
+        "dp_epsilon: expected noise_multiplier >= 0, 0 <= sample_rate <= 1, steps >= 0 "
+        "and 0 < delta < 1");
   }
   const EpsilonAtOrder e = SampledGaussianEpsilon(sample_rate, noise_multiplier, steps, delta);
   py::dict d;

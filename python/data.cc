@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "fedprof/config/config.h"
-#include "fedprof/data/memory_data.h"
 #include "fedprof/core/files.h"
+#include "fedprof/data/memory_data.h"
 #include "fedprof/models/models.h"
 #include "fedprof/profiling/profile.h"
 #include "fedprof/profiling/profiler.h"
@@ -42,10 +42,13 @@ torch::Tensor Share(py::array_t<T, py::array::c_style> a, torch::ScalarType type
   std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
   T* data = const_cast<T*>(a.data());  // never written: from_blob wants a non-const pointer
   auto* owner = new py::object(std::move(a));
-  return torch::from_blob(data, shape, [owner](void*) {
-    py::gil_scoped_acquire gil;
-    delete owner;
-  }, torch::TensorOptions().dtype(type));
+  return torch::from_blob(
+      data, shape,
+      [owner](void*) {
+        py::gil_scoped_acquire gil;
+        delete owner;
+      },
+      torch::TensorOptions().dtype(type));
 }
 
 Dataset MakeSet(const py::array_t<float, py::array::c_style>& x, const py::array& y, int64_t num_classes) {

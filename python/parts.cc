@@ -6,12 +6,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -140,7 +139,8 @@ class PythonSelector final : public Selector {
     try {
       const nlohmann::json j = nlohmann::json::parse(state);
       const auto times = j.at("times_selected").get<std::vector<int64_t>>();
-      if (times.size() != times_selected_.size()) throw Error("checkpoint: selector state of another population");
+      if (times.size() != times_selected_.size())
+        throw Error("checkpoint: selector state of another population");
       times_selected_ = times;
       train_loss_ = FromJson(j.at("train_loss"), times.size());
       loss_ = FromJson(j.at("loss"), times.size());
@@ -163,7 +163,8 @@ class PythonSelector final : public Selector {
   // Calls the part's `method` (a hook named `hook` in messages) with the
   // round, the clients' arrays (fedprof.Clients), k and the run's stream
   // for this call only. With the GIL held.
-  py::object Call(const char* method, const std::string& hook, const SelectionContext& context, Rng& rng) const {
+  py::object Call(const char* method, const std::string& hook, const SelectionContext& context,
+                  Rng& rng) const {
     const std::vector<ClientInfo>& clients = *context.clients;
     const auto n = static_cast<py::ssize_t>(clients.size());
     py::array_t<int64_t> ids(n), samples(n), times(n);
@@ -218,7 +219,8 @@ class PythonSelector final : public Selector {
       const auto it = std::lower_bound(clients.begin(), clients.end(), p,
                                        [](const ClientInfo& c, int64_t v) { return c.id < v; });
       if (it == clients.end() || it->id != p) {
-        throw Error(name_ + "." + hook + ": returned " + std::to_string(p) + ", not one of the round's clients");
+        throw Error(name_ + "." + hook + ": returned " + std::to_string(p) +
+                    ", not one of the round's clients");
       }
       out.push_back(it->id);
     }
@@ -280,10 +282,11 @@ class PythonAggregator final : public Aggregator {
     py::array_t<float> global_view = View(global);
     std::vector<float> result;
     try {
-      py::array_t<float> out = part_->attr("_aggregate")(round_, global_view, ids, samples, params, total_samples);
+      py::array_t<float> out =
+          part_->attr("_aggregate")(round_, global_view, ids, samples, params, total_samples);
       if (static_cast<size_t>(out.size()) != global.size()) {
-        throw Error(name_ + ".aggregate(): returned " + std::to_string(out.size()) + " values for a model of " +
-                    std::to_string(global.size()));
+        throw Error(name_ + ".aggregate(): returned " + std::to_string(out.size()) +
+                    " values for a model of " + std::to_string(global.size()));
       }
       result.assign(out.data(), out.data() + out.size());
     } catch (py::error_already_set& err) {
@@ -293,7 +296,8 @@ class PythonAggregator final : public Aggregator {
     Unreleased(global_view, params);
     for (size_t i = 0; i < result.size(); ++i) {
       if (!std::isfinite(result[i])) {
-        throw Error(name_ + ".aggregate(): returned a model whose value " + std::to_string(i) + " is not finite");
+        throw Error(name_ + ".aggregate(): returned a model whose value " + std::to_string(i) +
+                    " is not finite");
       }
     }
     *next = std::move(result);
@@ -359,7 +363,8 @@ class PythonAggregator final : public Aggregator {
     bool kept = global_view.ref_count() > 1 || params.ref_count() > 1;
     for (const py::handle p : params) kept = kept || p.ref_count() > 1;
     if (kept) {
-      throw Error(name_ + ".aggregate(): kept a view of a model after returning; copy what you keep "
+      throw Error(name_ +
+                  ".aggregate(): kept a view of a model after returning; copy what you keep "
                   "(numpy.array(result.params))");
     }
   }
@@ -418,19 +423,21 @@ void RegisterPythonSelector(py::object selector, PendingException* pending) {
     profile = profile || kind == "profile";
   }
   auto part = std::make_shared<py::object>(std::move(selector));
-  RegisterSelector(name, [part, name, loss, profile, pending](const RunOptions& options,
-                                                               const StrategyContext& context) {
-    StartRun(*part, name, pending);
-    std::unique_ptr<FedProfSelector> profiles;
-    if (profile) {
-      FedProfOptions o;
-      o.alpha = options.fedprof.alpha;
-      if (options.fedprof.secure_matching == "paillier") o.secure_key_bits = static_cast<int>(options.fedprof.paillier_bits);
-      profiles =
-          std::make_unique<FedProfSelector>(o, context.num_clients, context.reference_profile, context.observer);
-    }
-    return std::make_unique<PythonSelector>(part, name, context.num_clients, loss, std::move(profiles), pending);
-  });
+  RegisterSelector(
+      name, [part, name, loss, profile, pending](const RunOptions& options, const StrategyContext& context) {
+        StartRun(*part, name, pending);
+        std::unique_ptr<FedProfSelector> profiles;
+        if (profile) {
+          FedProfOptions o;
+          o.alpha = options.fedprof.alpha;
+          if (options.fedprof.secure_matching == "paillier")
+            o.secure_key_bits = static_cast<int>(options.fedprof.paillier_bits);
+          profiles = std::make_unique<FedProfSelector>(o, context.num_clients, context.reference_profile,
+                                                       context.observer);
+        }
+        return std::make_unique<PythonSelector>(part, name, context.num_clients, loss, std::move(profiles),
+                                                pending);
+      });
 }
 
 void RegisterPythonAggregator(py::object aggregator, PendingException* pending) {
@@ -475,9 +482,8 @@ PythonParts::~PythonParts() {
 RankZeroParts::RankZeroParts(const std::vector<std::pair<std::string, std::vector<std::string>>>& selectors,
                              const std::vector<std::string>& aggregators) {
   for (const auto& [name, reports] : selectors) {
-    const Selector::Reports wanted{
-        std::find(reports.begin(), reports.end(), "profile") != reports.end(),
-        std::find(reports.begin(), reports.end(), "loss") != reports.end()};
+    const Selector::Reports wanted{std::find(reports.begin(), reports.end(), "profile") != reports.end(),
+                                   std::find(reports.begin(), reports.end(), "loss") != reports.end()};
     RegisterSelector(name, [name = name, wanted](const RunOptions&, const StrategyContext&) {
       return std::make_unique<RankZeroSelector>(name, wanted);
     });
@@ -498,13 +504,17 @@ RankZeroParts::~RankZeroParts() {
 
 void BindParts(py::module_& m) {
   py::class_<RngView, std::shared_ptr<RngView>>(m, "Rng",
-                                                 "The run's sampling stream during select(): the same "
-                                                 "draws whatever the threads, from the run's seed.")
-      .def("index", [](const RngView& r, uint64_t n) {
-        if (n == 0) throw py::value_error("Rng.index(n): n must be at least 1");
-        return UniformIndex(r.Get(), n);
-      }, py::arg("n"), "A uniform integer in [0, n).")
-      .def("random", [](const RngView& r) { return Uniform01(r.Get()); }, "A uniform float in [0, 1).");
+                                                "The run's sampling stream during select(): the same "
+                                                "draws whatever the threads, from the run's seed.")
+      .def(
+          "index",
+          [](const RngView& r, uint64_t n) {
+            if (n == 0) throw py::value_error("Rng.index(n): n must be at least 1");
+            return UniformIndex(r.Get(), n);
+          },
+          py::arg("n"), "A uniform integer in [0, n).")
+      .def(
+          "random", [](const RngView& r) { return Uniform01(r.Get()); }, "A uniform float in [0, 1).");
 }
 
 }  // namespace fedprof::python

@@ -251,7 +251,8 @@ class Strategy(Selector, Aggregator):
     def aggregate(self, round, global_model, results, total_samples):  # noqa: A002
         return self.aggregate_fit(round, global_model, results, total_samples)
 
-    def _configure_evaluate(self, round, ids, num_samples, expected, times, train_loss, loss, score, k, rng):  # noqa: A002
+    def _configure_evaluate(self, round, ids, num_samples, expected, times, train_loss, loss, score, k,  # noqa: A002
+                            rng):
         return self._choose(self.configure_evaluate, "configure_evaluate", round,
                             Clients(ids, num_samples, expected, times, train_loss, loss, score), k, rng)
 

@@ -46,7 +46,8 @@ Sha256Stream::~Sha256Stream() {
 }
 
 void Sha256Stream::Update(const void* data, size_t size) {
-  if (EVP_DigestUpdate(context_->md, data, size) != 1) throw Error("sha256: OpenSSL's EVP_DigestUpdate failed");
+  if (EVP_DigestUpdate(context_->md, data, size) != 1)
+    throw Error("sha256: OpenSSL's EVP_DigestUpdate failed");
 }
 
 Sha256Digest Sha256Stream::Finish() {

@@ -36,8 +36,7 @@ void CheckSet(const Dataset& d, const std::string& where) {
   const int64_t n = d.x.size(0);
   if (n == 0) throw Error(where + ": no samples");
   if (d.y.size(0) != n) {
-    throw Error(where + ": " + std::to_string(n) + " inputs but " + std::to_string(d.y.size(0)) +
-                " targets");
+    throw Error(where + ": " + std::to_string(n) + " inputs but " + std::to_string(d.y.size(0)) + " targets");
   }
   const torch::Tensor bad_x = torch::logical_not(torch::isfinite(d.x)).flatten().nonzero();
   if (bad_x.numel() > 0) {
@@ -52,8 +51,8 @@ void CheckSet(const Dataset& d, const std::string& where) {
     if (bad.numel() > 0) {
       const int64_t at = bad[0][0].item<int64_t>();
       throw Error(where + " targets: sample " + std::to_string(at) + " has label " +
-                  std::to_string(d.y[at].item<int64_t>()) + ", outside [0, " +
-                  std::to_string(d.num_classes) + ")");
+                  std::to_string(d.y[at].item<int64_t>()) + ", outside [0, " + std::to_string(d.num_classes) +
+                  ")");
     }
   } else {
     if (d.y.scalar_type() != torch::kFloat32 || d.y.dim() != 2) {

@@ -57,11 +57,13 @@ Dataset LoadIdxSet(const std::string& name, const std::string& dir_option,
 // its whole training set, so nothing may be cut from it first.
 std::vector<std::vector<int64_t>> GivenPartition(const RunOptions& options) {
   if (options.data.name != "memory") {
-    throw Error("partition.kind: 'given' takes the partition of an in-memory data set (data.name = memory)");
+    throw Error(
+        "partition.kind: 'given' takes the partition of an in-memory data set (data.name = memory)");
   }
   if (options.data.holdout_share > 0 || options.data.train_limit > 0) {
-    throw Error("partition.kind: a given partition indexes the whole training set; data.holdout_share and "
-                "data.train_limit must be 0 (for FedProf's reference set, fedprof.reference = test or client)");
+    throw Error(
+        "partition.kind: a given partition indexes the whole training set; data.holdout_share and "
+        "data.train_limit must be 0 (for FedProf's reference set, fedprof.reference = test or client)");
   }
   std::vector<std::vector<int64_t>> parts = FindMemoryData(options.data.memory_key)->partition;
   if (parts.empty()) throw Error("partition.kind: the in-memory data set came without a partition");

@@ -43,7 +43,8 @@ TEST(RegistryTest, ARegisteredNameIsAnOptionValueUntilUnregistered) {
   RegisterSelector("test.lowest", [&calls](const RunOptions&, const StrategyContext&) {
     return std::make_unique<LowestIds>(&calls);
   });
-  RegisterAggregator("test.still", [](AggregationMode, const RunOptions&) { return std::make_unique<Still>(); });
+  RegisterAggregator("test.still",
+                     [](AggregationMode, const RunOptions&) { return std::make_unique<Still>(); });
   Config config;
   config.Set("strategy.selector", "test.lowest");
   config.Set("strategy.aggregator", "fedadam");  // with a built-in aggregator
@@ -73,7 +74,9 @@ TEST(RegistryTest, ARegisteredNameIsAnOptionValueUntilUnregistered) {
 }
 
 TEST(RegistryTest, TakenAndMalformedNamesAreRefused) {
-  auto factory = [](const RunOptions&, const StrategyContext&) -> std::unique_ptr<Selector> { return nullptr; };
+  auto factory = [](const RunOptions&, const StrategyContext&) -> std::unique_ptr<Selector> {
+    return nullptr;
+  };
   EXPECT_THROW(RegisterSelector("uniform", factory), Error);  // a built-in's
   EXPECT_THROW(RegisterSelector("Upper", factory), Error);
   EXPECT_THROW(RegisterSelector("has:colon", factory), Error);  // compare reads selector+aggregator:mode
@@ -82,7 +85,7 @@ TEST(RegistryTest, TakenAndMalformedNamesAreRefused) {
   RegisterSelector("test.once", factory);
   EXPECT_THROW(RegisterSelector("test.once", factory), Error);
   UnregisterSelector("test.once");
-  UnregisterSelector("test.never");  // a no-op
+  UnregisterSelector("test.never");        // a no-op
   RegisterSelector("test.once", factory);  // free again
   UnregisterSelector("test.once");
 }
