@@ -65,13 +65,14 @@ class RobustAggregator : public Aggregator {
     }
     int64_t round_samples = 0;
     for (const ClientUpdate& u : updates) round_samples += u.num_samples;
-    const FlatParams estimate = Estimate(CanonicalOrder(updates));
+    const FlatParams estimate = Estimate(global, CanonicalOrder(updates));
     StepTowards(mode_, global, estimate, round_samples, total_samples, next);
   }
 
  protected:
-  // ŵ from at least one model, in canonical order.
-  virtual FlatParams Estimate(const std::vector<const ClientUpdate*>& updates) const = 0;
+  // ŵ from at least one model, in canonical order, for the global model θ.
+  virtual FlatParams Estimate(const FlatParams& global,
+                              const std::vector<const ClientUpdate*>& updates) const = 0;
 
  private:
   std::string name_;
@@ -83,7 +84,7 @@ class MedianAggregator : public RobustAggregator {
   explicit MedianAggregator(AggregationMode mode) : RobustAggregator("median", mode) {}
 
  protected:
-  FlatParams Estimate(const std::vector<const ClientUpdate*>& updates) const override {
+  FlatParams Estimate(const FlatParams&, const std::vector<const ClientUpdate*>& updates) const override {
     return CoordinateMedian(updates);
   }
 };
@@ -94,7 +95,7 @@ class TrimmedMeanAggregator : public RobustAggregator {
       : RobustAggregator("trimmed_mean", mode), trim_share_(trim_share) {}
 
  protected:
-  FlatParams Estimate(const std::vector<const ClientUpdate*>& updates) const override {
+  FlatParams Estimate(const FlatParams&, const std::vector<const ClientUpdate*>& updates) const override {
     return TrimmedMean(updates, trim_share_);
   }
 
@@ -108,7 +109,7 @@ class KrumAggregator : public RobustAggregator {
       : RobustAggregator(options.select == 1 ? "krum" : "multi_krum", mode), options_(options) {}
 
  protected:
-  FlatParams Estimate(const std::vector<const ClientUpdate*>& updates) const override {
+  FlatParams Estimate(const FlatParams&, const std::vector<const ClientUpdate*>& updates) const override {
     const size_t n = updates.size();
     const int f = EffectiveByzantine(options_.byzantine, n);
     if (options_.byzantine > f) {
@@ -136,7 +137,176 @@ class KrumAggregator : public RobustAggregator {
   KrumOptions options_;
 };
 
+class BulyanAggregator : public RobustAggregator {
+ public:
+  BulyanAggregator(AggregationMode mode, int byzantine)
+      : RobustAggregator("bulyan", mode), byzantine_(byzantine) {}
+
+ protected:
+  FlatParams Estimate(const FlatParams&, const std::vector<const ClientUpdate*>& updates) const override {
+    const int f = BulyanByzantine(byzantine_, updates.size());
+    if (byzantine_ > f) {
+      LogWarning("bulyan: " + std::to_string(updates.size()) + " results support at most f = " +
+                 std::to_string(f) + " (n >= 4f + 3), not robust.byzantine = " + std::to_string(byzantine_) +
+                 "; using f = " + std::to_string(f));
+    }
+    return Bulyan(updates, f);
+  }
+
+ private:
+  int byzantine_;
+};
+
+class CenteredClippingAggregator : public RobustAggregator {
+ public:
+  CenteredClippingAggregator(AggregationMode mode, const CenteredClippingOptions& options)
+      : RobustAggregator("centered_clipping", mode), options_(options) {}
+
+ protected:
+  FlatParams Estimate(const FlatParams& global,
+                      const std::vector<const ClientUpdate*>& updates) const override {
+    return CenteredClipping(global, updates, options_);
+  }
+
+ private:
+  CenteredClippingOptions options_;
+};
+
+class FlTrustAggregator : public RobustAggregator {
+ public:
+  FlTrustAggregator(AggregationMode mode, RootUpdate root_update)
+      : RobustAggregator("fltrust", mode), root_update_(std::move(root_update)) {}
+
+  void OnGlobalModel(int64_t version) override { version_ = version; }
+
+ protected:
+  FlatParams Estimate(const FlatParams& global,
+                      const std::vector<const ClientUpdate*>& updates) const override {
+    const FlatParams root = root_update_(global, version_);
+    if (root.size() != global.size()) {
+      throw Error("fltrust: the root update has " + std::to_string(root.size()) + " values, the model " +
+                  std::to_string(global.size()));
+    }
+    return FlTrust(global, root, updates);
+  }
+
+ private:
+  RootUpdate root_update_;
+  int64_t version_ = 0;
+};
+
+// ||x − y||² and ||x − y|| over doubles, in coordinate order.
+double SquaredDistance(const std::vector<double>& x, const std::vector<double>& y) {
+  double s = 0;
+  for (size_t i = 0; i < x.size(); ++i) s += (x[i] - y[i]) * (x[i] - y[i]);
+  return s;
+}
+
 }  // namespace
+
+int BulyanByzantine(int requested, size_t n) {
+  const int most = n >= 3 ? static_cast<int>((n - 3) / 4) : 0;  // largest f with n >= 4f + 3
+  return requested < 0 ? most : std::min(requested, most);
+}
+
+FlatParams Bulyan(const std::vector<const ClientUpdate*>& updates, int byzantine) {
+  const size_t n = updates.size();
+  if (n == 0) return {};
+  const size_t f = static_cast<size_t>(std::max(0, byzantine));
+  // Selection: Krum on what is left, n − 2f times (at least once).
+  const size_t picks = std::max<size_t>(1, n - 2 * f);
+  std::vector<const ClientUpdate*> left = updates, chosen;
+  while (chosen.size() < picks) {
+    const size_t k = KrumSelection(left, EffectiveByzantine(static_cast<int>(f), left.size()), 1)[0];
+    chosen.push_back(left[k]);
+    left.erase(left.begin() + static_cast<std::ptrdiff_t>(k));
+  }
+  // Aggregation: per coordinate, the β closest to the median, averaged.
+  const size_t beta = std::max<size_t>(1, picks > 2 * f ? picks - 2 * f : 1);
+  const size_t d = updates[0]->params.size();
+  FlatParams out(d);
+  std::vector<float> column(picks);
+  std::vector<std::pair<double, float>> by_distance(picks);
+  for (size_t i = 0; i < d; ++i) {
+    for (size_t k = 0; k < picks; ++k) column[k] = chosen[k]->params[i];
+    std::sort(column.begin(), column.end());
+    const double median = picks % 2 == 1
+                              ? column[picks / 2]
+                              : (static_cast<double>(column[picks / 2 - 1]) + column[picks / 2]) / 2.0;
+    for (size_t k = 0; k < picks; ++k) by_distance[k] = {std::fabs(column[k] - median), column[k]};
+    // Ties by value: the result depends on the values alone.
+    std::sort(by_distance.begin(), by_distance.end());
+    double s = 0;
+    for (size_t k = 0; k < beta; ++k) s += by_distance[k].second;
+    out[i] = static_cast<float>(s / static_cast<double>(beta));
+  }
+  return out;
+}
+
+FlatParams CenteredClipping(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
+                            const CenteredClippingOptions& options) {
+  const size_t n = updates.size(), d = global.size();
+  if (n == 0) return global;
+  std::vector<std::vector<double>> deltas(n, std::vector<double>(d));
+  for (size_t k = 0; k < n; ++k) {
+    for (size_t i = 0; i < d; ++i) deltas[k][i] = static_cast<double>(updates[k]->params[i]) - global[i];
+  }
+  std::vector<double> v(d, 0.0), step(d);
+  std::vector<double> distance(n);
+  for (int it = 0; it < std::max(1, options.iterations); ++it) {
+    for (size_t k = 0; k < n; ++k) distance[k] = std::sqrt(SquaredDistance(deltas[k], v));
+    double tau = options.radius;
+    if (tau <= 0) {  // the median distance
+      std::vector<double> sorted = distance;
+      std::sort(sorted.begin(), sorted.end());
+      tau = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0;
+    }
+    std::fill(step.begin(), step.end(), 0.0);
+    for (size_t k = 0; k < n; ++k) {
+      const double keep = distance[k] > tau ? tau / distance[k] : 1.0;
+      for (size_t i = 0; i < d; ++i) step[i] += (deltas[k][i] - v[i]) * keep;
+    }
+    for (size_t i = 0; i < d; ++i) v[i] += step[i] / static_cast<double>(n);
+  }
+  FlatParams out(d);
+  for (size_t i = 0; i < d; ++i) out[i] = static_cast<float>(global[i] + v[i]);
+  return out;
+}
+
+FlatParams FlTrust(const FlatParams& global, const FlatParams& root,
+                   const std::vector<const ClientUpdate*>& updates, std::vector<double>* trust) {
+  const size_t d = global.size();
+  std::vector<double> g0(d);
+  double norm0 = 0;
+  for (size_t i = 0; i < d; ++i) {
+    g0[i] = static_cast<double>(root[i]) - global[i];
+    norm0 += g0[i] * g0[i];
+  }
+  norm0 = std::sqrt(norm0);
+  std::vector<double> sum(d, 0.0);
+  double total_trust = 0;
+  if (trust) trust->clear();
+  for (const ClientUpdate* u : updates) {
+    double dot = 0, norm = 0;
+    for (size_t i = 0; i < d; ++i) {
+      const double g = static_cast<double>(u->params[i]) - global[i];
+      dot += g * g0[i];
+      norm += g * g;
+    }
+    norm = std::sqrt(norm);
+    const double ts = norm > 0 && norm0 > 0 ? std::max(0.0, dot / (norm * norm0)) : 0.0;  // Eq. 2
+    if (trust) trust->push_back(ts);
+    if (ts <= 0) continue;
+    total_trust += ts;
+    const double rescale = ts * norm0 / norm;  // Eq. 3, weighted by TS_k (Eq. 4)
+    for (size_t i = 0; i < d; ++i) sum[i] += rescale * (static_cast<double>(u->params[i]) - global[i]);
+  }
+  FlatParams out(d);
+  for (size_t i = 0; i < d; ++i) {
+    out[i] = static_cast<float>(global[i] + (total_trust > 0 ? sum[i] / total_trust : 0.0));
+  }
+  return out;
+}
 
 std::vector<const ClientUpdate*> CanonicalOrder(const std::vector<ClientUpdate>& updates) {
   std::vector<const ClientUpdate*> order;
@@ -260,6 +430,23 @@ std::unique_ptr<Aggregator> MakeKrum(AggregationMode mode, const KrumOptions& op
                 std::to_string(options.select));
   }
   return std::make_unique<KrumAggregator>(mode, options);
+}
+
+std::unique_ptr<Aggregator> MakeBulyan(AggregationMode mode, int byzantine) {
+  return std::make_unique<BulyanAggregator>(mode, byzantine);
+}
+
+std::unique_ptr<Aggregator> MakeCenteredClipping(AggregationMode mode,
+                                                 const CenteredClippingOptions& options) {
+  if (!(options.radius >= 0) || options.iterations < 1) {
+    throw Error("robust.cc_radius / robust.cc_iterations: expected a radius >= 0 and at least 1 iteration");
+  }
+  return std::make_unique<CenteredClippingAggregator>(mode, options);
+}
+
+std::unique_ptr<Aggregator> MakeFlTrust(AggregationMode mode, RootUpdate root_update) {
+  if (!root_update) throw Error("fltrust: needs the server's root data set");
+  return std::make_unique<FlTrustAggregator>(mode, std::move(root_update));
 }
 
 std::string ApplyUpdateNormBound(const UpdateNormBound& bound, const FlatParams& global,

@@ -19,6 +19,7 @@
 // fixed order, so neither arrival order nor thread count changes a bit.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,37 @@ struct KrumOptions {
 };
 std::unique_ptr<Aggregator> MakeKrum(AggregationMode mode, const KrumOptions& options);
 
+// Bulyan (El Mhamdi et al., "The Hidden Vulnerability of Distributed
+// Learning in Byzantium", ICML 2018, Alg. 1): Krum picks θ = n − 2f models
+// one at a time (each pick leaves the set), then per coordinate the
+// β = θ − 2f values closest to the coordinate's median of those θ are
+// averaged. The guarantee needs n >= 4f + 3; f as for Krum, its most being
+// ⌊(n − 3)/4⌋.
+std::unique_ptr<Aggregator> MakeBulyan(AggregationMode mode, int byzantine);
+
+// Centered clipping (Karimireddy et al., "Learning from History for
+// Byzantine Robust Optimization", ICML 2021, Eq. 2): from v_0 = 0, over the
+// updates Δ_k = w_k − θ, `iterations` times
+//   v ← v + (1/n) Σ_k (Δ_k − v) min(1, τ / ||Δ_k − v||),
+// and ŵ = θ + v. τ = `radius`; 0 = the median of ||Δ_k − v|| at each
+// iteration (no scale to tune; a choice of this project).
+struct CenteredClippingOptions {
+  double radius = 0;
+  int iterations = 1;  // the paper's l = 1 suffices (Sec. 4)
+};
+std::unique_ptr<Aggregator> MakeCenteredClipping(AggregationMode mode,
+                                                 const CenteredClippingOptions& options);
+
+// FLTrust (Cao et al., "FLTrust: Byzantine-robust Federated Learning via
+// Trust Bootstrapping", NDSS 2021, Eqs. 2-4 and Alg. 2): the server trains
+// θ on its own small root data set to w_0, g_0 = w_0 − θ; each client's
+// update g_k = w_k − θ gets trust TS_k = ReLU(cos(g_k, g_0)) and is
+// rescaled to ||g_0||; ŵ = θ + Σ TS_k (||g_0|| / ||g_k||) g_k / Σ TS_k (θ
+// itself when no update earns trust). `root_update` gives w_0 for θ of a
+// version (the round it starts being that version + 1).
+using RootUpdate = std::function<FlatParams(const FlatParams& global, int64_t version)>;
+std::unique_ptr<Aggregator> MakeFlTrust(AggregationMode mode, RootUpdate root_update);
+
 // The pieces, for tests and reuse. `updates` in the canonical order
 // (CanonicalOrder); every model of the size of the first.
 std::vector<const ClientUpdate*> CanonicalOrder(const std::vector<ClientUpdate>& updates);
@@ -68,6 +100,17 @@ std::vector<double> KrumScores(const std::vector<const ClientUpdate*>& updates, 
 // tie goes to the earlier position, i.e. the lower client id.
 std::vector<size_t> KrumSelection(const std::vector<const ClientUpdate*>& updates, int byzantine,
                                   size_t select);
+
+// The most f that Bulyan's n >= 4f + 3 allows for n models, or `requested`
+// when lower (-1 = the most).
+int BulyanByzantine(int requested, size_t n);
+FlatParams Bulyan(const std::vector<const ClientUpdate*>& updates, int byzantine);
+FlatParams CenteredClipping(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
+                            const CenteredClippingOptions& options);
+// FLTrust's ŵ and each update's trust score TS_k (in the order of
+// `updates`) against the root update w_0.
+FlatParams FlTrust(const FlatParams& global, const FlatParams& root,
+                   const std::vector<const ClientUpdate*>& updates, std::vector<double>* trust = nullptr);
 
 // A bound on each result's update relative to the global model θ, applied
 // by the server before a result is observed or aggregated, with any

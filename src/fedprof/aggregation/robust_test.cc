@@ -292,7 +292,7 @@ TEST(RobustConfigTest, RefusesWhatCannotWork) {
   EXPECT_NE(StrategyError({{"attack.kind", "noise"}}).find("attack.kind"), std::string::npos);
   // Every robust rule composes with every selector.
   for (const char* selector : {"uniform", "size", "fedprof", "afl", "cfcfm", "clustered"}) {
-    for (const char* rule : {"median", "trimmed_mean", "krum", "multi_krum"}) {
+    for (const char* rule : {"median", "trimmed_mean", "krum", "multi_krum", "bulyan", "centered_clipping"}) {
       EXPECT_EQ(StrategyError({{"strategy.selector", selector}, {"strategy.aggregator", rule}}), "")
           << selector << "+" << rule;
     }

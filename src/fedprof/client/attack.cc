@@ -1,5 +1,6 @@
 #include "fedprof/client/attack.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "fedprof/core/error.h"
@@ -10,11 +11,118 @@ namespace fedprof {
 AttackKind ParseAttackKind(const std::string& name) {
   if (name == "scale") return AttackKind::kScale;
   if (name == "sign_flip") return AttackKind::kSignFlip;
-  throw Error("attack.kind: '" + name + "' is not one of scale|sign_flip");
+  if (name == "label_flip") return AttackKind::kLabelFlip;
+  if (name == "alie") return AttackKind::kAlie;
+  if (name == "ipm") return AttackKind::kIpm;
+  if (name == "min_max") return AttackKind::kMinMax;
+  if (name == "min_sum") return AttackKind::kMinSum;
+  throw Error("attack.kind: '" + name +
+              "' is not one of scale|sign_flip|label_flip|alie|ipm|min_max|min_sum");
+}
+
+namespace {
+
+// Φ⁻¹(p) for 0 < p < 1, by bisection on Φ(z) = erfc(−z/√2)/2 to double precision.
+double InverseNormalCdf(double p) {
+  double lo = -40, hi = 40;
+  for (int i = 0; i < 200 && hi - lo > 1e-15; ++i) {
+    const double mid = (lo + hi) / 2;
+    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+double SquaredDistance(const std::vector<double>& x, const std::vector<double>& y) {
+  double s = 0;
+  for (size_t i = 0; i < x.size(); ++i) s += (x[i] - y[i]) * (x[i] - y[i]);
+  return s;
+}
+
+// The largest γ in the paper's halving search (Alg. 1) with fits(μ + γ p).
+template <class Fits>
+double LargestGamma(const std::vector<double>& mu, const std::vector<double>& p, Fits fits) {
+  double gamma = 10, step = 5, best = 0;  // γ_init = 10, halving to τ = 1e-5
+  std::vector<double> candidate(mu.size());
+  while (step > 1e-5) {
+    for (size_t i = 0; i < mu.size(); ++i) candidate[i] = mu[i] + gamma * p[i];
+    if (fits(candidate)) {
+      best = gamma;
+      gamma += step;
+    } else {
+      gamma -= step;
+    }
+    step /= 2;
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<double> ColludingUpdate(const Attack& attack, const std::vector<std::vector<double>>& honest,
+                                    int round_results, int attackers) {
+  if (honest.empty()) throw Error("attack: the colluding attackers need at least one honest update");
+  const size_t m = honest.size(), d = honest[0].size();
+  std::vector<double> mu(d, 0.0), sigma(d, 0.0);
+  for (const std::vector<double>& u : honest) {
+    for (size_t i = 0; i < d; ++i) mu[i] += u[i];
+  }
+  for (size_t i = 0; i < d; ++i) mu[i] /= static_cast<double>(m);
+  for (const std::vector<double>& u : honest) {
+    for (size_t i = 0; i < d; ++i) sigma[i] += (u[i] - mu[i]) * (u[i] - mu[i]);
+  }
+  for (size_t i = 0; i < d; ++i) sigma[i] = std::sqrt(sigma[i] / static_cast<double>(m));
+  std::vector<double> out(d);
+  switch (attack.kind) {
+    case AttackKind::kAlie: {
+      double z = attack.z;
+      if (z < 0) {
+        const int n = round_results;
+        const int s = n / 2 + 1 - attackers;
+        z = InverseNormalCdf(std::clamp(static_cast<double>(n - s) / n, 1e-12, 1 - 1e-12));
+      }
+      for (size_t i = 0; i < d; ++i) out[i] = mu[i] - z * sigma[i];
+      return out;
+    }
+    case AttackKind::kIpm:
+      for (size_t i = 0; i < d; ++i) out[i] = -attack.scale * mu[i];
+      return out;
+    case AttackKind::kMinMax:
+    case AttackKind::kMinSum: {
+      double norm = 0;
+      for (double v : sigma) norm += v * v;
+      norm = std::sqrt(norm);
+      std::vector<double> p(d, 0.0);
+      if (norm > 0) {
+        for (size_t i = 0; i < d; ++i) p[i] = -sigma[i] / norm;
+      }
+      double bound = 0;  // max over honest of the max (min-max) or sum (min-sum) of distances
+      for (size_t a = 0; a < m; ++a) {
+        double worst = 0;
+        for (size_t b = 0; b < m; ++b) {
+          const double d2 = SquaredDistance(honest[a], honest[b]);
+          worst = attack.kind == AttackKind::kMinMax ? std::max(worst, d2) : worst + d2;
+        }
+        bound = std::max(bound, worst);
+      }
+      const bool min_max = attack.kind == AttackKind::kMinMax;
+      const double gamma = LargestGamma(mu, p, [&](const std::vector<double>& candidate) {
+        double worst = 0;
+        for (const std::vector<double>& u : honest) {
+          const double d2 = SquaredDistance(candidate, u);
+          worst = min_max ? std::max(worst, d2) : worst + d2;
+        }
+        return worst <= bound;
+      });
+      for (size_t i = 0; i < d; ++i) out[i] = mu[i] + gamma * p[i];
+      return out;
+    }
+    default:
+      throw Error("attack: " + std::to_string(static_cast<int>(attack.kind)) + " is not a colluding attack");
+  }
 }
 
 void ApplyAttack(const Attack& attack, const FlatParams& base, FlatParams* params) {
-  if (!attack.active()) return;
+  if (attack.kind != AttackKind::kScale && attack.kind != AttackKind::kSignFlip) return;
   if (params->size() != base.size()) {
     throw Error("attack: a model of " + std::to_string(params->size()) + " values from one of " +
                 std::to_string(base.size()));
@@ -47,6 +155,7 @@ AttackPlan MakeAttackPlan(const RunOptions::Attack& options, int64_t seed, int n
   AttackPlan plan;
   plan.attack.kind = ParseAttackKind(options.kind);
   plan.attack.scale = options.scale;
+  plan.attack.z = options.z.value_or(-1.0);
   plan.attackers = ChooseAttackers(num_clients, options.share,
                                    static_cast<uint64_t>(seed));
   return plan;

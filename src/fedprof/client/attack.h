@@ -10,29 +10,63 @@
 
 namespace fedprof {
 
-
-// Simulated model poisoning by authenticated clients, for experiments with
-// robust aggregation (docs/robustness.md). An attacker trains honestly on
-// its own data, then returns a model built from its update Δ = w − θ, with
-// its true sample count:
+// Simulated poisoning by authenticated clients, for experiments with
+// robust aggregation (docs/robustness.md). An attacker trains on its own
+// data (honestly, or on flipped labels), then returns a model built from
+// its update Δ = w − θ, with its true sample count:
 enum class AttackKind {
   kNone,
-  kScale,     // θ + λΔ: a boosted update (model replacement)
-  kSignFlip,  // θ − λΔ: against the direction its data wants
+  kScale,      // θ + λΔ: a boosted update (model replacement)
+  kSignFlip,   // θ − λΔ: against the direction its data wants
+  kLabelFlip,  // trains on labels c → C − 1 − c, and returns that model
+  // Colluding attackers (ColludingUpdate) who see the round's honest
+  // updates: the strongest threat model of the papers.
+  kAlie,    // "A little is enough" (Baruch et al., NeurIPS 2019)
+  kIpm,     // inner-product manipulation (Xie et al., UAI 2019)
+  kMinMax,  // Shejwalkar and Houmansadr, NDSS 2021
+  kMinSum,  // the same paper
 };
 
 struct Attack {
   AttackKind kind = AttackKind::kNone;
-  double scale = 1;  // λ
+  double scale = 1;  // λ; IPM's ε
+  double z = -1;     // ALIE's z; < 0: z_max of the paper
 
   bool active() const { return kind != AttackKind::kNone; }
+  // Whether the attackers' models are crafted together from the round's
+  // honest updates (ColludingUpdate) rather than by each attacker.
+  bool colluding() const {
+    return kind == AttackKind::kAlie || kind == AttackKind::kIpm || kind == AttackKind::kMinMax ||
+           kind == AttackKind::kMinSum;
+  }
 };
 
-// "scale" | "sign_flip"; throws fedprof::Error naming attack.kind otherwise.
+// "scale" | "sign_flip" | "label_flip" | "alie" | "ipm" | "min_max" |
+// "min_sum"; throws fedprof::Error naming attack.kind otherwise.
 AttackKind ParseAttackKind(const std::string& name);
 
+// The update every colluding attacker of a round returns (Δ_mal; its model
+// is θ + Δ_mal), from the round's honest updates (at least one) and the
+// round's n results of which f are the attackers'. With μ and σ the honest
+// updates' coordinate-wise mean and standard deviation:
+//   ALIE:    μ − z σ, z = attack.z or z_max = Φ⁻¹((n − s)/n), s = ⌊n/2 + 1⌋ − f
+//            (Baruch et al. 2019, Alg. 3);
+//   IPM:     −ε μ, ε = attack.scale (Xie et al. 2019, Sec. 4);
+//   min-max: μ − γ σ/||σ|| with the largest γ whose maximum distance to an
+//            honest update is at most the largest distance between two
+//            (Shejwalkar and Houmansadr 2021, Eq. 5, the "std" perturbation);
+//   min-sum: the same with the sum of squared distances to the honest ones at
+//            most the largest such sum of an honest update (Eq. 6).
+// γ by the paper's halving search from γ = 10 to a step of 1e-5 (Alg. 1).
+// The honest updates are taken in the order given (the caller sorts them
+// by client id), so the result never depends on arrival order.
+std::vector<double> ColludingUpdate(const Attack& attack, const std::vector<std::vector<double>>& honest,
+                                    int round_results, int attackers);
+
 // Replaces the trained model `params` by the attack's, from the model
-// `base` training started from. `params` and `base` have the same size.
+// `base` training started from (scale, sign_flip; the other kinds leave it:
+// label flipping poisons the data, the colluding kinds are crafted after the
+// round's honest results are in). `params` and `base` have the same size.
 void ApplyAttack(const Attack& attack, const FlatParams& base, FlatParams* params);
 
 // Which of `num_clients` clients attack: round(share · N) of them, drawn

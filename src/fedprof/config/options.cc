@@ -189,13 +189,14 @@ std::vector<OptionSpec> MakeTable() {
        "(afl.*); cfcfm: the K fastest; clustered: one per cluster of similar updates "
        "(clustered.*)."),
       OPTION(strategy, aggregator, "", 0, 0,
-       "average|fedadam|fedbn|median|trimmed_mean|krum|multi_krum",
+       "average|fedadam|fedbn|median|trimmed_mean|krum|multi_krum|bulyan|centered_clipping|fltrust",
        "How results become the next global model; empty = the preset's. average: size-weighted "
        "averaging (strategy.aggregation); fedadam: Adam on the server over the average "
        "(fedadam.*); fedbn: averaging, clients keep their batch-norm layers (needs a model with "
        "batch norm). Robust to poisoned models (robust.*, docs/robustness.md): median "
-       "(coordinate-wise), trimmed_mean (coordinate-wise), krum and multi_krum; they replace "
-       "the average in both aggregation modes."),
+       "(coordinate-wise), trimmed_mean (coordinate-wise), krum, multi_krum, bulyan, "
+       "centered_clipping and fltrust (trust from the server's own update on its root data set); "
+       "they replace the average in both aggregation modes."),
       OPTION(strategy, fraction, "0.1", 1e-9, 1, "",
        "Client fraction C: K = max(1, round(N C)) clients per round."),
       OPTION(strategy, aggregation, "full", 0, 0, "full|partial",
@@ -256,6 +257,17 @@ std::vector<OptionSpec> MakeTable() {
        "allow, floor((n - 3) / 2); a round with too few results for f runs with that most."),
       OPTION(robust, multi_krum_select, "0", 0, 1e7, "",
        "multi_krum: how many of the lowest-scoring models are averaged (m); 0 = n - f."),
+      OPTION(robust, cc_radius, "0", 0, 1e9, "",
+       "centered_clipping: the clipping radius tau on ||update - v||; 0 = the median of those "
+       "distances in each iteration."),
+      OPTION(robust, cc_iterations, "1", 1, 100, "",
+       "centered_clipping: iterations l (Karimireddy et al. 2021: one suffices)."),
+      OPTION(robust, root_size, "100", 0, 1e9, "",
+       "fltrust: samples of the server's root data set, the first of its reference set D_V "
+       "(fedprof.reference); 0 = all of D_V. Cao et al. 2021 use 100."),
+      OPTION(robust, root_epochs, "", 1, 10000, "",
+       "fltrust: epochs of the server's own training on the root data set; empty = train.epochs "
+       "(the clients' local step: batch size, learning rate and its decay as theirs)."),
       OPTION(robust, max_update_norm, "0", 0, 1e9, "",
        "Bound on each result's update relative to the global model, ||w_k - theta|| / "
        "||theta||, with any aggregator; 0 = none."),
@@ -266,10 +278,17 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(attack, share, "0", 0, 1, "",
        "Share of the clients that poison their models: round(share N) of them, chosen from the "
        "seed; the same in simulate, launch and a client built from the config (fedprof client)."),
-      OPTION(attack, kind, "sign_flip", 0, 0, "scale|sign_flip",
-       "What an attacker returns after training honestly to w: scale: theta + lambda (w - "
-       "theta); sign_flip: theta - lambda (w - theta); with its true sample count."),
-      OPTION(attack, scale, "4", 0, 1e6, "", "The attack's lambda."),
+      OPTION(attack, kind, "sign_flip", 0, 0, "scale|sign_flip|label_flip|alie|ipm|min_max|min_sum",
+       "What an attacker returns, with its true sample count. After training honestly to w: "
+       "scale: theta + lambda (w - theta); sign_flip: theta - lambda (w - theta). label_flip: it "
+       "trains on labels c -> C - 1 - c. Colluding attackers who see the round's honest updates "
+       "(mean mu, sd sigma) all return theta plus: alie: mu - z sigma (Baruch et al. 2019); ipm: "
+       "-lambda mu (Xie et al. 2019); min_max, min_sum: mu - gamma sigma/||sigma|| as far as the "
+       "honest updates' distances allow (Shejwalkar and Houmansadr 2021)."),
+      OPTION(attack, scale, "4", 0, 1e6, "", "The attack's lambda (scale, sign_flip; ipm's epsilon)."),
+      OPTION(attack, z, "", 0, 100, "",
+       "alie: z; empty = z_max = Phi^-1((n - s)/n), s = floor(n/2 + 1) - f, for the round's n "
+       "results of which f are the attackers'."),
       // Cost model (Eqs. 27-34).
       OPTION(cost, speed_mean, "1.0", 1e-3, 1e3, "", "Client speed s_k mean, GHz."),
       OPTION(cost, speed_sd, "0.2", 0, 1e3, "", "Client speed s_k standard deviation, GHz."),

@@ -66,13 +66,14 @@ struct RunOptions {
     double drop_share = 0, temperature = 0, random_share = 0;
   };
   struct Robust {
-    double trim_share = 0, max_update_norm = 0;
-    std::optional<int64_t> byzantine;
-    int64_t multi_krum_select = 0;
+    double trim_share = 0, max_update_norm = 0, cc_radius = 0;
+    std::optional<int64_t> byzantine, root_epochs;
+    int64_t multi_krum_select = 0, cc_iterations = 0, root_size = 0;
     std::string norm_action;
   };
   struct Attack {
     double share = 0, scale = 0;
+    std::optional<double> z;
     std::string kind;
   };
   struct Cost {

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "fedprof/client/attack.h"
+#include "fedprof/client/local_training.h"
 #include "fedprof/config/options.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
@@ -95,6 +97,11 @@ void CheckSecureAggregation(const RunOptions& o, const Strategy& strategy) {
     throw Error(option + "the server sees only the sum of the round's models, but " +
                 strategy.NeedsEveryModel());
   }
+  if (o.attack.share > 0 && MakeAttackPlan(o.attack, o.seed, 0).attack.colluding()) {
+    throw Error(option + "attack.kind = " + o.attack.kind +
+                ": the colluding attackers craft their models from the honest ones, which secure "
+                "aggregation hides from them");
+  }
   if (strategy.WantedReports().profile && o.fedprof.secure_matching == "none" && !secagg.clear_profiles) {
     throw Error(option + "strategy " + strategy.name() + " would have every client send its profile "
                 "in the clear; set fedprof.secure_matching = paillier (profiles stay encrypted), or "
@@ -182,6 +189,39 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, RunOb
   return MakePlan(config, where, LoadData(o.data, static_cast<uint64_t>(o.seed)), observer);
 }
 
+namespace {
+
+// FLTrust's root update (Cao et al. 2021, Alg. 2 line 9): θ trained on the
+// first robust.root_size samples of D_V (`reference`, filled in once the
+// plan has it) as a client trains, with the round's learning rate and its
+// own batch order (client id -1).
+RootUpdate RootUpdateOn(const RunOptions& o, const ModelSpec& spec, const Dataset* reference) {
+  std::shared_ptr<Model> model = MakeModel(spec);
+  TrainOptions train;
+  train.epochs = static_cast<int>(o.robust.root_epochs.value_or(o.train.epochs));
+  train.batch_size = o.train.batch_size;
+  train.momentum = o.train.momentum;
+  train.weight_decay = o.train.weight_decay;
+  const double lr = o.train.lr, decay = o.train.lr_decay;
+  const int64_t root_size = o.robust.root_size;
+  const auto seed = static_cast<uint64_t>(o.seed);
+  return [model, train, lr, decay, root_size, seed, reference](const FlatParams& global, int64_t version) {
+    if (reference->size() == 0)
+      throw Error("fltrust: the server's root data set is empty (fedprof.reference)");
+    const int64_t n = root_size > 0 ? std::min(root_size, reference->size()) : reference->size();
+    Dataset root = *reference;
+    root.x = reference->x.narrow(0, 0, n);
+    root.y = reference->y.narrow(0, 0, n);
+    TrainOptions round_train = train;
+    round_train.lr = lr * std::pow(decay, static_cast<double>(version));  // round version + 1
+    Unflatten(global, *model);
+    TrainLocally(round_train, LocalObjective{}, BatchOrderKey{seed, version + 1, -1}, root, *model);
+    return Flatten(*model);
+  };
+}
+
+}  // namespace
+
 std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, TrainTest data,
                                   RunObserver* observer) {
   auto owned = std::make_unique<RunPlan>();
@@ -207,10 +247,12 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
     server_models->Load(global);
     return ComputeProfile(*server_models, *reference, version);
   };
+  const bool fltrust = ResolveStrategy(o).aggregator == "fltrust";
+  if (fltrust) context.root_update = RootUpdateOn(o, spec, reference);
   plan.strategy = MakeStrategy(o, context);
   CheckStrategyFitsModel(*plan.strategy, *plan.initial_model, o.model);
   CheckSecureAggregation(o, *plan.strategy);
-  if (plan.strategy->WantedReports().profile) {
+  if (plan.strategy->WantedReports().profile || fltrust) {
     plan.reference = ReferenceSet(o.fedprof, plan.data, plan.population.get());
     if (plan.reference.size() == 0) {
       throw Error("fedprof.reference: 'holdout' needs data.holdout_share > 0 (or use test|client)");

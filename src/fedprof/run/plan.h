@@ -50,7 +50,7 @@ struct RunPlan {
   // Checked against the model; its reference profiles come from
   // server_models and `reference`.
   std::unique_ptr<Strategy> strategy;
-  Dataset reference;      // D_V; empty unless the strategy profiles clients
+  Dataset reference;      // D_V; empty unless the strategy profiles clients or runs FLTrust
   ServerOptions rounds;   // the round loop's options
 
   int num_clients() const { return static_cast<int>(options().clients.count); }

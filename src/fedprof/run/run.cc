@@ -1,10 +1,13 @@
 #include "fedprof/run/run.h"
 
 #include <chrono>
+#include <optional>
 
+#include "fedprof/client/attack.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/run_observer.h"
 #include "fedprof/run/recorder.h"
+#include "fedprof/transport/colluding.h"
 #include "fedprof/transport/transport.h"
 
 namespace fedprof {
@@ -31,8 +34,15 @@ RunStartInfo StartInfo(const Config& config, const std::string& out_dir, int64_t
 
 }  // namespace
 
-void RunRounds(RunPlan& plan, const std::string& out_dir, ServerState state, bool resume,
-               Transport& transport, RunObserver* observer) {
+void RunRounds(RunPlan& plan, const std::string& out_dir, ServerState state, bool resume, Transport& clients,
+               RunObserver* observer) {
+  // Colluding attackers craft their models from the round's honest ones on
+  // their way to the server, whoever trains them.
+  const RunOptions& o = plan.options();
+  AttackPlan attacks = MakeAttackPlan(o.attack, o.seed, plan.num_clients());
+  std::optional<ColludingTransport> colluding;
+  if (attacks.attack.colluding() && o.attack.share > 0) colluding.emplace(clients, std::move(attacks));
+  Transport& transport = colluding ? static_cast<Transport&>(*colluding) : clients;
   const std::string checkpoint_path = out_dir + "/checkpoint.bin";
   FlatParams initial = Flatten(*plan.initial_model);
   if (resume && state.global.size() != initial.size()) {

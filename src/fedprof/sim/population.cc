@@ -202,6 +202,9 @@ Population::Population(const Dataset& train, const RunOptions& options)
   }
   kinds_ = AssignDataKinds(n, quality_, seed_);
   attacks_ = MakeAttackPlan(options.attack, options.seed, n);
+  if (attacks_.attack.kind == AttackKind::kLabelFlip && train.is_regression()) {
+    throw Error("attack.kind: label_flip needs class labels");
+  }
 
   const std::string& source = quality_.irrelevant_source;
   if (quality_.irrelevant > 0 && source != "synthetic") {
@@ -236,6 +239,7 @@ Client Population::MakeClient(int k) const {
     case DataKind::kGaussianNoise: ApplyGaussianNoise(d.x, quality_.noise_sigma, rng); break;
     case DataKind::kPolluted: ApplyPollution(d.x, quality_.pollute_share, rng); break;
   }
+  if (attacks_.For(k).kind == AttackKind::kLabelFlip) d.y = (d.num_classes - 1) - d.y;  // c -> C - 1 - c
   Client client(k, std::move(d));
   client.set_attack(attacks_.For(k));
   return client;

@@ -89,7 +89,8 @@ std::unique_ptr<Selector> MakeSelector(const std::string& name, const RunOptions
   throw Error("strategy.selector: unknown selector '" + name + "'");
 }
 
-constexpr const char* kAggregators = "average|fedadam|fedbn|median|trimmed_mean|krum|multi_krum";
+constexpr const char* kAggregators =
+    "average|fedadam|fedbn|median|trimmed_mean|krum|multi_krum|bulyan|centered_clipping|fltrust";
 
 // Krum's options, checked against the clients a round asks for (K, as
 // Server::ClientsPerRound): a round with fewer results (refusals, time-outs,
@@ -118,7 +119,7 @@ KrumOptions MakeKrumOptions(const std::string& name, const RunOptions& options) 
 }
 
 std::unique_ptr<Aggregator> MakeAggregator(const std::string& name, AggregationMode mode,
-                                           const RunOptions& options) {
+                                           const RunOptions& options, const StrategyContext& context) {
   if (name == "average" || name == "fedbn") return MakeWeightedAverage(mode);
   if (name == "fedadam") {
     FedAdamOptions o;
@@ -131,6 +132,23 @@ std::unique_ptr<Aggregator> MakeAggregator(const std::string& name, AggregationM
   if (name == "median") return MakeCoordinateMedian(mode);
   if (name == "trimmed_mean") return MakeTrimmedMean(mode, options.robust.trim_share);
   if (name == "krum" || name == "multi_krum") return MakeKrum(mode, MakeKrumOptions(name, options));
+  if (name == "bulyan") {
+    return MakeBulyan(
+        mode, options.robust.byzantine.has_value() ? static_cast<int>(*options.robust.byzantine) : -1);
+  }
+  if (name == "centered_clipping") {
+    CenteredClippingOptions o;
+    o.radius = options.robust.cc_radius;
+    o.iterations = static_cast<int>(options.robust.cc_iterations);
+    return MakeCenteredClipping(mode, o);
+  }
+  if (name == "fltrust") {
+    if (!context.root_update) {
+      throw Error(
+          "strategy.aggregator: fltrust needs the server's root data set, which this run has not set up");
+    }
+    return MakeFlTrust(mode, context.root_update);
+  }
   if (const AggregatorFactory factory = RegisteredAggregator(name)) return factory(mode, options);
   throw Error("strategy.aggregator: unknown aggregator '" + name + "'; expected " + kAggregators);
 }
@@ -238,9 +256,8 @@ StrategySpec ResolveStrategy(const RunOptions& options) {
 
 std::unique_ptr<Strategy> MakeStrategy(const RunOptions& options, const StrategyContext& context) {
   const StrategySpec spec = ResolveStrategy(options);
-  auto strategy =
-      std::make_unique<Strategy>(spec.Label(), MakeSelector(spec.selector, options, context),
-                                 MakeAggregator(spec.aggregator, spec.mode, options));
+  auto strategy = std::make_unique<Strategy>(spec.Label(), MakeSelector(spec.selector, options, context),
+                                             MakeAggregator(spec.aggregator, spec.mode, options, context));
   strategy->SetProximalMu(spec.proximal_mu);
   strategy->SetKeepsLocalBatchNorm(spec.aggregator == "fedbn");
   strategy->SetUpdateNormBound(MakeUpdateNormBound(options));

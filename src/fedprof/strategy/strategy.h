@@ -163,7 +163,7 @@ AggregationMode ParseAggregationMode(const std::string& name);
 struct StrategySpec {
   std::string preset;      // strategy.name
   std::string selector;    // uniform | size | fedprof | afl | cfcfm | clustered
-  std::string aggregator;  // average | fedadam | fedbn | median | trimmed_mean | krum | multi_krum
+  std::string aggregator;  // average | fedadam | fedbn | median | ... | fltrust (kAggregators)
   AggregationMode mode = AggregationMode::kFull;
   double proximal_mu = 0;
   bool overridden = false;  // some override changed the preset
@@ -185,6 +185,9 @@ struct StrategyContext {
   std::function<Profile(const FlatParams& global, int64_t version)> reference_profile;
   // Hears of the time secure matching takes (FedProf); null: nobody.
   RunObserver* observer = nullptr;
+  // FLTrust's root update w_0: the server's own training of θ (of a version)
+  // on its root data set; null where the run has none.
+  RootUpdate root_update;
 };
 
 // The strategy the options compose (ResolveStrategy), its parts configured

@@ -1,0 +1,42 @@
+#ifndef FEDPROF_TRANSPORT_COLLUDING_H_
+#define FEDPROF_TRANSPORT_COLLUDING_H_
+
+#include <string>
+#include <vector>
+
+#include "fedprof/client/attack.h"
+#include "fedprof/transport/transport.h"
+
+namespace fedprof {
+
+// The colluding attackers of attack.kind = alie | ipm | min_max | min_sum
+// (docs/robustness.md), around the transport a run's server uses (simulate,
+// launch, a deployment alike): every call passes through, but in a training
+// Fit the trained results of the round's attackers wait until the honest
+// ones are in; then each attacker's model becomes θ + ColludingUpdate of the
+// honest updates (by client id), and they go on in client id order. With no
+// honest result in the round, the attackers' own trained updates stand in
+// for them. Results that come only summed (relays) pass as they are.
+class ColludingTransport final : public Transport {
+ public:
+  // `inner` outlives this.
+  ColludingTransport(Transport& inner, AttackPlan plan) : inner_(inner), plan_(std::move(plan)) {}
+
+  int num_clients() const override { return inner_.num_clients(); }
+  void Open() override { inner_.Open(); }
+  void Close() override { inner_.Close(); }
+  std::string SaveState() override { return inner_.SaveState(); }
+  void LoadState(const std::string& state) override { inner_.LoadState(state); }
+  std::vector<ClientDescription> Describe() override { return inner_.Describe(); }
+  std::vector<ClientInfo> Available() override { return inner_.Available(); }
+  std::vector<ClientInfo> AvailableOrWait() override { return inner_.AvailableOrWait(); }
+  void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
+
+ private:
+  Transport& inner_;
+  AttackPlan plan_;
+};
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_TRANSPORT_COLLUDING_H_
