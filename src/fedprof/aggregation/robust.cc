@@ -195,13 +195,6 @@ class FlTrustAggregator : public RobustAggregator {
   int64_t version_ = 0;
 };
 
-// ||x − y||² and ||x − y|| over doubles, in coordinate order.
-double SquaredDistance(const std::vector<double>& x, const std::vector<double>& y) {
-  double s = 0;
-  for (size_t i = 0; i < x.size(); ++i) s += (x[i] - y[i]) * (x[i] - y[i]);
-  return s;
-}
-
 }  // namespace
 
 int BulyanByzantine(int requested, size_t n) {
@@ -214,7 +207,7 @@ FlatParams Bulyan(const std::vector<const ClientUpdate*>& updates, int byzantine
   if (n == 0) return {};
   const size_t f = static_cast<size_t>(std::max(0, byzantine));
   // Selection: Krum on what is left, n − 2f times (at least once).
-  const size_t picks = std::max<size_t>(1, n - 2 * f);
+  const size_t picks = n > 2 * f ? n - 2 * f : 1;
   std::vector<const ClientUpdate*> left = updates, chosen;
   while (chosen.size() < picks) {
     const size_t k = KrumSelection(left, EffectiveByzantine(static_cast<int>(f), left.size()), 1)[0];
@@ -222,7 +215,7 @@ FlatParams Bulyan(const std::vector<const ClientUpdate*>& updates, int byzantine
     left.erase(left.begin() + static_cast<std::ptrdiff_t>(k));
   }
   // Aggregation: per coordinate, the β closest to the median, averaged.
-  const size_t beta = std::max<size_t>(1, picks > 2 * f ? picks - 2 * f : 1);
+  const size_t beta = picks > 2 * f ? picks - 2 * f : 1;
   const size_t d = updates[0]->params.size();
   FlatParams out(d);
   std::vector<float> column(picks);
@@ -254,7 +247,11 @@ FlatParams CenteredClipping(const FlatParams& global, const std::vector<const Cl
   std::vector<double> v(d, 0.0), step(d);
   std::vector<double> distance(n);
   for (int it = 0; it < std::max(1, options.iterations); ++it) {
-    for (size_t k = 0; k < n; ++k) distance[k] = std::sqrt(SquaredDistance(deltas[k], v));
+    for (size_t k = 0; k < n; ++k) {
+      double s = 0;
+      for (size_t i = 0; i < d; ++i) s += (deltas[k][i] - v[i]) * (deltas[k][i] - v[i]);
+      distance[k] = std::sqrt(s);
+    }
     double tau = options.radius;
     if (tau <= 0) {  // the median distance
       std::vector<double> sorted = distance;

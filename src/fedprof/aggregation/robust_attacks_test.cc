@@ -80,6 +80,9 @@ TEST(StrongRuleTest, BulyanByHand) {
   EXPECT_EQ(BulyanByzantine(3, 7), 1);
   EXPECT_EQ(BulyanByzantine(-1, 6), 0);
   EXPECT_EQ(Bulyan(CanonicalOrder(u), 1), (FlatParams{2}));
+  // An f beyond what n allows keeps one Krum pick rather than fail: 1 and 2
+  // score alike (each the other's nearest), and the lower id wins.
+  EXPECT_EQ(Bulyan(CanonicalOrder(Models({{1}, {2}, {30}})), 5), (FlatParams{1}));
   FlatParams next;
   MakeBulyan(AggregationMode::kPartial, -1)->AggregateUpdates({50}, u, 1000, &next);
   EXPECT_EQ(next, (FlatParams{2}));
