@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 
 #include "fedprof/client/attack.h"
 #include "fedprof/client/local_training.h"
@@ -194,25 +195,36 @@ namespace {
 // FLTrust's root update (Cao et al. 2021, Alg. 2 line 9): θ trained on the
 // first robust.root_size samples of D_V (`reference`, filled in once the
 // plan has it) as a client trains, with the round's learning rate and its
-// own batch order (client id -1).
-RootUpdate RootUpdateOn(const RunOptions& o, const ModelSpec& spec, const Dataset* reference) {
+// own batch order (client id -1). Unless robust.root_epochs says otherwise,
+// the server takes as many SGD steps as a client of mean size
+// (`client_samples`): its update then has a client's scale, which the
+// rescaling of every update to ‖g_0‖ (Eq. 3) needs.
+RootUpdate RootUpdateOn(const RunOptions& o, const ModelSpec& spec, const Dataset* reference,
+                        double client_samples) {
   std::shared_ptr<Model> model = MakeModel(spec);
   TrainOptions train;
-  train.epochs = static_cast<int>(o.robust.root_epochs.value_or(o.train.epochs));
   train.batch_size = o.train.batch_size;
   train.momentum = o.train.momentum;
   train.weight_decay = o.train.weight_decay;
+  const double batch = static_cast<double>(train.batch_size);
+  const int64_t client_batches =
+      o.train.epochs * std::max<int64_t>(1, static_cast<int64_t>(std::ceil(client_samples / batch)));
+  const std::optional<int64_t> epochs = o.robust.root_epochs;
   const double lr = o.train.lr, decay = o.train.lr_decay;
   const int64_t root_size = o.robust.root_size;
   const auto seed = static_cast<uint64_t>(o.seed);
-  return [model, train, lr, decay, root_size, seed, reference](const FlatParams& global, int64_t version) {
-    if (reference->size() == 0)
+  return [model, train, epochs, client_batches, batch, lr, decay, root_size, seed, reference](
+             const FlatParams& global, int64_t version) {
+    if (reference->size() == 0) {
       throw Error("fltrust: the server's root data set is empty (fedprof.reference)");
+    }
     const int64_t n = root_size > 0 ? std::min(root_size, reference->size()) : reference->size();
     Dataset root = *reference;
     root.x = reference->x.narrow(0, 0, n);
     root.y = reference->y.narrow(0, 0, n);
     TrainOptions round_train = train;
+    const auto root_batches = static_cast<int64_t>(std::ceil(static_cast<double>(n) / batch));
+    round_train.epochs = static_cast<int>(epochs.value_or((client_batches + root_batches - 1) / root_batches));
     round_train.lr = lr * std::pow(decay, static_cast<double>(version));  // round version + 1
     Unflatten(global, *model);
     TrainLocally(round_train, LocalObjective{}, BatchOrderKey{seed, version + 1, -1}, root, *model);
@@ -248,7 +260,13 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
     return ComputeProfile(*server_models, *reference, version);
   };
   const bool fltrust = ResolveStrategy(o).aggregator == "fltrust";
-  if (fltrust) context.root_update = RootUpdateOn(o, spec, reference);
+  if (fltrust) {
+    const double client_samples =
+        o.partition.size_mean > 0
+            ? o.partition.size_mean
+            : static_cast<double>(plan.data.train.size()) / static_cast<double>(plan.num_clients());
+    context.root_update = RootUpdateOn(o, spec, reference, client_samples);
+  }
   plan.strategy = MakeStrategy(o, context);
   CheckStrategyFitsModel(*plan.strategy, *plan.initial_model, o.model);
   CheckSecureAggregation(o, *plan.strategy);
