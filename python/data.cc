@@ -81,6 +81,15 @@ std::shared_ptr<DataHandle> RegisterData(const py::array_t<float, py::array::c_s
   }
 }
 
+// The test set of the run in `out`, loaded as its config says: what its
+// model's shape follows.
+Dataset RunTestSet(const std::string& out) {
+  Config config;
+  config.MergeTomlFile(out + "/config.toml");
+  const RunOptions& o = config.options();
+  return LoadData(o.data, static_cast<uint64_t>(o.seed)).test;
+}
+
 // The global model of the run in `out` as {name: array} (parameters, then
 // buffers), in the model's own names.
 py::dict StateDict(const std::string& out, const py::list& selectors, const py::list& aggregators) {
@@ -92,11 +101,7 @@ py::dict StateDict(const std::string& out, const py::list& selectors, const py::
     py::gil_scoped_release release;
     const OneThreadCompute one_thread;
     try {
-      Config config;
-      config.MergeTomlFile(out + "/config.toml");
-      const RunOptions& o = config.options();
-      const TrainTest data = LoadData(o.data, static_cast<uint64_t>(o.seed));
-      model = LoadRunModel(out, data.test, &version);
+      model = LoadRunModel(out, RunTestSet(out), &version);
     } catch (const Error& e) {
       throw std::runtime_error(e.what());
     }
@@ -155,10 +160,7 @@ py::dict ProfileOf(const std::string& out, const py::array_t<float, py::array::c
     const OneThreadCompute one_thread;
     try {
       // The model is shaped by the run's data: its classes or targets.
-      Config config;
-      config.MergeTomlFile(out + "/config.toml");
-      const RunOptions& o = config.options();
-      const Dataset run_data = LoadData(o.data, static_cast<uint64_t>(o.seed)).test;
+      const Dataset run_data = RunTestSet(out);
       data.num_classes = run_data.num_classes;
       std::vector<int64_t> targets = run_data.y.sizes().vec();  // never read: the model's shape only
       targets[0] = data.x.size(0);

@@ -12,22 +12,10 @@ import numpy as np
 import pytest
 
 import fedprof
+from python_test import SMALL  # the small run of both files
 
 MNIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "mnist")
 
-SMALL = {
-    "data.train_limit": 3000,
-    "data.test_limit": 500,
-    "clients.count": 10,
-    "strategy.fraction": 0.3,
-    "rounds": 3,
-    "partition.kind": "iid",
-    "train.epochs": 1,
-    "quality.blurred": 0.2,
-    "data.holdout_share": 0.1,
-    "report.progress": False,
-    "threads": 2,
-}
 
 
 class Uniform(fedprof.Selector):
