@@ -1,6 +1,7 @@
-// The strong attacks (label flipping, ALIE, IPM, min-max, min-sum) and the
-// rules against them (Bulyan, centered clipping, FLTrust), by hand, and in
+// The strong attacks (label flipping, the backdoor, ALIE, IPM, min-max,
+// min-sum) and the rules against them (Bulyan, centered clipping, FLTrust), by hand, and in
 // short runs that must not depend on the number of threads.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +12,9 @@
 
 #include "fedprof/aggregation/robust.h"
 #include "fedprof/client/attack.h"
+#include "fedprof/client/backdoor.h"
 #include "fedprof/core/error.h"
+#include "fedprof/core/rng.h"
 #include "fedprof/core/text.h"
 #include "tests/simulate_summary.h"
 
@@ -70,6 +73,95 @@ TEST(StrongAttackTest, OnlyScaleAndSignFlipChangeTheTrainedModel) {
     EXPECT_EQ(w, (FlatParams{1, 2})) << kind;
     EXPECT_EQ(a.colluding(), std::string(kind) != "label_flip") << kind;
   }
+}
+
+// Images of constant 0.5, [n, 1, 8, 8], labelled 0, 1, 2, ... mod 3.
+Dataset Gray(int64_t n) {
+  Dataset d;
+  d.x = at::full({n, 1, 8, 8}, 0.5f);
+  d.y = at::arange(n, at::kLong).remainder(3);
+  d.num_classes = 3;
+  d.name = "gray";
+  return d;
+}
+
+TEST(BackdoorTest, TheTriggerIsACheckerboardInTheBottomRightCorner) {
+  at::Tensor x = at::full({2, 3, 8, 8}, 0.5f);
+  StampTrigger(x);
+  for (int64_t n = 0; n < 2; ++n) {
+    for (int64_t c = 0; c < 3; ++c) {
+      for (int64_t i = 0; i < 8; ++i) {
+        for (int64_t j = 0; j < 8; ++j) {
+          // Rows and columns 3..6 of 8: one pixel in from the corner.
+          const bool in = i >= 3 && i <= 6 && j >= 3 && j <= 6;
+          const float want = !in ? 0.5f : ((i - 3) + (j - 3)) % 2 == 0 ? 1.f : 0.f;
+          EXPECT_EQ(x[n][c][i][j].item<float>(), want) << n << c << i << j;
+        }
+      }
+    }
+  }
+  at::Tensor small = at::zeros({1, 1, 4, 4});
+  EXPECT_THROW(StampTrigger(small), Error);
+}
+
+TEST(BackdoorTest, APoisonShareOfTheImagesGetTheTriggerAndTheTarget) {
+  Attack a;
+  a.kind = AttackKind::kBackdoor;
+  a.target = 2;
+  a.poison_share = 0.3;
+  Dataset d = Gray(40);
+  const at::Tensor labels = d.y.clone();
+  Rng rng = MakeRng(7, Stream::kAttackers, {3});
+  PoisonForBackdoor(&d, a, rng);
+  at::Tensor stamped = at::full({1, 1, 8, 8}, 0.5f);
+  StampTrigger(stamped);
+  int poisoned = 0;
+  for (int64_t i = 0; i < 40; ++i) {
+    const bool triggered = d.x[i].equal(stamped[0]);
+    poisoned += triggered;
+    if (triggered) {
+      EXPECT_EQ(d.y[i].item<int64_t>(), 2) << i;
+    } else {
+      EXPECT_TRUE(d.x[i].equal(at::full({1, 8, 8}, 0.5f))) << i;
+      EXPECT_EQ(d.y[i].item<int64_t>(), labels[i].item<int64_t>()) << i;
+    }
+  }
+  EXPECT_EQ(poisoned, 12);  // round(0.3 · 40)
+  // The same stream poisons the same rows.
+  Dataset again = Gray(40);
+  Rng same = MakeRng(7, Stream::kAttackers, {3});
+  PoisonForBackdoor(&again, a, same);
+  EXPECT_TRUE(again.x.equal(d.x));
+  EXPECT_TRUE(again.y.equal(d.y));
+}
+
+TEST(BackdoorTest, TheTriggeredTestSetLeavesTheTargetClassOut) {
+  const Dataset test = Gray(9);  // three images of each class
+  const Dataset t = TriggeredTestSet(test, 1);
+  ASSERT_EQ(t.size(), 6);
+  EXPECT_TRUE(t.y.equal(at::full({6}, 1, at::kLong)));
+  at::Tensor stamped = at::full({6, 1, 8, 8}, 0.5f);
+  StampTrigger(stamped);
+  EXPECT_TRUE(t.x.equal(stamped));
+  EXPECT_TRUE(test.x.equal(at::full({9, 1, 8, 8}, 0.5f)));  // the test set itself untouched
+  EXPECT_EQ(BackdoorUnfitFor(test, 1), "");
+  EXPECT_EQ(BackdoorUnfitFor(test, 3), "attack.target: 3 is not a class of gray (3 classes)");
+  Dataset tabular;
+  tabular.x = at::zeros({4, 5});
+  tabular.y = at::zeros({4}, at::kLong);
+  tabular.num_classes = 2;
+  tabular.name = "table.csv";
+  EXPECT_EQ(BackdoorUnfitFor(tabular, 0), "attack.kind: backdoor needs image data, table.csv is not");
+}
+
+TEST(BackdoorTest, TheBackdooredModelIsBoostedLikeAModelReplacement) {
+  Attack a;
+  a.kind = ParseAttackKind("backdoor");
+  a.scale = 3;
+  FlatParams w = {1, 2};
+  ApplyAttack(a, FlatParams{0.5f, 0}, &w);  // θ + λ(w − θ)
+  EXPECT_EQ(w, (FlatParams{2, 6}));
+  EXPECT_FALSE(a.colluding());
 }
 
 TEST(StrongRuleTest, BulyanByHand) {
@@ -161,6 +253,7 @@ TEST(StrongEndToEndTest, AttacksAndRulesDoNotDependOnThreads) {
       {{"strategy.aggregator", "centered_clipping"}, {"attack.share", "0.3"}, {"attack.kind", "min_max"}},
       {{"strategy.aggregator", "bulyan"}, {"attack.share", "0.2"}, {"attack.kind", "ipm"}},
       {{"strategy.aggregator", "median"}, {"attack.share", "0.3"}, {"attack.kind", "label_flip"}},
+      {{"strategy.aggregator", "multi_krum"}, {"attack.share", "0.3"}, {"attack.kind", "backdoor"}},
   };
   for (const auto& sets : runs) {
     const std::string what = sets[0].second + "/" + sets[2].second;

@@ -12,12 +12,13 @@ AttackKind ParseAttackKind(const std::string& name) {
   if (name == "scale") return AttackKind::kScale;
   if (name == "sign_flip") return AttackKind::kSignFlip;
   if (name == "label_flip") return AttackKind::kLabelFlip;
+  if (name == "backdoor") return AttackKind::kBackdoor;
   if (name == "alie") return AttackKind::kAlie;
   if (name == "ipm") return AttackKind::kIpm;
   if (name == "min_max") return AttackKind::kMinMax;
   if (name == "min_sum") return AttackKind::kMinSum;
   throw Error("attack.kind: '" + name +
-              "' is not one of scale|sign_flip|label_flip|alie|ipm|min_max|min_sum");
+              "' is not one of scale|sign_flip|label_flip|backdoor|alie|ipm|min_max|min_sum");
 }
 
 namespace {
@@ -122,7 +123,8 @@ std::vector<double> ColludingUpdate(const Attack& attack, const std::vector<std:
 }
 
 void ApplyAttack(const Attack& attack, const FlatParams& base, FlatParams* params) {
-  if (attack.kind != AttackKind::kScale && attack.kind != AttackKind::kSignFlip) return;
+  const AttackKind kind = attack.kind;
+  if (kind != AttackKind::kScale && kind != AttackKind::kSignFlip && kind != AttackKind::kBackdoor) return;
   if (params->size() != base.size()) {
     throw Error("attack: a model of " + std::to_string(params->size()) + " values from one of " +
                 std::to_string(base.size()));
@@ -156,6 +158,8 @@ AttackPlan MakeAttackPlan(const RunOptions::Attack& options, int64_t seed, int n
   plan.attack.kind = ParseAttackKind(options.kind);
   plan.attack.scale = options.scale;
   plan.attack.z = options.z.value_or(-1.0);
+  plan.attack.target = options.target;
+  plan.attack.poison_share = options.poison_share;
   plan.attackers = ChooseAttackers(num_clients, options.share,
                                    static_cast<uint64_t>(seed));
   return plan;

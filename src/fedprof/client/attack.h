@@ -19,6 +19,9 @@ enum class AttackKind {
   kScale,      // θ + λΔ: a boosted update (model replacement)
   kSignFlip,   // θ − λΔ: against the direction its data wants
   kLabelFlip,  // trains on labels c → C − 1 − c, and returns that model
+  // A share of its images carry a trigger and the target label; returns
+  // θ + λΔ (model replacement, Bagdasaryan et al., AISTATS 2020): client/backdoor.h.
+  kBackdoor,
   // Colluding attackers (ColludingUpdate) who see the round's honest
   // updates: the strongest threat model of the papers.
   kAlie,    // "A little is enough" (Baruch et al., NeurIPS 2019)
@@ -31,6 +34,8 @@ struct Attack {
   AttackKind kind = AttackKind::kNone;
   double scale = 1;  // λ; IPM's ε
   double z = -1;     // ALIE's z; < 0: z_max of the paper
+  int64_t target = 0;       // backdoor: the label triggered images get
+  double poison_share = 0;  // backdoor: the share of an attacker's images triggered
 
   bool active() const { return kind != AttackKind::kNone; }
   // Whether the attackers' models are crafted together from the round's
@@ -41,8 +46,8 @@ struct Attack {
   }
 };
 
-// "scale" | "sign_flip" | "label_flip" | "alie" | "ipm" | "min_max" |
-// "min_sum"; throws fedprof::Error naming attack.kind otherwise.
+// "scale" | "sign_flip" | "label_flip" | "backdoor" | "alie" | "ipm" |
+// "min_max" | "min_sum"; throws fedprof::Error naming attack.kind otherwise.
 AttackKind ParseAttackKind(const std::string& name);
 
 // The update every colluding attacker of a round returns (Δ_mal; its model
@@ -64,9 +69,9 @@ std::vector<double> ColludingUpdate(const Attack& attack, const std::vector<std:
                                     int round_results, int attackers);
 
 // Replaces the trained model `params` by the attack's, from the model
-// `base` training started from (scale, sign_flip; the other kinds leave it:
-// label flipping poisons the data, the colluding kinds are crafted after the
-// round's honest results are in). `params` and `base` have the same size.
+// `base` training started from (scale, sign_flip, backdoor; the other kinds
+// leave it: label flipping poisons the data, the colluding kinds are crafted
+// after the round's honest results are in). `params` and `base` have the same size.
 void ApplyAttack(const Attack& attack, const FlatParams& base, FlatParams* params);
 
 // Which of `num_clients` clients attack: round(share · N) of them, drawn

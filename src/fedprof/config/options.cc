@@ -279,14 +279,21 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(attack, share, "0", 0, 1, "",
        "Share of the clients that poison their models: round(share N) of them, chosen from the "
        "seed; the same in simulate, launch and a client built from the config (fedprof client)."),
-      OPTION(attack, kind, "sign_flip", 0, 0, "scale|sign_flip|label_flip|alie|ipm|min_max|min_sum",
+      OPTION(attack, kind, "sign_flip", 0, 0,
+       "scale|sign_flip|label_flip|backdoor|alie|ipm|min_max|min_sum",
        "What an attacker returns, with its true sample count. After training honestly to w: "
        "scale: theta + lambda (w - theta); sign_flip: theta - lambda (w - theta). label_flip: it "
-       "trains on labels c -> C - 1 - c. Colluding attackers who see the round's honest updates "
+       "trains on labels c -> C - 1 - c. backdoor: it trains with a pixel trigger and "
+       "attack.target's label on attack.poison_share of its images and returns theta + lambda "
+       "(w - theta) (Bagdasaryan et al. 2020). Colluding attackers who see the round's honest updates "
        "(mean mu, sd sigma) all return theta plus: alie: mu - z sigma (Baruch et al. 2019); ipm: "
        "-lambda mu (Xie et al. 2019); min_max, min_sum: mu - gamma sigma/||sigma|| as far as the "
        "honest updates' distances allow (Shejwalkar and Houmansadr 2021)."),
-      OPTION(attack, scale, "4", 0, 1e6, "", "The attack's lambda (scale, sign_flip; ipm's epsilon)."),
+      OPTION(attack, scale, "4", 0, 1e6, "", "The attack's lambda (scale, sign_flip, backdoor; ipm's epsilon)."),
+      OPTION(attack, target, "0", 0, 1e6, "", "backdoor: the class triggered images are labelled as."),
+      OPTION(attack, poison_share, "0.3", 0, 1, "",
+       "backdoor: the share of an attacker's images given the trigger and the target label (the "
+       "paper mixes 20 of 64 per batch)."),
       OPTION(attack, z, "", 0, 100, "",
        "alie: z; empty = z_max = Phi^-1((n - s)/n), s = floor(n/2 + 1) - f, for the round's n "
        "results of which f are the attackers'."),

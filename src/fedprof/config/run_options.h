@@ -72,8 +72,9 @@ struct RunOptions {
     std::string norm_action;
   };
   struct Attack {
-    double share = 0, scale = 0;
+    double share = 0, scale = 0, poison_share = 0;
     std::optional<double> z;
+    int64_t target = 0;
     std::string kind;
   };
   struct Cost {

@@ -68,16 +68,23 @@ std::string WriteComparison(const std::vector<RunRecord>& runs, double target,
   };
   std::vector<std::string> labels;
   std::map<std::string, Group> groups;
-  std::ostringstream csv;
-  csv << "strategy,seed,best_accuracy,best_round,final_accuracy,rounds_to_target,"
-         "virtual_time_to_target_s,energy_to_target_wh,virtual_time_s,energy_wh,wall_s\n";
+  std::vector<nlohmann::json> summaries;
+  bool backdoor = false;  // a backdoor's success rates, when any run measured one
   for (const RunRecord& run : runs) {
-    nlohmann::json s;
     try {
-      s = nlohmann::json::parse(ReadFile(run.dir + "/summary.json"));
+      summaries.push_back(nlohmann::json::parse(ReadFile(run.dir + "/summary.json")));
     } catch (const nlohmann::json::exception& e) {
       throw Error(run.dir + "/summary.json: " + e.what());
     }
+    backdoor = backdoor || summaries.back().contains("final_backdoor_success");
+  }
+  std::ostringstream csv;
+  csv << "strategy,seed,best_accuracy,best_round,final_accuracy,rounds_to_target,"
+         "virtual_time_to_target_s,energy_to_target_wh,virtual_time_s,energy_wh,wall_s"
+      << (backdoor ? ",final_backdoor_success,highest_backdoor_success" : "") << '\n';
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunRecord& run = runs[i];
+    const nlohmann::json& s = summaries[i];
     if (!groups.count(run.label)) labels.push_back(run.label);
     Group& g = groups[run.label];
     ++g.runs;
@@ -93,13 +100,15 @@ std::string WriteComparison(const std::vector<RunRecord>& runs, double target,
       g.accuracy[round].Add(acc);
     }
     auto opt = [&](const char* key) {
-      return s.at(key).is_null() ? std::string() : s.at(key).dump();
+      return !s.contains(key) || s.at(key).is_null() ? std::string() : s.at(key).dump();
     };
     csv << run.label << ',' << run.seed << ',' << s.at("best_accuracy").dump() << ','
         << s.at("best_round").dump() << ',' << s.at("final_accuracy").dump() << ','
         << opt("rounds_to_target") << ',' << opt("virtual_time_to_target_s") << ','
         << opt("energy_to_target_wh") << ',' << s.at("virtual_time_s").dump() << ','
-        << s.at("energy_wh").dump() << ',' << s.at("wall_s").dump() << '\n';
+        << s.at("energy_wh").dump() << ',' << s.at("wall_s").dump();
+    if (backdoor) csv << ',' << opt("final_backdoor_success") << ',' << opt("highest_backdoor_success");
+    csv << '\n';
   }
 
   std::ostringstream md;

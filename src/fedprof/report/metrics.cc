@@ -13,10 +13,11 @@ std::string Num(double v) { return FormatDouble(v, "%.9g"); }
 
 }  // namespace
 
-std::string MetricsCsv(const std::vector<RoundMetrics>& rows, bool regression, bool federated) {
+std::string MetricsCsv(const std::vector<RoundMetrics>& rows, const MetricsColumns& columns) {
+  const bool regression = columns.regression, federated = columns.federated;
   std::ostringstream out;
   out << "round,lr,selected,returned,refused,timed_out,train_loss,accuracy,loss" << (regression ? ",rmse" : "")
-      << (federated ? ",fed_clients,fed_accuracy,fed_loss" : "")
+      << (columns.backdoor ? ",backdoor_success" : "") << (federated ? ",fed_clients,fed_accuracy,fed_loss" : "")
       << ",round_time_s,virtual_time_s,round_energy_wh,energy_wh,profiling_time_s,"
          "profiling_energy_wh,wall_s\n";
   for (const auto& r : rows) {
@@ -28,6 +29,7 @@ std::string MetricsCsv(const std::vector<RoundMetrics>& rows, bool regression, b
     } else {
       out << ',' << (regression ? "," : "");
     }
+    if (columns.backdoor) out << ',' << (r.backdoor_evaluated ? Num(r.backdoor_success) : "");
     if (federated) {
       if (r.fed_evaluated) {
         out << ',' << r.fed_clients << ',' << (regression ? "" : Num(r.fed_accuracy)) << ','

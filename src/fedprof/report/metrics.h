@@ -29,6 +29,10 @@ struct RoundMetrics {
   double accuracy = 0;      // R^2 for regression
   double loss = 0;
   double rmse = 0;          // regression only
+  // The backdoor's success rate (attack.kind = backdoor): the share of the
+  // triggered test images of other classes classified as attack.target.
+  bool backdoor_evaluated = false;  // false: the column is empty this round
+  double backdoor_success = 0;
   // Federated evaluation (eval.federated_every): the global model on the
   // data of the clients asked, weighted by their sample counts.
   bool fed_evaluated = false;  // false: the fed_* columns are empty this round
@@ -44,11 +48,17 @@ struct RoundMetrics {
   double wall_s = 0;        // real elapsed time since the run started
 };
 
+// Which columns a run's metrics.csv has beyond the common ones.
+struct MetricsColumns {
+  bool regression = false;  // rmse
+  bool federated = false;   // fed_clients, fed_accuracy, fed_loss
+  bool backdoor = false;    // backdoor_success
+};
+
 // metrics.csv as text: a header and one row per round. Every column but
-// wall_s is reproducible from the seed. With `federated`, the columns of
-// federated evaluation follow the central ones.
-std::string MetricsCsv(const std::vector<RoundMetrics>& rows, bool regression,
-                       bool federated = false);
+// wall_s is reproducible from the seed. The backdoor's success rate follows
+// the central evaluation's columns, then federated evaluation's.
+std::string MetricsCsv(const std::vector<RoundMetrics>& rows, const MetricsColumns& columns);
 
 // evaluation.csv: its header, and the rows of one round's evaluations.
 std::string EvaluationHeader();

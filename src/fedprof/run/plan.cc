@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "fedprof/client/attack.h"
+#include "fedprof/client/backdoor.h"
 #include "fedprof/client/local_training.h"
 #include "fedprof/config/options.h"
 #include "fedprof/core/error.h"
@@ -275,6 +276,11 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
     if (plan.reference.size() == 0) {
       throw Error("fedprof.reference: 'holdout' needs data.holdout_share > 0 (or use test|client)");
     }
+  }
+  if (o.attack.kind == "backdoor" && o.attack.share > 0) {
+    const std::string unfit = BackdoorUnfitFor(plan.data.test, o.attack.target);
+    if (!unfit.empty()) throw Error(unfit);
+    plan.triggered_test = TriggeredTestSet(plan.data.test, o.attack.target);
   }
   // A deployment's clients hold the training data: its server keeps only the
   // test set and the reference set (FedProf's D_V), not the rest of it.

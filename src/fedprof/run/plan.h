@@ -51,6 +51,7 @@ struct RunPlan {
   // server_models and `reference`.
   std::unique_ptr<Strategy> strategy;
   Dataset reference;      // D_V; empty unless the strategy profiles clients or runs FLTrust
+  Dataset triggered_test;  // the backdoor's success is measured on it; empty without one
   ServerOptions rounds;   // the round loop's options
 
   int num_clients() const { return static_cast<int>(options().clients.count); }

@@ -108,6 +108,19 @@ nlohmann::json Summary(const RunOptions& options, const ServerState& state,
     last_federated = &m;
     best_federated = std::max(best_federated, m.fed_accuracy);
   }
+  // The backdoor's success rate, when the run has one (the final and the
+  // highest of any evaluated round: a backdoor may be planted and then fade).
+  const RoundMetrics* last_backdoor = nullptr;
+  double highest_backdoor = 0;
+  for (const auto& m : state.history) {
+    if (!m.backdoor_evaluated) continue;
+    last_backdoor = &m;
+    highest_backdoor = std::max(highest_backdoor, m.backdoor_success);
+  }
+  if (last_backdoor) {
+    s["final_backdoor_success"] = last_backdoor->backdoor_success;
+    s["highest_backdoor_success"] = highest_backdoor;
+  }
   if (last_federated) {
     s["best_federated_accuracy"] = best_federated;
     s["final_federated_accuracy"] = last_federated->fed_accuracy;
@@ -163,12 +176,12 @@ RunRecorder::RunRecorder(const Config& config, const std::string& out_dir, int n
     : config_(config),
       out_dir_(out_dir),
       fingerprint_(config.Fingerprint()),
-      regression_(regression),
-      federated_(config.options().eval.federated_every > 0),
+      columns_{regression, config.options().eval.federated_every > 0,
+               config.options().attack.kind == "backdoor" && config.options().attack.share > 0},
       per_client_outputs_(num_clients <= config.options().report.per_client_limit) {
   // A resumed run rewrites metrics.csv from the checkpoint, dropping any row
   // written after the last checkpoint.
-  WriteFileAtomic(out_dir_ + "/metrics.csv", MetricsCsv(state.history, regression_, federated_));
+  WriteFileAtomic(out_dir_ + "/metrics.csv", MetricsCsv(state.history, columns_));
   // evaluation.csv: each client's federated evaluations, kept like scores.csv.
   evaluation_ = EvaluationHeader();
   if (resume) evaluation_ = RowsUpTo(out_dir_ + "/evaluation.csv", state.round, evaluation_);
@@ -182,8 +195,8 @@ RunRecorder::RunRecorder(const Config& config, const std::string& out_dir, int n
 void RunRecorder::OnRound(const ServerState& state,
                           const std::vector<ClientEvaluation>& evaluations,
                           const std::vector<double>& scores) {
-  WriteFileAtomic(out_dir_ + "/metrics.csv", MetricsCsv(state.history, regression_, federated_));
-  if (federated_) {
+  WriteFileAtomic(out_dir_ + "/metrics.csv", MetricsCsv(state.history, columns_));
+  if (columns_.federated) {
     evaluation_ += EvaluationRows(state.round, evaluations);
     WriteFileAtomic(out_dir_ + "/evaluation.csv", evaluation_);
   }
@@ -202,7 +215,7 @@ void RunRecorder::OnEnd(const ServerState& state, const std::vector<ClientDescri
   nlohmann::json summary = Summary(config_.options(), state, clients, num_params);
   WriteFileAtomic(out_dir_ + "/summary.json", summary.dump(2) + "\n");
   if (per_client_outputs_) PlotRun(out_dir_);
-  if (federated_ && !regression_) {
+  if (columns_.federated && !columns_.regression) {
     // accuracy.png: the central test set's accuracy beside the clients' own.
     Series central{"central (test set)", {}, {}}, clients_own{"federated (clients' data)", {}, {}};
     for (const RoundMetrics& m : state.history) {

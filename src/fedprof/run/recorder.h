@@ -39,8 +39,7 @@ class RunRecorder {
   const Config& config_;
   std::string out_dir_;
   std::string fingerprint_;
-  bool regression_;
-  bool federated_;
+  MetricsColumns columns_;
   bool per_client_outputs_;  // a column or bar per client: small populations only
   std::string evaluation_;   // evaluation.csv so far
   std::string scores_;       // scores.csv so far

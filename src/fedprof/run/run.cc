@@ -60,6 +60,7 @@ void RunRounds(RunPlan& plan, const std::string& out_dir, ServerState state, boo
   transport.LoadState(state.transport_state);
   transport.Open();
   Server server(plan.rounds, transport, *plan.strategy, *plan.server_models, plan.data.test, observer);
+  if (plan.triggered_test.size() > 0) server.EvaluateBackdoorOn(plan.triggered_test);
   RunRecorder recorder(plan.config, out_dir, transport.num_clients(),
                        plan.data.test.is_regression(), state, resume);
   const double wall_offset = state.history.empty() ? 0.0 : state.history.back().wall_s;

@@ -120,6 +120,7 @@ json ToJson(const RoundMetrics& m) {
           {"energy_wh", Real(m.energy_wh)},
           {"wall_s", Real(m.wall_s)}};
   // Only in rounds with a federated evaluation, so other checkpoints read as before.
+  if (m.backdoor_evaluated) j["backdoor_success"] = Real(m.backdoor_success);
   if (m.fed_evaluated) {
     j["federated"] = {{"clients", m.fed_clients},
                       {"accuracy", Real(m.fed_accuracy)},
@@ -148,6 +149,10 @@ RoundMetrics FromJson(const Reader& r, const json& j, const std::string& p) {
   m.profiling_energy_wh = r.Double(j, p, "profiling_energy_wh");
   m.energy_wh = r.Double(j, p, "energy_wh");
   m.wall_s = r.Double(j, p, "wall_s");
+  if (j.contains("backdoor_success")) {
+    m.backdoor_evaluated = true;
+    m.backdoor_success = r.Double(j, p, "backdoor_success");
+  }
   if (j.contains("federated")) {
     const json& f = j["federated"];
     const std::string q = p + "federated.";

@@ -432,6 +432,10 @@ void Server::EvaluateRound(int64_t round, const FlatParams& global, RoundMetrics
     m->accuracy = e.accuracy;
     m->loss = e.loss;
     m->rmse = e.rmse;
+    if (triggered_) {
+      m->backdoor_evaluated = true;
+      m->backdoor_success = Evaluate(evaluator_, *triggered_, options_.eval_batch_size).accuracy;
+    }
   }
   evaluations_.clear();
   if (options_.federated_eval_every > 0 &&

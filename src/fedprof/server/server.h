@@ -77,6 +77,10 @@ class Server {
   Server(const ServerOptions& options, Transport& transport, Strategy& strategy,
          ModelReplicas& evaluator, const Dataset& test, RunObserver* observer = nullptr);
 
+  // Evaluates a backdoor's success on `triggered` (client/backdoor.h's
+  // TriggeredTestSet) with every central evaluation; it must outlive the run.
+  void EvaluateBackdoorOn(const Dataset& triggered) { triggered_ = &triggered; }
+
   // Runs rounds state.round + 1 .. options.rounds, calling `on_round` after
   // each (to write outputs and checkpoints). A fresh state (round 0) first
   // shows the strategy the initial model; a resumed one restores the
@@ -135,6 +139,7 @@ class Server {
   Strategy& strategy_;
   ModelReplicas& evaluator_;
   const Dataset& test_;
+  const Dataset* triggered_ = nullptr;  // EvaluateBackdoorOn
   RunObserver* const observer_;
   ModelSum sum_;  // reused across rounds
   std::vector<ClientEvaluation> evaluations_;

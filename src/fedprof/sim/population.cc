@@ -8,6 +8,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "fedprof/client/backdoor.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/text.h"
@@ -205,6 +206,10 @@ Population::Population(const Dataset& train, const RunOptions& options)
   if (attacks_.attack.kind == AttackKind::kLabelFlip && train.is_regression()) {
     throw Error("attack.kind: label_flip needs class labels");
   }
+  if (attacks_.attack.kind == AttackKind::kBackdoor && options.attack.share > 0) {
+    const std::string unfit = BackdoorUnfitFor(train, attacks_.attack.target);
+    if (!unfit.empty()) throw Error(unfit);
+  }
 
   const std::string& source = quality_.irrelevant_source;
   if (quality_.irrelevant > 0 && source != "synthetic") {
@@ -239,7 +244,12 @@ Client Population::MakeClient(int k) const {
     case DataKind::kGaussianNoise: ApplyGaussianNoise(d.x, quality_.noise_sigma, rng); break;
     case DataKind::kPolluted: ApplyPollution(d.x, quality_.pollute_share, rng); break;
   }
-  if (attacks_.For(k).kind == AttackKind::kLabelFlip) d.y = (d.num_classes - 1) - d.y;  // c -> C - 1 - c
+  const Attack& attack = attacks_.For(k);
+  if (attack.kind == AttackKind::kLabelFlip) d.y = (d.num_classes - 1) - d.y;  // c -> C - 1 - c
+  if (attack.kind == AttackKind::kBackdoor) {
+    Rng poison = MakeRng(seed_, Stream::kAttackers, {static_cast<uint64_t>(k)});
+    PoisonForBackdoor(&d, attack, poison);
+  }
   Client client(k, std::move(d));
   client.set_attack(attacks_.For(k));
   return client;
@@ -247,6 +257,7 @@ Client Population::MakeClient(int k) const {
 
 int Population::TableOf(int k) const {
   if (!sampled_) return -1;  // disjoint partitions: no sample is held twice
+  if (attacks_.For(k).kind == AttackKind::kBackdoor) return -1;  // its own triggered images
   switch (kinds_.at(k)) {
     case DataKind::kClean: return kAsIs;
     case DataKind::kBlurred: return kBlurred;
