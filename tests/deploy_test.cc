@@ -138,6 +138,9 @@ void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& s
                           "accuracy", "loss"}) {
     EXPECT_EQ(deployed.at(col), simulated.at(col)) << col;
   }
+  if (simulated.count("backdoor_success")) {
+    EXPECT_EQ(deployed.at("backdoor_success"), simulated.at("backdoor_success"));
+  }
   EXPECT_EQ(deployed.at("round").size(), 3u);
   // The CSV prints 9 digits; the final model's hash holds every bit.
   const std::string hash = Summary(dir + "/sim").at("final_model_sha256");
@@ -305,6 +308,18 @@ TEST(DeployTest, ARunThatNeedsEveryModelTakesNoRelays) {
 
 TEST(DeployTest, FedAvgOverTheNetworkEqualsSimulation) {
   ExpectSameNumbersAsSimulation("fedavg", "--set strategy.name=fedavg");
+}
+
+// The strong attacks and the rules against them over the network: ALIE
+// crafted on the server's side from the round's honest results against
+// FLTrust's root update, and clients that plant a backdoor in their own data
+// against Bulyan (its success rate measured by the server) equal simulation.
+TEST(DeployTest, StrongAttacksAndRulesOverTheNetworkEqualSimulation) {
+  ExpectSameNumbersAsSimulation("fltrust_alie",
+                                "--set strategy.aggregator=fltrust --set attack.share=0.4 --set attack.kind=alie");
+  ExpectSameNumbersAsSimulation("bulyan_backdoor",
+                                "--set strategy.aggregator=bulyan --set attack.share=0.4 "
+                                "--set attack.kind=backdoor --set attack.scale=1");
 }
 
 // Many clients in one process (fedprof client --ids A-B, for load tests) are

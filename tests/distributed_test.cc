@@ -202,6 +202,19 @@ TEST(DistributedTest, FedProfMetricsAreIdenticalForOneTwoAndThreeRanks) {
   ExpectIdenticalForAnyRanks("fedprof", "--set strategy.name=fedprof");
 }
 
+// The strong attacks and the rules against them: colluding attackers held
+// back at rank 0 until the round's honest results from every rank are in,
+// FLTrust's root update, and backdoored clients on whichever rank.
+TEST(DistributedTest, StrongAttacksAndRulesAreIdenticalForAnyRanks) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  ExpectIdenticalForAnyRanks("centered_clipping_min_sum",
+                             "--set strategy.aggregator=centered_clipping --set attack.share=0.3 "
+                             "--set attack.kind=min_sum");
+  ExpectIdenticalForAnyRanks("fltrust_backdoor",
+                             "--set strategy.aggregator=fltrust --set attack.share=0.3 "
+                             "--set attack.kind=backdoor --set attack.scale=1");
+}
+
 // Clients of about 40 samples, profiled in groups of 3 consecutive ids
 // (fedprof.profile_group): a group's clients share a rank and their forward
 // passes there, so the profiles, scores and models are those of one process.

@@ -13,8 +13,8 @@ namespace fedprof {
 std::string BackdoorUnfitFor(const Dataset& data, int64_t target) {
   if (!data.is_image()) return "attack.kind: backdoor needs image data, " + data.name + " is not";
   if (data.x.size(2) <= kTriggerSize || data.x.size(3) <= kTriggerSize) {
-    return "attack.kind: backdoor needs images larger than its " + std::to_string(kTriggerSize) +
-           " x " + std::to_string(kTriggerSize) + " trigger";
+    return "attack.kind: backdoor needs images larger than its " + std::to_string(kTriggerSize) + " x " +
+           std::to_string(kTriggerSize) + " trigger";
   }
   if (data.is_regression() || target >= data.num_classes) {
     return "attack.target: " + std::to_string(target) + " is not a class of " + data.name + " (" +
