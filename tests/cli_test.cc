@@ -392,7 +392,7 @@ TEST(FedProfCliTest, LowQualityClientsScoreLowerThanCleanOnes) {
 // server moments, clients' batch norm) resumes exactly.
 TEST(FedProfCliTest, ExtendedRunEqualsUninterruptedRun) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  for (const std::string strategy : {"fedprof", "afl", "fedadam", "fedbn", "clustered"}) {
+  for (const std::string strategy : {"fedprof", "afl", "fedadam", "fedbn", "clustered", "oort"}) {
     // FedBN needs batch-norm layers; LeNet-5 keeps the others quick.
     const std::string run = std::string("simulate ") + kFedProfRun + " --set strategy.name=" +
                             strategy + (strategy == "fedbn" ? " --set model.name=cnn" : "");
@@ -403,7 +403,7 @@ TEST(FedProfCliTest, ExtendedRunEqualsUninterruptedRun) {
     const CliResult resumed = RunCli("simulate --resume " + parts + " --set rounds=3");
     ASSERT_EQ(resumed.code, 0) << resumed.output;
     EXPECT_EQ(MetricsWithoutWall(whole), MetricsWithoutWall(parts)) << strategy;
-    if (strategy == "fedprof" || strategy == "afl") {
+    if (strategy == "fedprof" || strategy == "afl" || strategy == "oort") {
       EXPECT_EQ(ReadFile(whole + "/scores.csv"), ReadFile(parts + "/scores.csv")) << strategy;
     }
   }
@@ -749,7 +749,7 @@ TEST(FedProfCliTest, CompositionsThatCannotWorkAreRefused) {
   EXPECT_NE(r.output.find("(strategy.aggregator = fedbn)"), std::string::npos) << r.output;
   r = RunCli("simulate --set strategy.selector=fedprox --out " + dir + "/c");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.output.find("'fedprox' is not one of uniform|size|fedprof|afl|cfcfm|clustered"),
+  EXPECT_NE(r.output.find("'fedprox' is not one of uniform|size|fedprof|afl|cfcfm|clustered|oort"),
             std::string::npos)
       << r.output;
   r = RunCli("compare --strategies fedavg,uniform+average --out " + dir + "/d");

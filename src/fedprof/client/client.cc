@@ -32,8 +32,9 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model, bool model_holds
   if (start.from_own) Unflatten(start.own, model);
   result.ok = true;
   if (ins.train.epochs > 0) {
-    result.train_loss =
-        TrainLocally(ins.train, ins.objective, {ins.seed, ins.round, id_}, data_, model);
+    const EpochLoss loss = TrainLocally(ins.train, ins.objective, {ins.seed, ins.round, id_}, data_, model);
+    result.train_loss = loss.mean;
+    result.train_loss_rms = loss.rms;
     FlatParams trained = Flatten(model);
     if (!start.batch_norm.empty()) local_batch_norm_ = LocalStateAfter(start, trained);
     PackageUpdate(ins.report, attack_, start.Params(*ins.global), std::move(trained), &result);

@@ -20,12 +20,18 @@ struct BatchOrderKey {
   int client_id = 0;
 };
 
+// The per-sample losses of the last local epoch, each taken on the batch it
+// was trained in (0 with no epoch).
+struct EpochLoss {
+  double mean = 0;
+  double rms = 0;  // sqrt of the mean squared loss: Oort's statistical utility / |B|
+};
+
 // Runs train.epochs epochs of mini-batch SGD with momentum on `data`,
 // starting from the parameters `model` holds. With objective.prox_mu > 0
 // the objective adds FedProx's proximal term μ/2 ||w − w0||², w0 being those
-// starting parameters. Returns the mean loss over the last epoch (0 with no
-// epoch).
-double TrainLocally(const TrainOptions& train, const LocalObjective& objective,
+// starting parameters.
+EpochLoss TrainLocally(const TrainOptions& train, const LocalObjective& objective,
                     const BatchOrderKey& key, const Dataset& data, Model& model);
 
 }  // namespace fedprof

@@ -43,7 +43,7 @@ Trained Train(const TrainOptions& train, const LocalObjective& objective, const 
   const std::shared_ptr<Model> model = MakeModel(kBlobMlp);
   Unflatten(Initial(), *model);
   Trained t;
-  t.loss = TrainLocally(train, objective, key, Data(), *model);
+  t.loss = TrainLocally(train, objective, key, Data(), *model).mean;
   t.params = Flatten(*model);
   return t;
 }

@@ -177,17 +177,18 @@ std::vector<OptionSpec> MakeTable() {
        "mu of a proximal term mu/2 ||w - w_global||^2 in the local loss (FedProx), with any "
        "strategy; empty = the preset's (fedprox: fedprox.mu, the others: 0)."),
       // Strategy.
-      OPTION(strategy, name, "fedavg", 0, 0, "fedavg|fedprof|fedavg-rp|fedprox|fedadam|afl|fedbn|cfcfm|clustered",
+      OPTION(strategy, name, "fedavg", 0, 0,
+       "fedavg|fedprof|fedavg-rp|fedprox|fedadam|afl|fedbn|cfcfm|clustered|oort",
        "Federated strategy, a preset of selector + aggregator: fedavg (uniform + average), "
        "fedprof (fedprof + average), fedavg-rp (uniform + average, always partial), fedprox "
        "(size + average, proximal term fedprox.mu), fedadam (uniform + fedadam), afl (afl + "
        "average), fedbn (uniform + fedbn), cfcfm (cfcfm + average), clustered (clustered + "
-       "average). strategy.selector, strategy.aggregator and train.proximal_mu override it."),
-      OPTION(strategy, selector, "", 0, 0, "uniform|size|fedprof|afl|cfcfm|clustered",
+       "average), oort (oort + average). strategy.selector, strategy.aggregator and train.proximal_mu override it."),
+      OPTION(strategy, selector, "", 0, 0, "uniform|size|fedprof|afl|cfcfm|clustered|oort",
        "Which clients train each round; empty = the preset's. uniform: K at random; size: by "
        "data size; fedprof: by representation-profile score (fedprof.*); afl: by loss valuation "
        "(afl.*); cfcfm: the K fastest; clustered: one per cluster of similar updates "
-       "(clustered.*)."),
+       "(clustered.*); oort: by statistical utility and speed (oort.*, Lai et al. 2021)."),
       OPTION(strategy, aggregator, "", 0, 0,
        "average|fedadam|fedbn|median|trimmed_mean|krum|multi_krum|bulyan|centered_clipping|fltrust",
        "How results become the next global model; empty = the preset's. average: size-weighted "
@@ -247,6 +248,26 @@ std::vector<OptionSpec> MakeTable() {
        "AFL alpha2: selection probability proportional to exp(alpha2 * valuation)."),
       OPTION(afl, random_share, "0.1", 0, 1, "",
        "AFL alpha3: share of the K clients picked uniformly at random."),
+      // Oort (Lai et al., OSDI 2021, Alg. 1; docs/strategies.md).
+      OPTION(oort, exploration, "0.9", 0, 1, "",
+       "Oort: epsilon in round 1, the share of K drawn from clients not yet explored."),
+      OPTION(oort, exploration_decay, "0.95", 0, 1, "",
+       "Oort: epsilon is multiplied by this every round, down to oort.exploration_min."),
+      OPTION(oort, exploration_min, "0.2", 0, 1, "", "Oort: the smallest epsilon."),
+      OPTION(oort, cut_off, "0.95", 0, 1, "",
+       "Oort: c; the (1 - epsilon) K explored clients are drawn by utility among those within c of "
+       "the (1 - epsilon) K-th highest."),
+      OPTION(oort, penalty, "2", 0, 100, "",
+       "Oort: alpha; a client slower than the preferred round duration T has its utility times (T / "
+       "t)^alpha."),
+      OPTION(oort, duration_percentile, "10", 0, 100, "",
+       "Oort: T starts as this percentile of the clients' round times; 100 = no penalty."),
+      OPTION(oort, pacer_window, "20", 1, 1e6, "",
+       "Oort's pacer: W; every W rounds, if the last W rounds collected less statistical utility "
+       "than the W before, T's percentile rises by oort.pacer_step."),
+      OPTION(oort, pacer_step, "5", 0, 100, "", "Oort's pacer: Delta, in percentile points."),
+      OPTION(oort, clip_quantile, "0.98", 0, 1, "",
+       "Oort: statistical utilities above this quantile of the explored clients' count as it."),
       // Robust aggregation (docs/robustness.md).
       OPTION(robust, trim_share, "0.2", 0, 0.499, "",
        "trimmed_mean: share beta of each coordinate's values cut from each end (floor(beta n) "

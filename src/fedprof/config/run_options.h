@@ -65,6 +65,11 @@ struct RunOptions {
   struct Afl {
     double drop_share = 0, temperature = 0, random_share = 0;
   };
+  struct Oort {
+    double exploration = 0, exploration_decay = 0, exploration_min = 0, cut_off = 0, penalty = 0,
+           duration_percentile = 0, pacer_step = 0, clip_quantile = 0;
+    int64_t pacer_window = 0;
+  };
   struct Robust {
     double trim_share = 0, max_update_norm = 0, cc_radius = 0;
     std::optional<int64_t> byzantine, root_epochs;
@@ -133,6 +138,7 @@ struct RunOptions {
   FedAdam fedadam;
   Clustered clustered;
   Afl afl;
+  Oort oort;
   Robust robust;
   Attack attack;
   Cost cost;

@@ -100,6 +100,7 @@ struct FitResult {
   bool summed = false;
   int64_t num_samples = 0;  // |D_k|, the aggregation weight
   double train_loss = 0;    // mean loss over the last local epoch
+  double train_loss_rms = 0;  // root mean square of its per-sample losses (Oort)
   std::optional<Profile> profile;  // when asked for, unless matched securely
   std::string encrypted_divergence;  // Enc(q·div) under secure matching
   double pre_train_loss = 0;       // θ's mean loss on the local data, when asked for

@@ -151,6 +151,7 @@ void ToWire(const FitResult& r, pb::ResultHeader* out) {
   out->set_num_params(static_cast<int64_t>(r.params.size()));
   out->set_num_samples(r.num_samples);
   out->set_train_loss(r.train_loss);
+  out->set_train_loss_rms(r.train_loss_rms);
   out->set_pre_train_loss(r.pre_train_loss);
   if (r.profile) {
     pb::Profile* p = out->mutable_profile();
@@ -191,6 +192,7 @@ FitResult FromWire(const pb::ResultHeader& h) {
   r.error = Printable(h.error(), kMaxErrorLength);
   r.num_samples = h.num_samples();
   r.train_loss = h.train_loss();
+  r.train_loss_rms = h.train_loss_rms();
   r.pre_train_loss = h.pre_train_loss();
   if (h.has_profile()) {
     const pb::Profile& p = h.profile();

@@ -50,7 +50,9 @@ namespace {
 // Every number a client sends is finite, or its result is refused whole;
 // what is not, or "". (The model's values are Validate's.)
 std::string NonFiniteNumber(const FitResult& r) {
-  if (!std::isfinite(r.train_loss) || !std::isfinite(r.pre_train_loss)) return "a non-finite loss";
+  if (!std::isfinite(r.train_loss) || !std::isfinite(r.pre_train_loss) || !std::isfinite(r.train_loss_rms)) {
+    return "a non-finite loss";
+  }
   if (r.profile) {
     for (size_t u = 0; u < r.profile->mean.size(); ++u) {
       if (!std::isfinite(r.profile->mean[u]) || !std::isfinite(r.profile->var[u]) ||

@@ -12,8 +12,10 @@
 #include "fedprof/protocol/sketch.h"
 #include "fedprof/selection/afl_selector.h"
 #include "fedprof/selection/clustered_selector.h"
+#include "fedprof/selection/oort_selector.h"
 #include "fedprof/strategy/strategy.h"
 #include "tests/blobs.h"
+#include "tests/simulate_summary.h"
 
 namespace fedprof {
 namespace {
@@ -116,6 +118,112 @@ TEST(AflTest, ValuationIsSqrtSizeTimesLoss) {
   t.LoadState(s.SaveState());
   EXPECT_EQ(t.LastScores(), s.LastScores());
   EXPECT_TRUE(t.HasReport(1));
+}
+
+TEST(OortTest, UtilityStalenessAndPenaltyByHand) {
+  // Utilities 1..5: the 0.98 quantile is the 5th (index min(4, floor(4.9))), low = 0.999.
+  const OortScale scale = OortUtilityScale({5, 1, 4, 2, 3}, 0.98);
+  EXPECT_EQ(scale.clip, 5);
+  EXPECT_DOUBLE_EQ(scale.low, 0.999);
+  EXPECT_DOUBLE_EQ(scale.range, 4.001);
+  // U = 3 in round 10, last trained in round 2: (3 − 0.999)/4.001 + sqrt(0.1 ln 10 / 2)
+  // = 0.500125 + 0.339307 = 0.839432; as fast as T = 4 s or faster, unpenalised.
+  const double fast = OortScore(3, scale, 10, 2, 4, 4, 2);
+  EXPECT_NEAR(fast, 0.839432, 1e-6);
+  EXPECT_EQ(OortScore(3, scale, 10, 2, 1, 4, 2), fast);
+  // Twice as slow as T: times (4/8)^2.
+  EXPECT_NEAR(OortScore(3, scale, 10, 2, 8, 4, 2), 0.839432 / 4, 1e-6);
+  EXPECT_NEAR(OortScore(3, scale, 10, 2, 8, 4, 0), fast, 1e-12);  // α = 0: no penalty
+  // In round 1 the staleness bonus is 0 (ln 1).
+  EXPECT_NEAR(OortScore(5, scale, 1, 1, 1, 4, 2), (5 - 0.999) / 4.001, 1e-12);
+  // Utilities past the clip quantile count as it: of {1, 2, 3, 4, 100} the
+  // 0.5 quantile is 3, so 100 scores as 3 does.
+  const OortScale clipped = OortUtilityScale({1, 2, 3, 4, 100}, 0.5);
+  EXPECT_EQ(clipped.clip, 3);
+  EXPECT_EQ(OortScore(100, clipped, 5, 1, 1, 1, 2), OortScore(3, clipped, 5, 1, 1, 1, 2));
+}
+
+TEST(OortTest, ExplorationDecaysToItsFloor) {
+  OortOptions o;  // 0.9, × 0.95 a round, down to 0.2
+  EXPECT_EQ(OortExploration(o, 1), 0.9);
+  EXPECT_NEAR(OortExploration(o, 2), 0.855, 1e-12);
+  EXPECT_NEAR(OortExploration(o, 11), 0.9 * std::pow(0.95, 10), 1e-12);
+  EXPECT_EQ(OortExploration(o, 100), 0.2);
+}
+
+TEST(OortTest, ThePacerRelaxesTWhenUtilityFalls) {
+  // W = 2: checked before rounds 5, 7, 9, ... (2W rounds done, a multiple of W).
+  const std::vector<double> falling = {5, 5, 1, 1, 1, 1};
+  EXPECT_EQ(OortPacer(falling, 5, 2, 5, 10), 15);   // 5 + 5 > 1 + 1
+  EXPECT_EQ(OortPacer(falling, 4, 2, 5, 10), 10);   // 3 rounds done: not a window's end
+  EXPECT_EQ(OortPacer(falling, 3, 2, 5, 10), 10);   // fewer than 2W rounds done
+  EXPECT_EQ(OortPacer(falling, 7, 2, 5, 10), 10);   // flat: 1 + 1 against 1 + 1
+  EXPECT_EQ(OortPacer({1, 1, 5, 5}, 5, 2, 5, 10), 10);  // rising
+  EXPECT_EQ(OortPacer(falling, 5, 2, 5, 98), 100);  // at most 100: no penalty
+}
+
+TEST(OortTest, ExploresFirstThenExploitsHighUtilityAndPenalisesTheSlow) {
+  OortOptions o;
+  o.exploration = o.exploration_min = 0.5;  // K = 4: 2 exploited, 2 explored
+  o.exploration_decay = 1;
+  o.duration_percentile = 50;
+  OortSelector s(o, 20);
+  std::vector<ClientInfo> clients;
+  for (int k = 0; k < 20; ++k) clients.push_back({k, 100, 1.0});
+  Rng rng = MakeRng(3, Stream::kSelection);
+  const std::vector<int> first = s.Select({1, 4, &clients}, rng);
+  ASSERT_EQ(first.size(), 4u);
+  EXPECT_EQ(s.preferred_duration_s(), 1.0);
+  // Their results: two of high utility, two of low.
+  auto trained = [&](int id, double rms) {
+    FitResult r;
+    r.client_id = id;
+    r.num_samples = 100;
+    r.params = {0.0f};
+    r.train_loss_rms = rms;
+    s.Observe(r);
+  };
+  trained(first[0], 2.0);
+  trained(first[1], 2.1);
+  trained(first[2], 0.1);
+  trained(first[3], 0.1);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const std::vector<int> next = s.Select({2, 4, &clients}, rng);
+    ASSERT_EQ(next.size(), 4u);
+    // Within c = 0.95 of the 2nd highest score are only the two high-utility clients.
+    EXPECT_TRUE(std::count(next.begin(), next.end(), first[0]) && std::count(next.begin(), next.end(), first[1]));
+    EXPECT_FALSE(std::count(next.begin(), next.end(), first[2]) || std::count(next.begin(), next.end(), first[3]));
+  }
+  // first[1] turns 10 times slower than T (the median, 1 s): × 0.1² leaves it out.
+  clients[first[1]].expected_time_s = 10;
+  const std::vector<int> slow = s.Select({2, 4, &clients}, rng);
+  EXPECT_EQ(std::count(slow.begin(), slow.end(), first[1]), 0);
+  EXPECT_LT(s.LastScores()[first[1]], s.LastScores()[first[2]]);
+  // The state restores every choice.
+  OortSelector t(o, 20);
+  t.LoadState(s.SaveState());
+  Rng a = MakeRng(4, Stream::kSelection), b = MakeRng(4, Stream::kSelection);
+  EXPECT_EQ(t.Select({3, 4, &clients}, a), s.Select({3, 4, &clients}, b));
+  OortSelector wrong(o, 21);
+  EXPECT_THROW(wrong.LoadState(s.SaveState()), Error);
+}
+
+// Eight rounds of 4 of 40 Fashion-MNIST clients whose speeds the cost model
+// spreads: Oort's penalty keeps to the faster ones (measured: 17.5 s of
+// virtual time against FedAvg's 22.7 s), and its choices do not depend on
+// the number of threads.
+TEST(OortTest, PrefersFastClientsAndIsThreadIndependent) {
+  if (!testing_support::HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  auto run = [](const std::string& name, const std::string& strategy, const std::string& threads) {
+    return testing_support::SimulateSummary(
+        "oort_" + name,
+        {{"data.train_limit", "2000"}, {"data.test_limit", "200"}, {"clients.count", "40"},
+         {"strategy.fraction", "0.1"}, {"rounds", "8"}, {"train.epochs", "1"}, {"report.progress", "false"}},
+        {{"strategy.name", strategy}, {"threads", threads}});
+  };
+  const nlohmann::json oort = run("two", "oort", "2"), fedavg = run("fedavg", "fedavg", "2");
+  EXPECT_LT(oort.at("virtual_time_s").get<double>(), 0.9 * fedavg.at("virtual_time_s").get<double>());
+  EXPECT_EQ(run("one", "oort", "1").at("final_model_sha256"), oort.at("final_model_sha256"));
 }
 
 TEST(StrategyTest, FedAvgRpAggregatesPartiallyWhateverTheConfigSays) {

@@ -52,7 +52,7 @@ TEST(CompositionTest, PresetsAreTheirCompositions) {
       {"fedprox", "size", "average", 0.01}, {"fedadam", "uniform", "fedadam", 0},
       {"afl", "afl", "average", 0},         {"fedbn", "uniform", "fedbn", 0},
       {"cfcfm", "cfcfm", "average", 0},     {"clustered", "clustered", "average", 0},
-      {"fedprof", "fedprof", "average", 0},
+      {"fedprof", "fedprof", "average", 0}, {"oort", "oort", "average", 0},
   };
   for (const Case& c : cases) {
     const StrategySpec spec = ResolveStrategy(With({{"strategy.name", c.preset}}).options());
@@ -104,7 +104,7 @@ TEST(CompositionTest, OverridesWinAndEmptyMeansThePresets) {
 // Every selector with every aggregator: the reports, sketches and local
 // batch norm are the parts'.
 TEST(CompositionTest, EverySelectorCombinesWithEveryAggregator) {
-  for (const std::string selector : {"uniform", "size", "fedprof", "afl", "cfcfm", "clustered"}) {
+  for (const std::string selector : {"uniform", "size", "fedprof", "afl", "cfcfm", "clustered", "oort"}) {
     for (const std::string aggregator : {"average", "fedadam", "fedbn"}) {
       auto s = MakeStrategy(
           With({{"strategy.selector", selector}, {"strategy.aggregator", aggregator}}).options(), Context(6));
@@ -293,7 +293,7 @@ TEST(CompositionTest, OptionsMayBeLeftEmpty) {
     c.Set("strategy.selector", "greedy");
     ADD_FAILURE() << "unknown selector accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("uniform|size|fedprof|afl|cfcfm|clustered or empty"),
+    EXPECT_NE(std::string(e.what()).find("uniform|size|fedprof|afl|cfcfm|clustered|oort or empty"),
               std::string::npos)
         << e.what();
   }

@@ -8,6 +8,7 @@
 #include "fedprof/config/run_options.h"
 #include "fedprof/core/error.h"
 #include "fedprof/selection/afl_selector.h"
+#include "fedprof/selection/oort_selector.h"
 #include "fedprof/selection/clustered_selector.h"
 #include "fedprof/selection/fedprof_selector.h"
 #include "fedprof/strategy/registry.h"
@@ -45,6 +46,8 @@ constexpr Preset kPresets[] = {
     {"cfcfm", "cfcfm", "average", false, false},
     // Fraboni et al. 2021: one client per cluster of similar updates.
     {"clustered", "clustered", "average", false, false},
+    // Lai et al., OSDI 2021: statistical utility, system penalty, exploration.
+    {"oort", "oort", "average", false, false},
     // The FedProf papers: selection by representation-profile score.
     {"fedprof", "fedprof", "average", false, false},
 };
@@ -79,6 +82,20 @@ std::unique_ptr<Selector> MakeSelector(const std::string& name, const RunOptions
     o.temperature = options.afl.temperature;
     o.random_share = options.afl.random_share;
     return std::make_unique<AflSelector>(o, context.num_clients);
+  }
+  if (name == "oort") {
+    const RunOptions::Oort& oo = options.oort;
+    OortOptions o;
+    o.exploration = oo.exploration;
+    o.exploration_decay = oo.exploration_decay;
+    o.exploration_min = oo.exploration_min;
+    o.cut_off = oo.cut_off;
+    o.penalty = oo.penalty;
+    o.duration_percentile = oo.duration_percentile;
+    o.pacer_window = static_cast<int>(oo.pacer_window);
+    o.pacer_step = oo.pacer_step;
+    o.clip_quantile = oo.clip_quantile;
+    return std::make_unique<OortSelector>(o, context.num_clients);
   }
   if (name == "clustered") {
     ClusteredOptions o;
