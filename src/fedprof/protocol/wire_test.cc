@@ -49,6 +49,7 @@ FitResult FullResult() {
   r.params = {1.0f, 2.0f, 3.0f};
   r.num_samples = 1234;
   r.train_loss = 0.75;
+  r.train_loss_rms = 0.875;
   Profile p;
   p.version = 9;
   p.layer = "fc1";
@@ -130,6 +131,7 @@ TEST(WireTest, ResultRoundTripsEveryFieldButTheModel) {
   EXPECT_TRUE(got.params.empty()) << "the model travels in chunks";
   EXPECT_EQ(got.num_samples, sent.num_samples);
   EXPECT_EQ(got.train_loss, sent.train_loss);
+  EXPECT_EQ(got.train_loss_rms, sent.train_loss_rms);
   ASSERT_TRUE(got.profile.has_value());
   EXPECT_EQ(got.profile->version, sent.profile->version);
   EXPECT_EQ(got.profile->layer, sent.profile->layer);

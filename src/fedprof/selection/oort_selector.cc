@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/text.h"
 
 namespace fedprof {
 
@@ -161,6 +162,13 @@ std::vector<int> OortSelector::Select(const SelectionContext& context, Rng& rng)
   }
   std::sort(picked.begin(), picked.end());
   return IdsAt(context, picked);
+}
+
+std::string OortSelector::CheckResult(const FitResult& result) const {
+  if (!(result.train_loss_rms >= 0 && result.train_loss_rms <= kMaxLossRms)) {
+    return "loss RMS " + FormatDouble(result.train_loss_rms) + " outside [0, 1e6]";
+  }
+  return "";
 }
 
 void OortSelector::Observe(const FitResult& result) {

@@ -48,6 +48,10 @@ double OortScore(double utility, const OortScale& scale, int64_t round, int64_t 
 double OortPacer(const std::vector<double>& per_round, int64_t round, int window, double step,
                  double percentile);
 
+// Beyond any loss a model could have on sensible data; bounds what one client
+// can claim (its utility is samples × this).
+constexpr double kMaxLossRms = 1e6;
+
 // The selector: clients report nothing beyond their results; each trained
 // result brings its statistical utility (FitResult::train_loss_rms ·
 // samples); round times come from ClientInfo::expected_time_s (the cost
@@ -58,6 +62,8 @@ class OortSelector : public Selector {
   OortSelector(const OortOptions& options, int num_clients);
 
   std::vector<int> Select(const SelectionContext& context, Rng& rng) override;
+  // A trained result's loss RMS must be in [0, kMaxLossRms].
+  std::string CheckResult(const FitResult& result) const override;
   void Observe(const FitResult& result) override;
   std::vector<double> LastScores() const override { return scores_; }
   bool KeepsState() const override { return true; }

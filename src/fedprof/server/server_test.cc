@@ -202,6 +202,7 @@ TEST(ServerTest, ValidateRefusesANonFiniteNumberAnywhere) {
   ASSERT_EQ(Server::Validate(ok, 2, true), "");
   const std::vector<std::pair<std::function<void(FitResult&)>, std::string>> cases = {
       {[](FitResult& r) { r.pre_train_loss = NAN; }, "a non-finite loss"},
+      {[](FitResult& r) { r.train_loss_rms = INFINITY; }, "a non-finite loss"},
       {[](FitResult& r) { r.profile->mean[1] = INFINITY; }, "profile unit 1"},
       {[](FitResult& r) { r.profile->var[0] = NAN; }, "profile unit 0"},
       {[](FitResult& r) { r.profile->var[0] = -1; }, "profile unit 0"},

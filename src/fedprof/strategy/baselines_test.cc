@@ -187,6 +187,11 @@ TEST(OortTest, ExploresFirstThenExploitsHighUtilityAndPenalisesTheSlow) {
   trained(first[1], 2.1);
   trained(first[2], 0.1);
   trained(first[3], 0.1);
+  FitResult hostile;
+  hostile.train_loss_rms = -1;
+  EXPECT_EQ(s.CheckResult(hostile), "loss RMS -1 outside [0, 1e6]");
+  hostile.train_loss_rms = 2e6;
+  EXPECT_NE(s.CheckResult(hostile), "");
   for (int attempt = 0; attempt < 10; ++attempt) {
     const std::vector<int> next = s.Select({2, 4, &clients}, rng);
     ASSERT_EQ(next.size(), 4u);
