@@ -215,6 +215,15 @@ TEST(DistributedTest, StrongAttacksAndRulesAreIdenticalForAnyRanks) {
                              "--set attack.kind=backdoor --set attack.scale=1");
 }
 
+// Clients that come and go in virtual time, some lost mid-round, with
+// over-commitment: decided at rank 0 before any task leaves it.
+TEST(DistributedTest, AvailabilityIsIdenticalForAnyRanks) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  ExpectIdenticalForAnyRanks("availability",
+                             "--set availability.kind=on_off --set availability.online_mean_s=20 "
+                             "--set availability.offline_mean_s=20 --set availability.overcommit=1.3");
+}
+
 // Clients of about 40 samples, profiled in groups of 3 consecutive ids
 // (fedprof.profile_group): a group's clients share a rank and their forward
 // passes there, so the profiles, scores and models are those of one process.

@@ -248,6 +248,21 @@ std::vector<OptionSpec> MakeTable() {
        "AFL alpha2: selection probability proportional to exp(alpha2 * valuation)."),
       OPTION(afl, random_share, "0.1", 0, 1, "",
        "AFL alpha3: share of the K clients picked uniformly at random."),
+      // Client availability in simulation (docs/availability.md).
+      OPTION(availability, kind, "always", 0, 0, "always|on_off|trace",
+       "When simulated clients are online, in the cost model's virtual time: always; on_off: each "
+       "alternates exponential online and offline periods (availability.online_mean_s, "
+       "offline_mean_s); trace: the intervals of availability.trace. Selection sees the clients online "
+       "when a round starts; one that goes offline before it would finish is lost (timed out)."),
+      OPTION(availability, online_mean_s, "3600", 1e-6, 1e12, "",
+       "on_off: mean online period, virtual seconds."),
+      OPTION(availability, offline_mean_s, "3600", 0, 1e12, "",
+       "on_off: mean offline period, virtual seconds (online share = online / (online + offline))."),
+      OPTION(availability, trace, "", 0, 0, "",
+       "trace: a CSV file, header client,start,end, one online interval [start, end) in virtual "
+       "seconds per line; clients it never names are never online."),
+      OPTION(availability, overcommit, "1", 1, 10, "",
+       "A round asks ceil(overcommit K) clients and keeps the first K to finish (simulation)."),
       // Oort (Lai et al., OSDI 2021, Alg. 1; docs/strategies.md).
       OPTION(oort, exploration, "0.9", 0, 1, "",
        "Oort: epsilon in round 1, the share of K drawn from clients not yet explored."),

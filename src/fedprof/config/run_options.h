@@ -65,6 +65,10 @@ struct RunOptions {
   struct Afl {
     double drop_share = 0, temperature = 0, random_share = 0;
   };
+  struct Availability {
+    std::string kind, trace;
+    double online_mean_s = 0, offline_mean_s = 0, overcommit = 1;
+  };
   struct Oort {
     double exploration = 0, exploration_decay = 0, exploration_min = 0, cut_off = 0, penalty = 0,
            duration_percentile = 0, pacer_step = 0, clip_quantile = 0;
@@ -139,6 +143,7 @@ struct RunOptions {
   Clustered clustered;
   Afl afl;
   Oort oort;
+  Availability availability;
   Robust robust;
   Attack attack;
   Cost cost;

@@ -29,6 +29,7 @@ enum class Stream : uint64_t {
   kAttackers = 10,  // which simulated clients attack (client/attack.h)
   kFederatedEvaluation = 11,  // which clients evaluate the global model
   kSecAggDropouts = 12,       // which clients of a session drop out (simulated)
+  kAvailability = 13,         // when simulated clients are online (sim/availability.h)
 };
 
 // SplitMix64 finaliser: a bijective 64-bit mixer.

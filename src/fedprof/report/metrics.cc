@@ -16,12 +16,15 @@ std::string Num(double v) { return FormatDouble(v, "%.9g"); }
 std::string MetricsCsv(const std::vector<RoundMetrics>& rows, const MetricsColumns& columns) {
   const bool regression = columns.regression, federated = columns.federated;
   std::ostringstream out;
-  out << "round,lr,selected,returned,refused,timed_out,train_loss,accuracy,loss" << (regression ? ",rmse" : "")
+  out << "round," << (columns.online ? "online," : "")
+      << "lr,selected,returned,refused,timed_out,train_loss,accuracy,loss" << (regression ? ",rmse" : "")
       << (columns.backdoor ? ",backdoor_success" : "") << (federated ? ",fed_clients,fed_accuracy,fed_loss" : "")
       << ",round_time_s,virtual_time_s,round_energy_wh,energy_wh,profiling_time_s,"
          "profiling_energy_wh,wall_s\n";
   for (const auto& r : rows) {
-    out << r.round << ',' << Num(r.lr) << ',' << r.selected << ',' << r.returned << ','
+    out << r.round << ',';
+    if (columns.online) out << r.online << ',';
+    out << Num(r.lr) << ',' << r.selected << ',' << r.returned << ','
         << r.refused << ',' << r.timed_out << ',' << Num(r.train_loss) << ',';
     if (r.evaluated) {
       out << Num(r.accuracy) << ',' << Num(r.loss);

@@ -24,6 +24,7 @@ struct RoundMetrics {
   int returned = 0;         // usable results, aggregated
   int refused = 0;          // results refused (failed, NaN, wrong size, bad profile, ...)
   int timed_out = 0;        // clients that sent nothing in time or left the round
+  int online = 0;           // clients that could be selected when the round started
   double train_loss = 0;    // mean local loss of the usable results
   bool evaluated = false;   // false: accuracy/loss columns are empty this round
   double accuracy = 0;      // R^2 for regression
@@ -53,6 +54,7 @@ struct MetricsColumns {
   bool regression = false;  // rmse
   bool federated = false;   // fed_clients, fed_accuracy, fed_loss
   bool backdoor = false;    // backdoor_success
+  bool online = false;      // online (simulated availability)
 };
 
 // metrics.csv as text: a header and one row per round. Every column but

@@ -178,6 +178,7 @@ ServerOptions ServerOptionsFrom(const RunOptions& options, ClientsLive where) {
   so.federated_eval_every = options.eval.federated_every;
   so.federated_eval_fraction = options.eval.federated_fraction;
   so.progress = options.report.progress;
+  so.overcommit = options.availability.overcommit;
   so.min_results = 0;
   if (where == ClientsLive::kElsewhere) {
     so.min_results = static_cast<int>(options.deploy.min_results);
@@ -281,6 +282,11 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
     const std::string unfit = BackdoorUnfitFor(plan.data.test, o.attack.target);
     if (!unfit.empty()) throw Error(unfit);
     plan.triggered_test = TriggeredTestSet(plan.data.test, o.attack.target);
+  }
+  const bool simulated_availability = o.availability.kind != "always" || o.availability.overcommit > 1;
+  if (where == ClientsLive::kElsewhere && simulated_availability) {
+    throw Error("availability.kind, availability.overcommit: simulation only; a deployment's clients come "
+                "and go as they do");
   }
   // A deployment's clients hold the training data: its server keeps only the
   // test set and the reference set (FedProf's D_V), not the rest of it.

@@ -18,6 +18,7 @@
 #include "fedprof/sim/cost_model.h"
 #include "fedprof/sim/population.h"
 #include "fedprof/strategy/strategy.h"
+#include "fedprof/transport/availability.h"
 #include "fedprof/transport/in_process.h"
 #include "fedprof/transport/secure_aggregation.h"
 
@@ -155,6 +156,14 @@ void Run(RunStart start, const std::string& out_dir, RunObserver* observer) {
     distributed = std::make_unique<DistributedTransport>(*group, *local->transport,
                                                          o.report.progress);
     transport = distributed.get();
+  }
+  // Who is online is decided at rank 0, before tasks go to any rank.
+  std::unique_ptr<AvailabilityTransport> available;
+  if (o.availability.kind != "always" || o.availability.overcommit > 1) {
+    available = std::make_unique<AvailabilityTransport>(
+        *transport, MakeAvailability(o.availability, o.seed, plan.num_clients()), o.availability.overcommit,
+        ClientsPerRound(o));
+    transport = available.get();
   }
   // Rank 0 runs the sessions: under launch the ranks' clients hand it their
   // inputs, as the session's client side (its server side sees only masked

@@ -121,6 +121,7 @@ json ToJson(const RoundMetrics& m) {
           {"wall_s", Real(m.wall_s)}};
   // Only in rounds with a federated evaluation, so other checkpoints read as before.
   if (m.backdoor_evaluated) j["backdoor_success"] = Real(m.backdoor_success);
+  j["online"] = m.online;
   if (m.fed_evaluated) {
     j["federated"] = {{"clients", m.fed_clients},
                       {"accuracy", Real(m.fed_accuracy)},
@@ -149,6 +150,8 @@ RoundMetrics FromJson(const Reader& r, const json& j, const std::string& p) {
   m.profiling_energy_wh = r.Double(j, p, "profiling_energy_wh");
   m.energy_wh = r.Double(j, p, "energy_wh");
   m.wall_s = r.Double(j, p, "wall_s");
+  // Checkpoints from before availability have no count: 0.
+  if (j.contains("online")) m.online = static_cast<int>(r.Int(j, p, "online", 0, INT_MAX));
   if (j.contains("backdoor_success")) {
     m.backdoor_evaluated = true;
     m.backdoor_success = r.Double(j, p, "backdoor_success");

@@ -23,6 +23,7 @@ struct Server::Tally {
   int returned = 0;  // usable results
   int refused = 0;
   int timed_out = 0;
+  int online = 0;  // clients available when the round started
   ExactSum train_loss;
   double time_s = 0;                 // the slowest client (Eq. 27)
   double time_without_profiling_s = 0;
@@ -347,6 +348,7 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     m.returned = tally.returned;
     m.refused = tally.refused;
     m.timed_out = tally.timed_out;
+    m.online = tally.online;
     m.train_loss = tally.returned == 0 ? 0 : tally.train_loss.value() / tally.returned;
 
     phase.Next("aggregate");
@@ -389,9 +391,11 @@ int64_t Server::TrainRound(int64_t round, double lr, ServerState& state, PhaseTi
   updates_.clear();
   int64_t total_samples = -1;  // |D| of the clients available when the round starts
   std::vector<char> asked(transport_.num_clients(), 0);
+  transport_.SetVirtualTime(state.virtual_time_s);
   for (int attempt = 0;; ++attempt) {
     // A retry selects among the clients not yet asked this round.
     std::vector<ClientInfo> available = transport_.AvailableOrWait();
+    if (attempt == 0) tally->online = static_cast<int>(available.size());
     available.erase(std::remove_if(available.begin(), available.end(),
                                    [&](const ClientInfo& c) { return asked.at(c.id) != 0; }),
                     available.end());
@@ -400,7 +404,9 @@ int64_t Server::TrainRound(int64_t round, double lr, ServerState& state, PhaseTi
       total_samples = 0;
       for (const ClientInfo& c : available) total_samples += c.num_samples;
     }
-    const int k = std::min(ClientsPerRound() - tally->returned, static_cast<int>(available.size()));
+    const int wanted = ClientsPerRound() - tally->returned;
+    const int k = std::min(static_cast<int>(std::ceil(wanted * options_.overcommit - 1e-9)),
+                           static_cast<int>(available.size()));
     SelectionContext context{round, k, &available};
     const uint64_t r = static_cast<uint64_t>(round);
     Rng rng = attempt == 0 ? MakeRng(options_.seed, Stream::kSelection, {r})

@@ -46,6 +46,9 @@ struct ServerOptions {
   // own data (Strategy::ConfigureEvaluate / AggregateEvaluate).
   int64_t federated_eval_every = 0;
   double federated_eval_fraction = 0.1;
+  // Over-commitment (availability.overcommit): a round asks ceil(overcommit
+  // K) clients; the transport keeps the first K to finish.
+  double overcommit = 1;
 };
 
 // Everything a run needs to continue exactly where it stopped.

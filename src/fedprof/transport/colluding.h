@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "fedprof/client/attack.h"
-#include "fedprof/transport/transport.h"
+#include "fedprof/transport/forwarding.h"
 
 namespace fedprof {
 
@@ -17,23 +17,15 @@ namespace fedprof {
 // honest updates (by client id), and they go on in client id order. With no
 // honest result in the round, the attackers' own trained updates stand in
 // for them. Results that come only summed (relays) pass as they are.
-class ColludingTransport final : public Transport {
+class ColludingTransport final : public ForwardingTransport {
  public:
   // `inner` outlives this.
-  ColludingTransport(Transport& inner, AttackPlan plan) : inner_(inner), plan_(std::move(plan)) {}
+  ColludingTransport(Transport& inner, AttackPlan plan)
+      : ForwardingTransport(inner), plan_(std::move(plan)) {}
 
-  int num_clients() const override { return inner_.num_clients(); }
-  void Open() override { inner_.Open(); }
-  void Close() override { inner_.Close(); }
-  std::string SaveState() override { return inner_.SaveState(); }
-  void LoadState(const std::string& state) override { inner_.LoadState(state); }
-  std::vector<ClientDescription> Describe() override { return inner_.Describe(); }
-  std::vector<ClientInfo> Available() override { return inner_.Available(); }
-  std::vector<ClientInfo> AvailableOrWait() override { return inner_.AvailableOrWait(); }
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
 
  private:
-  Transport& inner_;
   AttackPlan plan_;
 };
 

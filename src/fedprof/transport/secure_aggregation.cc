@@ -33,7 +33,9 @@ std::set<int64_t> DrawDropouts(const std::vector<int64_t>& ids, size_t count, ui
 
 SecureAggregationTransport::SecureAggregationTransport(Transport& inner,
                                                        SecureAggregationOptions options)
-    : inner_(inner), options_(std::move(options)), run_id_(secagg::RandomBytes(secagg::kKeyBytes)) {}
+    : ForwardingTransport(inner),
+      options_(std::move(options)),
+      run_id_(secagg::RandomBytes(secagg::kKeyBytes)) {}
 
 void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& tasks,
                                      const ResultSink& sink) {

@@ -20,7 +20,7 @@
 #include "fedprof/secagg/graph.h"
 #include "fedprof/secagg/messages.h"
 #include "fedprof/sim/cost_model.h"
-#include "fedprof/transport/transport.h"
+#include "fedprof/transport/forwarding.h"
 
 namespace fedprof {
 
@@ -120,26 +120,17 @@ void HandOverSession(const SessionOutcome& outcome, const std::map<int64_t, size
 // The progress line of a session of round `round`.
 std::string DescribeSession(int64_t round, secagg::Protocol protocol, const SecureAggregationCost& cost);
 
-class SecureAggregationTransport : public Transport {
+class SecureAggregationTransport : public ForwardingTransport {
  public:
   // `inner` must outlive this transport.
   SecureAggregationTransport(Transport& inner, SecureAggregationOptions options);
 
-  int num_clients() const override { return inner_.num_clients(); }
-  void Open() override { inner_.Open(); }
-  void Close() override { inner_.Close(); }
-  std::string SaveState() override { return inner_.SaveState(); }
-  void LoadState(const std::string& state) override { inner_.LoadState(state); }
-  std::vector<ClientDescription> Describe() override { return inner_.Describe(); }
-  std::vector<ClientInfo> Available() override { return inner_.Available(); }
-  std::vector<ClientInfo> AvailableOrWait() override { return inner_.AvailableOrWait(); }
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
 
   // The sessions run so far, in order.
   const std::vector<SecureAggregationCost>& sessions() const { return sessions_; }
 
  private:
-  Transport& inner_;
   SecureAggregationOptions options_;
   const secagg::Bytes run_id_;  // the sessions' run
   std::vector<SecureAggregationCost> sessions_;

@@ -67,6 +67,11 @@ class Transport {
   // with no one (at most deploy.start_timeout_s, then throws fedprof::Error).
   virtual std::vector<ClientInfo> AvailableOrWait() { return Available(); }
 
+  // The cost model's clock when a round starts (simulation), told before the
+  // round's Available: a transport whose clients come and go in virtual time
+  // (sim/availability.h) answers for that moment. Others ignore it.
+  virtual void SetVirtualTime(double t_s) { (void)t_s; }
+
   // Receives each result of a Fit call exactly once; `index` is the task's
   // position in the list given to Fit. Returns "" when the result is used,
   // else why it was refused; a transport that answers its client

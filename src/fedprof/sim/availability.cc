@@ -1,0 +1,148 @@
+#include "fedprof/sim/availability.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "fedprof/core/error.h"
+#include "fedprof/core/files.h"
+#include "fedprof/core/rng.h"
+#include "fedprof/core/text.h"
+
+namespace fedprof {
+
+OnOffAvailability::OnOffAvailability(int num_clients, double online_mean_s, double offline_mean_s,
+                                     uint64_t seed)
+    : online_mean_s_(online_mean_s),
+      offline_mean_s_(offline_mean_s),
+      seed_(seed),
+      periods_(static_cast<size_t>(std::max(0, num_clients))) {
+  if (!(online_mean_s > 0) || !(offline_mean_s >= 0)) {
+    throw Error("availability.online_mean_s, offline_mean_s: expected > 0 and >= 0");
+  }
+}
+
+double OnOffAvailability::Draw(int client, uint32_t index, bool online) const {
+  Rng rng = MakeRng(seed_, Stream::kAvailability, {static_cast<uint64_t>(client), index});
+  return -(online ? online_mean_s_ : offline_mean_s_) * std::log1p(-Uniform01(rng));
+}
+
+double OnOffAvailability::OnlineUntil(int client, double t) {
+  Period& p = periods_.at(static_cast<size_t>(client));
+  if (p.end < p.start || t < p.start) {  // first call, or back in time: from t = 0
+    Rng first = MakeRng(seed_, Stream::kAvailability, {static_cast<uint64_t>(client), ~uint64_t{0}});
+    p.online = Uniform01(first) * (online_mean_s_ + offline_mean_s_) < online_mean_s_;
+    p.index = 0;
+    p.start = 0;
+    p.end = Draw(client, 0, p.online);
+  }
+  while (t >= p.end) {
+    p.start = p.end;
+    p.online = !p.online;
+    ++p.index;
+    p.end = p.start + Draw(client, p.index, p.online);
+  }
+  return p.online ? p.end : -1;
+}
+
+namespace {
+
+// A non-negative decimal number that is the whole of `cell`, or NaN.
+double Number(const std::string& cell) {
+  // Plain decimals only: strtod would also take hex, "inf" and "nan".
+  if (cell.empty() || cell.size() > 64 || cell.find_first_not_of("0123456789.eE+-") != std::string::npos) {
+    return NAN;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(cell.c_str(), &end);
+  return end == cell.c_str() + cell.size() && errno == 0 && std::isfinite(v) ? v : NAN;
+}
+
+constexpr double kMaxTraceTime_s = 1e15;
+constexpr size_t kMaxLineLength = 256;
+
+}  // namespace
+
+std::vector<std::vector<OnlineInterval>> ParseAvailabilityTrace(const std::string& text,
+                                                                const std::string& name, int num_clients) {
+  std::vector<std::vector<OnlineInterval>> intervals(static_cast<size_t>(std::max(0, num_clients)));
+  bool header = false;
+  size_t line_no = 0, pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    std::string line = text.substr(pos, std::min(eol - pos, kMaxLineLength + 1));
+    const bool too_long = eol - pos > kMaxLineLength;
+    pos = eol + 1;
+    ++line_no;
+    const std::string at = "availability.trace: " + name + ":" + std::to_string(line_no) + ": ";
+    if (too_long) throw Error(at + "a line longer than " + std::to_string(kMaxLineLength) + " bytes");
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    if (!header) {
+      if (line != "client,start,end") {
+        throw Error(at + "expected the header 'client,start,end', got '" + Printable(line, 40) + "'");
+      }
+      header = true;
+      continue;
+    }
+    const std::vector<std::string> cells = Split(line, ',');
+    if (cells.size() != 3) {
+      throw Error(at + "expected 3 values (client,start,end), got " + std::to_string(cells.size()));
+    }
+    const double client = Number(cells[0]), start = Number(cells[1]), end = Number(cells[2]);
+    if (!(client >= 0 && client < num_clients && client == std::floor(client) &&
+          cells[0].find_first_not_of("0123456789") == std::string::npos)) {
+      throw Error(at + "client '" + Printable(cells[0], 20) + "' is not an id in [0, " +
+                  std::to_string(num_clients) + ")");
+    }
+    if (!(start >= 0 && end > start && end <= kMaxTraceTime_s)) {
+      throw Error(at + "expected 0 <= start < end <= 1e15 seconds, got '" + Printable(cells[1], 20) + "', '" +
+                  Printable(cells[2], 20) + "'");
+    }
+    intervals[static_cast<size_t>(client)].push_back({start, end});
+  }
+  if (!header) throw Error("availability.trace: " + name + ": no header line 'client,start,end'");
+  for (auto& list : intervals) {
+    std::sort(list.begin(), list.end(),
+              [](const OnlineInterval& a, const OnlineInterval& b) { return a.start < b.start; });
+    std::vector<OnlineInterval> merged;
+    for (const OnlineInterval& i : list) {
+      if (!merged.empty() && i.start <= merged.back().end) {
+        merged.back().end = std::max(merged.back().end, i.end);
+      } else {
+        merged.push_back(i);
+      }
+    }
+    list = std::move(merged);
+  }
+  return intervals;
+}
+
+double TraceAvailability::OnlineUntil(int client, double t) {
+  const std::vector<OnlineInterval>& list = intervals_.at(static_cast<size_t>(client));
+  auto after = std::upper_bound(list.begin(), list.end(), t,
+                                [](double time, const OnlineInterval& i) { return time < i.start; });
+  if (after == list.begin()) return -1;
+  const OnlineInterval& holding = *(after - 1);
+  return t < holding.end ? holding.end : -1;
+}
+
+std::unique_ptr<Availability> MakeAvailability(const RunOptions::Availability& options, int64_t seed,
+                                               int num_clients) {
+  if (options.kind == "always") return nullptr;
+  if (options.kind == "on_off") {
+    return std::make_unique<OnOffAvailability>(num_clients, options.online_mean_s, options.offline_mean_s,
+                                               static_cast<uint64_t>(seed));
+  }
+  if (options.kind == "trace") {
+    if (options.trace.empty()) throw Error("availability.trace: availability.kind = trace needs a file");
+    return std::make_unique<TraceAvailability>(
+        ParseAvailabilityTrace(ReadFile(options.trace), options.trace, num_clients));
+  }
+  throw Error("availability.kind: '" + options.kind + "' is not one of always|on_off|trace");
+}
+
+}  // namespace fedprof

@@ -1,0 +1,91 @@
+// Client availability in virtual time: the trace parser and the on/off model.
+#include "fedprof/sim/availability.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fedprof/core/error.h"
+
+namespace fedprof {
+namespace {
+
+std::string ErrorOf(const std::string& text, int clients = 4) {
+  try {
+    ParseAvailabilityTrace(text, "t.csv", clients);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(AvailabilityTraceTest, ParsesMergesAndAnswersByInterval) {
+  const auto intervals = ParseAvailabilityTrace(
+      "# a comment\n\nclient,start,end\r\n0,10,20\n0,15,30\n0,40,50\n2,0,5.5\n0,30,35\n", "t.csv", 4);
+  ASSERT_EQ(intervals.size(), 4u);
+  ASSERT_EQ(intervals[0].size(), 2u);  // [10, 20) + [15, 30) + [30, 35) merge; [40, 50) apart
+  EXPECT_EQ(intervals[0][0].start, 10);
+  EXPECT_EQ(intervals[0][0].end, 35);
+  EXPECT_EQ(intervals[0][1].start, 40);
+  EXPECT_TRUE(intervals[1].empty());
+  TraceAvailability a(intervals);
+  EXPECT_EQ(a.OnlineUntil(0, 9.99), -1);
+  EXPECT_EQ(a.OnlineUntil(0, 10), 35);
+  EXPECT_EQ(a.OnlineUntil(0, 34.9), 35);
+  EXPECT_EQ(a.OnlineUntil(0, 35), -1);  // [start, end)
+  EXPECT_EQ(a.OnlineUntil(0, 45), 50);
+  EXPECT_EQ(a.OnlineUntil(1, 0), -1);  // never named: never online
+  EXPECT_EQ(a.OnlineUntil(2, 0), 5.5);
+  EXPECT_EQ(a.OnlineUntil(0, 12), 35);  // back in time is fine
+}
+
+TEST(AvailabilityTraceTest, RefusesWhatIsWrongInOneLineNamingIt) {
+  EXPECT_EQ(ErrorOf(""), "availability.trace: t.csv: no header line 'client,start,end'");
+  EXPECT_EQ(ErrorOf("id,from,to\n"),
+            "availability.trace: t.csv:1: expected the header 'client,start,end', got 'id,from,to'");
+  EXPECT_EQ(ErrorOf("client,start,end\n0,1\n"),
+            "availability.trace: t.csv:2: expected 3 values (client,start,end), got 2");
+  for (const char* client : {"-1", "4", "1.5", "x", "1e0", ""}) {
+    EXPECT_NE(ErrorOf(std::string("client,start,end\n") + client + ",0,1\n")
+                  .find("t.csv:2: client '" + std::string(client) + "' is not an id in [0, 4)"),
+              std::string::npos)
+        << client;
+  }
+  for (const char* times : {"5,5", "6,5", "-1,5", "0,nan", "0,inf", "0,2e15", "0x10,20", "1,2 "}) {
+    EXPECT_NE(
+        ErrorOf(std::string("client,start,end\n# c\n1,") + times + "\n").find("t.csv:3: expected 0 <= start"),
+        std::string::npos)
+        << times;
+  }
+  EXPECT_NE(
+      ErrorOf("client,start,end\n" + std::string(300, '1') + "\n").find("t.csv:2: a line longer than 256"),
+      std::string::npos);
+}
+
+TEST(OnOffAvailabilityTest, TheOnlineShareIsTheMeansRatioAndTheSeedDecides) {
+  // Online 1 h, offline 3 h on average: a quarter online at any time.
+  OnOffAvailability a(4000, 3600, 10800, 7), b(4000, 3600, 10800, 7);
+  for (double t : {0.0, 5000.0, 1e5}) {
+    int online = 0;
+    for (int k = 0; k < 4000; ++k) {
+      const double until = a.OnlineUntil(k, t);
+      EXPECT_EQ(until, b.OnlineUntil(k, t));
+      if (until >= 0) {
+        EXPECT_GT(until, t);
+        ++online;
+      }
+    }
+    EXPECT_NEAR(online / 4000.0, 0.25, 0.03) << t;
+  }
+  // Asked back in time, a client's answers are those of a fresh model.
+  OnOffAvailability fresh(4000, 3600, 10800, 7);
+  for (int k = 0; k < 50; ++k) EXPECT_EQ(a.OnlineUntil(k, 4000), fresh.OnlineUntil(k, 4000));
+  OnOffAvailability other(4000, 3600, 10800, 8);
+  int differ = 0;
+  for (int k = 0; k < 100; ++k) differ += other.OnlineUntil(k, 0) != fresh.OnlineUntil(k, 0);
+  EXPECT_GT(differ, 20);
+  EXPECT_THROW(OnOffAvailability(1, 0, 1, 1), Error);
+}
+
+}  // namespace
+}  // namespace fedprof
