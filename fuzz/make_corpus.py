@@ -76,6 +76,11 @@ def csv():
     write("fuzz_csv", "gzipped", b"c:y\n" + gz(b"\xef\xbb\xbfx,y\n1,1\n2,0\n"))
 
 
+def availability():
+    write("fuzz_availability", "trace", "# online intervals\nclient,start,end\n0,0,3600\n0,1800,7200\n63,5,6.5\n")
+    write("fuzz_availability", "crlf", "client,start,end\r\n\r\n1,1e3,2e3\r\n1,2e3,3e3\r\n")
+
+
 def config():
     write("fuzz_config", "default", "rounds = 3\nseed = 7\n")
     write("fuzz_config", "sections", """
@@ -343,7 +348,7 @@ def secagg():
 
 
 def main():
-    for make in (idx, cifar, csv, config, profile, checkpoint, transfer, wire, paillier,
+    for make in (idx, cifar, csv, availability, config, profile, checkpoint, transfer, wire, paillier,
                  secure_reference, model_sum, secagg):
         make()
     return 0

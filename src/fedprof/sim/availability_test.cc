@@ -6,6 +6,7 @@
 #include <string>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/rng.h"
 
 namespace fedprof {
 namespace {
@@ -60,6 +61,46 @@ TEST(AvailabilityTraceTest, RefusesWhatIsWrongInOneLineNamingIt) {
   EXPECT_NE(
       ErrorOf("client,start,end\n" + std::string(300, '1') + "\n").find("t.csv:2: a line longer than 256"),
       std::string::npos);
+}
+
+// Mutated traces (bytes flipped, inserted, deleted, lines duplicated; the
+// seed decides): each parses into sorted, disjoint, in-range intervals or
+// is refused with one line naming the file, never anything else.
+TEST(AvailabilityTraceTest, MutatedTracesParseWhollyOrAreRefusedInOneLine) {
+  const std::string seed = "client,start,end\n# c\n0,0,3600\n0,1800,7200\n3,5,6.5\n\n2,1e3,2e3\r\n";
+  Rng rng = MakeRng(11, Stream::kNoise);
+  const std::string alphabet = "0123456789.,eE+-#\n\r x";
+  int parsed = 0, refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string text = seed;
+    for (int edits = 1 + static_cast<int>(UniformIndex(rng, 4)); edits > 0; --edits) {
+      const size_t at = UniformIndex(rng, text.size() + 1);
+      const char c = alphabet[UniformIndex(rng, alphabet.size())];
+      switch (UniformIndex(rng, 4)) {
+        case 0: if (at < text.size()) text[at] = c; break;
+        case 1: text.insert(text.begin() + static_cast<std::ptrdiff_t>(at), c); break;
+        case 2: if (at < text.size()) text.erase(at, 1); break;
+        default: text += text.substr(at); break;
+      }
+    }
+    try {
+      const auto intervals = ParseAvailabilityTrace(text, "t.csv", 4);
+      ++parsed;
+      for (const auto& list : intervals) {
+        for (size_t j = 0; j < list.size(); ++j) {
+          ASSERT_TRUE(list[j].start >= 0 && list[j].start < list[j].end && list[j].end <= 1e15) << text;
+          ASSERT_TRUE(j == 0 || list[j - 1].end < list[j].start) << text;
+        }
+      }
+    } catch (const Error& e) {
+      ++refused;
+      const std::string what = e.what();
+      ASSERT_EQ(what.rfind("availability.trace: t.csv", 0), 0u) << what;
+      ASSERT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  }
+  EXPECT_GT(parsed, 1000);
+  EXPECT_GT(refused, 1000);
 }
 
 TEST(OnOffAvailabilityTest, TheOnlineShareIsTheMeansRatioAndTheSeedDecides) {
