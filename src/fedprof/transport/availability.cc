@@ -39,12 +39,13 @@ void AvailabilityTransport::Fit(const std::vector<ClientInstructions>& tasks, co
     const int id = tasks[i].client_id;
     const double finish = now_s_ + (static_cast<size_t>(id) < expected_s_.size() ? expected_s_[id] : 0.0);
     const double until = availability_ ? availability_->OnlineUntil(id, now_s_) : INFINITY;
-    if (until >= 0 && until < finish) {
+    if (until < finish) {
       FitResult lost;
       lost.client_id = id;
       lost.timed_out = true;
-      lost.error = "went offline at virtual time " + FormatDouble(until) + " s, before finishing at " +
-                   FormatDouble(finish) + " s";
+      lost.error = until < 0 ? "offline at virtual time " + FormatDouble(now_s_) + " s"
+                             : "went offline at virtual time " + FormatDouble(until) +
+                                   " s, before finishing at " + FormatDouble(finish) + " s";
       sink(i, std::move(lost));
       continue;
     }
@@ -52,13 +53,17 @@ void AvailabilityTransport::Fit(const std::vector<ClientInstructions>& tasks, co
     index_of.push_back(i);
   }
   if (overcommit_ <= 1) {
-    inner_.Fit(staying,
-               ResultSink([&](size_t j, FitResult&& r) { return sink(index_of.at(j), std::move(r)); },
-                          [&](const std::vector<size_t>& js, const ModelSum* sum, const std::string& lost) {
-                            std::vector<size_t> is;
-                            for (size_t j : js) is.push_back(index_of.at(j));
-                            return sink.Sum(is, sum, lost);
-                          }));
+    const ResultSink::Each each = [&](size_t j, FitResult&& r) { return sink(index_of.at(j), std::move(r)); };
+    if (!sink.TakesSums()) {
+      inner_.Fit(staying, each);
+      return;
+    }
+    inner_.Fit(staying, ResultSink(each, [&](const std::vector<size_t>& js, const ModelSum* sum,
+                                             const std::string& lost) {
+                 std::vector<size_t> is;
+                 for (size_t j : js) is.push_back(index_of.at(j));
+                 return sink.Sum(is, sum, lost);
+               }));
     return;
   }
   // Over-committed: the round keeps the first K to finish, which only all
