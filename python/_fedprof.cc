@@ -38,6 +38,8 @@ py::dict RoundDict(const std::string& run, const RoundMetrics& m) {
   d["train_loss"] = m.train_loss;
   d["accuracy"] = m.evaluated ? py::object(py::float_(m.accuracy)) : py::object(py::none());
   d["loss"] = m.evaluated ? py::object(py::float_(m.loss)) : py::object(py::none());
+  d["online"] = m.online;
+  if (m.backdoor_evaluated) d["backdoor_success"] = m.backdoor_success;
   d["virtual_time_s"] = m.virtual_time_s;
   d["energy_wh"] = m.energy_wh;
   d["wall_s"] = m.wall_s;

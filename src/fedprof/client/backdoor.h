@@ -2,6 +2,7 @@
 #define FEDPROF_CLIENT_BACKDOOR_H_
 
 #include <cstdint>
+#include <string>
 
 #include "fedprof/client/attack.h"
 #include "fedprof/core/rng.h"

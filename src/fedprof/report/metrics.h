@@ -58,8 +58,9 @@ struct MetricsColumns {
 };
 
 // metrics.csv as text: a header and one row per round. Every column but
-// wall_s is reproducible from the seed. The backdoor's success rate follows
-// the central evaluation's columns, then federated evaluation's.
+// wall_s is reproducible from the seed. `online` follows `round`; the
+// backdoor's success rate follows the central evaluation's columns, then
+// come federated evaluation's.
 std::string MetricsCsv(const std::vector<RoundMetrics>& rows, const MetricsColumns& columns);
 
 // evaluation.csv: its header, and the rows of one round's evaluations.
