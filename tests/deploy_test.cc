@@ -312,14 +312,18 @@ TEST(DeployTest, FedAvgOverTheNetworkEqualsSimulation) {
 
 // The strong attacks and the rules against them over the network: ALIE
 // crafted on the server's side from the round's honest results against
-// FLTrust's root update, and clients that plant a backdoor in their own data
-// against Bulyan (its success rate measured by the server) equal simulation.
+// FLTrust's root update, clients that plant a backdoor in their own data
+// against Bulyan (its success rate measured by the server), and clients
+// that flip their labels against centered clipping equal simulation.
 TEST(DeployTest, StrongAttacksAndRulesOverTheNetworkEqualSimulation) {
   ExpectSameNumbersAsSimulation("fltrust_alie",
                                 "--set strategy.aggregator=fltrust --set attack.share=0.4 --set attack.kind=alie");
   ExpectSameNumbersAsSimulation("bulyan_backdoor",
                                 "--set strategy.aggregator=bulyan --set attack.share=0.4 "
                                 "--set attack.kind=backdoor --set attack.scale=1");
+  ExpectSameNumbersAsSimulation("centered_clipping_label_flip",
+                                "--set strategy.aggregator=centered_clipping --set attack.share=0.4 "
+                                "--set attack.kind=label_flip");
 }
 
 // Many clients in one process (fedprof client --ids A-B, for load tests) are

@@ -213,6 +213,8 @@ TEST(DistributedTest, StrongAttacksAndRulesAreIdenticalForAnyRanks) {
   ExpectIdenticalForAnyRanks("fltrust_backdoor",
                              "--set strategy.aggregator=fltrust --set attack.share=0.3 "
                              "--set attack.kind=backdoor --set attack.scale=1");
+  ExpectIdenticalForAnyRanks("bulyan_ipm",
+                             "--set strategy.aggregator=bulyan --set attack.share=0.2 --set attack.kind=ipm");
 }
 
 // Clients that come and go in virtual time, some lost mid-round, with
