@@ -72,7 +72,6 @@ class OortSelector : public Selector {
 
   // The preferred round duration T of the last selection (infinity: none).
   double preferred_duration_s() const { return preferred_s_; }
-  double duration_percentile() const { return percentile_; }
 
  private:
   OortOptions options_;

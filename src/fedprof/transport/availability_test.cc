@@ -5,37 +5,22 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "fedprof/core/files.h"
-#include "fedprof/core/text.h"
 #include "fedprof/run/simulation.h"
+#include "tests/csv_columns.h"
 #include "tests/simulate_summary.h"
 
 namespace fedprof {
 namespace {
 
+using testing_support::Columns;
+
 const testing_support::Settings kAvailabilityRun = {{"data.train_limit", "2000"}, {"data.test_limit", "200"},
                                                     {"clients.count", "10"},      {"train.epochs", "1"},
                                                     {"report.progress", "false"}, {"threads", "2"}};
-
-// A CSV file's columns by name.
-std::map<std::string, std::vector<std::string>> CsvColumns(const std::string& path) {
-  std::istringstream in(ReadFile(path));
-  std::string line;
-  std::getline(in, line);
-  const std::vector<std::string> header = Split(line, ',');
-  std::map<std::string, std::vector<std::string>> cols;
-  while (std::getline(in, line)) {
-    const std::vector<std::string> cells = Split(line, ',');
-    for (size_t i = 0; i < header.size() && i < cells.size(); ++i) cols[header[i]].push_back(cells[i]);
-  }
-  return cols;
-}
 
 std::string RunDir(const std::string& name) { return testing::TempDir() + "/availability_" + name; }
 
@@ -53,12 +38,12 @@ TEST(AvailabilityRunTest, OnlyOnlineClientsAreSelectedAndALeaverIsLost) {
                      {"availability.trace", trace},
                      {"strategy.fraction", "0.5"},
                      {"rounds", "3"}});
-  const auto metrics = CsvColumns(RunDir("trace") + "/metrics.csv");
+  const auto metrics = Columns(RunDir("trace") + "/metrics.csv");
   EXPECT_EQ(metrics.at("online"), (std::vector<std::string>{"5", "4", "4"}));
   EXPECT_EQ(metrics.at("selected"), (std::vector<std::string>{"5", "4", "4"}));
   EXPECT_EQ(metrics.at("timed_out"), (std::vector<std::string>{"1", "0", "0"}));  // client 3
   EXPECT_EQ(metrics.at("returned"), (std::vector<std::string>{"4", "4", "4"}));
-  const auto clients = CsvColumns(RunDir("trace") + "/clients.csv");
+  const auto clients = Columns(RunDir("trace") + "/clients.csv");
   EXPECT_EQ(clients.at("times_selected"),
             (std::vector<std::string>{"3", "3", "3", "1", "3", "0", "0", "0", "0", "0"}));
 }
@@ -67,15 +52,15 @@ TEST(AvailabilityRunTest, OverCommitmentKeepsTheFirstKToFinish) {
   if (!testing_support::HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   // K = 4 of 10, asked ceil(1.3 · 4) = 6: the 2 slowest are dropped.
   Simulate("overcommit", {{"availability.overcommit", "1.3"}, {"strategy.fraction", "0.4"}, {"rounds", "2"}});
-  const auto metrics = CsvColumns(RunDir("overcommit") + "/metrics.csv");
+  const auto metrics = Columns(RunDir("overcommit") + "/metrics.csv");
   EXPECT_EQ(metrics.at("selected"), (std::vector<std::string>{"6", "6"}));
   EXPECT_EQ(metrics.at("returned"), (std::vector<std::string>{"4", "4"}));
   EXPECT_EQ(metrics.at("timed_out"), (std::vector<std::string>{"2", "2"}));
   EXPECT_EQ(metrics.count("online"), 0u);  // everyone is always online
   // The round lasts as long as its 4th fastest client, not its slowest.
   Simulate("plain", {{"strategy.fraction", "0.6"}, {"rounds", "1"}});  // the same 6 clients, all kept
-  const double kept = std::stod(CsvColumns(RunDir("overcommit") + "/metrics.csv").at("round_time_s")[0]);
-  const double all = std::stod(CsvColumns(RunDir("plain") + "/metrics.csv").at("round_time_s")[0]);
+  const double kept = std::stod(Columns(RunDir("overcommit") + "/metrics.csv").at("round_time_s")[0]);
+  const double all = std::stod(Columns(RunDir("plain") + "/metrics.csv").at("round_time_s")[0]);
   EXPECT_LT(kept, all);
 }
 
@@ -91,7 +76,7 @@ TEST(AvailabilityRunTest, OnOffRunsAreThreadIndependentAndResumeExactly) {
   one.push_back({"threads", "1"});
   const nlohmann::json two_threads = Simulate("two", on_off), one_thread = Simulate("one", one);
   EXPECT_EQ(one_thread.at("final_model_sha256"), two_threads.at("final_model_sha256"));
-  const auto metrics = CsvColumns(RunDir("two") + "/metrics.csv");
+  const auto metrics = Columns(RunDir("two") + "/metrics.csv");
   int lost = 0, fewer = 0;
   for (size_t r = 0; r < 6; ++r) {
     lost += std::stoi(metrics.at("timed_out")[r]);
@@ -104,9 +89,9 @@ TEST(AvailabilityRunTest, OnOffRunsAreThreadIndependentAndResumeExactly) {
   three.push_back({"rounds", "3"});
   Simulate("parts", three);
   ResumeSimulation(RunDir("parts"), {"rounds=6"});
-  EXPECT_EQ(nlohmann::json::parse(ReadFile(RunDir("parts") + "/summary.json")).at("final_model_sha256"),
+  EXPECT_EQ(testing_support::Summary(RunDir("parts")).at("final_model_sha256"),
             two_threads.at("final_model_sha256"));
-  EXPECT_EQ(CsvColumns(RunDir("parts") + "/metrics.csv").at("online"), metrics.at("online"));
+  EXPECT_EQ(Columns(RunDir("parts") + "/metrics.csv").at("online"), metrics.at("online"));
 }
 
 TEST(AvailabilityRunTest, RefusedWhereItCannotWork) {
