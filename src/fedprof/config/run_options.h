@@ -68,6 +68,8 @@ struct RunOptions {
   struct Availability {
     std::string kind, trace;
     double online_mean_s = 0, offline_mean_s = 0, overcommit = 1;
+    // Whether a simulation puts its clients behind AvailabilityTransport.
+    bool simulated() const { return kind != "always" || overcommit > 1; }
   };
   struct Oort {
     double exploration = 0, exploration_decay = 0, exploration_min = 0, cut_off = 0, penalty = 0,
@@ -85,6 +87,8 @@ struct RunOptions {
     std::optional<double> z;
     int64_t target = 0;
     std::string kind;
+    // Whether the run has backdoor attackers, whose success it measures.
+    bool backdoor() const { return kind == "backdoor" && share > 0; }
   };
   struct Cost {
     double speed_mean = 0, speed_sd = 0, bandwidth_mean = 0, bandwidth_sd = 0, snr_db = 0,

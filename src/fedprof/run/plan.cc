@@ -278,13 +278,12 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
       throw Error("fedprof.reference: 'holdout' needs data.holdout_share > 0 (or use test|client)");
     }
   }
-  if (o.attack.kind == "backdoor" && o.attack.share > 0) {
+  if (o.attack.backdoor()) {
     const std::string unfit = BackdoorUnfitFor(plan.data.test, o.attack.target);
     if (!unfit.empty()) throw Error(unfit);
     plan.triggered_test = TriggeredTestSet(plan.data.test, o.attack.target);
   }
-  const bool simulated_availability = o.availability.kind != "always" || o.availability.overcommit > 1;
-  if (where == ClientsLive::kElsewhere && simulated_availability) {
+  if (where == ClientsLive::kElsewhere && o.availability.simulated()) {
     throw Error("availability.kind, availability.overcommit: simulation only; a deployment's clients come "
                 "and go as they do");
   }

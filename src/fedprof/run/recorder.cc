@@ -177,7 +177,7 @@ RunRecorder::RunRecorder(const Config& config, const std::string& out_dir, int n
       out_dir_(out_dir),
       fingerprint_(config.Fingerprint()),
       columns_{regression, config.options().eval.federated_every > 0,
-               config.options().attack.kind == "backdoor" && config.options().attack.share > 0,
+               config.options().attack.backdoor(),
                config.options().availability.kind != "always"},
       per_client_outputs_(num_clients <= config.options().report.per_client_limit) {
   // A resumed run rewrites metrics.csv from the checkpoint, dropping any row

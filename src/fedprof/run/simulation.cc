@@ -159,7 +159,7 @@ void Run(RunStart start, const std::string& out_dir, RunObserver* observer) {
   }
   // Who is online is decided at rank 0, before tasks go to any rank.
   std::unique_ptr<AvailabilityTransport> available;
-  if (o.availability.kind != "always" || o.availability.overcommit > 1) {
+  if (o.availability.simulated()) {
     available = std::make_unique<AvailabilityTransport>(
         *transport, MakeAvailability(o.availability, o.seed, plan.num_clients()), o.availability.overcommit,
         ClientsPerRound(o));

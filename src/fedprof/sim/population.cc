@@ -206,7 +206,7 @@ Population::Population(const Dataset& train, const RunOptions& options)
   if (attacks_.attack.kind == AttackKind::kLabelFlip && train.is_regression()) {
     throw Error("attack.kind: label_flip needs class labels");
   }
-  if (attacks_.attack.kind == AttackKind::kBackdoor && options.attack.share > 0) {
+  if (options.attack.backdoor()) {
     const std::string unfit = BackdoorUnfitFor(train, attacks_.attack.target);
     if (!unfit.empty()) throw Error(unfit);
   }
