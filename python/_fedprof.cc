@@ -35,6 +35,7 @@ py::dict RoundDict(const std::string& run, const RoundMetrics& m) {
   d["returned"] = m.returned;
   d["refused"] = m.refused;
   d["timed_out"] = m.timed_out;
+  d["staleness"] = m.staleness;
   d["train_loss"] = m.train_loss;
   d["accuracy"] = m.evaluated ? py::object(py::float_(m.accuracy)) : py::object(py::none());
   d["loss"] = m.evaluated ? py::object(py::float_(m.loss)) : py::object(py::none());

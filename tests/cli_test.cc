@@ -409,6 +409,85 @@ TEST(FedProfCliTest, ExtendedRunEqualsUninterruptedRun) {
   }
 }
 
+// FedBuff with FedProf's selection, half the clients online: the numbers
+// depend neither on the threads nor on a kill and resume between steps.
+TEST(FedBuffCliTest, ThreadsAndAKilledRunChangeNoNumber) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string run = std::string("simulate ") + kFedProfRun +
+                          " --set strategy.aggregator=fedbuff --set fedbuff.concurrency=8 "
+                          "--set fedbuff.buffer=3 --set availability.kind=on_off "
+                          "--set availability.online_mean_s=200 --set availability.offline_mean_s=200 "
+                          "--set rounds=10";
+  const std::string one = ClearedPath("cli", "fedbuff_1"), two = ClearedPath("cli", "fedbuff_2");
+  const std::string killed = ClearedPath("cli", "fedbuff_killed");
+  ASSERT_EQ(RunCli(run + " --set threads=1 --out " + one).code, 0);
+  ASSERT_EQ(RunCli(run + " --set threads=2 --out " + two).code, 0);
+  EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(two));
+  EXPECT_EQ(ReadFile(one + "/scores.csv"), ReadFile(two + "/scores.csv"));
+  EXPECT_EQ(ReadFile(one + "/clients.csv"), ReadFile(two + "/clients.csv"));
+
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = std::string("exec ") + FEDPROF_CLI + " " + run + " --set threads=2 --out " +
+                            killed + " >/dev/null 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  testing_support::WaitForCheckpoint(killed, 3, 120);
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it could be killed";
+  const ServerState at_kill = DecodeCheckpoint(ReadFile(killed + "/checkpoint.bin"), "ckpt").state;
+  ASSERT_LT(at_kill.round, 10);
+  EXPECT_FALSE(at_kill.training.empty()) << "killed with clients in training";
+  const CliResult resumed = RunCli("simulate --resume " + killed);
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(killed));
+  EXPECT_EQ(ReadFile(one + "/scores.csv"), ReadFile(killed + "/scores.csv"));
+
+  // One row per server step, with its staleness and the online count.
+  const auto m = Columns(one + "/metrics.csv");
+  ASSERT_EQ(m.at("round").size(), 10u);
+  double stale = 0, last_time = 0;
+  for (size_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(m.at("returned")[i], "3");
+    stale += std::stod(m.at("staleness")[i]);
+    EXPECT_GT(std::stod(m.at("virtual_time_s")[i]), last_time);
+    last_time = std::stod(m.at("virtual_time_s")[i]);
+    EXPECT_LT(std::stoi(m.at("online")[i]), 20);
+  }
+  EXPECT_GT(stale, 0) << "8 clients training for steps of 3: some results are stale";
+}
+
+// With as many clients training as a step takes, all equally fast, no result
+// is ever stale: FedBuff is synchronous FedAvg, bit for bit.
+TEST(FedBuffCliTest, EveryoneInStepIsSynchronousFedAvg) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string run = std::string("simulate ") + kSmallRun +
+                          " --set rounds=3 --set cost.speed_sd=0 --set cost.bandwidth_sd=0 "
+                          "--set cost.cycles_per_bit=0";
+  const std::string sync = ClearedPath("cli", "fedbuff_sync"), buffered = ClearedPath("cli", "fedbuff_k");
+  ASSERT_EQ(RunCli(run + " --set strategy.name=fedavg --out " + sync).code, 0);
+  const CliResult r = RunCli(run + " --set strategy.name=fedbuff --out " + buffered);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(Summary(sync).at("final_model_sha256"), Summary(buffered).at("final_model_sha256"));
+  auto a = Columns(sync + "/metrics.csv"), b = Columns(buffered + "/metrics.csv");
+  EXPECT_EQ(b.at("staleness"), std::vector<std::string>(3, "0"));
+  for (const char* column : {"selected", "returned", "accuracy", "loss", "train_loss", "virtual_time_s"}) {
+    EXPECT_EQ(a.at(column), b.at(column)) << column;
+  }
+  // What it cannot run with is refused in one line.
+  for (const std::string bad : {"--set secagg.protocol=secagg", "--set availability.overcommit=1.3"}) {
+    const CliResult refused = RunCli(run + " --set strategy.name=fedbuff " + bad + " --out " +
+                                     ClearedPath("cli", "fedbuff_refused"));
+    EXPECT_EQ(refused.code, 1) << bad;
+    EXPECT_EQ(CountLines(refused.output), 1) << refused.output;
+    EXPECT_NE(refused.output.find("fedbuff"), std::string::npos) << refused.output;
+  }
+}
+
 // Secure matching (App. C.2): the divergences the server decrypts from the
 // clients' ciphertexts select exactly the clients plain profiles select.
 TEST(CliTest, SecureMatchingSelectsTheSameClients) {

@@ -226,6 +226,15 @@ TEST(DistributedTest, AvailabilityIsIdenticalForAnyRanks) {
                              "--set availability.offline_mean_s=20 --set availability.overcommit=1.3");
 }
 
+// FedBuff with FedProf's selection: each dispatch's tasks go to the ranks
+// that hold the clients, and the events are ordered by virtual time alone.
+TEST(DistributedTest, FedBuffIsIdenticalForAnyRanks) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  ExpectIdenticalForAnyRanks("fedbuff",
+                             "--set strategy.name=fedprof --set strategy.aggregator=fedbuff "
+                             "--set fedbuff.concurrency=6 --set fedbuff.buffer=2");
+}
+
 // Clients of about 40 samples, profiled in groups of 3 consecutive ids
 // (fedprof.profile_group): a group's clients share a rank and their forward
 // passes there, so the profiles, scores and models are those of one process.

@@ -13,6 +13,9 @@
 
 namespace fedprof {
 
+struct BufferedUpdate;  // fedbuff.h
+struct FedBuffOptions;
+
 enum class AggregationMode {
   // w = sum over all N clients of |D_k|/|D| w_k, where clients that did not
   // train this round contribute the current global model (000, Eq. 8).
@@ -53,6 +56,16 @@ class Aggregator {
                                 int64_t total_samples, FlatParams* next) {
     (void)global, (void)updates, (void)total_samples, (void)next;
     throw Error("aggregation: this aggregator works on the sum of the models, not on each one");
+  }
+
+  // Buffered asynchronous aggregation (fedbuff.h): its options, or null
+  // for an aggregator of synchronous rounds.
+  virtual const FedBuffOptions* Buffered() const { return nullptr; }
+  // The server's step from a full buffer; only for Buffered aggregators.
+  virtual void AggregateBuffer(const FlatParams& global, const std::vector<BufferedUpdate>& buffer,
+                               int64_t total_samples, FlatParams* next) {
+    (void)global, (void)buffer, (void)total_samples, (void)next;
+    throw Error("aggregation: this aggregator runs synchronous rounds, not a buffer of results");
   }
 
   // The version of the global model the next round starts from (0 = the

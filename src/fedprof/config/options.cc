@@ -178,22 +178,25 @@ std::vector<OptionSpec> MakeTable() {
        "strategy; empty = the preset's (fedprox: fedprox.mu, the others: 0)."),
       // Strategy.
       OPTION(strategy, name, "fedavg", 0, 0,
-       "fedavg|fedprof|fedavg-rp|fedprox|fedadam|afl|fedbn|cfcfm|clustered|oort",
+       "fedavg|fedprof|fedavg-rp|fedprox|fedadam|afl|fedbn|cfcfm|clustered|oort|fedbuff",
        "Federated strategy, a preset of selector + aggregator: fedavg (uniform + average), "
        "fedprof (fedprof + average), fedavg-rp (uniform + average, always partial), fedprox "
        "(size + average, proximal term fedprox.mu), fedadam (uniform + fedadam), afl (afl + "
        "average), fedbn (uniform + fedbn), cfcfm (cfcfm + average), clustered (clustered + "
-       "average), oort (oort + average). strategy.selector, strategy.aggregator and train.proximal_mu override it."),
+       "average), oort (oort + average), fedbuff (uniform + fedbuff). strategy.selector, "
+       "strategy.aggregator and train.proximal_mu override it."),
       OPTION(strategy, selector, "", 0, 0, "uniform|size|fedprof|afl|cfcfm|clustered|oort",
        "Which clients train each round; empty = the preset's. uniform: K at random; size: by "
        "data size; fedprof: by representation-profile score (fedprof.*); afl: by loss valuation "
        "(afl.*); cfcfm: the K fastest; clustered: one per cluster of similar updates "
        "(clustered.*); oort: by statistical utility and speed (oort.*, Lai et al. 2021)."),
       OPTION(strategy, aggregator, "", 0, 0,
-       "average|fedadam|fedbn|median|trimmed_mean|krum|multi_krum|bulyan|centered_clipping|fltrust",
+       "average|fedadam|fedbn|fedbuff|median|trimmed_mean|krum|multi_krum|bulyan|centered_clipping|fltrust",
        "How results become the next global model; empty = the preset's. average: size-weighted "
        "averaging (strategy.aggregation); fedadam: Adam on the server over the average "
-       "(fedadam.*); fedbn: averaging, clients keep their batch-norm layers (needs a model with "
+       "(fedadam.*); fedbuff: asynchronous, a step every fedbuff.buffer results, each weighted by "
+       "its staleness (fedbuff.*, simulation; rounds counts the steps); fedbn: averaging, clients "
+       "keep their batch-norm layers (needs a model with "
        "batch norm). Robust to poisoned models (robust.*, docs/robustness.md): median "
        "(coordinate-wise), trimmed_mean (coordinate-wise), krum, multi_krum, bulyan, "
        "centered_clipping and fltrust (trust from the server's own update on its root data set); "
@@ -283,6 +286,17 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(oort, pacer_step, "5", 0, 100, "", "Oort's pacer: Delta, in percentile points."),
       OPTION(oort, clip_quantile, "0.98", 0, 1, "",
        "Oort: statistical utilities above this quantile of the explored clients' count as it."),
+      // Buffered asynchronous aggregation (Nguyen et al., AISTATS 2022; docs/fedbuff.md).
+      OPTION(fedbuff, concurrency, "0", 0, 1e7, "",
+       "fedbuff: clients training at once; a client that finishes is replaced at once by one the "
+       "selector picks among the idle online clients. 0 = K (strategy.fraction x clients.count)."),
+      OPTION(fedbuff, buffer, "0", 0, 1e7, "",
+       "fedbuff: results per server step (the paper's K). 0 = fedbuff.concurrency."),
+      OPTION(fedbuff, server_lr, "1", 1e-6, 1e3, "",
+       "fedbuff: the server learning rate eta_g applied to the buffer's weighted mean update."),
+      OPTION(fedbuff, staleness_exponent, "0.5", 0, 10, "",
+       "fedbuff: a result tau versions stale is weighted (1 + tau)^-a; 0.5 is the paper's "
+       "1/sqrt(1 + tau), 0 weighs all alike."),
       // Robust aggregation (docs/robustness.md).
       OPTION(robust, trim_share, "0.2", 0, 0.499, "",
        "trimmed_mean: share beta of each coordinate's values cut from each end (floor(beta n) "

@@ -11,6 +11,8 @@
 // which says why. An option that may be left empty is a std::optional.
 // Standard headers only: torch-free rooms include it.
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -76,6 +78,10 @@ struct RunOptions {
            duration_percentile = 0, pacer_step = 0, clip_quantile = 0;
     int64_t pacer_window = 0;
   };
+  struct FedBuff {
+    int64_t concurrency = 0, buffer = 0;
+    double server_lr = 0, staleness_exponent = 0;
+  };
   struct Robust {
     double trim_share = 0, max_update_norm = 0, cc_radius = 0;
     std::optional<int64_t> byzantine, root_epochs;
@@ -134,6 +140,11 @@ struct RunOptions {
   };
 
   int64_t seed = 0, rounds = 0, threads = 0;
+  // K = max(1, round(N C)), at most N: the clients a round asks for.
+  int clients_per_round() const {
+    const int64_t k = std::llround(static_cast<double>(clients.count) * strategy.fraction);
+    return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(clients.count, k)));
+  }
   Data data;
   Clients clients;
   Partition partition;
@@ -147,6 +158,7 @@ struct RunOptions {
   Clustered clustered;
   Afl afl;
   Oort oort;
+  FedBuff fedbuff;
   Availability availability;
   Robust robust;
   Attack attack;

@@ -17,7 +17,8 @@ std::string MetricsCsv(const std::vector<RoundMetrics>& rows, const MetricsColum
   const bool regression = columns.regression, federated = columns.federated;
   std::ostringstream out;
   out << "round," << (columns.online ? "online," : "")
-      << "lr,selected,returned,refused,timed_out,train_loss,accuracy,loss" << (regression ? ",rmse" : "")
+      << "lr,selected,returned,refused,timed_out," << (columns.buffered ? "staleness," : "")
+      << "train_loss,accuracy,loss" << (regression ? ",rmse" : "")
       << (columns.backdoor ? ",backdoor_success" : "") << (federated ? ",fed_clients,fed_accuracy,fed_loss" : "")
       << ",round_time_s,virtual_time_s,round_energy_wh,energy_wh,profiling_time_s,"
          "profiling_energy_wh,wall_s\n";
@@ -25,7 +26,9 @@ std::string MetricsCsv(const std::vector<RoundMetrics>& rows, const MetricsColum
     out << r.round << ',';
     if (columns.online) out << r.online << ',';
     out << Num(r.lr) << ',' << r.selected << ',' << r.returned << ','
-        << r.refused << ',' << r.timed_out << ',' << Num(r.train_loss) << ',';
+        << r.refused << ',' << r.timed_out << ',';
+    if (columns.buffered) out << Num(r.staleness) << ',';
+    out << Num(r.train_loss) << ',';
     if (r.evaluated) {
       out << Num(r.accuracy) << ',' << Num(r.loss);
       if (regression) out << ',' << Num(r.rmse);

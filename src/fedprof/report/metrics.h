@@ -40,6 +40,9 @@ struct RoundMetrics {
   int fed_clients = 0;         // clients whose evaluation was used
   double fed_accuracy = 0;     // classification only
   double fed_loss = 0;
+  // An asynchronous run's step (strategy.aggregator = fedbuff): the mean
+  // staleness of its results, in model versions.
+  double staleness = 0;
   double round_time_s = 0;  // Eq. 27: virtual (cost model) in simulation, measured in a deployment
   double virtual_time_s = 0;
   double round_energy_wh = 0;
@@ -55,10 +58,12 @@ struct MetricsColumns {
   bool federated = false;   // fed_clients, fed_accuracy, fed_loss
   bool backdoor = false;    // backdoor_success
   bool online = false;      // online (simulated availability)
+  bool buffered = false;    // staleness (asynchronous: one row per server step)
 };
 
 // metrics.csv as text: a header and one row per round. Every column but
-// wall_s is reproducible from the seed. `online` follows `round`; the
+// wall_s is reproducible from the seed. `online` follows `round`, and
+// `staleness` follows `timed_out`; the
 // backdoor's success rate follows the central evaluation's columns, then
 // come federated evaluation's.
 std::string MetricsCsv(const std::vector<RoundMetrics>& rows, const MetricsColumns& columns);

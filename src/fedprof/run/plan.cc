@@ -55,12 +55,6 @@ SecureAggregationOptions SecureAggregationFrom(const RunOptions& o) {
   return s;
 }
 
-int ClientsPerRound(const RunOptions& o) {
-  const int64_t n = o.clients.count;
-  const int64_t k = std::llround(static_cast<double>(n) * o.strategy.fraction);
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(n, k)));
-}
-
 ModelSpec SpecFor(const RunOptions::Model& options, const Dataset& data) {
   ModelSpec spec;
   spec.name = options.name;
@@ -109,7 +103,7 @@ void CheckSecureAggregation(const RunOptions& o, const Strategy& strategy) {
                 "in the clear; set fedprof.secure_matching = paillier (profiles stay encrypted), or "
                 "secagg.clear_profiles = true to accept that");
   }
-  const int per_round = ClientsPerRound(o);
+  const int per_round = o.clients_per_round();
   const std::string round = std::to_string(per_round) +
                             " clients per round (strategy.fraction x clients.count)";
   if (per_round < 2) throw Error(option + "a sum of one model is that model: " + round);
@@ -118,6 +112,28 @@ void CheckSecureAggregation(const RunOptions& o, const Strategy& strategy) {
     secagg::ParamsFor(options.protocol, per_round, options.tolerance, options.neighbors, options.threshold);
   } catch (const Error& e) {
     throw Error(option + round + ": " + e.what());
+  }
+}
+
+// Buffered asynchronous aggregation takes any selector; what it cannot
+// run with, in one line.
+void CheckBuffered(const RunOptions& o, const Strategy& strategy, ClientsLive where) {
+  if (strategy.Buffered() == nullptr) return;
+  const std::string option = "strategy.aggregator = fedbuff: ";
+  if (where == ClientsLive::kElsewhere) {
+    throw Error(option + "simulation only; a deployment's server runs synchronous rounds");
+  }
+  if (o.secagg.protocol != "none") {
+    throw Error(option + "secure aggregation (secagg.protocol) masks a round's models together, but "
+                "asynchronous results arrive one by one");
+  }
+  if (o.availability.overcommit > 1) {
+    throw Error(option + "availability.overcommit drops the last results of a round, but an "
+                "asynchronous run has no rounds to wait for; use fedbuff.concurrency");
+  }
+  if (o.fedprof.secure_matching != "none") {
+    throw Error(option + "fedprof.secure_matching encrypts the reference of the round's model, but "
+                "asynchronous clients train on different model versions");
   }
 }
 
@@ -271,6 +287,7 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
   }
   plan.strategy = MakeStrategy(o, context);
   CheckStrategyFitsModel(*plan.strategy, *plan.initial_model, o.model);
+  CheckBuffered(o, *plan.strategy, where);
   CheckSecureAggregation(o, *plan.strategy);
   if (plan.strategy->WantedReports().profile || fltrust) {
     plan.reference = ReferenceSet(o.fedprof, plan.data, plan.population.get());

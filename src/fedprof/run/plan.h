@@ -74,10 +74,6 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
 // the sessions' terms (SecureAggregationOptions says why they differ).
 SecureAggregationOptions SecureAggregationFrom(const RunOptions& o);
 
-// The clients a round selects: strategy.fraction of clients.count, at
-// least one.
-int ClientsPerRound(const RunOptions& o);
-
 // The model the model.* options describe for samples like those of `data`;
 // hashes model.file.
 ModelSpec SpecFor(const RunOptions::Model& options, const Dataset& data);

@@ -178,7 +178,8 @@ RunRecorder::RunRecorder(const Config& config, const std::string& out_dir, int n
       fingerprint_(config.Fingerprint()),
       columns_{regression, config.options().eval.federated_every > 0,
                config.options().attack.backdoor(),
-               config.options().availability.kind != "always"},
+               config.options().availability.kind != "always",
+               ResolveStrategy(config.options()).aggregator == "fedbuff"},
       per_client_outputs_(num_clients <= config.options().report.per_client_limit) {
   // A resumed run rewrites metrics.csv from the checkpoint, dropping any row
   // written after the last checkpoint.

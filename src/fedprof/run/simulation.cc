@@ -78,7 +78,7 @@ std::shared_ptr<LocalClients> BuildClients(std::shared_ptr<RunPlan> plan, int th
   }
   if (o.secagg.protocol != "none") {
     local->session = std::make_unique<SessionLoad>(SecureAggregationLoad(
-        SecureAggregationFrom(o), ClientsPerRound(o), static_cast<size_t>(p.num_values) + 1));
+        SecureAggregationFrom(o), o.clients_per_round(), static_cast<size_t>(p.num_values) + 1));
   }
   std::vector<ClientInfo> infos(n);
   for (int k = 0; k < n; ++k) {
@@ -162,7 +162,7 @@ void Run(RunStart start, const std::string& out_dir, RunObserver* observer) {
   if (o.availability.simulated()) {
     available = std::make_unique<AvailabilityTransport>(
         *transport, MakeAvailability(o.availability, o.seed, plan.num_clients()), o.availability.overcommit,
-        ClientsPerRound(o));
+        o.clients_per_round());
     transport = available.get();
   }
   // Rank 0 runs the sessions: under launch the ranks' clients hand it their

@@ -41,13 +41,23 @@ std::vector<int> FedProfSelector::Select(const SelectionContext& context, Rng& r
                SampleByWeight(weights, context.num_to_select, options_.with_replacement, rng));
 }
 
+const Profile* FedProfSelector::ReferenceOf(int64_t version) const {
+  const auto it = references_.find(version);
+  return it == references_.end() ? nullptr : &it->second;
+}
+
 void FedProfSelector::OnGlobalModel(const FlatParams& global, int64_t version) {
-  reference_ = reference_profile_(global, version);
+  const Profile& reference = references_[version] = reference_profile_(global, version);
+  while (references_.size() > kKeptReferences) references_.erase(references_.begin());
   if (key_) {
     SecureTimer timer(observer_, "paillier");  // --monitor's secure-matching time
     secure_reference_ =
-        std::make_shared<const std::string>(EncryptReference(*key_, *reference_).Serialize());
+        std::make_shared<const std::string>(EncryptReference(*key_, reference).Serialize());
   }
+}
+
+void FedProfSelector::OnEarlierModel(const FlatParams& model, int64_t version) {
+  if (references_.count(version) == 0) references_[version] = reference_profile_(model, version);
 }
 
 void FedProfSelector::ConfigureReport(int client_id, ReportRequest* report) const {
@@ -63,18 +73,19 @@ std::string FedProfSelector::CheckResult(const FitResult& result) const {
     try {
       SecureTimer timer(observer_, "paillier");
       decrypted_[result.client_id] =
-          DecryptDivergence(*key_, result.encrypted_divergence, reference_->units());
+          DecryptDivergence(*key_, result.encrypted_divergence, references_.rbegin()->second.units());
     } catch (const Error& e) {
       return std::string("encrypted divergence refused: ") + e.what();
     }
     return "";
   }
   if (!result.profile) return "no profile sent";
-  if (!reference_ || result.profile->version != reference_->version) {
+  const Profile* reference = ReferenceOf(result.profile->version);
+  if (reference == nullptr) {
     return "profile of model version " + std::to_string(result.profile->version) +
-           ", not the version the server sent";
+           ", whose reference profile the server does not hold";
   }
-  const std::string why = CheckProfile(*result.profile, *reference_);
+  const std::string why = CheckProfile(*result.profile, *reference);
   return why.empty() ? "" : "malformed profile: " + why;
 }
 
@@ -86,8 +97,9 @@ void FedProfSelector::Observe(const FitResult& result) {
     decrypted_.erase(it);
     return;
   }
-  if (!result.profile || !reference_) return;
-  divergences_.at(result.client_id) = Divergence(*result.profile, *reference_);
+  const Profile* reference = result.profile ? ReferenceOf(result.profile->version) : nullptr;
+  if (reference == nullptr) return;
+  divergences_.at(result.client_id) = Divergence(*result.profile, *reference);
 }
 
 std::string FedProfSelector::SaveState() const {

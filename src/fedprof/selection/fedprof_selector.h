@@ -29,11 +29,12 @@ struct FedProfOptions {
 // proportional to λ_k = exp(−α · div(RP_k, RP_V)), where RP_k is the last
 // profile client k sent and RP_V the reference profile of the SAME model
 // version (profiles are version-aligned). A client profiles its data with
-// the model version the server sent it, whose reference profile the server
-// computed right after producing that version; so the divergence is
-// computed when the profile arrives and only it is kept: 8 bytes per
-// client, and the reference of the current version alone. Unselected
-// clients keep their divergence.
+// the model version the server sent it (which the server checks), whose
+// reference profile the server computed right after producing that
+// version; so the divergence is computed when the profile arrives and only
+// it is kept: 8 bytes per client, and the references of the last
+// kKeptReferences versions (an asynchronous run's clients train on earlier
+// ones). Unselected clients keep their divergence.
 //
 // With secure matching the selector generates a Paillier key for the run
 // (never written anywhere: divergences, not ciphertexts, are what a
@@ -54,6 +55,7 @@ class FedProfSelector : public Selector {
   Reports WantedReports() const override { return {/*profile=*/true, /*loss=*/false}; }
   bool HasReport(int id) const override;
   void OnGlobalModel(const FlatParams& global, int64_t version) override;
+  void OnEarlierModel(const FlatParams& model, int64_t version) override;
   void ConfigureReport(int client_id, ReportRequest* report) const override;
   std::string CheckResult(const FitResult& result) const override;
   void Observe(const FitResult& result) override;
@@ -70,7 +72,10 @@ class FedProfSelector : public Selector {
   FedProfOptions options_;
   ReferenceProfiler reference_profile_;
   RunObserver* const observer_;
-  std::optional<Profile> reference_;  // RP_V of the current model version
+  static constexpr size_t kKeptReferences = 1024;
+  std::map<int64_t, Profile> references_;  // RP_V by model version, the last kKeptReferences
+  // RP_V of `version`, or null when none is kept.
+  const Profile* ReferenceOf(int64_t version) const;
   std::vector<double> divergences_;   // div(RP_k, RP_V(v_k)); NaN until client k reports
   std::vector<double> scores_;
   // Secure matching: the key, what goes to clients for the current version,

@@ -80,6 +80,10 @@ class Selector {
     (void)global;
     (void)version;
   }
+  // A model version before the current one that a resumed asynchronous
+  // run's clients still train on (aggregation/fedbuff.h): shown after
+  // OnGlobalModel, so that their results can be read as before the stop.
+  virtual void OnEarlierModel(const FlatParams& model, int64_t version) { (void)model, (void)version; }
 
   // Why a result that passed the server's checks is still unusable (e.g. a
   // malformed profile), or "". A refused result is skipped for the round.

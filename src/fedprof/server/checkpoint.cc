@@ -122,6 +122,7 @@ json ToJson(const RoundMetrics& m) {
   // Only in rounds with a federated evaluation, so other checkpoints read as before.
   if (m.backdoor_evaluated) j["backdoor_success"] = Real(m.backdoor_success);
   j["online"] = m.online;
+  if (m.staleness != 0) j["staleness"] = Real(m.staleness);
   if (m.fed_evaluated) {
     j["federated"] = {{"clients", m.fed_clients},
                       {"accuracy", Real(m.fed_accuracy)},
@@ -152,6 +153,7 @@ RoundMetrics FromJson(const Reader& r, const json& j, const std::string& p) {
   m.wall_s = r.Double(j, p, "wall_s");
   // Checkpoints from before availability have no count: 0.
   if (j.contains("online")) m.online = static_cast<int>(r.Int(j, p, "online", 0, INT_MAX));
+  if (j.contains("staleness")) m.staleness = r.Double(j, p, "staleness");
   if (j.contains("backdoor_success")) {
     m.backdoor_evaluated = true;
     m.backdoor_success = r.Double(j, p, "backdoor_success");
@@ -175,6 +177,47 @@ bool IsFingerprint(const std::string& s) {
   return true;
 }
 
+// The models a checkpoint holds, in file order: the global model, then an
+// asynchronous run's training models by version.
+std::vector<const FlatParams*> ModelsOf(const ServerState& state) {
+  std::vector<const FlatParams*> models = {&state.global};
+  for (const auto& entry : state.training_models) models.push_back(&entry.second);
+  return models;
+}
+
+// An asynchronous run's training tasks from the header (and the versions of
+// their models), checked against the run's round.
+void ReadTraining(const Reader& r, const json& h, ServerState* state) {
+  if (!h.contains("dispatches")) return;
+  state->dispatches = r.Int(h, "", "dispatches", 1, std::numeric_limits<int64_t>::max());
+  for (const json& v : r.Array(h, "", "training_models", static_cast<size_t>(kMaxRounds))) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= state->round ||
+        state->training_models.count(v.get<int64_t>()) > 0) {
+      r.Fail("training_models", "distinct model versions before the round " + std::to_string(state->round));
+    }
+    state->training_models[v.get<int64_t>()];
+  }
+  const json& training = r.Array(h, "", "training", static_cast<size_t>(kMaxClients));
+  for (size_t i = 0; i < training.size(); ++i) {
+    const std::string p = "training[" + std::to_string(i) + "].";
+    const json& t = training[i];
+    if (!t.is_array() || t.size() != 4) r.Fail(p, "[client, version, dispatch, start_s]");
+    const json fields = {{"client", t[0]}, {"version", t[1]}, {"dispatch", t[2]}, {"start_s", t[3]}};
+    TrainingTask task;
+    task.client_id = static_cast<int>(r.Int(fields, p, "client", 0, kMaxClients - 1));
+    task.version = r.Int(fields, p, "version", 0, state->round);
+    task.dispatch = r.Int(fields, p, "dispatch", 1, state->dispatches);
+    task.start_s = r.Double(fields, p, "start_s");
+    if (!(task.start_s >= 0 && task.start_s <= state->virtual_time_s)) {
+      r.Fail(p + "start_s", "a virtual time in 0..virtual_time_s");
+    }
+    if (task.version < state->round && state->training_models.count(task.version) == 0) {
+      r.Fail(p + "version", "a version whose model the checkpoint holds");
+    }
+    state->training.push_back(task);
+  }
+}
+
 }  // namespace
 
 std::string EncodeCheckpoint(const ServerState& state, const std::string& config_fingerprint) {
@@ -190,15 +233,29 @@ std::string EncodeCheckpoint(const ServerState& state, const std::string& config
                  {"history", json::array()}};
   if (!state.model_sha256.empty()) header["model_sha256"] = state.model_sha256;
   for (const auto& m : state.history) header["history"].push_back(ToJson(m));
+  // An asynchronous run's clients in training; the models they train on
+  // follow the global model, in the order of "training_models".
+  if (state.dispatches > 0) {
+    json training = json::array(), versions = json::array();
+    for (const TrainingTask& t : state.training) {
+      training.push_back({t.client_id, t.version, t.dispatch, Real(t.start_s)});
+    }
+    for (const auto& [version, model] : state.training_models) versions.push_back(version);
+    header["dispatches"] = state.dispatches;
+    header["training"] = std::move(training);
+    header["training_models"] = std::move(versions);
+  }
   // dump() of doubles round-trips exactly (shortest representation); strings
   // are escaped, so the header stays one line.
   std::string out = kMagicPrefix + std::to_string(kCheckpointFormat) + "\n";
   out += header.dump();
   out += '\n';
-  const size_t bytes = state.global.size() * sizeof(float);
-  const size_t at = out.size();
-  out.resize(at + bytes);
-  if (bytes > 0) std::memcpy(&out[at], state.global.data(), bytes);
+  for (const FlatParams* model : ModelsOf(state)) {
+    const size_t bytes = model->size() * sizeof(float);
+    const size_t at = out.size();
+    out.resize(at + bytes);
+    if (bytes > 0) std::memcpy(&out[at], model->data(), bytes);
+  }
   const Sha256Digest sum = Sha256(out);
   out.append(reinterpret_cast<const char*>(sum.data()), sum.size());
   return out;
@@ -295,18 +352,25 @@ DecodedCheckpoint DecodeCheckpoint(const std::string& data, const std::string& o
       r.Fail("history[" + std::to_string(i) + "].round", std::to_string(i + 1));
     }
   }
+  ReadTraining(r, h, &state);
   const size_t model_bytes = body - eol - 1;
+  const size_t count = 1 + state.training_models.size();
   const int64_t num_params =
-      r.Int(h, "", "num_params", 0, static_cast<int64_t>(model_bytes / sizeof(float)));
-  if (model_bytes != static_cast<size_t>(num_params) * sizeof(float)) {
-    throw Error(origin + ": model section has " + std::to_string(model_bytes) +
-                " bytes, header promises " + std::to_string(num_params) + " float32 values");
+      r.Int(h, "", "num_params", 0, static_cast<int64_t>(model_bytes / sizeof(float) / count));
+  if (model_bytes != count * static_cast<size_t>(num_params) * sizeof(float)) {
+    throw Error(origin + ": model section has " + std::to_string(model_bytes) + " bytes, header promises " +
+                std::to_string(count) + " models of " + std::to_string(num_params) + " float32 values");
   }
-  state.global.resize(static_cast<size_t>(num_params));
-  if (num_params > 0) std::memcpy(state.global.data(), data.data() + eol + 1, model_bytes);
-  for (size_t i = 0; i < state.global.size(); ++i) {
-    if (!std::isfinite(state.global[i])) {
-      throw Error(origin + ": model value " + std::to_string(i) + " is not finite");
+  size_t at = eol + 1;
+  std::vector<FlatParams*> models = {&state.global};
+  for (auto& entry : state.training_models) models.push_back(&entry.second);
+  for (FlatParams* model : models) {
+    FlatParams& m = *model;
+    m.resize(static_cast<size_t>(num_params));
+    if (num_params > 0) std::memcpy(m.data(), data.data() + at, m.size() * sizeof(float));
+    at += m.size() * sizeof(float);
+    for (size_t i = 0; i < m.size(); ++i) {
+      if (!std::isfinite(m[i])) throw Error(origin + ": model value " + std::to_string(i) + " is not finite");
     }
   }
   return out;

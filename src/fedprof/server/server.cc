@@ -98,6 +98,12 @@ std::string Server::Validate(const FitResult& r, size_t num_params, bool expect_
   return numbers;
 }
 
+std::string Server::CheckProfileVersion(const FitResult& r, int64_t sent) {
+  if (!r.profile || r.profile->version == sent) return "";
+  return "profile of model version " + std::to_string(r.profile->version) + ", not the version " +
+         std::to_string(sent) + " the server sent";
+}
+
 std::string Server::ValidateEvaluation(const FitResult& r) {
   if (r.eval_samples != r.num_samples) {
     return "evaluated " + std::to_string(r.eval_samples) + " samples of its " +
@@ -230,6 +236,7 @@ class Server::Intake {
   std::string Check(FitResult* r) const {
     const Strategy& strategy = server_.strategy_;
     std::string why = Validate(*r, global_.size(), /*expect_model=*/!r->summed);
+    if (why.empty()) why = CheckProfileVersion(*r, round_ - 1);
     if (why.empty() && r->summed && !strategy.NeedsEveryModel().empty()) {
       why = "its model comes only in a sum, but " + strategy.NeedsEveryModel();
     }
@@ -304,6 +311,7 @@ void Server::CollectReports(const std::vector<ClientInfo>& available, const Flat
   const std::vector<ClientInstructions> tasks = strategy_.ConfigureReports(pending, setup);
   transport_.Fit(tasks, [&](size_t, FitResult&& r) -> std::string {
     std::string why = Validate(r, global.size(), /*expect_model=*/false);
+    if (why.empty()) why = CheckProfileVersion(r, version);
     if (why.empty()) why = strategy_.CheckResult(r);
     if (!why.empty()) {
       LogWarning("report of client " + std::to_string(r.client_id) + " under model version " +
@@ -335,13 +343,17 @@ void Server::Resume(ServerState& state) {
 
 void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on_round,
                  double wall_offset_s) {
+  if (strategy_.Buffered() != nullptr) {
+    RunBuffered(state, on_round, wall_offset_s);
+    return;
+  }
   const auto start = std::chrono::steady_clock::now();
   Resume(state);
   for (int64_t round = state.round + 1; round <= options_.rounds; ++round) {
     PhaseTimer phase(observer_, "select");  // the round-time breakdown of --monitor
     RoundMetrics m;
     m.round = round;
-    m.lr = options_.train.lr * std::pow(options_.lr_decay, static_cast<double>(round - 1));
+    m.lr = LearningRate(round);
     Tally tally;
     const int64_t total_samples = TrainRound(round, m.lr, state, &phase, &tally);
     m.selected = tally.selected;
@@ -377,6 +389,10 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     if (options_.progress) LogRound(m);
     if (on_round) on_round(state);
   }
+}
+
+double Server::LearningRate(int64_t round) const {
+  return options_.train.lr * std::pow(options_.lr_decay, static_cast<double>(round - 1));
 }
 
 int64_t Server::TrainRound(int64_t round, double lr, ServerState& state, PhaseTimer* phase, Tally* tally) {

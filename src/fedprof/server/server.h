@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,17 @@ struct ServerOptions {
   double overcommit = 1;
 };
 
+// A client still training in an asynchronous run (strategy.aggregator =
+// fedbuff), as a checkpoint keeps it: a resumed run trains it again from
+// these, which gives the same result (a task depends on its instructions
+// alone).
+struct TrainingTask {
+  int client_id = -1;
+  int64_t version = 0;   // v: the model version it trains on
+  int64_t dispatch = 0;  // the dispatch that started it: its instructions' round
+  double start_s = 0;    // virtual time
+};
+
 // Everything a run needs to continue exactly where it stopped.
 struct ServerState {
   int64_t round = 0;  // rounds completed
@@ -64,6 +76,11 @@ struct ServerState {
   // state (FedBN), a deployment's registered sample counts.
   std::string transport_state;
   std::string model_sha256;    // model.file's SHA-256 when the run trains one, else empty
+  // Asynchronous runs: the dispatches so far, the clients training, and the
+  // models of the versions before `round` that they train on.
+  int64_t dispatches = 0;
+  std::vector<TrainingTask> training;
+  std::map<int64_t, FlatParams> training_models;
 };
 
 // Most samples a client may claim: its claim is its aggregation weight, which
@@ -91,7 +108,9 @@ class Server {
   // clients the strategy holds no report of are asked for one (Alg. 2
   // lines 4-6: before round 1, every client). `wall_offset_s` is the wall
   // time already spent before a resume. Throws fedprof::Error when a round
-  // misses its quorum `round_attempts` times.
+  // misses its quorum `round_attempts` times. With a buffered aggregator
+  // (strategy.aggregator = fedbuff) the rounds are its server steps, run
+  // asynchronously (RunBuffered).
   void Run(ServerState& state, const std::function<void(ServerState&)>& on_round,
            double wall_offset_s = 0);
 
@@ -104,6 +123,9 @@ class Server {
   // out-of-range loss, and when `expect_model` a model of the wrong size or
   // with a value that is not finite or beyond aggregation's range.
   static std::string Validate(const FitResult& result, size_t num_params, bool expect_model);
+  // Why a result's profile is unusable, or "": one made with another model
+  // version than `sent`, the version the server sent that client.
+  static std::string CheckProfileVersion(const FitResult& result, int64_t sent);
   // Why a federated evaluation that passed Validate is unusable, or "": it
   // must cover all the client's samples (its weight), count at most that
   // many correct answers and report a finite, non-negative loss.
@@ -115,6 +137,19 @@ class Server {
  private:
   struct Tally;
   class Intake;
+  class BufferedRun;
+  // Run's asynchronous form (aggregation/fedbuff.h, docs/fedbuff.md): up to
+  // fedbuff.concurrency clients train at once, each on the model version it
+  // received; a client that finishes frees its place for one the selector
+  // picks among the idle online clients; every fedbuff.buffer usable
+  // results make one server step, a round of metrics and a checkpoint.
+  // Events are ordered by the cost model's virtual time, ties by client id:
+  // the results of one instant all arrive before its free places refill.
+  void RunBuffered(ServerState& state, const std::function<void(ServerState&)>& on_round,
+                   double wall_offset_s);
+  // The learning rate of round (or step) `round`'s training: train.lr x
+  // lr_decay^(round - 1).
+  double LearningRate(int64_t round) const;
   // Checks a resumed state against the transport's clients and shows the
   // strategy its state and the global model.
   void Resume(ServerState& state);

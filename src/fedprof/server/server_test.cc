@@ -191,6 +191,20 @@ TEST(ServerTest, ValidateNamesWhatIsWrong) {
   EXPECT_EQ(Server::Validate(r, 2, true), "out of memory");
 }
 
+// A profile must be made with the model the server sent that client (a
+// straggler's profile of an earlier round, a made-up version).
+TEST(ServerTest, AProfileOfAnotherModelVersionIsRefused) {
+  FitResult r;
+  r.ok = true;
+  EXPECT_EQ(Server::CheckProfileVersion(r, 3), "") << "no profile";
+  r.profile = Profile{3, "fc1", {0.5}, {1.0}};
+  EXPECT_EQ(Server::CheckProfileVersion(r, 3), "");
+  EXPECT_EQ(Server::CheckProfileVersion(r, 4),
+            "profile of model version 3, not the version 4 the server sent");
+  r.profile->version = 9;
+  EXPECT_NE(Server::CheckProfileVersion(r, 4), "");
+}
+
 // NaN or Inf in any number a client sends refuses the result, a report's too.
 TEST(ServerTest, ValidateRefusesANonFiniteNumberAnywhere) {
   FitResult ok;

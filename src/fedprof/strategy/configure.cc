@@ -21,16 +21,18 @@ FitInstructions Strategy::InstructionsFor(int client_id, const TaskSetup& setup)
   return ins;
 }
 
+FitInstructions Strategy::TrainingInstructions(int client_id, const TaskSetup& setup) const {
+  FitInstructions ins = InstructionsFor(client_id, setup);
+  ins.report.sketch_dim = selector_->SketchDim();
+  ins.objective.prox_mu = proximal_mu_;
+  ins.objective.keep_local_batch_norm = local_batch_norm_;
+  return ins;
+}
+
 std::vector<ClientInstructions> Strategy::ConfigureFit(const SelectionContext& context, Rng& rng,
                                                        const TaskSetup& setup) {
   std::vector<ClientInstructions> out;
-  for (int id : selector_->Select(context, rng)) {
-    FitInstructions ins = InstructionsFor(id, setup);
-    ins.report.sketch_dim = selector_->SketchDim();
-    ins.objective.prox_mu = proximal_mu_;
-    ins.objective.keep_local_batch_norm = local_batch_norm_;
-    out.push_back({id, std::move(ins)});
-  }
+  for (int id : selector_->Select(context, rng)) out.push_back({id, TrainingInstructions(id, setup)});
   return out;
 }
 

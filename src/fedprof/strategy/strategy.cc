@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "fedprof/config/run_options.h"
+#include "fedprof/aggregation/fedbuff.h"
 #include "fedprof/core/error.h"
 #include "fedprof/selection/afl_selector.h"
 #include "fedprof/selection/oort_selector.h"
@@ -48,6 +49,8 @@ constexpr Preset kPresets[] = {
     {"clustered", "clustered", "average", false, false},
     // Lai et al., OSDI 2021: statistical utility, system penalty, exploration.
     {"oort", "oort", "average", false, false},
+    // Nguyen et al., AISTATS 2022: buffered asynchronous aggregation.
+    {"fedbuff", "uniform", "fedbuff", false, false},
     // The FedProf papers: selection by representation-profile score.
     {"fedprof", "fedprof", "average", false, false},
 };
@@ -107,17 +110,14 @@ std::unique_ptr<Selector> MakeSelector(const std::string& name, const RunOptions
 }
 
 constexpr const char* kAggregators =
-    "average|fedadam|fedbn|median|trimmed_mean|krum|multi_krum|bulyan|centered_clipping|fltrust";
+    "average|fedadam|fedbn|fedbuff|median|trimmed_mean|krum|multi_krum|bulyan|centered_clipping|fltrust";
 
 // Krum's options, checked against the clients a round asks for (K, as
 // Server::ClientsPerRound): a round with fewer results (refusals, time-outs,
 // a deployment's absences) lowers f itself (robust.h).
 KrumOptions MakeKrumOptions(const std::string& name, const RunOptions& options) {
   KrumOptions o;
-  const int64_t n = options.clients.count;
-  const double c = options.strategy.fraction;
-  const int64_t k =
-      std::max<int64_t>(1, std::min<int64_t>(n, std::llround(static_cast<double>(n) * c)));
+  const int64_t k = options.clients_per_round();
   if (options.robust.byzantine.has_value()) {
     o.byzantine = static_cast<int>(*options.robust.byzantine);
     if (k <= 2 * int64_t{o.byzantine} + 2) {
@@ -145,6 +145,15 @@ std::unique_ptr<Aggregator> MakeAggregator(const std::string& name, AggregationM
     o.beta2 = options.fedadam.beta2;
     o.tau = options.fedadam.tau;
     return MakeFedAdam(mode, o);
+  }
+  if (name == "fedbuff") {
+    const int64_t k = options.clients_per_round();
+    FedBuffOptions o;
+    o.concurrency = static_cast<int>(options.fedbuff.concurrency > 0 ? options.fedbuff.concurrency : k);
+    o.buffer = static_cast<int>(options.fedbuff.buffer > 0 ? options.fedbuff.buffer : o.concurrency);
+    o.server_lr = options.fedbuff.server_lr;
+    o.staleness_exponent = options.fedbuff.staleness_exponent;
+    return MakeFedBuff(mode, o);
   }
   if (name == "median") return MakeCoordinateMedian(mode);
   if (name == "trimmed_mean") return MakeTrimmedMean(mode, options.robust.trim_share);

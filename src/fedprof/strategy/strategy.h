@@ -61,6 +61,9 @@ class Strategy {
   // wants of that client.
   std::vector<ClientInstructions> ConfigureFit(const SelectionContext& context, Rng& rng,
                                                const TaskSetup& setup);
+  // What ConfigureFit tells client `client_id` under `setup` (a resumed
+  // asynchronous run rebuilds the tasks still training with it).
+  FitInstructions TrainingInstructions(int client_id, const TaskSetup& setup) const;
   // Report-only instructions (train.epochs = 0) for `client_ids`, clients
   // the strategy holds no report of.
   std::vector<ClientInstructions> ConfigureReports(const std::vector<int>& client_ids,
@@ -82,6 +85,13 @@ class Strategy {
     AggregateFit(global, sum, {}, total_samples, next);
   }
   bool NeedsUpdates() const { return aggregator_->NeedsUpdates(); }
+  // Buffered asynchronous aggregation (aggregation/fedbuff.h): its options,
+  // or null for synchronous rounds; and its step from a full buffer.
+  const FedBuffOptions* Buffered() const { return aggregator_->Buffered(); }
+  void AggregateBuffer(const FlatParams& global, const std::vector<BufferedUpdate>& buffer,
+                       int64_t total_samples, FlatParams* next) {
+    aggregator_->AggregateBuffer(global, buffer, total_samples, next);
+  }
 
   // The bound on each update's norm (robust.max_update_norm), applied to a
   // result that passed CheckResult: "" when it is usable (its model maybe
@@ -124,6 +134,7 @@ class Strategy {
     selector_->OnGlobalModel(global, version);
     aggregator_->OnGlobalModel(version);
   }
+  void OnEarlierModel(const FlatParams& model, int64_t version) { selector_->OnEarlierModel(model, version); }
   std::string CheckResult(const FitResult& result) const { return selector_->CheckResult(result); }
   void Observe(const FitResult& result) { selector_->Observe(result); }
   std::vector<double> LastScores() const { return selector_->LastScores(); }

@@ -1,0 +1,178 @@
+// The server's asynchronous loop (strategy.aggregator = fedbuff) on a
+// scripted event order.
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "fedprof/aggregation/fedbuff.h"
+#include "fedprof/models/models.h"
+#include "fedprof/models/replicas.h"
+#include "fedprof/server/checkpoint.h"
+#include "fedprof/server/server.h"
+#include "fedprof/sim/availability.h"
+#include "fedprof/strategy/strategy.h"
+#include "fedprof/transport/availability.h"
+#include "tests/blobs.h"
+
+namespace fedprof {
+namespace {
+
+// Client k's task lasts 1 + k virtual seconds, costs 1 J and returns the
+// model it received plus k + 1 in every value, from one sample.
+class ScriptedClients : public Transport {
+ public:
+  explicit ScriptedClients(int n) : n_(n) {}
+  int num_clients() const override { return n_; }
+  std::vector<ClientInfo> Available() override {
+    std::vector<ClientInfo> infos;
+    for (int k = 0; k < n_; ++k) infos.push_back({k, 1, 1.0 + k});
+    return infos;
+  }
+  void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override {
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      const int k = tasks[i].client_id;
+      const FitInstructions& ins = tasks[i].instructions;
+      fits.emplace_back(k, ins.model_version, ins.round);
+      FitResult r;
+      r.client_id = k;
+      r.ok = true;
+      r.num_samples = 1;
+      r.train_loss = 0.25;
+      r.params = *ins.global;
+      for (float& v : r.params) v += static_cast<float>(k + 1);
+      r.cost.time_s = 1.0 + k;
+      r.cost.energy_j = 1;
+      sink(i, std::move(r));
+    }
+  }
+  std::vector<std::tuple<int, int64_t, int64_t>> fits;  // client, model version, round
+
+ private:
+  int n_;
+};
+
+// Picks the lowest idle ids.
+class LowestIdleIds : public Selector {
+ public:
+  std::vector<int> Select(const SelectionContext& context, Rng& rng) override {
+    (void)rng;
+    std::vector<int> ids;
+    for (int j = 0; j < context.num_to_select; ++j) ids.push_back((*context.clients)[j].id);
+    return ids;
+  }
+};
+
+const ModelSpec kSpec{"mlp", {4}, 2, {8}, ""};
+
+// Three clients, two training at once, a step every two results, up to
+// `rounds` steps; `state` may be a resumed one. The clients are `transport`
+// (made here when null), or `over` them when given.
+ServerState RunScripted(int64_t rounds, ServerState state, ScriptedClients* transport = nullptr,
+                        Transport* over = nullptr) {
+  ScriptedClients own(3);
+  ScriptedClients& clients = transport ? *transport : own;
+  Transport& t = over ? *over : clients;
+  FedBuffOptions o;
+  o.concurrency = 2;
+  o.buffer = 2;
+  Strategy strategy("lowest+fedbuff", std::make_unique<LowestIdleIds>(),
+                    MakeFedBuff(AggregationMode::kPartial, o));
+  ServerOptions so;
+  so.rounds = rounds;
+  so.progress = false;
+  torch::manual_seed(3);
+  if (state.global.empty()) state.global = Flatten(*MakeModel(kSpec));
+  ModelReplicas evaluator([] { return MakeModel(kSpec); }, 1);
+  torch::manual_seed(5);
+  const Dataset test = testing_support::DrawBlobs(50);
+  Server server(so, t, strategy, evaluator, test);
+  server.Run(state, nullptr);
+  return state;
+}
+
+// The events, by hand: t=0 clients 0, 1 start on v0; t=1 client 0 arrives,
+// 0 restarts; t=2 client 0 arrives (step 1), then 1 (v0: staleness 1);
+// 0, 1 start on v1; t=3 client 0 arrives (step 2), restarts on v2; t=4
+// clients 0 (fresh) and 1 (v1: staleness 1) arrive (step 3).
+TEST(BufferedServerTest, FollowsTheScriptedEventOrder) {
+  ScriptedClients transport(3);
+  ServerState initial;
+  torch::manual_seed(3);
+  initial.global = Flatten(*MakeModel(kSpec));
+  const FlatParams theta0 = initial.global;
+  const ServerState s = RunScripted(3, initial, &transport);
+  using Fit = std::tuple<int, int64_t, int64_t>;
+  EXPECT_EQ(transport.fits,
+            (std::vector<Fit>{{0, 0, 1}, {1, 0, 1}, {0, 0, 2}, {0, 1, 3}, {1, 1, 3}, {0, 2, 4}}));
+  ASSERT_EQ(s.history.size(), 3u);
+  const double staleness[] = {0, 0.5, 0.5}, time[] = {2, 3, 4}, elapsed[] = {2, 1, 1};
+  const int selected[] = {3, 2, 1};
+  for (size_t i = 0; i < 3; ++i) {
+    const RoundMetrics& m = s.history[i];
+    EXPECT_EQ(m.round, static_cast<int64_t>(i) + 1);
+    EXPECT_EQ(m.returned, 2);
+    EXPECT_EQ(m.selected, selected[i]) << "step " << i + 1;
+    EXPECT_EQ(m.staleness, staleness[i]) << "step " << i + 1;
+    EXPECT_EQ(m.virtual_time_s, time[i]);
+    EXPECT_EQ(m.round_time_s, elapsed[i]);
+    EXPECT_DOUBLE_EQ(m.round_energy_wh, 2 / 3600.0);
+    EXPECT_TRUE(m.evaluated);
+  }
+  EXPECT_EQ(s.times_selected, (std::vector<int64_t>{4, 2, 0}));
+  EXPECT_EQ(s.dispatches, 4);
+  // Step 1: two fresh θ0 + 1. Steps 2 and 3: one fresh update of +1 (weight
+  // 1/2) and one of +2 from a version before (weight 1/(2 sqrt 2)).
+  const double stale_step = 0.5 + 2 / (2 * std::sqrt(2.0));
+  for (size_t i = 0; i < theta0.size(); ++i) {
+    EXPECT_NEAR(s.global[i], theta0[i] + 1 + 2 * stale_step, 1e-5) << i;
+  }
+  EXPECT_TRUE(s.training.empty()) << "the last step took the last results";
+}
+
+TEST(BufferedServerTest, ResumedFromAnyStepEqualsTheUninterruptedRun) {
+  const ServerState whole = RunScripted(5, ServerState());
+  for (int64_t stop = 1; stop < 5; ++stop) {
+    const ServerState part = RunScripted(stop, ServerState());
+    ServerState resumed = DecodeCheckpoint(EncodeCheckpoint(part, std::string(64, 'a')), "test").state;
+    EXPECT_EQ(resumed.training.size(), part.training.size());
+    EXPECT_EQ(resumed.training_models.size(), part.training_models.size());
+    resumed = RunScripted(5, resumed);
+    EXPECT_EQ(resumed.global, whole.global) << "stopped after step " << stop;
+    EXPECT_EQ(resumed.times_selected, whole.times_selected);
+    EXPECT_EQ(resumed.dispatches, whole.dispatches);
+    ASSERT_EQ(resumed.history.size(), whole.history.size());
+    for (size_t i = 0; i < whole.history.size(); ++i) {
+      EXPECT_EQ(resumed.history[i].virtual_time_s, whole.history[i].virtual_time_s);
+      EXPECT_EQ(resumed.history[i].staleness, whole.history[i].staleness);
+      EXPECT_EQ(resumed.history[i].selected, whole.history[i].selected);
+      EXPECT_EQ(resumed.history[i].accuracy, whole.history[i].accuracy);
+    }
+  }
+}
+
+// Client 2 is never online; client 1 leaves at t = 1.5 during its first
+// task (2 s), which is lost (noticed when it would have finished) and is
+// offline until t = 5.
+TEST(BufferedServerTest, OnlyOnlineClientsStartAndALeaverIsLost) {
+  ScriptedClients clients(3);
+  std::vector<std::vector<OnlineInterval>> trace = {{{0, 100}}, {{0, 1.5}, {5, 100}}, {}};
+  AvailabilityTransport available(clients, std::make_unique<TraceAvailability>(trace), 1, 2);
+  const ServerState s = RunScripted(2, ServerState(), &clients, &available);
+  EXPECT_EQ(s.times_selected, (std::vector<int64_t>{4, 1, 0}));
+  ASSERT_EQ(s.history.size(), 2u);
+  EXPECT_EQ(s.history[0].timed_out, 0);
+  EXPECT_EQ(s.history[1].timed_out, 1) << "client 1's lost task, noticed at t = 2";
+  EXPECT_EQ(s.history[1].returned, 2);
+  EXPECT_EQ(s.history[1].virtual_time_s, 4);
+  EXPECT_EQ(s.history[1].online, 1);
+  for (const auto& [client, version, round] : clients.fits)
+    EXPECT_NE(client, 1) << "a lost task never trains";
+}
+
+}  // namespace
+}  // namespace fedprof
