@@ -161,7 +161,9 @@ class Server::BufferedRun {
     const int k = std::min(free, static_cast<int>(idle.size()));
     if (k == 0) return;
     const int64_t dispatch = ++state_.dispatches;
-    SelectionContext context{dispatch, k, &idle};
+    // The selector's round is the step the clients train for (Oort's
+    // exploration and pacer count steps); the draws are the dispatch's own.
+    SelectionContext context{state_.round + 1, k, &idle};
     Rng rng = MakeRng(server_.options_.seed, Stream::kSelection, {static_cast<uint64_t>(dispatch)});
     const std::vector<ClientInstructions> tasks =
         server_.strategy_.ConfigureFit(context, rng, SetupFor(state_.round, dispatch));

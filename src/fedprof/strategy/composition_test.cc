@@ -53,6 +53,7 @@ TEST(CompositionTest, PresetsAreTheirCompositions) {
       {"afl", "afl", "average", 0},         {"fedbn", "uniform", "fedbn", 0},
       {"cfcfm", "cfcfm", "average", 0},     {"clustered", "clustered", "average", 0},
       {"fedprof", "fedprof", "average", 0}, {"oort", "oort", "average", 0},
+      {"fedbuff", "uniform", "fedbuff", 0},
   };
   for (const Case& c : cases) {
     const StrategySpec spec = ResolveStrategy(With({{"strategy.name", c.preset}}).options());
@@ -105,7 +106,7 @@ TEST(CompositionTest, OverridesWinAndEmptyMeansThePresets) {
 // batch norm are the parts'.
 TEST(CompositionTest, EverySelectorCombinesWithEveryAggregator) {
   for (const std::string selector : {"uniform", "size", "fedprof", "afl", "cfcfm", "clustered", "oort"}) {
-    for (const std::string aggregator : {"average", "fedadam", "fedbn"}) {
+    for (const std::string aggregator : {"average", "fedadam", "fedbn", "fedbuff"}) {
       auto s = MakeStrategy(
           With({{"strategy.selector", selector}, {"strategy.aggregator", aggregator}}).options(), Context(6));
       EXPECT_EQ(s->WantedReports().profile, selector == "fedprof") << selector << aggregator;
