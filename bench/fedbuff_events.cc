@@ -90,12 +90,13 @@ struct Outcome {
 };
 
 Outcome Run(fedprof::Transport& clients, TimedFit& timed, const fedprof::ModelSpec& spec, int concurrency,
-            int buffer, int64_t steps, const fedprof::Dataset& test) {
+            int buffer, fedprof::FedBuffOptions::Refill refill, int64_t steps, const fedprof::Dataset& test) {
   fedprof::AvailabilityTransport available(
       timed, std::make_unique<fedprof::OnOffAvailability>(clients.num_clients(), 600, 600, 1), 1, concurrency);
   fedprof::FedBuffOptions o;
   o.concurrency = concurrency;
   o.buffer = buffer;
+  o.refill = refill;
   fedprof::Strategy strategy("fedbuff", fedprof::MakeUniformSelector(),
                              fedprof::MakeFedBuff(fedprof::AggregationMode::kPartial, o));
   fedprof::ServerOptions so;
@@ -152,12 +153,16 @@ int main(int argc, char** argv) {
                 100.0 * (o.wall_s - o.fit_s) / o.wall_s);
   };
   const fedprof::ModelSpec lenet{"lenet5", {1, 28, 28}, 10, {}, ""};
-  {
+  using Refill = fedprof::FedBuffOptions::Refill;
+  const std::pair<Refill, std::string> refills[] = {{Refill::kOnArrival, "refill on arrival"},
+                                                     {Refill::kOnStep, "refill on step"}};
+  for (const auto& [refill, name] : refills) {
     NoOpClients noop(clients);
     TimedFit timed(noop);
-    print("no-op (the model returned as received)", Run(noop, timed, lenet, concurrency, buffer, steps, test));
+    const std::string what = "no-op (the model returned as received), " + name;
+    print(what.c_str(), Run(noop, timed, lenet, concurrency, buffer, refill, steps, test));
   }
-  {
+  for (const auto& [refill, name] : refills) {
     const int64_t n = train.size();
     fedprof::InProcessTransport lenet_clients(
         Infos(clients, samples),
@@ -169,8 +174,9 @@ int main(int argc, char** argv) {
         /*keep_clients=*/false, [&] { return fedprof::MakeModel(lenet); }, 1,
         [](int id, const fedprof::FitInstructions&) { return fedprof::ResultCost{TaskSeconds(id), 1, 0, 0}; });
     TimedFit timed(lenet_clients);
-    const std::string what = "LeNet-5, 1 epoch of " + std::to_string(samples) + " samples";
-    print(what.c_str(), Run(lenet_clients, timed, lenet, concurrency, buffer, std::max<int64_t>(1, steps / 4), test));
+    const std::string what = "LeNet-5, 1 epoch of " + std::to_string(samples) + " samples, " + name;
+    print(what.c_str(),
+          Run(lenet_clients, timed, lenet, concurrency, buffer, refill, std::max<int64_t>(1, steps / 4), test));
   }
   return 0;
 }

@@ -478,6 +478,19 @@ TEST(FedBuffCliTest, EveryoneInStepIsSynchronousFedAvg) {
   for (const char* column : {"selected", "returned", "accuracy", "loss", "train_loss", "virtual_time_s"}) {
     EXPECT_EQ(a.at(column), b.at(column)) << column;
   }
+  // Under refill = step the same holds whatever the clients' speeds: the
+  // places refill together at each step, on its model.
+  const std::string mixed = std::string("simulate ") + kSmallRun + " --set rounds=3";
+  const std::string sync_mixed = ClearedPath("cli", "fedbuff_sync_mixed");
+  const std::string stepped = ClearedPath("cli", "fedbuff_stepped");
+  ASSERT_EQ(RunCli(mixed + " --set strategy.name=fedavg --out " + sync_mixed).code, 0);
+  ASSERT_EQ(RunCli(mixed + " --set strategy.name=fedbuff --set fedbuff.refill=step --out " + stepped).code, 0);
+  EXPECT_EQ(Summary(sync_mixed).at("final_model_sha256"), Summary(stepped).at("final_model_sha256"));
+  a = Columns(sync_mixed + "/metrics.csv");
+  b = Columns(stepped + "/metrics.csv");
+  for (const char* column : {"selected", "accuracy", "round_time_s", "virtual_time_s", "energy_wh"}) {
+    EXPECT_EQ(a.at(column), b.at(column)) << column;
+  }
   // What it cannot run with is refused in one line.
   for (const std::string bad : {"--set secagg.protocol=secagg", "--set availability.overcommit=1.3"}) {
     const CliResult refused = RunCli(run + " --set strategy.name=fedbuff " + bad + " --out " +

@@ -52,14 +52,15 @@ void FedBuffStep(const FedBuffOptions& options, AggregationMode mode, const Flat
     coefficient.push_back(options.server_lr * static_cast<double>(u->num_samples) *
                           StalenessWeight(options, u->staleness) / total);
   }
-  FlatParams out(n);
-  for (size_t i = 0; i < n; ++i) {
-    double step = 0;
-    for (size_t k = 0; k < order.size(); ++k) {
-      step += coefficient[k] * (static_cast<double>(order[k]->params[i]) - (*order[k]->start)[i]);
-    }
-    out[i] = static_cast<float>(global[i] + step);
+  // One update at a time, each value's sum in the same order.
+  std::vector<double> step(n, 0.0);
+  for (size_t k = 0; k < order.size(); ++k) {
+    const float* w = order[k]->params.data();
+    const float* start = order[k]->start->data();
+    for (size_t i = 0; i < n; ++i) step[i] += coefficient[k] * (static_cast<double>(w[i]) - start[i]);
   }
+  FlatParams out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(global[i] + step[i]);
   *next = std::move(out);
 }
 

@@ -21,6 +21,10 @@ namespace fedprof {
 struct FedBuffOptions {
   int concurrency = 10;
   int buffer = 10;
+  // When a freed place gets a new client: at once (the paper: concurrency
+  // stays at its bound), or at the next server step, on the new model (at
+  // concurrency = buffer every step then takes fresh results alone).
+  enum class Refill { kOnArrival, kOnStep } refill = Refill::kOnArrival;
   double server_lr = 1;             // η_g
   double staleness_exponent = 0.5;  // a
 };

@@ -292,6 +292,10 @@ std::vector<OptionSpec> MakeTable() {
        "selector picks among the idle online clients. 0 = K (strategy.fraction x clients.count)."),
       OPTION(fedbuff, buffer, "0", 0, 1e7, "",
        "fedbuff: results per server step (the paper's K). 0 = fedbuff.concurrency."),
+      OPTION(fedbuff, refill, "arrival", 0, 0, "arrival|step",
+       "fedbuff: when a finished client's place gets a new one: arrival, at once (the paper's); step, "
+       "at the next server step, on the new model (concurrency = buffer then makes synchronous rounds "
+       "whatever the clients' speeds)."),
       OPTION(fedbuff, server_lr, "1", 1e-6, 1e3, "",
        "fedbuff: the server learning rate eta_g applied to the buffer's weighted mean update."),
       OPTION(fedbuff, staleness_exponent, "0.5", 0, 10, "",

@@ -81,6 +81,7 @@ struct RunOptions {
   struct FedBuff {
     int64_t concurrency = 0, buffer = 0;
     double server_lr = 0, staleness_exponent = 0;
+    std::string refill;
   };
   struct Robust {
     double trim_share = 0, max_update_norm = 0, cc_radius = 0;

@@ -13,11 +13,24 @@ uint64_t Mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-Rng MakeRng(uint64_t seed, Stream stream, std::initializer_list<uint64_t> tags) {
+namespace {
+
+uint64_t KeyHash(uint64_t seed, Stream stream, std::initializer_list<uint64_t> tags) {
   uint64_t h = Mix64(seed ^ Mix64(static_cast<uint64_t>(stream)));
   for (uint64_t t : tags) h = Mix64(h ^ Mix64(t + 0x632be59bd9b4e019ULL));
+  return h;
+}
+
+}  // namespace
+
+Rng MakeRng(uint64_t seed, Stream stream, std::initializer_list<uint64_t> tags) {
+  const uint64_t h = KeyHash(seed, stream, tags);
   std::seed_seq seq{static_cast<uint32_t>(h), static_cast<uint32_t>(h >> 32)};
   return Rng(seq);
+}
+
+double HashUniform01(uint64_t seed, Stream stream, std::initializer_list<uint64_t> tags) {
+  return static_cast<double>(Mix64(KeyHash(seed, stream, tags)) >> 11) * 0x1.0p-53;
 }
 
 double StandardNormal(Rng& rng) {

@@ -38,6 +38,11 @@ uint64_t Mix64(uint64_t x);
 // A generator seeded from (seed, stream, tags...).
 Rng MakeRng(uint64_t seed, Stream stream, std::initializer_list<uint64_t> tags = {});
 
+// One uniform real in [0, 1) keyed by (seed, stream, tags...), the key's own
+// hash: for a draw that needs one number, without seeding a generator (which
+// costs about a microsecond; the availability model draws one per period).
+double HashUniform01(uint64_t seed, Stream stream, std::initializer_list<uint64_t> tags);
+
 // Uniform real in [0, 1) from 53 random bits (identical across platforms,
 // unlike std::uniform_real_distribution). Inline: noise draws one per pixel.
 inline double Uniform01(Rng& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }

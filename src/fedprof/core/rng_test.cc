@@ -21,6 +21,30 @@ TEST(RngTest, StreamsDependOnlyOnSeedAndTags) {
   EXPECT_NE(first, d());
 }
 
+// One draw per key: keyed like MakeRng, uniform, and uncorrelated between
+// neighbouring keys.
+TEST(RngTest, HashUniformIsKeyedAndUniform) {
+  EXPECT_EQ(HashUniform01(7, Stream::kAvailability, {3, 1}), HashUniform01(7, Stream::kAvailability, {3, 1}));
+  EXPECT_NE(HashUniform01(7, Stream::kAvailability, {3, 1}), HashUniform01(7, Stream::kAvailability, {3, 2}));
+  EXPECT_NE(HashUniform01(7, Stream::kAvailability, {3}), HashUniform01(7, Stream::kSelection, {3}));
+  const int n = 200000;
+  double sum = 0, lag = 0, previous = 0.5;
+  int buckets[10] = {};
+  for (int i = 0; i < n; ++i) {
+    const double u = HashUniform01(1, Stream::kAvailability,
+                                   {static_cast<uint64_t>(i / 100), static_cast<uint64_t>(i % 100)});
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    sum += u;
+    lag += (u - 0.5) * (previous - 0.5);
+    previous = u;
+    ++buckets[static_cast<int>(u * 10)];
+  }
+  EXPECT_NEAR(sum / n, 0.5, 0.005);
+  EXPECT_NEAR(lag / n, 0.0, 0.002);  // 1/12 would be full correlation
+  for (int b : buckets) EXPECT_NEAR(b, n / 10, 600);
+}
+
 TEST(RngTest, UniformAndNormalMoments) {
   Rng rng = MakeRng(1, Stream::kNoise);
   const int n = 200000;

@@ -46,7 +46,12 @@ class Server::BufferedRun {
     auto phase = std::make_unique<PhaseTimer>(server_.observer_, "train");
     while (state_.round < server_.options_.rounds) {
       if (flights_.empty() || flights_.begin()->first.first > now) {
-        Dispatch(now);
+        // The instant is over: its free places refill (under refill = step,
+        // only if the server stepped since the last refill, or no one trains).
+        if (options_.refill == FedBuffOptions::Refill::kOnArrival || stepped_ || flights_.empty()) {
+          Dispatch(now);
+          stepped_ = false;
+        }
         if (flights_.empty()) {
           throw Error("fedbuff: at virtual time " + FormatDouble(now) +
                       " s no client is training and none is online to start; the checkpoint holds step " +
@@ -61,6 +66,7 @@ class Server::BufferedRun {
       phase->Next("aggregate");
       RoundMetrics m = Step(now - last_step_s, now);
       last_step_s = now;
+      stepped_ = true;
       phase->Next("evaluate");
       server_.EvaluateRound(m.round, state_.global, &m);
       m.wall_s =
@@ -133,7 +139,14 @@ class Server::BufferedRun {
   // A resumed run's clients in training, trained again as they started.
   void Restart() {
     std::map<double, std::vector<TrainingTask>> by_start;
-    for (const TrainingTask& t : state_.training) by_start[t.start_s].push_back(t);
+    for (const TrainingTask& t : state_.training) {
+      if (t.client_id >= static_cast<int>(training_.size()) || training_.at(t.client_id) != 0) {
+        throw Error("checkpoint: client " + std::to_string(t.client_id) + " in training is not one of the " +
+                    std::to_string(training_.size()) + " clients, or is there twice");
+      }
+      training_.at(t.client_id) = 1;
+      by_start[t.start_s].push_back(t);
+    }
     state_.training.clear();
     for (const auto& [start_s, records] : by_start) {
       Online(start_s);
@@ -265,6 +278,9 @@ class Server::BufferedRun {
   std::vector<double> expected_s_;  // a task's expected time, by client id
   std::vector<BufferedUpdate> buffer_;
   Tally tally_;
+  // Whether the server stepped since the last refill: every checkpoint is
+  // taken at a step, so a run starts (or resumes) with a refill due.
+  bool stepped_ = true;
 };
 
 void Server::RunBuffered(ServerState& state, const std::function<void(ServerState&)>& on_round,

@@ -73,13 +73,15 @@ const ModelSpec kSpec{"mlp", {4}, 2, {8}, ""};
 // `rounds` steps; `state` may be a resumed one. The clients are `transport`
 // (made here when null), or `over` them when given.
 ServerState RunScripted(int64_t rounds, ServerState state, ScriptedClients* transport = nullptr,
-                        Transport* over = nullptr) {
+                        Transport* over = nullptr,
+                        FedBuffOptions::Refill refill = FedBuffOptions::Refill::kOnArrival) {
   ScriptedClients own(3);
   ScriptedClients& clients = transport ? *transport : own;
   Transport& t = over ? *over : clients;
   FedBuffOptions o;
   o.concurrency = 2;
   o.buffer = 2;
+  o.refill = refill;
   Strategy strategy("lowest+fedbuff", std::make_unique<LowestIdleIds>(),
                     MakeFedBuff(AggregationMode::kPartial, o));
   ServerOptions so;
@@ -134,23 +136,41 @@ TEST(BufferedServerTest, FollowsTheScriptedEventOrder) {
   EXPECT_TRUE(s.training.empty()) << "the last step took the last results";
 }
 
+// Under refill = step a finished client's place waits for the step: at
+// concurrency = buffer every step takes the fresh results of clients that
+// started together, a synchronous round lasting as long as its slowest.
+TEST(BufferedServerTest, RefillOnStepMakesSynchronousRounds) {
+  ScriptedClients transport(3);
+  const ServerState s = RunScripted(2, ServerState(), &transport, nullptr, FedBuffOptions::Refill::kOnStep);
+  using Fit = std::tuple<int, int64_t, int64_t>;
+  EXPECT_EQ(transport.fits, (std::vector<Fit>{{0, 0, 1}, {1, 0, 1}, {0, 1, 2}, {1, 1, 2}}));
+  ASSERT_EQ(s.history.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(s.history[i].staleness, 0);
+    EXPECT_EQ(s.history[i].virtual_time_s, 2.0 * (i + 1)) << "client 1's 2 s, twice";
+    EXPECT_EQ(s.history[i].selected, 2);
+  }
+}
+
 TEST(BufferedServerTest, ResumedFromAnyStepEqualsTheUninterruptedRun) {
-  const ServerState whole = RunScripted(5, ServerState());
-  for (int64_t stop = 1; stop < 5; ++stop) {
-    const ServerState part = RunScripted(stop, ServerState());
-    ServerState resumed = DecodeCheckpoint(EncodeCheckpoint(part, std::string(64, 'a')), "test").state;
-    EXPECT_EQ(resumed.training.size(), part.training.size());
-    EXPECT_EQ(resumed.training_models.size(), part.training_models.size());
-    resumed = RunScripted(5, resumed);
-    EXPECT_EQ(resumed.global, whole.global) << "stopped after step " << stop;
-    EXPECT_EQ(resumed.times_selected, whole.times_selected);
-    EXPECT_EQ(resumed.dispatches, whole.dispatches);
-    ASSERT_EQ(resumed.history.size(), whole.history.size());
-    for (size_t i = 0; i < whole.history.size(); ++i) {
-      EXPECT_EQ(resumed.history[i].virtual_time_s, whole.history[i].virtual_time_s);
-      EXPECT_EQ(resumed.history[i].staleness, whole.history[i].staleness);
-      EXPECT_EQ(resumed.history[i].selected, whole.history[i].selected);
-      EXPECT_EQ(resumed.history[i].accuracy, whole.history[i].accuracy);
+  for (auto refill : {FedBuffOptions::Refill::kOnArrival, FedBuffOptions::Refill::kOnStep}) {
+    const ServerState whole = RunScripted(5, ServerState(), nullptr, nullptr, refill);
+    for (int64_t stop = 1; stop < 5; ++stop) {
+      const ServerState part = RunScripted(stop, ServerState(), nullptr, nullptr, refill);
+      ServerState resumed = DecodeCheckpoint(EncodeCheckpoint(part, std::string(64, 'a')), "test").state;
+      EXPECT_EQ(resumed.training.size(), part.training.size());
+      EXPECT_EQ(resumed.training_models.size(), part.training_models.size());
+      resumed = RunScripted(5, resumed, nullptr, nullptr, refill);
+      EXPECT_EQ(resumed.global, whole.global) << "stopped after step " << stop;
+      EXPECT_EQ(resumed.times_selected, whole.times_selected);
+      EXPECT_EQ(resumed.dispatches, whole.dispatches);
+      ASSERT_EQ(resumed.history.size(), whole.history.size());
+      for (size_t i = 0; i < whole.history.size(); ++i) {
+        EXPECT_EQ(resumed.history[i].virtual_time_s, whole.history[i].virtual_time_s);
+        EXPECT_EQ(resumed.history[i].staleness, whole.history[i].staleness);
+        EXPECT_EQ(resumed.history[i].selected, whole.history[i].selected);
+        EXPECT_EQ(resumed.history[i].accuracy, whole.history[i].accuracy);
+      }
     }
   }
 }

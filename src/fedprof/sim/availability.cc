@@ -24,15 +24,15 @@ OnOffAvailability::OnOffAvailability(int num_clients, double online_mean_s, doub
 }
 
 double OnOffAvailability::Draw(int client, uint32_t index, bool online) const {
-  Rng rng = MakeRng(seed_, Stream::kAvailability, {static_cast<uint64_t>(client), index});
-  return -(online ? online_mean_s_ : offline_mean_s_) * std::log1p(-Uniform01(rng));
+  const double u = HashUniform01(seed_, Stream::kAvailability, {static_cast<uint64_t>(client), index});
+  return -(online ? online_mean_s_ : offline_mean_s_) * std::log1p(-u);
 }
 
 double OnOffAvailability::OnlineUntil(int client, double t) {
   Period& p = periods_.at(static_cast<size_t>(client));
   if (p.end < p.start || t < p.start) {  // first call, or back in time: from t = 0
-    Rng first = MakeRng(seed_, Stream::kAvailability, {static_cast<uint64_t>(client), ~uint64_t{0}});
-    p.online = Uniform01(first) * (online_mean_s_ + offline_mean_s_) < online_mean_s_;
+    const double u = HashUniform01(seed_, Stream::kAvailability, {static_cast<uint64_t>(client), ~uint64_t{0}});
+    p.online = u * (online_mean_s_ + offline_mean_s_) < online_mean_s_;
     p.index = 0;
     p.start = 0;
     p.end = Draw(client, 0, p.online);

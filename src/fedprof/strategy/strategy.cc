@@ -153,6 +153,8 @@ std::unique_ptr<Aggregator> MakeAggregator(const std::string& name, AggregationM
     o.buffer = static_cast<int>(options.fedbuff.buffer > 0 ? options.fedbuff.buffer : o.concurrency);
     o.server_lr = options.fedbuff.server_lr;
     o.staleness_exponent = options.fedbuff.staleness_exponent;
+    o.refill = options.fedbuff.refill == "step" ? FedBuffOptions::Refill::kOnStep
+                                                : FedBuffOptions::Refill::kOnArrival;
     return MakeFedBuff(mode, o);
   }
   if (name == "median") return MakeCoordinateMedian(mode);
