@@ -25,7 +25,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                    d.state.times_selected == c.state.times_selected &&
                    d.state.strategy_state == c.state.strategy_state &&
                    d.state.transport_state == c.state.transport_state &&
-                   d.config_fingerprint == c.config_fingerprint,
+                   d.config_fingerprint == c.config_fingerprint && d.state.dispatches == c.state.dispatches &&
+                   d.state.training.size() == c.state.training.size() &&
+                   d.state.training_models == c.state.training_models,
                "checkpoint did not round-trip");
   });
 }

@@ -110,7 +110,7 @@ def profile():
         {"version": 0, "layer": "", "mean": [1e300, -1e300], "var": [1e-300, 1e300]}))
 
 
-def checkpoint_file(round_, params, fingerprint="ab" * 32):
+def checkpoint_file(round_, params, fingerprint="ab" * 32, training_models=()):
     history = []
     for r in range(1, round_ + 1):
         history.append({"round": r, "lr": 0.01, "selected": 2, "returned": 2, "refused": 0,
@@ -122,8 +122,16 @@ def checkpoint_file(round_, params, fingerprint="ab" * 32):
     header = {"round": round_, "num_params": len(params), "times_selected": [1, 0, 2],
               "virtual_time_s": 2.5, "energy_j": "inf", "strategy_state": "{}",
               "client_states": "", "config_fingerprint": fingerprint, "history": history}
+    models = struct.pack("<%df" % len(params), *params)
+    if training_models:
+        # An asynchronous run's: clients in training, and the older models they train on.
+        header["dispatches"] = 5
+        header["training"] = [[0, 1, 4, 1.5], [2, 2, 5, 2.0]]
+        header["training_models"] = [1]
+        for model in training_models:
+            models += struct.pack("<%df" % len(model), *model)
     body = (b"FEDPROF-CHECKPOINT 2\n" + json.dumps(header, separators=(",", ":")).encode() +
-            b"\n" + struct.pack("<%df" % len(params), *params))
+            b"\n" + models)
     return body
 
 
@@ -134,6 +142,8 @@ def checkpoint():
     write("fuzz_checkpoint", "sealed-empty", b"\x01" + checkpoint_file(0, []))
     write("fuzz_checkpoint", "whole", b"\x00" + body + hashlib.sha256(body).digest())
     write("fuzz_checkpoint", "format-1", b"\x01FEDPROF-CHECKPOINT 1\n{}\n")
+    write("fuzz_checkpoint", "asynchronous",
+          b"\x01" + checkpoint_file(2, [0.5, -1, 2], training_models=[[0.25, -1, 1.5]]))
 
 
 def varint(v):

@@ -390,5 +390,42 @@ TEST(CheckpointTest, MalformedHeadersBehindAValidChecksumAreRefused) {
   EXPECT_NO_THROW(DecodeCheckpoint(Sealed("{\"round\":0,\"num_params\":0," + rest + "}"), "x"));
 }
 
+// An asynchronous run's clients in training must name model versions the
+// file holds, before the round, and dispatches it counted.
+TEST(CheckpointTest, MalformedTrainingTasksAreRefused) {
+  ServerState state;
+  state.round = 2;
+  state.global = {1.0f, 2.0f};
+  state.history.resize(2);
+  state.history[0].round = 1;
+  state.history[1].round = 2;
+  state.virtual_time_s = 10;
+  state.dispatches = 4;
+  state.training = {{0, 1, 3, 4.5}, {5, 2, 4, 10}};
+  state.training_models[1] = {0.5f, 0.25f};
+  const DecodedCheckpoint back = DecodeCheckpoint(EncodeCheckpoint(state, kFingerprint), "x");
+  ASSERT_EQ(back.state.training.size(), 2u);
+  EXPECT_EQ(back.state.training[1].client_id, 5);
+  EXPECT_EQ(back.state.training[0].start_s, 4.5);
+  EXPECT_EQ(back.state.training_models.at(1), state.training_models.at(1));
+  EXPECT_EQ(back.state.global, state.global);
+  EXPECT_EQ(back.state.dispatches, 4);
+  auto refused = [&](ServerState bad, const std::string& what) {
+    ExpectCheckpointError([&] { DecodeCheckpoint(EncodeCheckpoint(bad, kFingerprint), "x"); }, what);
+  };
+  ServerState s = state;
+  s.training_models.clear();  // version 1's model missing
+  refused(s, "training[0].version");
+  s = state;
+  s.training[1].dispatch = 9;  // beyond the dispatches counted
+  refused(s, "training[1].dispatch");
+  s = state;
+  s.training[0].start_s = 11;  // after the checkpoint's clock
+  refused(s, "training[0].start_s");
+  s = state;
+  s.training_models[2] = {0.0f, 0.0f};  // the current version is the global model
+  refused(s, "training_models");
+}
+
 }  // namespace
 }  // namespace fedprof
