@@ -260,6 +260,23 @@ TEST(CliTest, OneAndTwoThreadsGiveIdenticalMetrics) {
   EXPECT_EQ(ReadFile(a + "/clients.csv"), ReadFile(b + "/clients.csv"));
 }
 
+// Runs `fedprof <arguments>` and SIGKILLs it once round `round` of `out` is
+// checkpointed; fails when the run ended first.
+void KillOnceCheckpointed(const std::string& arguments, const std::string& out, int64_t round) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = std::string("exec ") + FEDPROF_CLI + " " + arguments + " >/dev/null 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  testing_support::WaitForCheckpoint(out, round, 120);
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it could be killed";
+}
+
 TEST(CliTest, KilledRunResumesToTheSameMetrics) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::string whole = ClearedPath("cli", "whole"), killed = ClearedPath("cli", "killed");
@@ -267,19 +284,8 @@ TEST(CliTest, KilledRunResumesToTheSameMetrics) {
   ASSERT_EQ(RunCli(run + " --out " + whole).code, 0);
 
   // Start the same run, SIGKILL it once round 2 is checkpointed.
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const std::string cmd = std::string("exec ") + FEDPROF_CLI + " " + run + " --out " + killed +
-                            " >/dev/null 2>&1";
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  testing_support::WaitForCheckpoint(killed, 2, 120);
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it could be killed";
+  KillOnceCheckpointed(run + " --out " + killed, killed, 2);
+  if (HasFatalFailure()) return;
   const int64_t killed_at =
       DecodeCheckpoint(ReadFile(killed + "/checkpoint.bin"), "ckpt").state.round;
   ASSERT_LT(killed_at, 8);
@@ -426,19 +432,8 @@ TEST(FedBuffCliTest, ThreadsAndAKilledRunChangeNoNumber) {
   EXPECT_EQ(ReadFile(one + "/scores.csv"), ReadFile(two + "/scores.csv"));
   EXPECT_EQ(ReadFile(one + "/clients.csv"), ReadFile(two + "/clients.csv"));
 
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const std::string cmd = std::string("exec ") + FEDPROF_CLI + " " + run + " --set threads=2 --out " +
-                            killed + " >/dev/null 2>&1";
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  testing_support::WaitForCheckpoint(killed, 3, 120);
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it could be killed";
+  KillOnceCheckpointed(run + " --set threads=2 --out " + killed, killed, 3);
+  if (HasFatalFailure()) return;
   const ServerState at_kill = DecodeCheckpoint(ReadFile(killed + "/checkpoint.bin"), "ckpt").state;
   ASSERT_LT(at_kill.round, 10);
   EXPECT_FALSE(at_kill.training.empty()) << "killed with clients in training";
