@@ -197,11 +197,7 @@ class Server::BufferedRun {
     tally_.energy_j.Add(r.cost.energy_j);
     tally_.profiling_energy_j.Add(r.cost.profiling_energy_j);
     const std::shared_ptr<const FlatParams>& start = models_.at(f.task.version);
-    Strategy& strategy = server_.strategy_;
-    std::string why = Validate(r, start->size(), /*expect_model=*/true);
-    if (why.empty()) why = CheckProfileVersion(r, f.task.version);
-    if (why.empty()) why = strategy.CheckResult(r);
-    if (why.empty()) why = strategy.BoundUpdate(*start, &r);
+    const std::string why = server_.CheckTrained(&r, *start, f.task.version);
     if (RunObserver* observer = server_.observer_) {
       observer->AddResult(r.client_id, why.empty(), r.timed_out, why, r.cost.time_s);
     }
@@ -212,7 +208,7 @@ class Server::BufferedRun {
       return;
     }
     ++tally_.returned;
-    strategy.Observe(r);
+    server_.strategy_.Observe(r);
     tally_.train_loss.Add(r.train_loss);
     const int64_t staleness = state_.round - f.task.version;
     tally_.staleness.Add(static_cast<double>(staleness));

@@ -178,10 +178,12 @@ bool IsFingerprint(const std::string& s) {
 }
 
 // The models a checkpoint holds, in file order: the global model, then an
-// asynchronous run's training models by version.
-std::vector<const FlatParams*> ModelsOf(const ServerState& state) {
-  std::vector<const FlatParams*> models = {&state.global};
-  for (const auto& entry : state.training_models) models.push_back(&entry.second);
+// asynchronous run's training models by version. (State: ServerState, const
+// to write them, not to read them.)
+template <typename State>
+auto ModelsOf(State& state) {
+  std::vector<decltype(&state.global)> models = {&state.global};
+  for (auto& entry : state.training_models) models.push_back(&entry.second);
   return models;
 }
 
@@ -362,9 +364,7 @@ DecodedCheckpoint DecodeCheckpoint(const std::string& data, const std::string& o
                 std::to_string(count) + " models of " + std::to_string(num_params) + " float32 values");
   }
   size_t at = eol + 1;
-  std::vector<FlatParams*> models = {&state.global};
-  for (auto& entry : state.training_models) models.push_back(&entry.second);
-  for (FlatParams* model : models) {
+  for (FlatParams* model : ModelsOf(state)) {
     FlatParams& m = *model;
     m.resize(static_cast<size_t>(num_params));
     if (num_params > 0) std::memcpy(m.data(), data.data() + at, m.size() * sizeof(float));

@@ -104,6 +104,17 @@ std::string Server::CheckProfileVersion(const FitResult& r, int64_t sent) {
          std::to_string(sent) + " the server sent";
 }
 
+std::string Server::CheckTrained(FitResult* r, const FlatParams& sent, int64_t version) const {
+  std::string why = Validate(*r, sent.size(), /*expect_model=*/!r->summed);
+  if (why.empty()) why = CheckProfileVersion(*r, version);
+  if (why.empty() && r->summed && !strategy_.NeedsEveryModel().empty()) {
+    why = "its model comes only in a sum, but " + strategy_.NeedsEveryModel();
+  }
+  if (why.empty()) why = strategy_.CheckResult(*r);
+  if (why.empty() && !r->summed) why = strategy_.BoundUpdate(sent, r);
+  return why;
+}
+
 std::string Server::ValidateEvaluation(const FitResult& r) {
   if (r.eval_samples != r.num_samples) {
     return "evaluated " + std::to_string(r.eval_samples) + " samples of its " +
@@ -171,7 +182,7 @@ class Server::Intake {
         std::max(tally_->time_without_profiling_s, r.cost.time_s - r.cost.profiling_time_s);
     tally_->energy_j.Add(r.cost.energy_j);
     tally_->profiling_energy_j.Add(r.cost.profiling_energy_j);
-    const std::string why = Check(&r);
+    const std::string why = server_.CheckTrained(&r, global_, round_ - 1);
     if (RunObserver* observer = server_.observer_) {
       observer->AddResult(r.client_id, why.empty(), r.timed_out, why, r.cost.time_s);
     }
@@ -231,19 +242,6 @@ class Server::Intake {
     int64_t num_samples = 0;
     double train_loss = 0;
   };
-
-  // Why result `r` is unusable, or "" (its update may be clipped).
-  std::string Check(FitResult* r) const {
-    const Strategy& strategy = server_.strategy_;
-    std::string why = Validate(*r, global_.size(), /*expect_model=*/!r->summed);
-    if (why.empty()) why = CheckProfileVersion(*r, round_ - 1);
-    if (why.empty() && r->summed && !strategy.NeedsEveryModel().empty()) {
-      why = "its model comes only in a sum, but " + strategy.NeedsEveryModel();
-    }
-    if (why.empty()) why = strategy.CheckResult(*r);
-    if (why.empty() && !r->summed) why = strategy.BoundUpdate(global_, r);
-    return why;
-  }
 
   std::string CheckSum(const std::vector<size_t>& sorted, const ModelSum* part,
                        const std::string& lost) const {

@@ -150,6 +150,11 @@ class Server {
   // The learning rate of round (or step) `round`'s training: train.lr x
   // lr_decay^(round - 1).
   double LearningRate(int64_t round) const;
+  // Why a training result is unusable, or "" (its update may be clipped):
+  // Validate, a profile of another version than `version`, a model that
+  // comes only summed to a strategy that needs each, the strategy's checks
+  // and its bound on the update from `sent`, the model the client got.
+  std::string CheckTrained(FitResult* result, const FlatParams& sent, int64_t version) const;
   // Checks a resumed state against the transport's clients and shows the
   // strategy its state and the global model.
   void Resume(ServerState& state);
