@@ -326,6 +326,77 @@ TEST(DeployTest, StrongAttacksAndRulesOverTheNetworkEqualSimulation) {
                                 "--set attack.kind=label_flip");
 }
 
+// FedBuff over the network with every client in every step (concurrency =
+// buffer = K, places refilled at the step: no staleness) is synchronous
+// FedAvg: the deployment equals its simulation and FedAvg's model, bit for
+// bit.
+TEST(DeployTest, FedBuffOfWholeStepsOverTheNetworkIsFedAvg) {
+  std::string server_dir;
+  ExpectSameNumbersAsSimulation("fedbuff_steps", "--set strategy.name=fedbuff --set fedbuff.refill=step",
+                                &server_dir);
+  const std::string dir = FreshDir("deploy", "fedbuff_steps_fedavg");
+  Processes sim;
+  const int s = sim.Start(kCli, "simulate " + SmallRun(5, 0.6, 3) + " --set strategy.name=fedavg --out " + dir,
+                          dir + ".log");
+  ASSERT_EQ(sim.Wait(s, 120), 0) << sim.Output(s);
+  EXPECT_EQ(Summary(server_dir).at("final_model_sha256"), Summary(dir).at("final_model_sha256"));
+  const auto metrics = Columns(server_dir + "/metrics.csv");
+  for (const std::string& staleness : metrics.at("staleness")) EXPECT_EQ(staleness, "0");
+  // Attackers that craft their models from a round's honest ones have no
+  // round to wait for: refused before any client is waited for.
+  const testing_support::CliResult refused = testing_support::RunCli(
+      "server --listen 127.0.0.1:0 --insecure " + SmallRun(5, 0.6, 3) +
+      " --set strategy.name=fedbuff --set attack.kind=alie --set attack.share=0.4 --out " + dir + "-refused");
+  EXPECT_EQ(refused.code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("error: strategy.aggregator = fedbuff: attack.kind = alie crafts"),
+            std::string::npos)
+      << refused.output;
+}
+
+// FedBuff as the paper runs it, over the network: FedProf picks which idle
+// client starts next (its profiles reported between the streamed tasks), a
+// place refills as soon as a result arrives, and the server steps on every
+// two. A client killed mid-run is lost to it; the server, killed too,
+// resumes from its last step, sends the clients in training their tasks
+// again, and the run goes on and learns.
+TEST(DeployTest, FedBuffOverTheNetworkLearnsWhileClientsComeAndGo) {
+  const std::string dir = FreshDir("deploy", "fedbuff_arrival");
+  const std::string certs = MakeCerts(dir, 6);
+  const std::string run = SmallRun(6, 0.5, 12) +
+                          " --set strategy.name=fedprof --set strategy.aggregator=fedbuff --set fedbuff.buffer=2 "
+                          "--set train.lr=0.05 --set deploy.min_clients=5" + kFastFaults;
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  StartClients(&d, 0, 6, run + " --tls-dir " + certs + " --give-up-after 60", dir);
+  const std::string metrics = dir + "/server/metrics.csv";
+  ASSERT_TRUE(WaitUntil([&] { return CountRows(metrics) >= 3; }, 120)) << d.procs.Output(d.server);
+  d.procs.Kill(d.clients.back());
+  d.procs.Kill(d.server);
+  const int resumed = d.procs.Start(kCli, "server --resume " + dir + "/server --listen " + d.address +
+                                              " --tls-dir " + certs, dir + "/resumed.log");
+  ASSERT_EQ(d.procs.Wait(resumed, 180), 0) << d.procs.Output(resumed);
+  for (size_t c = 0; c + 1 < d.clients.size(); ++c) EXPECT_EQ(d.procs.Wait(d.clients[c], 30), 0);
+
+  const auto m = Columns(metrics);
+  ASSERT_EQ(m.at("round").size(), 12u);
+  // Stale steps make the curve noisy: its best, against the first step.
+  double best = 0, lowest = 1e9;
+  for (const std::string& a : m.at("accuracy")) best = std::max(best, std::stod(a));
+  for (const std::string& l : m.at("loss")) lowest = std::min(lowest, std::stod(l));
+  EXPECT_GT(best, std::stod(m.at("accuracy").front()) + 0.1);
+  EXPECT_LT(lowest, std::stod(m.at("loss").front()) - 0.2);
+  double staleness = 0;
+  for (size_t i = 0; i < m.at("round").size(); ++i) {
+    EXPECT_EQ(m.at("returned")[i], "2") << "a step per two results";
+    staleness += std::stod(m.at("staleness")[i]);
+  }
+  EXPECT_GT(staleness, 0) << "results trained on earlier versions were used";
+  // Every client has a score from its profile from the first step on.
+  const auto scores = Columns(dir + "/server/scores.csv");
+  ASSERT_EQ(scores.at("round").size(), 12u);
+  for (int k = 0; k < 6; ++k) EXPECT_GT(std::stod(scores.at("c" + std::to_string(k)).front()), 0) << k;
+}
+
 // Many clients in one process (fedprof client --ids A-B, for load tests) are
 // each the client a process of its own would be.
 TEST(DeployTest, ClientsSharingAProcessEqualSimulation) {

@@ -1,5 +1,8 @@
 #include "fedprof/deploy/round.h"
 
+#include <algorithm>
+#include <set>
+
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
@@ -17,10 +20,10 @@ void Round::Fit(const std::vector<ClientInstructions>& tasks, const Transport::R
     std::lock_guard<std::mutex> lock(state_.mutex);
     for (size_t i = 0; i < tasks.size(); ++i) relay_of[i] = registry_.RelayOf(tasks[i].client_id);
   }
+  fit_timeout_s_ = timeout_s_.load();
   RelayModels for_relays;
   std::vector<Task> opened = Prepare(tasks, relay_of, &for_relays);
-  fit_timeout_s_ = timeout_s_.load();
-  const auto deadline = (opened.empty() ? Clock::now() : opened.front().opened) + Seconds(fit_timeout_s_);
+  const auto deadline = opened.empty() ? Clock::now() + Seconds(fit_timeout_s_) : opened.front().deadline;
   std::unique_lock<std::mutex> lock(state_.mutex);
   const SessionOpening session = OpenSession(tasks);
   Dispatch dispatch = Place(tasks, relay_of, std::move(opened), for_relays, session);
@@ -29,15 +32,67 @@ void Round::Fit(const std::vector<ClientInstructions>& tasks, const Transport::R
   for (auto& [pull, batch] : dispatch.to_relays) streams_.Send(pull, batch);
   lock.lock();
   Judge(sink, tasks.size(), deadline, lock);
-  tasks_.clear();
+  // The round's tasks end with it; an asynchronous run's go on.
+  std::set<int> training;
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    if (it->second.streamed && it->second.open) {
+      training.insert(it->first);
+      ++it;
+    } else {
+      it = tasks_.erase(it);
+    }
+  }
   batches_.clear();
   // A task still being sent (its client reads slowly, or not at all) ends
   // with its round: it holds no round and no buffer beyond it.
-  const std::vector<std::shared_ptr<Sending>> unfinished = streams_.AllSending();
+  const std::vector<std::shared_ptr<Sending>> unfinished = streams_.AllSending(training);
   const std::shared_ptr<SecAggRendezvous> secure = secagg_;
   lock.unlock();
   for (const auto& sending : unfinished) sending->Cancel();
   if (secure) Aggregate(*secure, tasks.front().instructions.round, session.index_of, sink);
+}
+
+void Round::Launch(const std::vector<ClientInstructions>& tasks) {
+  // A streamed task goes to its client directly: an asynchronous run takes
+  // no relays (GrpcServerOptions::relays_refused).
+  const std::vector<int> relay_of(tasks.size(), -1);
+  fit_timeout_s_ = timeout_s_.load();
+  RelayModels none;
+  std::vector<Task> opened = Prepare(tasks, relay_of, &none);
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    opened[i].index = static_cast<size_t>(tasks[i].client_id);
+    opened[i].streamed = true;
+  }
+  std::unique_lock<std::mutex> lock(state_.mutex);
+  Dispatch dispatch = Place(tasks, relay_of, std::move(opened), none, SessionOpening());
+  lock.unlock();
+  for (auto& [pull, task] : dispatch.to_clients) streams_.Send(pull, task);
+}
+
+bool Round::AwaitStreamed(const Transport::ResultSink& sink) {
+  std::unique_lock<std::mutex> lock(state_.mutex);
+  while (streamed_.empty()) {
+    Clock::time_point due = Clock::time_point::max();
+    for (const auto& [id, task] : tasks_) {
+      if (task.streamed && task.open) due = std::min(due, task.deadline);
+    }
+    if (due == Clock::time_point::max()) return false;
+    AwaitArrival(due, streamed_, lock);
+  }
+  Arrival a = std::move(streamed_.front());
+  streamed_.pop_front();
+  const auto it = tasks_.find(static_cast<int>(a.index));
+  if (it != tasks_.end() && it->second.streamed && !it->second.open) tasks_.erase(it);
+  lock.unlock();
+  std::string why;
+  try {
+    why = sink(a.index, std::move(a.result));
+  } catch (...) {
+    Answer(a.verdict, "the server failed while judging it");
+    throw;
+  }
+  Answer(a.verdict, why);
+  return true;
 }
 
 // Each task holds its client's instructions; θ stays one shared copy,
@@ -48,12 +103,14 @@ std::vector<Task> Round::Prepare(const std::vector<ClientInstructions>& tasks,
   std::map<const FlatParams*, std::shared_ptr<const std::vector<pb::TaskChunk>>> encoded;
   std::vector<Task> opened(tasks.size());
   const auto start = Clock::now();
+  const auto deadline = start + Seconds(fit_timeout_s_);
   const size_t chunk_bytes = state_.options.chunk_bytes;
   for (size_t i = 0; i < tasks.size(); ++i) {
     Task& t = opened[i];
     t.index = i;
     t.instructions = std::make_shared<const FitInstructions>(tasks[i].instructions);
     t.opened = start;
+    t.deadline = deadline;
     const FlatParams* global = t.instructions->global.get();
     if (relay_of[i] < 0) {
       auto& chunks = encoded[global];
@@ -103,6 +160,15 @@ Round::Dispatch Round::Place(const std::vector<ClientInstructions>& tasks, const
   std::map<std::pair<int, const FlatParams*>, int64_t> batch_of;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const int id = tasks[i].client_id;
+    if (const Task* busy = OpenTask(id); busy && busy->streamed) {
+      // An asynchronous run's client trains one task at a time.
+      Arrival a;
+      a.index = opened[i].index;
+      a.streamed = opened[i].streamed;
+      a.result = Failed(id, "it is training task " + std::to_string(busy->id), /*timed_out=*/false);
+      Arrive(std::move(a));
+      continue;
+    }
     Task& t = tasks_[id];
     t = std::move(opened[i]);
     t.id = next_task_id_ + static_cast<int64_t>(i);
@@ -164,21 +230,26 @@ void Round::Judge(const Transport::ResultSink& sink, size_t tasks, Clock::time_p
   while (remaining > 0 || WaitingForSums()) {
     JudgeArrivals(sink, &remaining, lock);
     if (remaining == 0 && !WaitingForSums()) break;
-    const auto now = Clock::now();
-    const std::vector<std::shared_ptr<Sending>> stalled = CloseLeavers(now, deadline);
-    if (!stalled.empty()) {
-      lock.unlock();
-      for (const auto& stream : stalled) stream->Cancel();
-      lock.lock();
-    }
-    QueueLostSums(now, deadline);
-    if (arrived_.empty()) {
-      lock.unlock();
-      state_.Tidy();
-      lock.lock();
-      if (arrived_.empty()) {
-        state_.arrive_cv.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(200)));
-      }
+    AwaitArrival(deadline, arrived_, lock);
+  }
+}
+
+void Round::AwaitArrival(Clock::time_point deadline, const std::deque<Arrival>& queue,
+                         std::unique_lock<std::mutex>& lock) {
+  const auto now = Clock::now();
+  const std::vector<std::shared_ptr<Sending>> stalled = CloseLeavers(now);
+  if (!stalled.empty()) {
+    lock.unlock();
+    for (const auto& stream : stalled) stream->Cancel();
+    lock.lock();
+  }
+  QueueLostSums(now, deadline);
+  if (queue.empty()) {
+    lock.unlock();
+    state_.Tidy();
+    lock.lock();
+    if (queue.empty()) {
+      state_.arrive_cv.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(200)));
     }
   }
 }
@@ -215,7 +286,7 @@ void Round::JudgeArrivals(const Transport::ResultSink& sink, size_t* remaining,
   }
 }
 
-std::vector<std::shared_ptr<Sending>> Round::CloseLeavers(Clock::time_point now, Clock::time_point deadline) {
+std::vector<std::shared_ptr<Sending>> Round::CloseLeavers(Clock::time_point now) {
   const GrpcServerOptions& o = state_.options;
   std::vector<std::shared_ptr<Sending>> stalled;
   for (auto& [id, task] : tasks_) {
@@ -231,16 +302,18 @@ std::vector<std::shared_ptr<Sending>> Round::CloseLeavers(Clock::time_point now,
       why = "took none of its task for " + std::to_string(o.heartbeat_timeout_s) +
             " s (deploy.heartbeat_timeout_s): left the round";
       stalled.push_back(sending);
-    } else if (now >= deadline) {
-      why = "no result within " + std::to_string(fit_timeout_s_) + " s (deploy.round_timeout_s)";
+    } else if (now >= task.deadline) {
+      const double timeout_s = std::chrono::duration<double>(task.deadline - task.opened).count();
+      why = "no result within " + std::to_string(timeout_s) + " s (deploy.round_timeout_s)";
     }
     if (why.empty()) continue;
     task.open = false;
     Arrival a;
     a.index = task.index;
+    a.streamed = task.streamed;
     a.result = Failed(id, why, /*timed_out=*/true);
     a.result.cost.time_s = Since(task.opened);
-    arrived_.push_back(std::move(a));
+    (a.streamed ? streamed_ : arrived_).push_back(std::move(a));
   }
   return stalled;
 }
@@ -308,7 +381,7 @@ Batch* Round::FindBatch(int64_t b) {
 }
 
 void Round::Arrive(Arrival a) {
-  arrived_.push_back(std::move(a));
+  (a.streamed ? streamed_ : arrived_).push_back(std::move(a));
   state_.arrive_cv.notify_all();
 }
 
@@ -316,6 +389,7 @@ bool Round::Close(int id, int64_t task_id, Arrival a) {
   Task* task = OpenTask(id);
   if (state_.stopping || task == nullptr || task->id != task_id) return false;
   task->open = false;
+  a.streamed = task->streamed;
   Arrive(std::move(a));
   return true;
 }
@@ -327,6 +401,7 @@ void Round::CloseAsRefused(int id, const std::string& why) {
   task->open = false;
   Arrival a;
   a.index = task->index;
+  a.streamed = task->streamed;
   a.result = Failed(id, "refused on arrival: " + why, false);
   Arrive(std::move(a));
 }
@@ -348,10 +423,12 @@ void Round::CancelVerdict(const void* call, const std::function<void()>& finish)
   {
     std::lock_guard<std::mutex> lock(state_.mutex);
     bool waiting = false;
-    for (Arrival& a : arrived_) {
-      if (a.verdict && a.verdict->call == call) {
-        a.verdict->call = nullptr;
-        waiting = true;
+    for (std::deque<Arrival>* queue : {&arrived_, &streamed_}) {
+      for (Arrival& a : *queue) {
+        if (a.verdict && a.verdict->call == call) {
+          a.verdict->call = nullptr;
+          waiting = true;
+        }
       }
     }
     if (!waiting) return;
@@ -362,6 +439,8 @@ void Round::CancelVerdict(const void* call, const std::function<void()>& finish)
 std::deque<Arrival> Round::Stop() {
   std::deque<Arrival> unjudged;
   unjudged.swap(arrived_);
+  for (Arrival& a : streamed_) unjudged.push_back(std::move(a));
+  streamed_.clear();
   secagg_.reset();  // its held replies are answered
   return unjudged;
 }

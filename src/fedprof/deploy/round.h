@@ -30,7 +30,17 @@ class Round {
   // `sink`, returning once each has one: its result, its time-out, or its
   // client gone. The round loop's thread.
   void Fit(const std::vector<ClientInstructions>& tasks, const Transport::ResultSink& sink);
-  // How long a Fit call waits for results from now on.
+  // An asynchronous run's tasks (FedBuff): Launch opens a streamed task for
+  // each client and returns once they are sent; each task's result is due
+  // deploy.round_timeout_s after its opening, whatever else is open.
+  // AwaitStreamed hands `sink` the next streamed task's result (index: its
+  // client id) and answers its caller, waiting while one is open; false when
+  // none is. Fit may run meanwhile (profile reports, evaluations): its
+  // tasks and results are its own, and a client training a streamed task
+  // gets none of them. The round loop's thread.
+  void Launch(const std::vector<ClientInstructions>& tasks);
+  bool AwaitStreamed(const Transport::ResultSink& sink);
+  // How long a Fit call (a launched task) waits for results from now on.
   void SetTimeout(double s) { timeout_s_.store(s); }
 
   // Client `id`'s open task, or null. (mutex held)
@@ -100,12 +110,17 @@ class Round {
   // sum is in.
   void Judge(const Transport::ResultSink& sink, size_t tasks, Clock::time_point deadline,
              std::unique_lock<std::mutex>& lock);
+  // Closes the tasks whose clients left or whose results are overdue, and
+  // waits (up to `deadline`, at most 200 ms) for `queue` to hold an arrival.
+  // (lock held on entry and exit)
+  void AwaitArrival(Clock::time_point deadline, const std::deque<Arrival>& queue,
+                    std::unique_lock<std::mutex>& lock);
   // Hands each arrival to `sink` and answers its caller. (lock held on entry and exit)
   void JudgeArrivals(const Transport::ResultSink& sink, size_t* remaining,
                      std::unique_lock<std::mutex>& lock);
-  // Open tasks whose clients left or stalled, or past the deadline, end as
-  // timed out; the stalled streams are returned to be cancelled. (mutex held)
-  std::vector<std::shared_ptr<Sending>> CloseLeavers(Clock::time_point now, Clock::time_point deadline);
+  // Open tasks whose clients left or stalled, or past their deadlines, end
+  // as timed out; the stalled streams are returned to be cancelled. (mutex held)
+  std::vector<std::shared_ptr<Sending>> CloseLeavers(Clock::time_point now);
   // A sum whose relay is gone, or past the deadline, will not come. (mutex held)
   void QueueLostSums(Clock::time_point now, Clock::time_point deadline);
   // Whether an accepted result's model still awaits its relay's sum. (mutex held)
@@ -120,10 +135,11 @@ class Round {
   TaskStreams& streams_;
   std::atomic<double> timeout_s_;  // a relay's follows each batch
   double fit_timeout_s_ = 0;        // the current Fit call's (its thread alone)
-  std::map<int, Task> tasks_;        // open tasks of the current Fit call, by client id
+  std::map<int, Task> tasks_;  // the Fit call's tasks and the open streamed ones, by client id
   std::map<int64_t, Batch> batches_;  // of the current Fit call
   std::shared_ptr<SecAggRendezvous> secagg_;  // the current Fit call's session
-  std::deque<Arrival> arrived_;
+  std::deque<Arrival> arrived_;   // for the Fit call
+  std::deque<Arrival> streamed_;  // of streamed tasks, for AwaitStreamed
   secagg::Bytes run_id_ = secagg::RandomBytes(secagg::kKeyBytes);
   int64_t next_task_id_ = 1;
   int64_t next_batch_id_ = 1;

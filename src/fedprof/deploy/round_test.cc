@@ -183,5 +183,65 @@ TEST(RoundTest, ARefusedRelaySumIsLostWithItsReason) {
       << lost;
 }
 
+// FedBuff's streamed tasks: each has its own deadline, a Fit call between
+// them (profile reports) keeps to its own tasks and results and gives a
+// client in training none, and every result is handed over once, by client.
+TEST(RoundTest, StreamedTasksHaveTheirOwnDeadlinesAndOutliveAFit) {
+  Parts p(Options(3, 30));
+  std::string session;
+  pb::RegisterRequest r;
+  r.set_num_samples(100);
+  for (int id : {0, 1, 2}) ASSERT_TRUE(p.registry.Register(id, r, Clock::now(), &session).ok());
+  p.round.SetTimeout(2);
+  const auto launched = Clock::now();
+  p.round.Launch(Tasks({0}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  p.round.SetTimeout(30);
+  p.round.Launch(Tasks({1}));
+  const Task first = p.AwaitTask(0);
+  const Task second = p.AwaitTask(1);
+  EXPECT_TRUE(first.streamed);
+  EXPECT_GT(second.deadline - first.deadline, std::chrono::seconds(25)) << "a deadline of its own";
+
+  std::map<size_t, FitResult> reports;
+  std::thread fit([&] {
+    p.round.Fit(Tasks({2, 0}), [&](size_t index, FitResult&& result) {
+      EXPECT_EQ(reports.count(index), 0u) << "judged twice";
+      reports[index] = std::move(result);
+      return std::string();
+    });
+  });
+  EXPECT_TRUE(p.Deliver(2, p.AwaitTask(2), /*summed=*/false));
+  fit.join();
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_TRUE(reports[0].ok);
+  EXPECT_FALSE(reports[1].ok);
+  EXPECT_NE(reports[1].error.find("it is training task " + std::to_string(first.id)), std::string::npos)
+      << reports[1].error;
+  {
+    std::lock_guard<std::mutex> lock(p.state.mutex);
+    EXPECT_NE(p.round.OpenTask(0), nullptr) << "streamed tasks outlive the Fit call";
+    EXPECT_NE(p.round.OpenTask(1), nullptr);
+  }
+
+  EXPECT_TRUE(p.Deliver(1, second, /*summed=*/false));
+  std::vector<std::pair<size_t, FitResult>> handed;
+  const auto sink = [&](size_t index, FitResult&& result) {
+    handed.emplace_back(index, std::move(result));
+    return std::string();
+  };
+  ASSERT_TRUE(p.round.AwaitStreamed(sink));
+  ASSERT_TRUE(p.round.AwaitStreamed(sink));
+  EXPECT_GE(Clock::now() - launched, std::chrono::seconds(2)) << "client 0's deadline";
+  EXPECT_FALSE(p.round.AwaitStreamed(sink)) << "no streamed task is open";
+  ASSERT_EQ(handed.size(), 2u);
+  EXPECT_EQ(handed[0].first, 1u);
+  EXPECT_TRUE(handed[0].second.ok);
+  EXPECT_EQ(handed[1].first, 0u);
+  EXPECT_TRUE(handed[1].second.timed_out);
+  EXPECT_NE(handed[1].second.error.find("(deploy.round_timeout_s)"), std::string::npos)
+      << handed[1].second.error;
+}
+
 }  // namespace
 }  // namespace fedprof::deploy

@@ -408,6 +408,14 @@ void GrpcTransport::SetRoundTimeout(double seconds) { impl_->round().SetTimeout(
 void GrpcTransport::Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) {
   impl_->round().Fit(tasks, sink);
 }
+
+void GrpcTransport::LaunchTasks(const std::vector<ClientInstructions>& tasks) {
+  impl_->round().Launch(tasks);
+}
+
+bool GrpcTransport::AwaitResult(const ResultSink& sink) {
+  return impl_->round().AwaitStreamed(sink);
+}
 void GrpcTransport::Open() {
   const GrpcServerOptions& o = impl_->options();
   const int wanted = o.min_clients == 0 ? o.num_clients : std::min(o.min_clients, o.num_clients);

@@ -103,6 +103,11 @@ class GrpcTransport : public Transport {
   // Opens a task for each client and waits until every one has a result,
   // has left (no heartbeat) or the round deadline passes.
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
+  // FedBuff's tasks, each with its own deadline (deploy.round_timeout_s
+  // after it is sent); Fit may run between them (profile reports).
+  bool StreamsTasks() const override { return true; }
+  void LaunchTasks(const std::vector<ClientInstructions>& tasks) override;
+  bool AwaitResult(const ResultSink& sink) override;
 
   // How long a Fit call waits for results from now on (at first
   // options.round_timeout_s): a relay's follows each batch's deadline.

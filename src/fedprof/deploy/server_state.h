@@ -64,15 +64,18 @@ struct ServerState {
   Clock::time_point last_trim_;
 };
 
-// One client's task of the current round.
+// One client's task of the current round, or of an asynchronous run
+// (streamed: Round::Launch).
 struct Task {
   int64_t id = 0;
-  size_t index = 0;  // in the Fit call's list
+  size_t index = 0;  // in the Fit call's list; a streamed task's: its client id
   std::shared_ptr<const FitInstructions> instructions;
   // The global model's chunks, shared by every task of the round.
   std::shared_ptr<const std::vector<pb::TaskChunk>> chunks;
   Clock::time_point opened;
+  Clock::time_point deadline;  // its result is due by then (deploy.round_timeout_s after opening)
   bool open = true;
+  bool streamed = false;
   int64_t batch = 0;  // its relay's batch, or 0: sent directly
   // The round's secure aggregation session, which its model joins.
   std::shared_ptr<const pb::SecAggSetup> secagg;
@@ -104,8 +107,9 @@ struct Arrival {
   size_t index = 0;
   FitResult result;
   std::shared_ptr<Verdict> verdict;  // null when no client waits for it (a timeout)
-  int64_t batch = 0;    // the relay batch it belongs to, or 0
-  bool summed = false;  // a relay's result, its model in the batch's sum
+  int64_t batch = 0;       // the relay batch it belongs to, or 0
+  bool streamed = false;  // of a streamed task: Round::AwaitStreamed judges it
+  bool summed = false;    // a relay's result, its model in the batch's sum
   bool is_sum = false;
   std::vector<size_t> indices;
   std::shared_ptr<const ModelSum> sum;

@@ -174,9 +174,11 @@ std::shared_ptr<Sending> TaskStreams::SendingTo(int id) const {
   return it == sending_.end() ? nullptr : it->second;
 }
 
-std::vector<std::shared_ptr<Sending>> TaskStreams::AllSending() const {
+std::vector<std::shared_ptr<Sending>> TaskStreams::AllSending(const std::set<int>& except) const {
   std::vector<std::shared_ptr<Sending>> out;
-  for (const auto& [key, sending] : sending_) out.push_back(sending);
+  for (const auto& [key, sending] : sending_) {
+    if (except.count(key) == 0) out.push_back(sending);  // relays' keys are negative
+  }
   return out;
 }
 

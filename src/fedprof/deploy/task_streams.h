@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -122,8 +123,8 @@ class TaskStreams {
 
   // The stream sending client `id` its task, or null. (mutex held)
   std::shared_ptr<Sending> SendingTo(int id) const;
-  // Every stream being sent. (mutex held)
-  std::vector<std::shared_ptr<Sending>> AllSending() const;
+  // Every stream being sent but those to the clients in `except`. (mutex held)
+  std::vector<std::shared_ptr<Sending>> AllSending(const std::set<int>& except = {}) const;
 
   // ModelStream's: its call is done, or its caller cancelled it.
   template <typename Chunk>

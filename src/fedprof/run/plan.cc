@@ -120,8 +120,11 @@ void CheckSecureAggregation(const RunOptions& o, const Strategy& strategy) {
 void CheckBuffered(const RunOptions& o, const Strategy& strategy, ClientsLive where) {
   if (strategy.Buffered() == nullptr) return;
   const std::string option = "strategy.aggregator = fedbuff: ";
-  if (where == ClientsLive::kElsewhere) {
-    throw Error(option + "simulation only; a deployment's server runs synchronous rounds");
+  Attack attack;
+  attack.kind = ParseAttackKind(o.attack.kind);
+  if (where == ClientsLive::kElsewhere && o.attack.share > 0 && attack.colluding()) {
+    throw Error(option + "attack.kind = " + o.attack.kind + " crafts the attackers' models from a round's "
+                "honest ones, but a deployment's asynchronous results arrive one by one");
   }
   if (o.secagg.protocol != "none") {
     throw Error(option + "secure aggregation (secagg.protocol) masks a round's models together, but "

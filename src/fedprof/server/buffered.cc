@@ -1,5 +1,6 @@
 // The server's asynchronous loop (Server::RunBuffered): FedBuff's clients,
-// events and buffer in the cost model's virtual time.
+// events and buffer, in the cost model's virtual time in simulation and in
+// the order results arrive in a deployment (Transport::StreamsTasks).
 
 #include <algorithm>
 #include <chrono>
@@ -24,6 +25,9 @@ class Server::BufferedRun {
       : server_(server),
         state_(state),
         options_(*server.strategy_.Buffered()),
+        streams_(server.transport_.StreamsTasks()),
+        began_(std::chrono::steady_clock::now()),
+        began_s_(state.virtual_time_s),
         training_(static_cast<size_t>(server.transport_.num_clients()), 0),
         expected_s_(training_.size(), 0.0) {
     models_[state.round] = std::make_shared<const FlatParams>(state.global);
@@ -40,12 +44,19 @@ class Server::BufferedRun {
   // Steps until the run has options.rounds of them. The state's instant
   // (its virtual time) may still have arrivals due; its dispatch follows them.
   void Run(const std::function<void(ServerState&)>& on_round, double wall_offset_s) {
-    const auto begin = std::chrono::steady_clock::now();
     double now = state_.virtual_time_s;
     double last_step_s = now;
     auto phase = std::make_unique<PhaseTimer>(server_.observer_, "train");
     while (state_.round < server_.options_.rounds) {
-      if (flights_.empty() || flights_.begin()->first.first > now) {
+      if (streams_) {
+        now = Elapsed();
+        if (options_.refill == FedBuffOptions::Refill::kOnArrival || stepped_ || flights_.empty()) {
+          Dispatch(now);
+          stepped_ = false;
+        }
+        AwaitArrival();
+        now = Elapsed();
+      } else if (flights_.empty() || flights_.begin()->first.first > now) {
         // The instant is over: its free places refill (under refill = step,
         // only if the server stepped since the last refill, or no one trains).
         if (options_.refill == FedBuffOptions::Refill::kOnArrival || stepped_ || flights_.empty()) {
@@ -59,8 +70,10 @@ class Server::BufferedRun {
         }
         now = flights_.begin()->first.first;
       }
-      Arrive(flights_.begin()->second);
-      flights_.erase(flights_.begin());
+      if (!streams_) {
+        Arrive(flights_.begin()->second);
+        flights_.erase(flights_.begin());
+      }
       if (static_cast<int>(buffer_.size()) < options_.buffer) continue;
 
       phase->Next("aggregate");
@@ -70,7 +83,7 @@ class Server::BufferedRun {
       phase->Next("evaluate");
       server_.EvaluateRound(m.round, state_.global, &m);
       m.wall_s =
-          wall_offset_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+          wall_offset_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
       phase->Stop();
       Keep();
       state_.history.push_back(m);
@@ -82,13 +95,14 @@ class Server::BufferedRun {
   }
 
  private:
-  // A client in training: its task, and its result, made when it started (a
-  // task's result depends on its instructions alone).
+  // A client in training: its task, and (in simulation) its result, made
+  // when it started (a task's result depends on its instructions alone).
   struct Flight {
     TrainingTask task;
     FitResult result;
   };
-  // The event order: when a client finishes, then its id.
+  // The event order: when a client finishes, then its id (in a deployment,
+  // when it started: results come in their own order).
   using EventKey = std::pair<double, int>;
 
   // What the results since the last step came to.
@@ -110,9 +124,17 @@ class Server::BufferedRun {
 
   // Trains `tasks` (started at virtual time `now`) and queues each by when it
   // finishes; a client that fails or is lost is noticed when it would have
-  // finished.
+  // finished. A deployment's tasks are sent, their results awaited.
   void Start(const std::vector<ClientInstructions>& tasks, const std::vector<TrainingTask>& records,
              double now) {
+    if (streams_) {
+      server_.transport_.LaunchTasks(tasks);
+      for (const TrainingTask& t : records) {
+        training_.at(t.client_id) = 1;
+        flights_.emplace(EventKey{now, t.client_id}, Flight{t, FitResult()});
+      }
+      return;
+    }
     std::vector<FitResult> results(tasks.size());
     server_.transport_.Fit(tasks, [&](size_t i, FitResult&& r) {
       results.at(i) = std::move(r);
@@ -189,9 +211,37 @@ class Server::BufferedRun {
     Start(tasks, records, now);
   }
 
+  // A deployment's next result arrives (its client's verdict is Arrive's).
+  void AwaitArrival() {
+    const bool came = server_.transport_.AwaitResult([this](size_t id, FitResult&& r) {
+      const auto it = std::find_if(flights_.begin(), flights_.end(), [id](const auto& f) {
+        return f.second.task.client_id == static_cast<int>(id);
+      });
+      if (it == flights_.end()) {
+        throw Error("fedbuff: a result for client " + std::to_string(id) + ", which trains no task");
+      }
+      Flight f = std::move(it->second);
+      flights_.erase(it);
+      f.result = std::move(r);
+      return Arrive(f);
+    });
+    if (!came) {
+      throw Error("fedbuff: " + std::to_string(flights_.size()) +
+                  " clients in training, but the transport awaits no result; the checkpoint holds step " +
+                  std::to_string(state_.round));
+    }
+  }
+
+  // Seconds since the run began (a resumed run: since it first began, as the
+  // checkpoint counted them): a deployment's clock.
+  double Elapsed() const {
+    return began_s_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
+  }
+
   // A result arrives: checked as the synchronous round checks it (its update
-  // against the model it started from), then buffered.
-  void Arrive(Flight& f) {
+  // against the model it started from), then buffered. Returns why it was
+  // refused, or "".
+  std::string Arrive(Flight& f) {
     FitResult& r = f.result;
     training_.at(f.task.client_id) = 0;
     tally_.energy_j.Add(r.cost.energy_j);
@@ -205,7 +255,7 @@ class Server::BufferedRun {
       ++(r.timed_out ? tally_.timed_out : tally_.refused);
       LogWarning("step " + std::to_string(state_.round + 1) + ": client " + std::to_string(r.client_id) +
                  (r.timed_out ? " timed out: " : " refused: ") + why);
-      return;
+      return why;
     }
     ++tally_.returned;
     server_.strategy_.Observe(r);
@@ -213,6 +263,7 @@ class Server::BufferedRun {
     const int64_t staleness = state_.round - f.task.version;
     tally_.staleness.Add(static_cast<double>(staleness));
     buffer_.push_back({r.client_id, r.num_samples, staleness, std::move(r.params), start});
+    return "";
   }
 
   // The server's step at virtual time `now`, `elapsed_s` after the last.
@@ -268,6 +319,9 @@ class Server::BufferedRun {
   Server& server_;
   ServerState& state_;
   const FedBuffOptions& options_;
+  const bool streams_;  // a deployment: results in the order they arrive
+  const std::chrono::steady_clock::time_point began_;
+  const double began_s_;  // the state's virtual time when this run began
   std::map<int64_t, std::shared_ptr<const FlatParams>> models_;  // by version
   std::map<EventKey, Flight> flights_;
   std::vector<char> training_;      // by client id

@@ -108,6 +108,7 @@ class Strategy {
   std::string NeedsEveryModel() const {
     if (NeedsUpdates()) return "its aggregation rule needs every client's model (strategy.aggregator)";
     if (BoundsUpdates()) return "it bounds every client's update (robust.max_update_norm)";
+    if (Buffered()) return "it weighs each client's model by its staleness (strategy.aggregator = fedbuff)";
     return "";
   }
 

@@ -27,6 +27,9 @@ class ForwardingTransport : public Transport {
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override {
     inner_.Fit(tasks, sink);
   }
+  bool StreamsTasks() const override { return inner_.StreamsTasks(); }
+  void LaunchTasks(const std::vector<ClientInstructions>& tasks) override { inner_.LaunchTasks(tasks); }
+  bool AwaitResult(const ResultSink& sink) override { return inner_.AwaitResult(sink); }
 
  protected:
   Transport& inner_;

@@ -1,5 +1,7 @@
 #include "fedprof/transport/transport.h"
 
+#include "fedprof/core/error.h"
+
 namespace fedprof {
 
 std::vector<ClientDescription> Transport::Describe() {
@@ -11,6 +13,14 @@ std::vector<ClientDescription> Transport::Describe() {
     row.round_s = info.expected_time_s > 0 ? info.expected_time_s : 0;
   }
   return rows;
+}
+
+void Transport::LaunchTasks(const std::vector<ClientInstructions>&) {
+  throw Error("this transport runs tasks in rounds only (Fit)");
+}
+
+bool Transport::AwaitResult(const ResultSink&) {
+  throw Error("this transport runs tasks in rounds only (Fit)");
 }
 
 }  // namespace fedprof

@@ -119,6 +119,17 @@ class Transport {
   // throws only when the transport is broken. Results carry the client id
   // the transport authenticated, whatever the client claimed.
   virtual void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) = 0;
+
+  // Tasks that run as results come (FedBuff in a deployment), where
+  // StreamsTasks(): LaunchTasks sends each client in `tasks` (none of them
+  // training one already) its instructions and returns; AwaitResult hands
+  // `sink` the next launched task's result (index: its client id, results
+  // as Fit's) once it comes, or returns false at once when no launched task
+  // is open. A simulation has no such order of its own: its asynchronous
+  // runs order Fit's results by the cost model's clock (server/buffered.cc).
+  virtual bool StreamsTasks() const { return false; }
+  virtual void LaunchTasks(const std::vector<ClientInstructions>& tasks);
+  virtual bool AwaitResult(const ResultSink& sink);
 };
 
 }  // namespace fedprof
