@@ -252,15 +252,28 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(afl, random_share, "0.1", 0, 1, "",
        "AFL alpha3: share of the K clients picked uniformly at random."),
       // Client availability in simulation (docs/availability.md).
-      OPTION(availability, kind, "always", 0, 0, "always|on_off|trace",
+      OPTION(availability, kind, "always", 0, 0, "always|on_off|diurnal|trace",
        "When simulated clients are online, in the cost model's virtual time: always; on_off: each "
        "alternates exponential online and offline periods (availability.online_mean_s, "
-       "offline_mean_s); trace: the intervals of availability.trace. Selection sees the clients online "
-       "when a round starts; one that goes offline before it would finish is lost (timed out)."),
+       "offline_mean_s); diurnal: online by slots with a chance that follows the client's time of "
+       "day (availability.share, amplitude, time_zones_h, slot_s, day_s); trace: the intervals of "
+       "availability.trace. Selection sees the clients online when a round starts; one that goes "
+       "offline before it would finish is lost (timed out)."),
       OPTION(availability, online_mean_s, "3600", 1e-6, 1e12, "",
        "on_off: mean online period, virtual seconds."),
       OPTION(availability, offline_mean_s, "3600", 0, 1e12, "",
        "on_off: mean offline period, virtual seconds (online share = online / (online + offline))."),
+      OPTION(availability, share, "0.5", 0, 1, "",
+       "diurnal: the mean chance of being online in a slot, over a day."),
+      OPTION(availability, amplitude, "0.8", 0, 1, "",
+       "diurnal: A; the chance at local time tau is share (1 + A cos(2 pi tau / day_s)): highest at "
+       "local midnight, lowest at noon."),
+      OPTION(availability, time_zones_h, "0", 0, 24, "",
+       "diurnal: clients' local clocks are offset by up to this many hours (uniformly); 24 flattens "
+       "the population's share, 0 puts everyone on one clock."),
+      OPTION(availability, slot_s, "600", 1e-3, 1e9, "",
+       "diurnal: virtual seconds per slot; each client is online or not for a whole slot."),
+      OPTION(availability, day_s, "86400", 1, 1e12, "", "diurnal: virtual seconds per day."),
       OPTION(availability, trace, "", 0, 0, "",
        "trace: a CSV file, header client,start,end, one online interval [start, end) in virtual "
        "seconds per line; clients it never names are never online."),

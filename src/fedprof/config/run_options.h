@@ -70,6 +70,7 @@ struct RunOptions {
   struct Availability {
     std::string kind, trace;
     double online_mean_s = 0, offline_mean_s = 0, overcommit = 1;
+    double share = 0, amplitude = 0, time_zones_h = 0, slot_s = 0, day_s = 0;  // diurnal
     // Whether a simulation puts its clients behind AvailabilityTransport.
     bool simulated() const { return kind != "always" || overcommit > 1; }
   };

@@ -130,6 +130,48 @@ double TraceAvailability::OnlineUntil(int client, double t) {
   return t < holding.end ? holding.end : -1;
 }
 
+DiurnalAvailability::DiurnalAvailability(int num_clients, const DiurnalShape& shape, uint64_t seed)
+    : shape_(shape), seed_(seed), runs_(static_cast<size_t>(std::max(0, num_clients))) {
+  const bool valid = shape.slot_s > 0 && shape.day_s > 0 && shape.share >= 0 && shape.share <= 1 &&
+                     shape.amplitude >= 0 && shape.amplitude <= 1 && shape.time_zones_h >= 0 &&
+                     shape.time_zones_h <= 24;  // NaN fails too
+  if (!valid) {
+    throw Error("availability (diurnal): expected slot_s > 0, a share and an amplitude in [0, 1] and "
+                "time_zones_h in [0, 24]");
+  }
+}
+
+double DiurnalAvailability::OnlineChance(int client, int64_t slot) const {
+  const uint64_t k = static_cast<uint64_t>(client);
+  const double offset_s =
+      shape_.time_zones_h * 3600.0 * HashUniform01(seed_, Stream::kAvailability, {k, ~uint64_t{0}, 1});
+  const double local_s = std::fmod(static_cast<double>(slot) * shape_.slot_s + offset_s, shape_.day_s);
+  const double p = shape_.share * (1 + shape_.amplitude * std::cos(2 * M_PI * local_s / shape_.day_s));
+  return std::clamp(p, 0.0, 1.0);
+}
+
+bool DiurnalAvailability::OnlineIn(int client, int64_t slot) const {
+  const uint64_t k = static_cast<uint64_t>(client);
+  const double u = HashUniform01(seed_, Stream::kAvailability, {k, static_cast<uint64_t>(slot), 1});
+  return u < OnlineChance(client, slot);
+}
+
+double DiurnalAvailability::OnlineUntil(int client, double t) {
+  // Runs end at every 65,536th slot at the latest: the answer depends on
+  // the slot alone, not on which slot of a run was asked first (resume).
+  constexpr int64_t kLongestRun = int64_t{1} << 16;
+  Run& r = runs_.at(static_cast<size_t>(client));
+  const int64_t slot = static_cast<int64_t>(std::floor(std::max(0.0, t) / shape_.slot_s));
+  if (slot < r.first || slot >= r.end) {
+    const int64_t limit = (slot / kLongestRun + 1) * kLongestRun;
+    r.first = slot;
+    r.online = OnlineIn(client, slot);
+    r.end = slot + 1;
+    while (r.end < limit && OnlineIn(client, r.end) == r.online) ++r.end;
+  }
+  return r.online ? static_cast<double>(r.end) * shape_.slot_s : -1;
+}
+
 std::unique_ptr<Availability> MakeAvailability(const RunOptions::Availability& options, int64_t seed,
                                                int num_clients) {
   if (options.kind == "always") return nullptr;
@@ -137,12 +179,17 @@ std::unique_ptr<Availability> MakeAvailability(const RunOptions::Availability& o
     return std::make_unique<OnOffAvailability>(num_clients, options.online_mean_s, options.offline_mean_s,
                                                static_cast<uint64_t>(seed));
   }
+  if (options.kind == "diurnal") {
+    const DiurnalShape shape{options.share, options.amplitude, options.time_zones_h, options.slot_s,
+                             options.day_s};
+    return std::make_unique<DiurnalAvailability>(num_clients, shape, static_cast<uint64_t>(seed));
+  }
   if (options.kind == "trace") {
     if (options.trace.empty()) throw Error("availability.trace: availability.kind = trace needs a file");
     return std::make_unique<TraceAvailability>(
         ParseAvailabilityTrace(ReadFile(options.trace), options.trace, num_clients));
   }
-  throw Error("availability.kind: '" + options.kind + "' is not one of always|on_off|trace");
+  throw Error("availability.kind: '" + options.kind + "' is not one of always|on_off|diurnal|trace");
 }
 
 }  // namespace fedprof

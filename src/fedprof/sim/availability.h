@@ -46,6 +46,38 @@ class OnOffAvailability final : public Availability {
   std::vector<Period> periods_;
 };
 
+// A day's rhythm: virtual time is cut into slots of slot_s; in each, client
+// k is online with probability p(τ) = min(1, share · (1 + A · cos(2π τ /
+// day_s))), τ the client's local time of day at the slot's start (its time
+// zone: an offset drawn uniformly from [0, time_zones_h) hours), so the
+// share online peaks at local midnight (devices charging overnight) and is
+// lowest at noon; each slot is drawn from (seed, client, slot) alone. With
+// time_zones_h = 24 the population's share is flat; with 0 everyone shares
+// one clock and the share online swings between share · (1 ± A). A client
+// costs 24 bytes (its current run of online or offline slots); runs are cut
+// at every 65,536th slot.
+struct DiurnalShape {
+  double share = 0.5, amplitude = 0.8, time_zones_h = 0, slot_s = 600, day_s = 86400;
+};
+class DiurnalAvailability final : public Availability {
+ public:
+  DiurnalAvailability(int num_clients, const DiurnalShape& shape, uint64_t seed);
+  double OnlineUntil(int client, double t) override;
+  // The chance that `client` is online in slot `slot`.
+  double OnlineChance(int client, int64_t slot) const;
+
+ private:
+  struct Run {
+    int64_t first = 0, end = -1;  // slots [first, end) alike; end < first: none found yet
+    bool online = false;
+  };
+  bool OnlineIn(int client, int64_t slot) const;
+
+  DiurnalShape shape_;
+  uint64_t seed_;
+  std::vector<Run> runs_;
+};
+
 // An online interval [start, end) of virtual seconds.
 struct OnlineInterval {
   double start = 0, end = 0;

@@ -128,5 +128,41 @@ TEST(OnOffAvailabilityTest, TheOnlineShareIsTheMeansRatioAndTheSeedDecides) {
   EXPECT_THROW(OnOffAvailability(1, 0, 1, 1), Error);
 }
 
+// One clock (no time zones): the share online follows the day, 0.9 at
+// midnight and 0.1 at noon with share 0.5 and amplitude 0.8; spread over 24
+// time zones the population's share is flat. A client's answer says when its
+// run of online slots ends, whichever slot of the run was asked first.
+TEST(DiurnalAvailabilityTest, TheShareFollowsTheDayAndRunsEndWhereTheSlotsSay) {
+  const DiurnalShape one_clock{0.5, 0.8, 0, 600, 86400};
+  DiurnalAvailability a(4000, one_clock, 7);
+  auto share_at = [](DiurnalAvailability& m, double t) {
+    int online = 0;
+    for (int k = 0; k < 4000; ++k) online += m.OnlineUntil(k, t) > t;
+    return online / 4000.0;
+  };
+  EXPECT_NEAR(share_at(a, 0), 0.9, 0.02);          // midnight
+  EXPECT_NEAR(share_at(a, 43200), 0.1, 0.02);      // noon
+  EXPECT_NEAR(share_at(a, 86400 + 21600), 0.5, 0.03);  // 6 am the next day
+  DiurnalAvailability flat(4000, {0.5, 0.8, 24, 600, 86400}, 7);
+  for (double t : {0.0, 21600.0, 43200.0}) EXPECT_NEAR(share_at(flat, t), 0.5, 0.03) << t;
+
+  DiurnalAvailability fresh(4000, one_clock, 7);
+  for (int k = 0; k < 200; ++k) {
+    const double t = 600.0 * (k % 50) + 17;
+    const double until = a.OnlineUntil(k, t);
+    if (until < 0) continue;
+    // Every slot up to `until` is online, the one at `until` is not.
+    for (double s = t; s < until; s += 600) EXPECT_GT(fresh.OnlineUntil(k, s), s) << k;
+    EXPECT_LT(fresh.OnlineUntil(k, until), 0) << k;
+    EXPECT_EQ(DiurnalAvailability(4000, one_clock, 7).OnlineUntil(k, until - 1), until) << k;
+  }
+  DiurnalAvailability other(4000, one_clock, 8);
+  int differ = 0;
+  for (int k = 0; k < 200; ++k) differ += other.OnlineUntil(k, 43200) != fresh.OnlineUntil(k, 43200);
+  EXPECT_GT(differ, 20);
+  EXPECT_THROW(DiurnalAvailability(1, {1.5, 0.8, 0, 600, 86400}, 1), Error);
+  EXPECT_THROW(DiurnalAvailability(1, {0.5, 0.8, 25, 600, 86400}, 1), Error);
+}
+
 }  // namespace
 }  // namespace fedprof

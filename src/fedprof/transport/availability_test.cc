@@ -94,6 +94,25 @@ TEST(AvailabilityRunTest, OnOffRunsAreThreadIndependentAndResumeExactly) {
   EXPECT_EQ(Columns(RunDir("parts") + "/metrics.csv").at("online"), metrics.at("online"));
 }
 
+// A day compressed into 200 virtual seconds: the number online swings from
+// round to round, and a run stopped and resumed is the same run.
+TEST(AvailabilityRunTest, DiurnalRunsFollowTheDayAndResumeExactly) {
+  if (!testing_support::HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const testing_support::Settings diurnal = {{"availability.kind", "diurnal"}, {"availability.day_s", "200"},
+                                             {"availability.slot_s", "5"},      {"strategy.fraction", "0.3"},
+                                             {"rounds", "6"}};
+  const nlohmann::json whole = Simulate("diurnal", diurnal);
+  const auto online = Columns(RunDir("diurnal") + "/metrics.csv").at("online");
+  EXPECT_NE(*std::min_element(online.begin(), online.end()), *std::max_element(online.begin(), online.end()));
+  testing_support::Settings three = diurnal;
+  three.push_back({"rounds", "3"});
+  Simulate("diurnal_parts", three);
+  ResumeSimulation(RunDir("diurnal_parts"), {"rounds=6"});
+  EXPECT_EQ(testing_support::Summary(RunDir("diurnal_parts")).at("final_model_sha256"),
+            whole.at("final_model_sha256"));
+  EXPECT_EQ(Columns(RunDir("diurnal_parts") + "/metrics.csv").at("online"), online);
+}
+
 TEST(AvailabilityRunTest, RefusedWhereItCannotWork) {
   if (!testing_support::HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   auto error = [](const testing_support::Settings& sets) {
