@@ -288,22 +288,27 @@ TEST(DeployTest, ARelaysSumMustBeOfTheResultsItPassedOn) {
 }
 
 // A run whose aggregation needs every model takes no relays (they send
-// sums): the relay's first sync is refused in one line, and it stops.
+// sums): the relay's first sync is refused in one line, and it stops. So
+// does FedBuff's, which weighs each model by its own staleness.
 TEST(DeployTest, ARunThatNeedsEveryModelTakesNoRelays) {
-  const std::string dir = FreshDir("deploy", "no_relays");
-  const std::string certs = MakeCerts(dir, 2, "certs", /*relays=*/1);
-  const std::string run = SmallRun(2, 1.0, 1) + " --set strategy.aggregator=median";
-  Deployment d;
-  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
-  const int relay = d.procs.Start(kCli,
-                                  "relay --server " + d.address + " --listen 127.0.0.1:0 --id 0 --tls-dir " +
-                                      certs + " --give-up-after 30",
-                                  dir + "/relay.log");
-  EXPECT_EQ(d.procs.Wait(relay, 60), 1) << d.procs.Output(relay);
-  EXPECT_NE(d.procs.Output(relay).find("this run takes no relays: its aggregation rule needs every "
-                                       "client's model (strategy.aggregator)"),
-            std::string::npos)
-      << d.procs.Output(relay);
+  const std::pair<const char*, const char*> runs[] = {
+      {"median", "its aggregation rule needs every client's model (strategy.aggregator)"},
+      {"fedbuff", "it weighs each client's model by its staleness (strategy.aggregator = fedbuff)"}};
+  for (const auto& [aggregator, why] : runs) {
+    const std::string dir = FreshDir("deploy", std::string("no_relays_") + aggregator);
+    const std::string certs = MakeCerts(dir, 2, "certs", /*relays=*/1);
+    const std::string run = SmallRun(2, 1.0, 1) + " --set strategy.aggregator=" + aggregator;
+    Deployment d;
+    StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+    const int relay =
+        d.procs.Start(kCli,
+                      "relay --server " + d.address + " --listen 127.0.0.1:0 --id 0 --tls-dir " + certs +
+                          " --give-up-after 30",
+                      dir + "/relay.log");
+    EXPECT_EQ(d.procs.Wait(relay, 60), 1) << d.procs.Output(relay);
+    EXPECT_NE(d.procs.Output(relay).find(std::string("this run takes no relays: ") + why), std::string::npos)
+        << d.procs.Output(relay);
+  }
 }
 
 TEST(DeployTest, FedAvgOverTheNetworkEqualsSimulation) {
@@ -336,8 +341,8 @@ TEST(DeployTest, FedBuffOfWholeStepsOverTheNetworkIsFedAvg) {
                                 &server_dir);
   const std::string dir = FreshDir("deploy", "fedbuff_steps_fedavg");
   Processes sim;
-  const int s = sim.Start(kCli, "simulate " + SmallRun(5, 0.6, 3) + " --set strategy.name=fedavg --out " + dir,
-                          dir + ".log");
+  const int s = sim.Start(
+      kCli, "simulate " + SmallRun(5, 0.6, 3) + " --set strategy.name=fedavg --out " + dir, dir + ".log");
   ASSERT_EQ(sim.Wait(s, 120), 0) << sim.Output(s);
   EXPECT_EQ(Summary(server_dir).at("final_model_sha256"), Summary(dir).at("final_model_sha256"));
   const auto metrics = Columns(server_dir + "/metrics.csv");
@@ -363,8 +368,9 @@ TEST(DeployTest, FedBuffOverTheNetworkLearnsWhileClientsComeAndGo) {
   const std::string dir = FreshDir("deploy", "fedbuff_arrival");
   const std::string certs = MakeCerts(dir, 6);
   const std::string run = SmallRun(6, 0.5, 12) +
-                          " --set strategy.name=fedprof --set strategy.aggregator=fedbuff --set fedbuff.buffer=2 "
-                          "--set train.lr=0.05 --set deploy.min_clients=5" + kFastFaults;
+                          " --set strategy.name=fedprof --set strategy.aggregator=fedbuff "
+                          "--set fedbuff.buffer=2 --set train.lr=0.05 --set deploy.min_clients=5" +
+                          kFastFaults;
   Deployment d;
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
   StartClients(&d, 0, 6, run + " --tls-dir " + certs + " --give-up-after 60", dir);
@@ -372,8 +378,9 @@ TEST(DeployTest, FedBuffOverTheNetworkLearnsWhileClientsComeAndGo) {
   ASSERT_TRUE(WaitUntil([&] { return CountRows(metrics) >= 3; }, 120)) << d.procs.Output(d.server);
   d.procs.Kill(d.clients.back());
   d.procs.Kill(d.server);
-  const int resumed = d.procs.Start(kCli, "server --resume " + dir + "/server --listen " + d.address +
-                                              " --tls-dir " + certs, dir + "/resumed.log");
+  const int resumed =
+      d.procs.Start(kCli, "server --resume " + dir + "/server --listen " + d.address + " --tls-dir " + certs,
+                    dir + "/resumed.log");
   ASSERT_EQ(d.procs.Wait(resumed, 180), 0) << d.procs.Output(resumed);
   for (size_t c = 0; c + 1 < d.clients.size(); ++c) EXPECT_EQ(d.procs.Wait(d.clients[c], 30), 0);
 
