@@ -6,7 +6,9 @@
 //  1. Training replaced by a no-op (a client returns the LeNet-5 model it
 //     received): client events (results arriving, lost ones included) per
 //     second of the whole loop: availability, selection, staleness, the
-//     buffer and its steps (each result's 61,706 values copied and summed).
+//     buffer and its steps (each result's 61,706 values copied and summed);
+//     then the same with an MLP of 805 values (784-1-10), which leaves the
+//     machinery with almost no per-value work.
 //  2. LeNet-5 clients of `--samples` Fashion-MNIST samples (default 20, as
 //     bench/availability_scale.sh's million), 1 epoch: the share of
 //     the run's wall time spent outside the clients' training (the
@@ -156,11 +158,14 @@ int main(int argc, char** argv) {
   using Refill = fedprof::FedBuffOptions::Refill;
   const std::pair<Refill, std::string> refills[] = {{Refill::kOnArrival, "refill on arrival"},
                                                      {Refill::kOnStep, "refill on step"}};
-  for (const auto& [refill, name] : refills) {
-    NoOpClients noop(clients);
-    TimedFit timed(noop);
-    const std::string what = "no-op (the model returned as received), " + name;
-    print(what.c_str(), Run(noop, timed, lenet, concurrency, buffer, refill, steps, test));
+  const fedprof::ModelSpec tiny{"mlp", {1, 28, 28}, 10, {1}, ""};
+  for (const auto& [spec, model] : {std::pair{lenet, "LeNet-5"}, std::pair{tiny, "MLP of 805 values"}}) {
+    for (const auto& [refill, name] : refills) {
+      NoOpClients noop(clients);
+      TimedFit timed(noop);
+      const std::string what = std::string("no-op (") + model + " returned as received), " + name;
+      print(what.c_str(), Run(noop, timed, spec, concurrency, buffer, refill, steps, test));
+    }
   }
   for (const auto& [refill, name] : refills) {
     const int64_t n = train.size();
