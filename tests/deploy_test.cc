@@ -875,6 +875,40 @@ TEST(DeployTest, MalformedResultsAreRefusedAndTheRoundGoesOn) {
 // registered with 1000 samples claims 2^31 - 1, then 1001, with a poisoned
 // model: refused each time, with its id, and the model ends exactly where a
 // run whose client 3 sent nothing usable ends.
+// FedBuff's streamed results pass the same checks as a round's: a model
+// of NaN and one a value short are refused in one line each, as they come,
+// their senders wait for the next step, and the run steps on the honest
+// results.
+TEST(DeployTest, MalformedResultsAreRefusedUnderFedBuffAndTheRunGoesOn) {
+  const std::string dir = FreshDir("deploy", "rogue_fedbuff");
+  const std::string certs = MakeCerts(dir, 5);
+  const std::string run =
+      SmallRun(5, 1.0, 3) + " --set strategy.name=fedbuff --set fedbuff.buffer=3" + kFastFaults;
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  StartClients(&d, 0, 3, run + " --tls-dir " + certs, dir);
+  const int nan = d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 3 --tls-dir " + certs +
+                                                  " --mode nan", dir + "/nan.log");
+  const int shape = d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 4 --tls-dir " + certs +
+                                                    " --mode shape", dir + "/shape.log");
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  const auto cols = Columns(dir + "/server/metrics.csv");
+  ASSERT_EQ(cols.at("round").size(), 3u);
+  int refused = 0;
+  for (size_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(cols.at("returned")[r], "3") << "a step per three usable results";
+    // A refused client waits for the next step: each rogue once a step.
+    EXPECT_LE(std::stoi(cols.at("refused")[r]), 2);
+    refused += std::stoi(cols.at("refused")[r]);
+  }
+  EXPECT_GE(refused, 2);
+  const std::string log = d.procs.Output(d.server);
+  EXPECT_NE(log.find("client 3 refused: non-finite value"), std::string::npos) << log;
+  EXPECT_NE(log.find("client 4 refused: refused on arrival: announced"), std::string::npos) << log;
+  d.procs.Wait(nan, 30);
+  d.procs.Wait(shape, 30);
+}
+
 TEST(DeployTest, AResultCannotChangeItsClientsWeight) {
   std::string hashes[2];
   for (const std::string mode : {"weight", "nan"}) {

@@ -28,8 +28,8 @@ class Server::BufferedRun {
         streams_(server.transport_.StreamsTasks()),
         began_(std::chrono::steady_clock::now()),
         began_s_(state.virtual_time_s),
-        training_(static_cast<size_t>(server.transport_.num_clients()), 0),
-        expected_s_(training_.size(), 0.0) {
+        busy_(static_cast<size_t>(server.transport_.num_clients()), 0),
+        expected_s_(busy_.size(), 0.0) {
     models_[state.round] = std::make_shared<const FlatParams>(state.global);
     for (auto& [version, model] : state.training_models) {
       models_[version] = std::make_shared<const FlatParams>(std::move(model));
@@ -54,6 +54,7 @@ class Server::BufferedRun {
           Dispatch(now);
           stepped_ = false;
         }
+        if (flights_.empty()) throw NoOneToTrain(now);
         AwaitArrival();
         now = Elapsed();
       } else if (flights_.empty() || flights_.begin()->first.first > now) {
@@ -63,11 +64,7 @@ class Server::BufferedRun {
           Dispatch(now);
           stepped_ = false;
         }
-        if (flights_.empty()) {
-          throw Error("fedbuff: at virtual time " + FormatDouble(now) +
-                      " s no client is training and none is online to start; the checkpoint holds step " +
-                      std::to_string(state_.round));
-        }
+        if (flights_.empty()) throw NoOneToTrain(now);
         now = flights_.begin()->first.first;
       }
       if (!streams_) {
@@ -130,7 +127,7 @@ class Server::BufferedRun {
     if (streams_) {
       server_.transport_.LaunchTasks(tasks);
       for (const TrainingTask& t : records) {
-        training_.at(t.client_id) = 1;
+        busy_.at(t.client_id) = 1;
         flights_.emplace(EventKey{now, t.client_id}, Flight{t, FitResult()});
       }
       return;
@@ -145,7 +142,7 @@ class Server::BufferedRun {
       const int id = records[i].client_id;
       r.client_id = id;
       const double finish = now + (r.ok ? std::max(0.0, r.cost.time_s) : expected_s_.at(id));
-      training_.at(id) = 1;
+      busy_.at(id) = 1;
       flights_.emplace(EventKey{finish, id}, Flight{records[i], std::move(r)});
     }
   }
@@ -162,11 +159,11 @@ class Server::BufferedRun {
   void Restart() {
     std::map<double, std::vector<TrainingTask>> by_start;
     for (const TrainingTask& t : state_.training) {
-      if (t.client_id >= static_cast<int>(training_.size()) || training_.at(t.client_id) != 0) {
+      if (t.client_id >= static_cast<int>(busy_.size()) || busy_.at(t.client_id) != 0) {
         throw Error("checkpoint: client " + std::to_string(t.client_id) + " in training is not one of the " +
-                    std::to_string(training_.size()) + " clients, or is there twice");
+                    std::to_string(busy_.size()) + " clients, or is there twice");
       }
-      training_.at(t.client_id) = 1;
+      busy_.at(t.client_id) = 1;
       by_start[t.start_s].push_back(t);
     }
     state_.training.clear();
@@ -188,7 +185,7 @@ class Server::BufferedRun {
     if (free <= 0) return;
     std::vector<ClientInfo> idle = Online(now);
     idle.erase(std::remove_if(idle.begin(), idle.end(),
-                              [&](const ClientInfo& c) { return training_.at(c.id) != 0; }),
+                              [&](const ClientInfo& c) { return busy_.at(c.id) != 0; }),
                idle.end());
     if (server_.strategy_.WantedReports().any()) {
       server_.CollectReports(idle, state_.global, state_.round);
@@ -209,6 +206,13 @@ class Server::BufferedRun {
     }
     tally_.selected += static_cast<int>(tasks.size());
     Start(tasks, records, now);
+  }
+
+  Error NoOneToTrain(double now) const {
+    return Error("fedbuff: at " + std::string(streams_ ? "" : "virtual ") + "time " + FormatDouble(now) +
+                 " s no client is training and none is online to start (" + std::to_string(held_.size()) +
+                 " whose results were refused wait for the next step); the checkpoint holds step " +
+                 std::to_string(state_.round));
   }
 
   // A deployment's next result arrives (its client's verdict is Arrive's).
@@ -243,7 +247,7 @@ class Server::BufferedRun {
   // refused, or "".
   std::string Arrive(Flight& f) {
     FitResult& r = f.result;
-    training_.at(f.task.client_id) = 0;
+    busy_.at(f.task.client_id) = 0;
     tally_.energy_j.Add(r.cost.energy_j);
     tally_.profiling_energy_j.Add(r.cost.profiling_energy_j);
     const std::shared_ptr<const FlatParams>& start = models_.at(f.task.version);
@@ -253,6 +257,12 @@ class Server::BufferedRun {
     }
     if (!why.empty()) {
       ++(r.timed_out ? tally_.timed_out : tally_.refused);
+      if (!r.timed_out) {
+        // Not picked again before the next step: a client that sends what
+        // is refused would otherwise take every freed place.
+        busy_.at(f.task.client_id) = 1;
+        held_.push_back(f.task.client_id);
+      }
       LogWarning("step " + std::to_string(state_.round + 1) + ": client " + std::to_string(r.client_id) +
                  (r.timed_out ? " timed out: " : " refused: ") + why);
       return why;
@@ -297,6 +307,8 @@ class Server::BufferedRun {
     m.energy_wh = state_.energy_j / 3600.0;
     buffer_.clear();
     tally_ = Tally();
+    for (int id : held_) busy_.at(id) = 0;
+    held_.clear();
     return m;
   }
 
@@ -324,7 +336,8 @@ class Server::BufferedRun {
   const double began_s_;  // the state's virtual time when this run began
   std::map<int64_t, std::shared_ptr<const FlatParams>> models_;  // by version
   std::map<EventKey, Flight> flights_;
-  std::vector<char> training_;      // by client id
+  std::vector<char> busy_;          // by client id: training, or held
+  std::vector<int> held_;           // refused since the last step
   std::vector<double> expected_s_;  // a task's expected time, by client id
   std::vector<BufferedUpdate> buffer_;
   Tally tally_;
