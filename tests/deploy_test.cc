@@ -842,57 +842,50 @@ TEST(DeployTest, ForeignCertificatesAndVersionsAreRefused) {
       << d.procs.Output(d.server);
 }
 
-// A client pushing NaN and one pushing a model one value short are refused,
-// counted and logged; the rounds go on with the others.
-TEST(DeployTest, MalformedResultsAreRefusedAndTheRoundGoesOn) {
-  const std::string dir = FreshDir("deploy", "rogue");
+// A run of `run` with clients 0-2 and two rogue clients: 3 pushes NaN, 4 a
+// model one value short; the server's log must name both refusals. Its
+// metrics.csv, once the server has finished.
+std::map<std::string, std::vector<std::string>> RunWithRogues(const std::string& name,
+                                                              const std::string& run) {
+  const std::string dir = FreshDir("deploy", name);
   const std::string certs = MakeCerts(dir, 5);
-  const std::string run = SmallRun(5, 1.0, 2) + kFastFaults;
   Deployment d;
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
   StartClients(&d, 0, 3, run + " --tls-dir " + certs, dir);
-  const int nan = d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 3 --tls-dir " + certs +
-                                                  " --mode nan", dir + "/nan.log");
-  const int shape = d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 4 --tls-dir " + certs +
-                                                    " --mode shape", dir + "/shape.log");
-  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
-  const auto cols = Columns(dir + "/server/metrics.csv");
+  const int nan = d.procs.Start(
+      ROGUE_CLIENT, "--server " + d.address + " --id 3 --tls-dir " + certs + " --mode nan", dir + "/nan.log");
+  const int shape =
+      d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 4 --tls-dir " + certs + " --mode shape",
+                    dir + "/shape.log");
+  EXPECT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  const std::string log = d.procs.Output(d.server);
+  EXPECT_NE(log.find("client 3 refused: non-finite value"), std::string::npos) << log;
+  EXPECT_NE(log.find("client 4 refused: refused on arrival: announced"), std::string::npos) << log;
+  d.procs.Wait(nan, 30);
+  d.procs.Wait(shape, 30);
+  return Columns(dir + "/server/metrics.csv");
+}
+
+// A client pushing NaN and one pushing a model one value short are refused,
+// counted and logged; the rounds go on with the others.
+TEST(DeployTest, MalformedResultsAreRefusedAndTheRoundGoesOn) {
+  const auto cols = RunWithRogues("rogue", SmallRun(5, 1.0, 2) + kFastFaults);
   ASSERT_EQ(cols.at("round").size(), 2u);
   for (size_t r = 0; r < 2; ++r) {
     EXPECT_EQ(cols.at("selected")[r], "5");
     EXPECT_EQ(cols.at("returned")[r], "3");
     EXPECT_EQ(cols.at("refused")[r], "2");
   }
-  const std::string log = d.procs.Output(d.server);
-  EXPECT_NE(log.find("client 3 refused: non-finite value"), std::string::npos) << log;
-  EXPECT_NE(log.find("client 4 refused: refused on arrival: announced"), std::string::npos) << log;
-  d.procs.Wait(nan, 30);
-  d.procs.Wait(shape, 30);
 }
 
-// A certificate proves who a client is, not what it may claim: a result's
-// aggregation weight is the sample count its client registered. A rogue
-// registered with 1000 samples claims 2^31 - 1, then 1001, with a poisoned
-// model: refused each time, with its id, and the model ends exactly where a
-// run whose client 3 sent nothing usable ends.
 // FedBuff's streamed results pass the same checks as a round's: a model
 // of NaN and one a value short are refused in one line each, as they come,
 // their senders wait for the next step, and the run steps on the honest
 // results.
 TEST(DeployTest, MalformedResultsAreRefusedUnderFedBuffAndTheRunGoesOn) {
-  const std::string dir = FreshDir("deploy", "rogue_fedbuff");
-  const std::string certs = MakeCerts(dir, 5);
-  const std::string run =
-      SmallRun(5, 1.0, 3) + " --set strategy.name=fedbuff --set fedbuff.buffer=3" + kFastFaults;
-  Deployment d;
-  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
-  StartClients(&d, 0, 3, run + " --tls-dir " + certs, dir);
-  const int nan = d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 3 --tls-dir " + certs +
-                                                  " --mode nan", dir + "/nan.log");
-  const int shape = d.procs.Start(ROGUE_CLIENT, "--server " + d.address + " --id 4 --tls-dir " + certs +
-                                                    " --mode shape", dir + "/shape.log");
-  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
-  const auto cols = Columns(dir + "/server/metrics.csv");
+  const auto cols =
+      RunWithRogues("rogue_fedbuff", SmallRun(5, 1.0, 3) +
+                                         " --set strategy.name=fedbuff --set fedbuff.buffer=3" + kFastFaults);
   ASSERT_EQ(cols.at("round").size(), 3u);
   int refused = 0;
   for (size_t r = 0; r < 3; ++r) {
@@ -902,13 +895,13 @@ TEST(DeployTest, MalformedResultsAreRefusedUnderFedBuffAndTheRunGoesOn) {
     refused += std::stoi(cols.at("refused")[r]);
   }
   EXPECT_GE(refused, 2);
-  const std::string log = d.procs.Output(d.server);
-  EXPECT_NE(log.find("client 3 refused: non-finite value"), std::string::npos) << log;
-  EXPECT_NE(log.find("client 4 refused: refused on arrival: announced"), std::string::npos) << log;
-  d.procs.Wait(nan, 30);
-  d.procs.Wait(shape, 30);
 }
 
+// A certificate proves who a client is, not what it may claim: a result's
+// aggregation weight is the sample count its client registered. A rogue
+// registered with 1000 samples claims 2^31 - 1, then 1001, with a poisoned
+// model: refused each time, with its id, and the model ends exactly where a
+// run whose client 3 sent nothing usable ends.
 TEST(DeployTest, AResultCannotChangeItsClientsWeight) {
   std::string hashes[2];
   for (const std::string mode : {"weight", "nan"}) {
