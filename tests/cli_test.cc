@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -23,6 +24,7 @@
 #include "fedprof/core/rng.h"
 #include "fedprof/core/text.h"
 #include "fedprof/models/models.h"
+#include "fedprof/privacy/rdp.h"
 #include "fedprof/run/run.h"
 #include "fedprof/server/checkpoint.h"
 #include "tests/checkpoints.h"
@@ -493,6 +495,62 @@ TEST(FedBuffCliTest, EveryoneInStepIsSynchronousFedAvg) {
     EXPECT_EQ(refused.code, 1) << bad;
     EXPECT_EQ(CountLines(refused.output), 1) << refused.output;
     EXPECT_NE(refused.output.find("fedbuff"), std::string::npos) << refused.output;
+  }
+}
+
+// User-level DP (dp.mode = central) with adaptive clipping: the numbers
+// depend neither on the threads nor on a kill and resume (the clip norm and
+// the ledger are in the checkpoint); ε grows each round as the accountant
+// says, and dp.target_epsilon stops the run before the round that would
+// pass it.
+TEST(DpCliTest, ThreadsAndAKilledRunChangeNoNumberAndTheLedgerStopsTheRun) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string run = std::string("simulate ") + kSmallRun +
+                          " --set dp.mode=central --set dp.noise_multiplier=0.7 --set dp.clipping=adaptive "
+                          "--set dp.clip_norm=0.5 --set dp.count_noise=1 --set rounds=6";
+  const std::string one = ClearedPath("cli", "dp_1"), two = ClearedPath("cli", "dp_2");
+  const std::string killed = ClearedPath("cli", "dp_killed");
+  ASSERT_EQ(RunCli(run + " --set threads=1 --out " + one).code, 0);
+  ASSERT_EQ(RunCli(run + " --set threads=2 --out " + two).code, 0);
+  EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(two));
+  EXPECT_EQ(Summary(one).at("final_model_sha256"), Summary(two).at("final_model_sha256"));
+  KillOnceCheckpointed(run + " --out " + killed, killed, 2);
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(RunCli("simulate --resume " + killed).code, 0);
+  EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(killed));
+  EXPECT_EQ(Summary(one).at("final_model_sha256"), Summary(killed).at("final_model_sha256"));
+
+  // Poisson sampling at q = 4/10, ε at δ = 1/10 after each round, the clip
+  // norm adapting from 0.5.
+  const auto m = Columns(one + "/metrics.csv");
+  ASSERT_EQ(m.at("dp_epsilon").size(), 6u);
+  std::set<std::string> selected(m.at("selected").begin(), m.at("selected").end());
+  EXPECT_GT(selected.size(), 1u) << "a Poisson sample's size varies";
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_NEAR(std::stod(m.at("dp_epsilon")[i]), SampledGaussianEpsilon(0.4, 0.7, i + 1, 0.1).epsilon, 1e-7);
+  }
+  EXPECT_EQ(m.at("dp_clip_norm")[0], "0.5");
+  EXPECT_NE(m.at("dp_clip_norm")[5], "0.5");
+  EXPECT_NEAR(Summary(one).at("dp_epsilon").get<double>(), std::stod(m.at("dp_epsilon")[5]), 1e-7);
+
+  const double target = (std::stod(m.at("dp_epsilon")[2]) + std::stod(m.at("dp_epsilon")[3])) / 2;
+  const std::string stopped = ClearedPath("cli", "dp_stopped");
+  const CliResult r =
+      RunCli(run + " --set dp.target_epsilon=" + FormatDouble(target, "%.9g") + " --out " + stopped);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(Summary(stopped).at("rounds"), 3);
+  const auto s = Columns(stopped + "/metrics.csv");
+  EXPECT_EQ(s.at("accuracy"), std::vector<std::string>(m.at("accuracy").begin(), m.at("accuracy").begin() + 3));
+
+  // What DP cannot run with is refused in one line.
+  for (const std::string bad :
+       {"--set strategy.name=fedprof", "--set strategy.aggregator=median", "--set strategy.name=fedbuff",
+        "--set availability.kind=on_off", "--set secagg.protocol=secagg", "--set eval.federated_every=1",
+        "--set dp.count_noise=0"}) {
+    const CliResult refused = RunCli(run + " " + bad + " --out " + ClearedPath("cli", "dp_refused"));
+    EXPECT_EQ(refused.code, 1) << bad;
+    EXPECT_EQ(CountLines(refused.output), 1) << refused.output;
+    EXPECT_NE(refused.output.find("dp."), std::string::npos) << refused.output;
   }
 }
 

@@ -331,6 +331,49 @@ TEST(DeployTest, StrongAttacksAndRulesOverTheNetworkEqualSimulation) {
                                 "--set attack.kind=label_flip");
 }
 
+// User-level DP over the network: each client clips its own update to the
+// round's clip norm (adaptive, so it changes from round to round), the
+// server draws the noise from the run's seed: the deployment equals its
+// simulation bit for bit, the ledger's columns included.
+TEST(DeployTest, UserLevelDpOverTheNetworkEqualsSimulation) {
+  std::string server_dir;
+  ExpectSameNumbersAsSimulation("dp",
+                                "--set dp.mode=central --set dp.noise_multiplier=0.5 --set dp.clipping=adaptive "
+                                "--set dp.clip_norm=0.3 --set dp.count_noise=1",
+                                &server_dir);
+  const auto deployed = Columns(server_dir + "/metrics.csv");
+  const auto simulated = Columns(server_dir + "/../sim/metrics.csv");
+  EXPECT_EQ(deployed.at("dp_clip_norm"), simulated.at("dp_clip_norm"));
+  EXPECT_EQ(deployed.at("dp_epsilon"), simulated.at("dp_epsilon"));
+  EXPECT_NE(deployed.at("dp_clip_norm")[0], deployed.at("dp_clip_norm")[2]);
+}
+
+// A certificate does not make a client clip: a rogue that sends an update
+// far beyond the clip norm, and claims it needed no clipping, is refused
+// every round in one line naming the norm; the others' rounds go on.
+TEST(DeployTest, UnderDpAnUnclippedUpdateIsRefused) {
+  const std::string dir = FreshDir("deploy", "dp_unclipped");
+  const std::string certs = MakeCerts(dir, 5);
+  const std::string run = SmallRun(5, 1.0, 2) + kFastFaults + " --set dp.mode=central";
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  StartClients(&d, 0, 4, run + " --tls-dir " + certs, dir);
+  const int rogue = d.procs.Start(
+      ROGUE_CLIENT, "--server " + d.address + " --id 4 --tls-dir " + certs + " --mode unclipped", dir + "/rogue.log");
+  EXPECT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  const std::string log = d.procs.Output(d.server);
+  EXPECT_NE(log.find("client 4 refused: update norm"), std::string::npos) << log;
+  EXPECT_NE(log.find("exceeds the round's clip norm 1"), std::string::npos) << log;
+  d.procs.Wait(rogue, 30);
+  const auto cols = Columns(dir + "/server/metrics.csv");
+  ASSERT_EQ(cols.at("round").size(), 2u);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(cols.at("selected")[r], "5") << "q = 1: everyone";
+    EXPECT_EQ(cols.at("returned")[r], "4");
+    EXPECT_EQ(cols.at("refused")[r], "1");
+  }
+}
+
 // FedBuff over the network with every client in every step (concurrency =
 // buffer = K, places refilled at the step: no staleness) is synchronous
 // FedAvg: the deployment equals its simulation and FedAvg's model, bit for

@@ -217,6 +217,13 @@ TEST(DistributedTest, StrongAttacksAndRulesAreIdenticalForAnyRanks) {
                              "--set strategy.aggregator=bulyan --set attack.share=0.2 --set attack.kind=ipm");
 }
 
+// User-level DP: clients clip on whichever rank holds them; rank 0 adds the
+// noise drawn from the run's seed.
+TEST(DistributedTest, UserLevelDpIsIdenticalForAnyRanks) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  ExpectIdenticalForAnyRanks("dp", "--set dp.mode=central --set dp.clipping=adaptive --set dp.count_noise=1");
+}
+
 // Clients that come and go in virtual time, some lost mid-round, with
 // over-commitment: decided at rank 0 before any task leaves it.
 TEST(DistributedTest, AvailabilityIsIdenticalForAnyRanks) {

@@ -37,7 +37,7 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model, bool model_holds
     result.train_loss_rms = loss.rms;
     FlatParams trained = Flatten(model);
     if (!start.batch_norm.empty()) local_batch_norm_ = LocalStateAfter(start, trained);
-    PackageUpdate(ins.report, attack_, start.Params(*ins.global), std::move(trained), &result);
+    PackageUpdate(ins.report, attack_, ins.clip_norm, start.Params(*ins.global), std::move(trained), &result);
   }
   result.cost.time_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - fit_start).count();

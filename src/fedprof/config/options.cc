@@ -490,6 +490,28 @@ std::vector<OptionSpec> MakeTable() {
        "Deployment: the longest the server waits for the clients' messages of one round of a "
        "session; a client that has not answered by then, or has stopped sending heartbeats, "
        "is a dropout.")),
+      // User-level differential privacy of the model updates (docs/privacy.md).
+      OPTION(dp, mode, "off", 0, 0, "off|central",
+       "central: DP-FedAvg (McMahan et al. 2018). Clients are Poisson-sampled at q = K/N, clip "
+       "their update to dp.clip_norm (the server refuses one beyond it), and the server adds "
+       "N(0, z^2 C^2) to the sum of the clipped updates, divides by K and hands the result to "
+       "average or fedadam; metrics.csv gets dp_clip_norm and dp_epsilon."),
+      OPTION(dp, noise_multiplier, "1", 0, 1e6, "",
+       "z: the noise sd over the clip norm (of update and count together under adaptive "
+       "clipping); 0 = clipping without noise (epsilon infinite)."),
+      OPTION(dp, clip_norm, "1", 1e-12, 1e12, "",
+       "C: the L2 bound on each client's update w_k - theta; adaptive clipping's C at round 1."),
+      OPTION(dp, clipping, "fixed", 0, 0, "fixed|adaptive",
+       "adaptive: C follows the dp.target_quantile of the update norms (Andrew et al. 2021): "
+       "C <- C exp(-eta_C (b - gamma)), b the noised share of unclipped updates."),
+      OPTION(dp, target_quantile, "0.5", 0, 1, "", "Adaptive clipping: gamma."),
+      OPTION(dp, clip_lr, "0.2", 0, 10, "", "Adaptive clipping: eta_C."),
+      OPTION(dp, count_noise, "0", 0, 1e9, "",
+       "Adaptive clipping: sigma_b, the noise sd of the unclipped count; 0 = K / 20 (the "
+       "paper's). The update's multiplier becomes (z^-2 - (2 sigma_b)^-2)^-1/2."),
+      OPTION(dp, delta, "0", 0, 0.1, "", "delta of the privacy ledger; 0 = 1/N (clients.count)."),
+      Resumable(OPTION(dp, target_epsilon, "0", 0, 1e9, "",
+       "> 0: the run stops before a round that would take epsilon (at dp.delta) beyond this.")),
       // Deployment (fedprof server / client over gRPC).
       Resumable(OPTION(deploy, min_clients, "0", 0, 1e7, "",
        "Clients that must have registered before round 1; 0 = all clients.count.")),
@@ -501,7 +523,7 @@ std::vector<OptionSpec> MakeTable() {
       Resumable(OPTION(deploy, min_results, "1", 0, 1e7, "",
        "Quorum: a round with fewer usable results selects more clients among those not yet "
        "asked, up to deploy.round_attempts attempts; then the server stops (resume with "
-       "--resume). 0 = none.")),
+       "--resume). 0 = none; none under dp.mode (a round is one Poisson sample).")),
       Resumable(OPTION(deploy, round_attempts, "3", 1, 1000, "", "Attempts at reaching the quorum per round.")),
       Resumable(OPTION(deploy, heartbeat_s, "2", 0.05, 3600, "", "Interval of the clients' heartbeats.")),
       Resumable(OPTION(deploy, heartbeat_timeout_s, "10", 0.1, 1e5, "",

@@ -134,6 +134,11 @@ struct RunOptions {
   struct Dist {
     double timeout_s = 0;
   };
+  struct Dp {
+    std::string mode, clipping;
+    double noise_multiplier = 0, clip_norm = 0, target_quantile = 0, clip_lr = 0, count_noise = 0,
+           delta = 0, target_epsilon = 0;
+  };
   struct SecAgg {
     std::string protocol;
     int64_t neighbors = 0, threshold = 0, security_bits = 0, correctness_bits = 0, min_clients = 0;
@@ -172,6 +177,7 @@ struct RunOptions {
   Deploy deploy;
   Dist dist;
   SecAgg secagg;
+  Dp dp;
 };
 
 }  // namespace fedprof

@@ -68,6 +68,9 @@ struct FitInstructions {
   LocalObjective objective;
   TrainOptions train;
   uint64_t seed = 0;  // run seed; the client derives its batch order from it
+  // > 0: the client clips its update w − θ to this L2 norm before sending it
+  // (user-level DP, aggregation/dp_fedavg.h); the server re-checks it.
+  double clip_norm = 0;
 };
 
 // One client's instructions in a call to a transport (Transport::Fit).
@@ -101,6 +104,7 @@ struct FitResult {
   int64_t num_samples = 0;  // |D_k|, the aggregation weight
   double train_loss = 0;    // mean loss over the last local epoch
   double train_loss_rms = 0;  // root mean square of its per-sample losses (Oort)
+  bool within_clip = false;   // under clip_norm: the update needed no clipping
   std::optional<Profile> profile;  // when asked for, unless matched securely
   std::string encrypted_divergence;  // Enc(q·div) under secure matching
   double pre_train_loss = 0;       // θ's mean loss on the local data, when asked for

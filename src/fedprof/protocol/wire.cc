@@ -1,6 +1,7 @@
 #include "fedprof/protocol/wire.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <iterator>
 
@@ -33,6 +34,7 @@ void ToWire(const FitInstructions& ins, int64_t task_id, int64_t num_params, pb:
   out->set_keep_local_batch_norm(ins.objective.keep_local_batch_norm);
   out->set_sketch_dim(ins.report.sketch_dim);
   out->set_evaluate(ins.report.evaluate);
+  out->set_clip_norm(ins.clip_norm);
   pb::TrainSettings* t = out->mutable_train();
   t->set_epochs(ins.train.epochs);
   t->set_batch_size(ins.train.batch_size);
@@ -61,7 +63,11 @@ FitInstructions FromWire(const pb::TaskHeader& h) {
     throw Error("task: " + std::to_string(t.epochs()) + " epochs of batch " +
                 std::to_string(t.batch_size()) + " make no training");
   }
+  if (!(h.clip_norm() >= 0 && std::isfinite(h.clip_norm()))) {
+    throw Error("task: clip norm " + FormatDouble(h.clip_norm()) + ", expected a finite value >= 0");
+  }
   FitInstructions ins;
+  ins.clip_norm = h.clip_norm();
   ins.round = h.round();
   ins.model_version = h.model_version();
   ins.report.profile = h.profile();
@@ -152,6 +158,7 @@ void ToWire(const FitResult& r, pb::ResultHeader* out) {
   out->set_num_samples(r.num_samples);
   out->set_train_loss(r.train_loss);
   out->set_train_loss_rms(r.train_loss_rms);
+  out->set_within_clip(r.within_clip);
   out->set_pre_train_loss(r.pre_train_loss);
   if (r.profile) {
     pb::Profile* p = out->mutable_profile();
@@ -193,6 +200,7 @@ FitResult FromWire(const pb::ResultHeader& h) {
   r.num_samples = h.num_samples();
   r.train_loss = h.train_loss();
   r.train_loss_rms = h.train_loss_rms();
+  r.within_clip = h.within_clip();
   r.pre_train_loss = h.pre_train_loss();
   if (h.has_profile()) {
     const pb::Profile& p = h.profile();

@@ -43,6 +43,10 @@ struct RoundMetrics {
   // An asynchronous run's step (strategy.aggregator = fedbuff): the mean
   // staleness of its results, in model versions.
   double staleness = 0;
+  // User-level DP (dp.mode = central): the round's clip norm C and ε (at
+  // dp.delta) of the rounds so far; 0 without DP.
+  double dp_clip_norm = 0;
+  double dp_epsilon = 0;
   double round_time_s = 0;  // Eq. 27: virtual (cost model) in simulation, measured in a deployment
   double virtual_time_s = 0;
   double round_energy_wh = 0;
@@ -59,11 +63,12 @@ struct MetricsColumns {
   bool backdoor = false;    // backdoor_success
   bool online = false;      // online (simulated availability)
   bool buffered = false;    // staleness (asynchronous: one row per server step)
+  bool dp = false;          // dp_clip_norm, dp_epsilon (user-level DP)
 };
 
 // metrics.csv as text: a header and one row per round. Every column but
-// wall_s is reproducible from the seed. `online` follows `round`, and
-// `staleness` follows `timed_out`; the
+// wall_s is reproducible from the seed. `online` follows `round`,
+// `staleness` follows `timed_out`, the DP columns `train_loss`; the
 // backdoor's success rate follows the central evaluation's columns, then
 // come federated evaluation's.
 std::string MetricsCsv(const std::vector<RoundMetrics>& rows, const MetricsColumns& columns);

@@ -140,6 +140,22 @@ void CheckBuffered(const RunOptions& o, const Strategy& strategy, ClientsLive wh
   }
 }
 
+// User-level DP: what would break the accounting's assumptions (every
+// client sampled independently at q = K/N each round, once), in one line.
+// The selector and aggregator were checked by MakeStrategy.
+void CheckDp(const RunOptions& o) {
+  if (o.dp.mode == "off") return;
+  const std::string option = "dp.mode = " + o.dp.mode + ": ";
+  if (o.availability.simulated()) {
+    throw Error(option + "availability decides who can be sampled, but the privacy accounting samples "
+                "every client at q = K/N each round; use availability.kind = always");
+  }
+  if (o.eval.federated_every > 0) {
+    throw Error(option + "federated evaluation (eval.federated_every) sends the server each client's "
+                "results on its own data without noise, outside the guarantee");
+  }
+}
+
 void CheckStrategyFitsModel(const Strategy& strategy, const Model& model,
                             const RunOptions::Model& options) {
   const std::string model_name =
@@ -199,7 +215,9 @@ ServerOptions ServerOptionsFrom(const RunOptions& options, ClientsLive where) {
   so.progress = options.report.progress;
   so.overcommit = options.availability.overcommit;
   so.min_results = 0;
-  if (where == ClientsLive::kElsewhere) {
+  // Under user-level DP a round is one Poisson sample, however few it drew
+  // (none, even): sampling again to reach a quorum would be a second sample.
+  if (where == ClientsLive::kElsewhere && options.dp.mode == "off") {
     so.min_results = static_cast<int>(options.deploy.min_results);
     so.round_attempts = static_cast<int>(options.deploy.round_attempts);
   }
@@ -292,6 +310,7 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
   CheckStrategyFitsModel(*plan.strategy, *plan.initial_model, o.model);
   CheckBuffered(o, *plan.strategy, where);
   CheckSecureAggregation(o, *plan.strategy);
+  CheckDp(o);
   if (plan.strategy->WantedReports().profile || fltrust) {
     plan.reference = ReferenceSet(o.fedprof, plan.data, plan.population.get());
     if (plan.reference.size() == 0) {

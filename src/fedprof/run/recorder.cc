@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -126,6 +127,14 @@ nlohmann::json Summary(const RunOptions& options, const ServerState& state,
     s["final_federated_accuracy"] = last_federated->fed_accuracy;
     s["final_federated_loss"] = last_federated->fed_loss;
   }
+  // User-level DP: the ledger after the last round.
+  if (options.dp.mode != "off") {
+    const double epsilon = state.history.empty() ? 0.0 : state.history.back().dp_epsilon;
+    s["dp_mode"] = options.dp.mode;
+    s["dp_noise_multiplier"] = options.dp.noise_multiplier;
+    s["dp_epsilon"] = std::isinf(epsilon) ? nlohmann::json("inf") : nlohmann::json(epsilon);
+    s["dp_delta"] = DpDelta(DpOptionsFrom(options));
+  }
   s["virtual_time_s"] = state.virtual_time_s;
   // Profiling overhead per round (the papers' Table 4).
   double profiling_s = 0, profiling_wh = 0;
@@ -179,7 +188,8 @@ RunRecorder::RunRecorder(const Config& config, const std::string& out_dir, int n
       columns_{regression, config.options().eval.federated_every > 0,
                config.options().attack.backdoor(),
                config.options().availability.kind != "always",
-               ResolveStrategy(config.options()).aggregator == "fedbuff"},
+               ResolveStrategy(config.options()).aggregator == "fedbuff",
+               config.options().dp.mode != "off"},
       per_client_outputs_(num_clients <= config.options().report.per_client_limit) {
   // A resumed run rewrites metrics.csv from the checkpoint, dropping any row
   // written after the last checkpoint.

@@ -112,6 +112,11 @@ class Selector {
 // K distinct clients uniformly at random (FedAvg, FedAvg-RP).
 std::unique_ptr<Selector> MakeUniformSelector();
 
+// Poisson sampling: each available client independently with probability
+// `rate`, whatever K is (user-level DP: the accountant's subsampling;
+// a round may have any number of clients, none included).
+std::unique_ptr<Selector> MakePoissonSelector(double rate);
+
 // K distinct clients with probability proportional to their data size
 // (FedProx's device sampling).
 std::unique_ptr<Selector> MakeSizeWeightedSelector();

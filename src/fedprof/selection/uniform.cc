@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "fedprof/core/error.h"
 #include "fedprof/selection/selector.h"
 
 namespace fedprof {
@@ -23,6 +24,21 @@ class UniformSelector : public Selector {
   }
 };
 
+class PoissonSelector : public Selector {
+ public:
+  explicit PoissonSelector(double rate) : rate_(rate) {}
+  std::vector<int> Select(const SelectionContext& context, Rng& rng) override {
+    std::vector<int> chosen;
+    for (int i = 0; i < static_cast<int>(context.clients->size()); ++i) {
+      if (Uniform01(rng) < rate_) chosen.push_back(i);
+    }
+    return IdsAt(context, chosen);
+  }
+
+ private:
+  double rate_;
+};
+
 }  // namespace
 
 std::vector<int> Selector::SelectEvaluators(const SelectionContext& context, Rng& rng) const {
@@ -38,6 +54,11 @@ std::vector<int> IdsAt(const SelectionContext& context, const std::vector<int>& 
 }
 
 std::unique_ptr<Selector> MakeUniformSelector() { return std::make_unique<UniformSelector>(); }
+
+std::unique_ptr<Selector> MakePoissonSelector(double rate) {
+  if (!(rate >= 0 && rate <= 1)) throw Error("Poisson sampling: rate " + std::to_string(rate) + " outside [0, 1]");
+  return std::make_unique<PoissonSelector>(rate);
+}
 
 }  // namespace fedprof
 

@@ -199,7 +199,7 @@ class Server::Intake {
       awaiting_[index] = {r.client_id, r.num_samples, r.train_loss};
       return "";
     }
-    server_.sum_.Add(r.params, r.num_samples);
+    server_.sum_.Add(r.params, server_.strategy_.AggregationWeight(r));
     if (server_.strategy_.NeedsUpdates()) {
       server_.updates_.push_back({r.client_id, r.num_samples, std::move(r.params)});
     }
@@ -348,6 +348,13 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
   const auto start = std::chrono::steady_clock::now();
   Resume(state);
   for (int64_t round = state.round + 1; round <= options_.rounds; ++round) {
+    if (const DpFedAvg* dp = strategy_.Dp(); dp && !dp->MayRunAnotherRound()) {
+      LogProgress("round " + std::to_string(round) + " would take epsilon to " +
+                  FormatDouble(DpEpsilon(dp->options(), round), "%.4g") + ", beyond dp.target_epsilon = " +
+                  FormatDouble(dp->options().target_epsilon) + ": the run stops after round " +
+                  std::to_string(round - 1));
+      break;
+    }
     PhaseTimer phase(observer_, "select");  // the round-time breakdown of --monitor
     RoundMetrics m;
     m.round = round;
@@ -363,10 +370,12 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
 
     phase.Next("aggregate");
     FlatParams next;
+    if (const DpFedAvg* dp = strategy_.Dp()) m.dp_clip_norm = dp->ClipNorm();
     strategy_.AggregateFit(state.global, sum_, updates_, total_samples, &next);
     state.global = std::move(next);
     strategy_.OnGlobalModel(state.global, round);
     state.strategy_state = strategy_.SaveState();
+    if (const DpFedAvg* dp = strategy_.Dp()) m.dp_epsilon = dp->Epsilon();
 
     m.round_time_s = tally.time_s;
     m.round_energy_wh = tally.energy_j.value() / 3600.0;

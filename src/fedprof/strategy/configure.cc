@@ -26,6 +26,7 @@ FitInstructions Strategy::TrainingInstructions(int client_id, const TaskSetup& s
   ins.report.sketch_dim = selector_->SketchDim();
   ins.objective.prox_mu = proximal_mu_;
   ins.objective.keep_local_batch_norm = local_batch_norm_;
+  if (dp_) ins.clip_norm = dp_->ClipNorm();
   return ins;
 }
 

@@ -202,6 +202,18 @@ Strategy::Strategy(std::string name, std::unique_ptr<Selector> selector,
     : name_(std::move(name)), selector_(std::move(selector)), aggregator_(std::move(aggregator)) {
   if (!selector_ || !aggregator_)
     throw Error("strategy " + name_ + ": needs a selector and an aggregator");
+  dp_ = dynamic_cast<DpFedAvg*>(aggregator_.get());
+}
+
+std::string Strategy::BoundUpdate(const FlatParams& global, FitResult* result) const {
+  if (dp_) {
+    const double norm = UpdateNorm(global, result->params);
+    if (!(norm <= dp_->ClipNorm())) {
+      return "update norm " + FormatDouble(norm) + " exceeds the round's clip norm " +
+             FormatDouble(dp_->ClipNorm()) + ", which the client must apply (dp.mode = central)";
+    }
+  }
+  return ApplyUpdateNormBound(norm_bound_, global, result->num_samples, &result->params);
 }
 
 std::string Strategy::SaveState() const {
@@ -282,10 +294,54 @@ StrategySpec ResolveStrategy(const RunOptions& options) {
   return spec;
 }
 
+namespace {
+
+// User-level DP (dp.mode = central): uniform selection becomes Poisson
+// sampling at q = K/N, which the accountant's amplification assumes, and
+// the aggregator is wrapped by DP-FedAvg. What cannot run under it is
+// refused in one line.
+std::unique_ptr<Strategy> MakeDpStrategy(const RunOptions& options, const StrategySpec& spec,
+                                         const StrategyContext& context) {
+  const std::string option = "dp.mode = central: ";
+  if (spec.selector != "uniform") {
+    throw Error(option + "strategy.selector = " + spec.selector + " picks clients by what they report, "
+                "but the privacy accounting needs uniform Poisson sampling (strategy.selector = uniform)");
+  }
+  if (spec.aggregator != "average" && spec.aggregator != "fedadam") {
+    throw Error(option + "strategy.aggregator = " + spec.aggregator + " weighs or keeps individual "
+                "models; DP-FedAvg noises the sum of clipped updates, with average or fedadam on top");
+  }
+  const DpFedAvgOptions o = DpOptionsFrom(options);
+  const double q = static_cast<double>(o.expected_clients) / static_cast<double>(o.num_clients);
+  auto dp = std::make_unique<DpFedAvg>(
+      MakeAggregator(spec.aggregator, AggregationMode::kPartial, options, context), o);
+  return std::make_unique<Strategy>(spec.Label() + "+dp", MakePoissonSelector(q), std::move(dp));
+}
+
+}  // namespace
+
+DpFedAvgOptions DpOptionsFrom(const RunOptions& options) {
+  DpFedAvgOptions o;
+  o.noise_multiplier = options.dp.noise_multiplier;
+  o.clip_norm = options.dp.clip_norm;
+  o.adaptive = options.dp.clipping == "adaptive";
+  o.target_quantile = options.dp.target_quantile;
+  o.clip_lr = options.dp.clip_lr;
+  o.count_noise = options.dp.count_noise;
+  o.num_clients = options.clients.count;
+  o.expected_clients = options.clients_per_round();
+  o.delta = options.dp.delta;
+  o.target_epsilon = options.dp.target_epsilon;
+  o.seed = static_cast<uint64_t>(options.seed);
+  return o;
+}
+
 std::unique_ptr<Strategy> MakeStrategy(const RunOptions& options, const StrategyContext& context) {
   const StrategySpec spec = ResolveStrategy(options);
-  auto strategy = std::make_unique<Strategy>(spec.Label(), MakeSelector(spec.selector, options, context),
-                                             MakeAggregator(spec.aggregator, spec.mode, options, context));
+  auto strategy = options.dp.mode == "central"
+                      ? MakeDpStrategy(options, spec, context)
+                      : std::make_unique<Strategy>(spec.Label(), MakeSelector(spec.selector, options, context),
+                                                   MakeAggregator(spec.aggregator, spec.mode, options, context));
   strategy->SetProximalMu(spec.proximal_mu);
   strategy->SetKeepsLocalBatchNorm(spec.aggregator == "fedbn");
   strategy->SetUpdateNormBound(MakeUpdateNormBound(options));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fedprof/aggregation/aggregator.h"
+#include "fedprof/aggregation/dp_fedavg.h"
 #include "fedprof/aggregation/robust.h"
 #include "fedprof/config/run_options.h"
 #include "fedprof/profiling/profile.h"
@@ -96,9 +97,9 @@ class Strategy {
   // The bound on each update's norm (robust.max_update_norm), applied to a
   // result that passed CheckResult: "" when it is usable (its model maybe
   // clipped), else why it is refused.
-  std::string BoundUpdate(const FlatParams& global, FitResult* result) const {
-    return ApplyUpdateNormBound(norm_bound_, global, result->num_samples, &result->params);
-  }
+  // Under user-level DP also the round's clip norm, which the client must
+  // have applied (refused, not clipped, when it did not).
+  std::string BoundUpdate(const FlatParams& global, FitResult* result) const;
   void SetUpdateNormBound(const UpdateNormBound& bound) { norm_bound_ = bound; }
   // Whether BoundUpdate ever changes or refuses a model.
   bool BoundsUpdates() const { return norm_bound_.max_ratio > 0; }
@@ -107,6 +108,7 @@ class Strategy {
   // every model.
   std::string NeedsEveryModel() const {
     if (NeedsUpdates()) return "its aggregation rule needs every client's model (strategy.aggregator)";
+    if (dp_) return "it checks that every client clipped its update (dp.mode = central)";
     if (BoundsUpdates()) return "it bounds every client's update (robust.max_update_norm)";
     if (Buffered()) return "it weighs each client's model by its staleness (strategy.aggregator = fedbuff)";
     return "";
@@ -137,7 +139,16 @@ class Strategy {
   }
   void OnEarlierModel(const FlatParams& model, int64_t version) { selector_->OnEarlierModel(model, version); }
   std::string CheckResult(const FitResult& result) const { return selector_->CheckResult(result); }
-  void Observe(const FitResult& result) { selector_->Observe(result); }
+  void Observe(const FitResult& result) {
+    selector_->Observe(result);
+    if (dp_ && !result.params.empty()) dp_->Observe(result.within_clip);
+  }
+  // A usable training result's weight in the round's sum: its sample count,
+  // or 1 under user-level DP (DP-FedAvg fixes the weights; a claim is no
+  // bounded contribution).
+  int64_t AggregationWeight(const FitResult& result) const { return dp_ ? 1 : result.num_samples; }
+  // User-level DP's aggregator (dp.mode = central), or null.
+  const DpFedAvg* Dp() const { return dp_; }
   std::vector<double> LastScores() const { return selector_->LastScores(); }
 
   // μ of a proximal term in the clients' local objective (FedProx), or 0.
@@ -165,6 +176,7 @@ class Strategy {
   UpdateNormBound norm_bound_;
   std::unique_ptr<Selector> selector_;
   std::unique_ptr<Aggregator> aggregator_;
+  DpFedAvg* dp_ = nullptr;  // aggregator_ itself when it is DP-FedAvg
 };
 
 AggregationMode ParseAggregationMode(const std::string& name);
@@ -202,8 +214,12 @@ struct StrategyContext {
   RootUpdate root_update;
 };
 
+// The options of user-level DP (the dp section) as DP-FedAvg takes them,
+// with N = clients.count and K = clients_per_round().
+DpFedAvgOptions DpOptionsFrom(const RunOptions& options);
+
 // The strategy the options compose (ResolveStrategy), its parts configured
-// by their sections (fedprof, afl, clustered, fedadam, robust).
+// by their sections (fedprof, afl, clustered, fedadam, robust, dp).
 std::unique_ptr<Strategy> MakeStrategy(const RunOptions& options, const StrategyContext& context);
 
 }  // namespace fedprof

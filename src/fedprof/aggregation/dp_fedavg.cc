@@ -1,0 +1,140 @@
+#include "fedprof/aggregation/dp_fedavg.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "fedprof/core/error.h"
+#include "fedprof/core/rng.h"
+#include "fedprof/privacy/rdp.h"
+
+namespace fedprof {
+
+double UpdateNorm(const FlatParams& start, const FlatParams& w) {
+  if (start.size() != w.size()) {
+    throw Error("update norm: a model of " + std::to_string(w.size()) + " values against one of " +
+                std::to_string(start.size()));
+  }
+  double sq = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const double diff = static_cast<double>(w[i]) - start[i];  // exact: both are floats
+    sq += diff * diff;
+  }
+  return std::sqrt(sq);
+}
+
+bool ClipUpdate(const FlatParams& start, double clip, FlatParams* w) {
+  if (!(clip > 0)) throw Error("clip norm: expected a value > 0");
+  const double norm = UpdateNorm(start, *w);
+  if (norm <= clip) return true;
+  if (!std::isfinite(norm)) return false;  // left as is: the server refuses it
+  const FlatParams original = *w;
+  // Rounding the scaled update to floats may land a hair above `clip`;
+  // shrink a little more until it does not (one pass in practice).
+  double scale = clip / norm;
+  for (int attempt = 0; attempt < 64; ++attempt, scale *= 1 - 0x1p-20) {
+    for (size_t i = 0; i < w->size(); ++i) {
+      (*w)[i] = static_cast<float>(start[i] + scale * (static_cast<double>(original[i]) - start[i]));
+    }
+    if (UpdateNorm(start, *w) <= clip) return false;
+  }
+  *w = start;  // unreachable for finite inputs; the zero update is within any clip
+  return false;
+}
+
+double UpdateNoiseMultiplier(double z, double count_noise) {
+  if (z == 0) return 0;
+  if (!(2 * count_noise > z)) {
+    throw Error("dp.count_noise: adaptive clipping's count needs 2 x dp.count_noise > "
+                "dp.noise_multiplier, here 2 x " + std::to_string(count_noise) + " <= " + std::to_string(z));
+  }
+  return 1 / std::sqrt(1 / (z * z) - 1 / (4 * count_noise * count_noise));
+}
+
+double NextClipNorm(double clip, double unclipped_share, double target_quantile, double clip_lr) {
+  return clip * std::exp(-clip_lr * (unclipped_share - target_quantile));
+}
+
+double UnclippedShare(int64_t within, int64_t n, double noise, double expected_clients) {
+  return (static_cast<double>(within) - 0.5 * static_cast<double>(n) + noise) / expected_clients + 0.5;
+}
+
+double DpDelta(const DpFedAvgOptions& o) {
+  return o.delta > 0 ? o.delta : 1.0 / static_cast<double>(o.num_clients);
+}
+
+double DpEpsilon(const DpFedAvgOptions& o, int64_t rounds) {
+  const double q = static_cast<double>(o.expected_clients) / static_cast<double>(o.num_clients);
+  return SampledGaussianEpsilon(q, o.noise_multiplier, rounds, DpDelta(o)).epsilon;
+}
+
+DpFedAvg::DpFedAvg(std::unique_ptr<Aggregator> inner, const DpFedAvgOptions& options)
+    : inner_(std::move(inner)), options_(options), clip_(options.clip_norm) {
+  if (options_.num_clients < 1 || options_.expected_clients < 1 ||
+      options_.expected_clients > options_.num_clients) {
+    throw Error("dp: " + std::to_string(options_.expected_clients) + " expected clients of " +
+                std::to_string(options_.num_clients));
+  }
+  if (!(options_.clip_norm > 0)) throw Error("dp.clip_norm: expected a value > 0");
+  if (options_.adaptive && options_.count_noise == 0) {
+    options_.count_noise = static_cast<double>(options_.expected_clients) / 20;
+  }
+  update_noise_ = options_.adaptive ? UpdateNoiseMultiplier(options_.noise_multiplier, options_.count_noise)
+                                    : options_.noise_multiplier;
+}
+
+bool DpFedAvg::MayRunAnotherRound() const {
+  return options_.target_epsilon <= 0 || DpEpsilon(options_, rounds_ + 1) <= options_.target_epsilon;
+}
+
+void DpFedAvg::Aggregate(const FlatParams& global, const ModelSum& sum, int64_t total_samples,
+                         FlatParams* next) {
+  const size_t d = global.size();
+  const bool any = sum.count() > 0;
+  if (any && sum.size() != d) {
+    throw Error("dp: a sum of " + std::to_string(sum.size()) + " values for a model of " + std::to_string(d));
+  }
+  // The round's noise: one generator per round, drawn in coordinate order,
+  // then the count's; the same wherever and however the round was trained.
+  Rng rng = MakeRng(options_.seed, Stream::kDpNoise, {static_cast<uint64_t>(rounds_ + 1)});
+  const double sd = update_noise_ * clip_;
+  const double k = static_cast<double>(options_.expected_clients);
+  mean_.resize(d);
+  for (size_t i = 0; i < d; ++i) {
+    const double noised = (any ? sum.Centered(i, global[i]) : 0.0) + sd * StandardNormal(rng);
+    mean_[i] = static_cast<float>(global[i] + noised / k);
+  }
+  if (options_.adaptive) {
+    const double share =
+        UnclippedShare(within_, sum.count(), options_.count_noise * StandardNormal(rng), k);
+    clip_ = NextClipNorm(clip_, share, options_.target_quantile, options_.clip_lr);
+  }
+  noised_.Reset(d);
+  noised_.Add(mean_, 1);
+  inner_->Aggregate(global, noised_, total_samples, next);
+}
+
+void DpFedAvg::OnGlobalModel(int64_t version) {
+  rounds_ = version;  // every round adds its noise, an empty one too
+  within_ = 0;
+  inner_->OnGlobalModel(version);
+}
+
+std::string DpFedAvg::SaveState() const {
+  return nlohmann::json({{"clip_norm", clip_}, {"inner", inner_->SaveState()}}).dump();
+}
+
+void DpFedAvg::LoadState(const std::string& state) {
+  if (state.empty()) return;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(state);
+    const double clip = j.at("clip_norm").get<double>();
+    if (!(clip > 0 && std::isfinite(clip))) throw Error("DP state: clip norm " + std::to_string(clip));
+    clip_ = clip;
+    inner_->LoadState(j.at("inner").get<std::string>());
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("DP state: ") + e.what());
+  }
+}
+
+}  // namespace fedprof

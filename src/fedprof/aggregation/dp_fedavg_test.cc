@@ -1,0 +1,202 @@
+#include "fedprof/aggregation/dp_fedavg.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "fedprof/core/error.h"
+#include "fedprof/core/rng.h"
+#include "fedprof/privacy/rdp.h"
+
+namespace fedprof {
+namespace {
+
+TEST(DpClipTest, AnUpdateBeyondTheNormIsScaledOntoItDirectionKept) {
+  const FlatParams start = {1, 1, 1, 1};
+  FlatParams w = {2, 0, 1, 3};  // update (1, -1, 0, 2), norm √6
+  EXPECT_FALSE(ClipUpdate(start, 1.0, &w));
+  EXPECT_LE(UpdateNorm(start, w), 1.0);
+  EXPECT_GT(UpdateNorm(start, w), 1.0 - 1e-6);
+  const double s = 1 / std::sqrt(6.0);
+  EXPECT_NEAR(w[0] - 1, s, 1e-6);
+  EXPECT_NEAR(w[1] - 1, -s, 1e-6);
+  EXPECT_EQ(w[2], 1.0f);
+  EXPECT_NEAR(w[3] - 1, 2 * s, 1e-6);
+
+  FlatParams within = {2, 0, 1, 3};
+  EXPECT_TRUE(ClipUpdate(start, 3.0, &within));
+  EXPECT_EQ(within, (FlatParams{2, 0, 1, 3})) << "an update within the norm is not touched";
+  EXPECT_THROW(ClipUpdate(start, 0.0, &within), Error);
+}
+
+// Float rounding of the scaled update never leaves it above the norm: the
+// server's check (the same UpdateNorm) passes for every clipped update.
+TEST(DpClipTest, ClippedUpdatesPassTheServersCheckExactly) {
+  Rng rng = MakeRng(7, Stream::kNoise);
+  for (int trial = 0; trial < 200; ++trial) {
+    FlatParams start(1000), w(1000);
+    for (size_t i = 0; i < w.size(); ++i) {
+      start[i] = static_cast<float>(StandardNormal(rng) * 10);
+      w[i] = static_cast<float>(start[i] + StandardNormal(rng));
+    }
+    const double clip = 0.01 + 5 * Uniform01(rng);
+    ClipUpdate(start, clip, &w);
+    ASSERT_LE(UpdateNorm(start, w), clip) << "trial " << trial;
+  }
+}
+
+TEST(DpClipTest, ANonFiniteUpdateIsLeftForTheServerToRefuse) {
+  const FlatParams start = {0, 0};
+  FlatParams w = {NAN, 1};
+  EXPECT_FALSE(ClipUpdate(start, 1.0, &w));
+  EXPECT_TRUE(std::isnan(w[0]));
+}
+
+// Andrew et al.: z_Δ = (z⁻² − (2σ_b)⁻²)^(−1/2). z = 1, σ_b = 5 (K = 100,
+// σ_b = K/20): (1 − 1/100)^(−1/2) = 1.0050378.
+TEST(DpAdaptiveClipTest, TheCountTakesItsShareOfTheNoise) {
+  EXPECT_NEAR(UpdateNoiseMultiplier(1.0, 5.0), 1.0050378152592121, 1e-12);
+  EXPECT_NEAR(UpdateNoiseMultiplier(2.0, 2.0), 1 / std::sqrt(0.25 - 1.0 / 16), 1e-12);
+  EXPECT_EQ(UpdateNoiseMultiplier(0.0, 1.0), 0.0);
+  EXPECT_THROW(UpdateNoiseMultiplier(1.0, 0.5), Error);  // 2σ_b = z: nothing left
+}
+
+TEST(DpAdaptiveClipTest, TheClipNormStepsByHand) {
+  // 10 results, 8 within C, no noise, K = 10: b̄ = (8 − 5)/10 + 1/2 = 0.8.
+  EXPECT_DOUBLE_EQ(UnclippedShare(8, 10, 0.0, 10), 0.8);
+  EXPECT_DOUBLE_EQ(UnclippedShare(8, 10, 2.0, 10), 1.0);
+  // C ← C exp(−η_C (b̄ − γ)) with η_C = 0.2, γ = 0.5.
+  EXPECT_DOUBLE_EQ(NextClipNorm(1.0, 0.8, 0.5, 0.2), std::exp(-0.06));
+  EXPECT_DOUBLE_EQ(NextClipNorm(2.0, 0.0, 0.5, 0.2), 2 * std::exp(0.1));
+  EXPECT_DOUBLE_EQ(NextClipNorm(2.0, 0.5, 0.5, 0.2), 2.0);
+}
+
+// On scripted norms 0.1, 0.2, ..., 1.0 every round (no noise in the count
+// beyond what is scripted), C settles at the target quantile of them.
+TEST(DpAdaptiveClipTest, TheClipNormFindsTheTargetQuantileOfScriptedNorms) {
+  for (double gamma : {0.3, 0.5, 0.8}) {
+    double clip = 5.0;
+    for (int round = 0; round < 300; ++round) {
+      int within = 0;
+      for (int k = 1; k <= 10; ++k) within += 0.1 * k <= clip ? 1 : 0;
+      clip = NextClipNorm(clip, UnclippedShare(within, 10, 0.0, 10), gamma, 0.2);
+    }
+    EXPECT_NEAR(clip, gamma, 0.1) << "gamma " << gamma;
+  }
+}
+
+DpFedAvgOptions Options(double z, double clip, int64_t n, int64_t k) {
+  DpFedAvgOptions o;
+  o.noise_multiplier = z;
+  o.clip_norm = clip;
+  o.num_clients = n;
+  o.expected_clients = k;
+  o.seed = 3;
+  return o;
+}
+
+// Weight 1 per result and the fixed denominator K, whatever the results
+// claim: θ + (Δ1 + Δ2) / K.
+TEST(DpFedAvgTest, TheMeanUpdateHasFixedWeightsAndTheExpectedDenominator) {
+  DpFedAvg dp(MakeWeightedAverage(AggregationMode::kPartial), Options(0.0, 10.0, 100, 4));
+  dp.OnGlobalModel(0);
+  const FlatParams global = {1, 2, 3};
+  ModelSum sum;
+  sum.Reset(3);
+  sum.Add({2, 2, 3}, 1);  // Δ1 = (1, 0, 0)
+  sum.Add({1, 6, 3}, 1);  // Δ2 = (0, 4, 0)
+  FlatParams next;
+  dp.Aggregate(global, sum, 1000, &next);
+  EXPECT_EQ(next, (FlatParams{1.25f, 3.0f, 3.0f}));
+  dp.OnGlobalModel(1);
+  EXPECT_EQ(dp.rounds(), 1);
+  EXPECT_TRUE(std::isinf(dp.Epsilon())) << "no noise: no guarantee";
+}
+
+// With no result at all the round still releases noise: sd z C / K per
+// coordinate, seeded by (seed, round) alone.
+TEST(DpFedAvgTest, TheNoiseHasTheMechanismsSpreadAndComesFromTheSeedAndRound) {
+  const size_t d = 200000;
+  const FlatParams global(d, 0.0f);
+  auto noised = [&](int64_t version, uint64_t seed) {
+    DpFedAvgOptions o = Options(2.0, 0.5, 1000, 10);
+    o.seed = seed;
+    DpFedAvg dp(MakeWeightedAverage(AggregationMode::kPartial), o);
+    dp.OnGlobalModel(version);
+    ModelSum empty;
+    empty.Reset(d);
+    FlatParams next;
+    dp.Aggregate(global, empty, 0, &next);
+    return next;
+  };
+  const FlatParams a = noised(0, 3);
+  double mean = 0, sq = 0;
+  for (float v : a) mean += v;
+  mean /= d;
+  for (float v : a) sq += (v - mean) * (v - mean);
+  const double sd = std::sqrt(sq / (d - 1));
+  EXPECT_NEAR(mean, 0.0, 5 * 0.1 / std::sqrt(static_cast<double>(d)));
+  EXPECT_NEAR(sd / 0.1, 1.0, 0.01);  // z C / K = 2 · 0.5 / 10
+  EXPECT_EQ(noised(0, 3), a);
+  EXPECT_NE(noised(1, 3), a) << "another round";
+  EXPECT_NE(noised(0, 4), a) << "another seed";
+}
+
+TEST(DpFedAvgTest, AdaptiveClippingMovesTheClipAndCheckpointsIt) {
+  DpFedAvgOptions o = Options(0.5, 1.0, 100, 10);
+  o.adaptive = true;
+  DpFedAvg dp(MakeWeightedAverage(AggregationMode::kPartial), o);
+  EXPECT_EQ(dp.options().count_noise, 0.5) << "K / 20";
+  dp.OnGlobalModel(0);
+  const FlatParams global = {0, 0};
+  ModelSum sum;
+  sum.Reset(2);
+  for (int k = 0; k < 10; ++k) {
+    sum.Add({0.1f, 0.0f}, 1);
+    dp.Observe(true);  // every update within C: C shrinks
+  }
+  FlatParams next;
+  dp.Aggregate(global, sum, 0, &next);
+  EXPECT_LT(dp.ClipNorm(), 1.0);
+  EXPECT_GT(dp.ClipNorm(), std::exp(-0.2 * 0.5) * 0.9);
+  DpFedAvg restored(MakeWeightedAverage(AggregationMode::kPartial), o);
+  restored.LoadState(dp.SaveState());
+  EXPECT_EQ(restored.ClipNorm(), dp.ClipNorm());
+  EXPECT_THROW(restored.LoadState("{\"clip_norm\": -1, \"inner\": \"\"}"), Error);
+  EXPECT_THROW(restored.LoadState("not json"), Error);
+}
+
+// Against a published value of the RDP accountant (Opacus's
+// compute_dp_sgd_privacy documentation): q = 1%, z = 1.0, 300 steps,
+// δ = 1e-5, orders {2, 5, 10, 20, 100} give ε = 2.39 at α = 5. The ledger
+// searches orders 2..256, so its ε is at most that.
+TEST(DpLedgerTest, AgreesWithAPublishedAccountantValue) {
+  const std::vector<double> orders = {2, 5, 10, 20, 100};
+  std::vector<double> rdp;
+  for (double a : orders) rdp.push_back(SampledGaussianRdp(0.01, 1.0, 300, static_cast<int>(a)));
+  const EpsilonAtOrder published = EpsilonFromRdp(orders, rdp, 1e-5);
+  EXPECT_NEAR(published.epsilon, 2.39, 0.005);
+  EXPECT_EQ(published.order, 5);
+  DpFedAvgOptions o = Options(1.0, 1.0, 1000, 10);  // q = 1%
+  o.delta = 1e-5;
+  const double epsilon = DpEpsilon(o, 300);
+  EXPECT_EQ(epsilon, SampledGaussianEpsilon(0.01, 1.0, 300, 1e-5).epsilon);
+  EXPECT_LE(epsilon, published.epsilon);
+  EXPECT_EQ(DpEpsilon(o, 0), 0.0);
+  EXPECT_DOUBLE_EQ(DpDelta(Options(1.0, 1.0, 1000, 10)), 1e-3) << "δ = 1/N by default";
+}
+
+TEST(DpLedgerTest, TheTargetStopsBeforeTheRoundThatWouldPassIt) {
+  DpFedAvgOptions o = Options(1.0, 1.0, 1000, 10);
+  o.target_epsilon = DpEpsilon(o, 5) + 1e-9;  // exactly 5 rounds fit
+  DpFedAvg dp(MakeWeightedAverage(AggregationMode::kPartial), o);
+  dp.OnGlobalModel(4);
+  EXPECT_TRUE(dp.MayRunAnotherRound());
+  dp.OnGlobalModel(5);
+  EXPECT_FALSE(dp.MayRunAnotherRound());
+}
+
+}  // namespace
+}  // namespace fedprof
