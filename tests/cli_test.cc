@@ -531,6 +531,10 @@ TEST(DpCliTest, ThreadsAndAKilledRunChangeNoNumberAndTheLedgerStopsTheRun) {
   }
   EXPECT_EQ(m.at("dp_clip_norm")[0], "0.5");
   EXPECT_NE(m.at("dp_clip_norm")[5], "0.5");
+  for (const std::string& share : m.at("dp_unclipped")) {
+    EXPECT_GE(std::stod(share), 0.0);
+    EXPECT_LE(std::stod(share), 1.0);
+  }
   EXPECT_NEAR(Summary(one).at("dp_epsilon").get<double>(), std::stod(m.at("dp_epsilon")[5]), 1e-7);
 
   const double target = (std::stod(m.at("dp_epsilon")[2]) + std::stod(m.at("dp_epsilon")[3])) / 2;
@@ -551,6 +555,26 @@ TEST(DpCliTest, ThreadsAndAKilledRunChangeNoNumberAndTheLedgerStopsTheRun) {
     EXPECT_EQ(refused.code, 1) << bad;
     EXPECT_EQ(CountLines(refused.output), 1) << refused.output;
     EXPECT_NE(refused.output.find("dp."), std::string::npos) << refused.output;
+  }
+}
+
+// FedProf under DP: profiles only through Paillier matching, clients
+// Poisson-sampled by score with at most 2K/N = 0.5 each, which the ledger
+// charges every round; the threads change no number.
+TEST(DpCliTest, FedProfUnderDpIsChargedAtItsCap) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string run = std::string("simulate ") + kFedProfRun +
+                          " --set dp.mode=central --set fedprof.secure_matching=paillier --set dp.count_noise=1 "
+                          "--set rounds=3";
+  const std::string one = ClearedPath("cli", "dp_fedprof_1"), two = ClearedPath("cli", "dp_fedprof_2");
+  ASSERT_EQ(RunCli(run + " --set threads=1 --out " + one).code, 0);
+  ASSERT_EQ(RunCli(run + " --set threads=2 --out " + two).code, 0);
+  EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(two));
+  EXPECT_EQ(ReadFile(one + "/scores.csv"), ReadFile(two + "/scores.csv"));
+  const auto m = Columns(one + "/metrics.csv");
+  for (size_t i = 0; i < 3; ++i) {
+    // 20 clients, K = 5: q = 0.5 (not 0.25), δ = 1/20, z = 1.
+    EXPECT_NEAR(std::stod(m.at("dp_epsilon")[i]), SampledGaussianEpsilon(0.5, 1.0, i + 1, 0.05).epsilon, 1e-7);
   }
 }
 

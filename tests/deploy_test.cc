@@ -344,6 +344,7 @@ TEST(DeployTest, UserLevelDpOverTheNetworkEqualsSimulation) {
   const auto deployed = Columns(server_dir + "/metrics.csv");
   const auto simulated = Columns(server_dir + "/../sim/metrics.csv");
   EXPECT_EQ(deployed.at("dp_clip_norm"), simulated.at("dp_clip_norm"));
+  EXPECT_EQ(deployed.at("dp_unclipped"), simulated.at("dp_unclipped"));
   EXPECT_EQ(deployed.at("dp_epsilon"), simulated.at("dp_epsilon"));
   EXPECT_NE(deployed.at("dp_clip_norm")[0], deployed.at("dp_clip_norm")[2]);
 }

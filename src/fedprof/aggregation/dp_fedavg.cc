@@ -63,9 +63,13 @@ double DpDelta(const DpFedAvgOptions& o) {
   return o.delta > 0 ? o.delta : 1.0 / static_cast<double>(o.num_clients);
 }
 
+double DpSampleRate(const DpFedAvgOptions& o) {
+  return o.sample_rate > 0 ? o.sample_rate
+                           : static_cast<double>(o.expected_clients) / static_cast<double>(o.num_clients);
+}
+
 double DpEpsilon(const DpFedAvgOptions& o, int64_t rounds) {
-  const double q = static_cast<double>(o.expected_clients) / static_cast<double>(o.num_clients);
-  return SampledGaussianEpsilon(q, o.noise_multiplier, rounds, DpDelta(o)).epsilon;
+  return SampledGaussianEpsilon(DpSampleRate(o), o.noise_multiplier, rounds, DpDelta(o)).epsilon;
 }
 
 DpFedAvg::DpFedAvg(std::unique_ptr<Aggregator> inner, const DpFedAvgOptions& options)
@@ -104,6 +108,7 @@ void DpFedAvg::Aggregate(const FlatParams& global, const ModelSum& sum, int64_t 
     const double noised = (any ? sum.Centered(i, global[i]) : 0.0) + sd * StandardNormal(rng);
     mean_[i] = static_cast<float>(global[i] + noised / k);
   }
+  last_unclipped_ = any ? static_cast<double>(within_) / static_cast<double>(sum.count()) : 0.0;
   if (options_.adaptive) {
     const double share =
         UnclippedShare(within_, sum.count(), options_.count_noise * StandardNormal(rng), k);

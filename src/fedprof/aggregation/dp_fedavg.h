@@ -39,7 +39,10 @@ struct DpFedAvgOptions {
   double clip_lr = 0.2;           // η_C
   double count_noise = 0;         // σ_b, the noise sd of the unclipped count; 0 = qN / 20
   int64_t num_clients = 0;        // N
-  int64_t expected_clients = 0;   // qN = K: q = K / N, and the estimator's denominator
+  int64_t expected_clients = 0;   // K = qN expected a round: the estimator's denominator
+  // q: the most probability with which a client is sampled in a round (K/N
+  // for uniform sampling, FedProf's cap under it); 0 = K/N.
+  double sample_rate = 0;
   double delta = 0;               // δ of the ledger; 0 = 1 / N
   double target_epsilon = 0;      // > 0: no round that would take ε beyond it
   uint64_t seed = 0;              // the server's noise comes from (seed, round)
@@ -62,11 +65,12 @@ double NextClipNorm(double clip, double unclipped_share, double target_quantile,
 double UnclippedShare(int64_t within, int64_t n, double noise, double expected_clients);
 
 // ε at options.delta (1/N when 0) after `rounds` rounds: the RDP of the
-// Poisson-subsampled Gaussian mechanism with q = K/N and multiplier z,
+// Poisson-subsampled Gaussian mechanism with q (DpSampleRate) and multiplier z,
 // composed over the rounds and converted (privacy/rdp.h). Infinite when
 // z = 0.
 double DpEpsilon(const DpFedAvgOptions& options, int64_t rounds);
 double DpDelta(const DpFedAvgOptions& options);
+double DpSampleRate(const DpFedAvgOptions& options);
 
 // The aggregator: wraps `inner` (built in partial mode), whose input is the
 // noised mean model θ + Δ̃. Checkpoints hold the clip norm and the inner
@@ -83,6 +87,9 @@ class DpFedAvg : public Aggregator {
   // Rounds aggregated so far (the ledger's steps), and ε after them.
   int64_t rounds() const { return rounds_; }
   double Epsilon() const { return DpEpsilon(options_, rounds_); }
+  // The last aggregated round's share of accepted updates that were within
+  // its clip norm (un-noised: the server's own record; 0 with none).
+  double LastUnclippedShare() const { return last_unclipped_; }
   // Whether one more round keeps ε within options().target_epsilon.
   bool MayRunAnotherRound() const;
 
@@ -99,6 +106,7 @@ class DpFedAvg : public Aggregator {
   double clip_;
   int64_t rounds_ = 0;
   int64_t within_ = 0;   // Σ b_k of the round's accepted results
+  double last_unclipped_ = 0;
   FlatParams mean_;      // θ + Δ̃, reused
   ModelSum noised_;      // mean_ as the inner aggregator's one result
 };

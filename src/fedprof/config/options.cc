@@ -492,10 +492,11 @@ std::vector<OptionSpec> MakeTable() {
        "is a dropout.")),
       // User-level differential privacy of the model updates (docs/privacy.md).
       OPTION(dp, mode, "off", 0, 0, "off|central",
-       "central: DP-FedAvg (McMahan et al. 2018). Clients are Poisson-sampled at q = K/N, clip "
-       "their update to dp.clip_norm (the server refuses one beyond it), and the server adds "
-       "N(0, z^2 C^2) to the sum of the clipped updates, divides by K and hands the result to "
-       "average or fedadam; metrics.csv gets dp_clip_norm and dp_epsilon."),
+       "central: DP-FedAvg (McMahan et al. 2018). Clients are Poisson-sampled (uniform at q = K/N; "
+       "fedprof by score, each at most at dp.max_inclusion, under fedprof.secure_matching = "
+       "paillier), clip their update to dp.clip_norm (the server refuses one beyond it), and the "
+       "server adds N(0, z^2 C^2) to the sum of the clipped updates, divides by K and hands the "
+       "result to average or fedadam; metrics.csv gets dp_clip_norm and dp_epsilon."),
       OPTION(dp, noise_multiplier, "1", 0, 1e6, "",
        "z: the noise sd over the clip norm (of update and count together under adaptive "
        "clipping); 0 = clipping without noise (epsilon infinite)."),
@@ -510,6 +511,9 @@ std::vector<OptionSpec> MakeTable() {
        "Adaptive clipping: sigma_b, the noise sd of the unclipped count; 0 = K / 20 (the "
        "paper's). The update's multiplier becomes (z^-2 - (2 sigma_b)^-2)^-1/2."),
       OPTION(dp, delta, "0", 0, 0.1, "", "delta of the privacy ledger; 0 = 1/N (clients.count)."),
+      OPTION(dp, max_inclusion, "0", 0, 1, "",
+       "FedProf under DP: client k is sampled with probability min(this, c lambda_k), K expected, "
+       "and every round is charged at this rate; 0 = 2K/N (at most 1)."),
       Resumable(OPTION(dp, target_epsilon, "0", 0, 1e9, "",
        "> 0: the run stops before a round that would take epsilon (at dp.delta) beyond this.")),
       // Deployment (fedprof server / client over gRPC).

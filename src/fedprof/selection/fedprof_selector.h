@@ -23,6 +23,9 @@ struct FedProfOptions {
   // Secure matching (App. C.2): clients return Enc(q·div) under a Paillier
   // key of this many bits held by the selector; 0 = plain profiles.
   int secure_key_bits = 0;
+  // > 0: Poisson sampling (user-level DP): client k is drawn independently
+  // with probability min(this cap, c · λ_k), K expected (CappedInclusion).
+  double poisson_cap = 0;
 };
 
 // FedProf's selection (Algorithm 2): clients are sampled with probability

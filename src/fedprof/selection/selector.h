@@ -151,6 +151,15 @@ std::vector<int> SelectAfl(const std::vector<double>& values, int k, const AflOp
 std::vector<int> SampleByWeight(const std::vector<double>& weights, int k, bool with_replacement,
                                 Rng& rng);
 
+// Poisson sampling by weight (user-level DP): the inclusion probabilities
+// p_k = min(cap, c · w_k) with c such that Σ p_k = expected (every client of
+// positive weight at `cap` when they cannot reach it), by water-filling;
+// clients of weight 0 get 0.
+std::vector<double> CappedInclusion(const std::vector<double>& weights, double expected, double cap);
+// Indices i drawn independently with probability inclusion[i], in
+// increasing order: one Uniform01 draw per index, in index order.
+std::vector<int> PoissonSample(const std::vector<double>& inclusion, Rng& rng);
+
 // The ids of context.clients at `indices`.
 std::vector<int> IdsAt(const SelectionContext& context, const std::vector<int>& indices);
 

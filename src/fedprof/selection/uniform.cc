@@ -28,11 +28,7 @@ class PoissonSelector : public Selector {
  public:
   explicit PoissonSelector(double rate) : rate_(rate) {}
   std::vector<int> Select(const SelectionContext& context, Rng& rng) override {
-    std::vector<int> chosen;
-    for (int i = 0; i < static_cast<int>(context.clients->size()); ++i) {
-      if (Uniform01(rng) < rate_) chosen.push_back(i);
-    }
-    return IdsAt(context, chosen);
+    return IdsAt(context, PoissonSample(std::vector<double>(context.clients->size(), rate_), rng));
   }
 
  private:

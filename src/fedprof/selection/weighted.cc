@@ -6,6 +6,42 @@
 
 namespace fedprof {
 
+std::vector<double> CappedInclusion(const std::vector<double>& weights, double expected, double cap) {
+  std::vector<double> p(weights.size(), 0.0);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (weights[i] > 0) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weights[a] > weights[b]; });
+  if (expected >= cap * static_cast<double>(order.size())) {
+    for (size_t i : order) p[i] = cap;
+    return p;
+  }
+  // With the j heaviest at the cap, the rest share what is left in
+  // proportion to their weights; the first j for which the (j+1)-th
+  // heaviest stays under the cap is the answer.
+  double rest = 0;
+  for (size_t i : order) rest += weights[i];
+  for (size_t j = 0; j < order.size(); ++j) {
+    const double c = (expected - cap * static_cast<double>(j)) / rest;
+    if (weights[order[j]] * c <= cap) {
+      for (size_t r = 0; r < order.size(); ++r) p[order[r]] = r < j ? cap : std::min(cap, weights[order[r]] * c);
+      return p;
+    }
+    rest -= weights[order[j]];
+  }
+  for (size_t i : order) p[i] = cap;  // not reached: expected < cap · n
+  return p;
+}
+
+std::vector<int> PoissonSample(const std::vector<double>& inclusion, Rng& rng) {
+  std::vector<int> chosen;
+  for (size_t i = 0; i < inclusion.size(); ++i) {
+    if (Uniform01(rng) < inclusion[i]) chosen.push_back(static_cast<int>(i));
+  }
+  return chosen;
+}
+
 std::vector<int> SampleByWeight(const std::vector<double>& weights, int k, bool with_replacement,
                                 Rng& rng) {
   const int n = static_cast<int>(weights.size());

@@ -68,5 +68,29 @@ TEST(SampleByWeightTest, AllZeroWeightsFallBackToUniform) {
   EXPECT_EQ(SampleByWeight({0, 0, 0, 0}, 4, false, rng).size(), 4u);
 }
 
+// Water-filling by hand: weights 8, 4, 2, 2, 0, expected 2, cap 0.9. c =
+// 2/16 gives the heaviest 1.0 > 0.9, so it is capped; the rest share 1.1 in
+// proportion: c = 1.1/8, p = (0.9, 0.55, 0.275, 0.275, 0).
+TEST(PoissonSampleTest, CappedInclusionByHand) {
+  const std::vector<double> p = CappedInclusion({8, 4, 2, 2, 0}, 2.0, 0.9);
+  const std::vector<double> expected = {0.9, 0.55, 0.275, 0.275, 0};
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(p[i], expected[i], 1e-12) << i;
+  EXPECT_EQ(CappedInclusion({1, 1, 0}, 5.0, 0.5), (std::vector<double>{0.5, 0.5, 0}))
+      << "too few clients: all of them at the cap";
+  const std::vector<double> even = CappedInclusion({3, 3, 3, 3}, 1.0, 1.0);
+  for (double v : even) EXPECT_DOUBLE_EQ(v, 0.25);
+}
+
+TEST(PoissonSampleTest, EachIndexIsDrawnWithItsProbability) {
+  const std::vector<double> p = {0.0, 0.1, 0.5, 1.0};
+  std::vector<int> hits(4, 0);
+  const int trials = 20000;
+  for (int t = 0; t < trials; ++t) {
+    Rng rng = MakeRng(5, Stream::kSelection, {static_cast<uint64_t>(t)});
+    for (int i : PoissonSample(p, rng)) ++hits[i];
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(hits[i] / double(trials), p[i], 0.012) << i;
+}
+
 }  // namespace
 }  // namespace fedprof

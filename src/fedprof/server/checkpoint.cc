@@ -123,7 +123,11 @@ json ToJson(const RoundMetrics& m) {
   if (m.backdoor_evaluated) j["backdoor_success"] = Real(m.backdoor_success);
   j["online"] = m.online;
   if (m.staleness != 0) j["staleness"] = Real(m.staleness);
-  if (m.dp_clip_norm != 0) j["dp"] = {{"clip_norm", Real(m.dp_clip_norm)}, {"epsilon", Real(m.dp_epsilon)}};
+  if (m.dp_clip_norm != 0) {
+    j["dp"] = {{"clip_norm", Real(m.dp_clip_norm)},
+               {"unclipped", Real(m.dp_unclipped)},
+               {"epsilon", Real(m.dp_epsilon)}};
+  }
   if (m.fed_evaluated) {
     j["federated"] = {{"clients", m.fed_clients},
                       {"accuracy", Real(m.fed_accuracy)},
@@ -157,6 +161,7 @@ RoundMetrics FromJson(const Reader& r, const json& j, const std::string& p) {
   if (j.contains("staleness")) m.staleness = r.Double(j, p, "staleness");
   if (j.contains("dp")) {
     m.dp_clip_norm = r.Double(j.at("dp"), p + "dp.", "clip_norm");
+    m.dp_unclipped = r.Double(j.at("dp"), p + "dp.", "unclipped");
     m.dp_epsilon = r.Double(j.at("dp"), p + "dp.", "epsilon");
   }
   if (j.contains("backdoor_success")) {

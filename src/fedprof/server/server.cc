@@ -375,7 +375,10 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     state.global = std::move(next);
     strategy_.OnGlobalModel(state.global, round);
     state.strategy_state = strategy_.SaveState();
-    if (const DpFedAvg* dp = strategy_.Dp()) m.dp_epsilon = dp->Epsilon();
+    if (const DpFedAvg* dp = strategy_.Dp()) {
+      m.dp_unclipped = dp->LastUnclippedShare();
+      m.dp_epsilon = dp->Epsilon();
+    }
 
     m.round_time_s = tally.time_s;
     m.round_energy_wh = tally.energy_j.value() / 3600.0;

@@ -76,6 +76,7 @@ std::unique_ptr<Selector> MakeSelector(const std::string& name, const RunOptions
     if (options.fedprof.secure_matching == "paillier") {
       o.secure_key_bits = static_cast<int>(options.fedprof.paillier_bits);
     }
+    if (options.dp.mode != "off") o.poisson_cap = DpSampleRate(DpOptionsFrom(options));
     return std::make_unique<FedProfSelector>(o, context.num_clients, context.reference_profile,
                                              context.observer);
   }
@@ -303,19 +304,26 @@ namespace {
 std::unique_ptr<Strategy> MakeDpStrategy(const RunOptions& options, const StrategySpec& spec,
                                          const StrategyContext& context) {
   const std::string option = "dp.mode = central: ";
-  if (spec.selector != "uniform") {
+  if (spec.selector != "uniform" && spec.selector != "fedprof") {
     throw Error(option + "strategy.selector = " + spec.selector + " picks clients by what they report, "
-                "but the privacy accounting needs uniform Poisson sampling (strategy.selector = uniform)");
+                "but the privacy accounting needs Poisson sampling at a known rate (uniform, or fedprof's "
+                "capped by dp.max_inclusion)");
+  }
+  if (spec.selector == "fedprof" && options.fedprof.secure_matching != "paillier") {
+    throw Error(option + "FedProf would have every client send its profile in the clear; use "
+                "fedprof.secure_matching = paillier (the server learns each divergence, outside the guarantee)");
   }
   if (spec.aggregator != "average" && spec.aggregator != "fedadam") {
     throw Error(option + "strategy.aggregator = " + spec.aggregator + " weighs or keeps individual "
                 "models; DP-FedAvg noises the sum of clipped updates, with average or fedadam on top");
   }
   const DpFedAvgOptions o = DpOptionsFrom(options);
-  const double q = static_cast<double>(o.expected_clients) / static_cast<double>(o.num_clients);
   auto dp = std::make_unique<DpFedAvg>(
       MakeAggregator(spec.aggregator, AggregationMode::kPartial, options, context), o);
-  return std::make_unique<Strategy>(spec.Label() + "+dp", MakePoissonSelector(q), std::move(dp));
+  std::unique_ptr<Selector> selector = spec.selector == "uniform"
+                                           ? MakePoissonSelector(DpSampleRate(o))
+                                           : MakeSelector(spec.selector, options, context);
+  return std::make_unique<Strategy>(spec.Label() + "+dp", std::move(selector), std::move(dp));
 }
 
 }  // namespace
@@ -330,6 +338,14 @@ DpFedAvgOptions DpOptionsFrom(const RunOptions& options) {
   o.count_noise = options.dp.count_noise;
   o.num_clients = options.clients.count;
   o.expected_clients = options.clients_per_round();
+  // FedProf samples by score, each client at most at dp.max_inclusion
+  // (2K/N by default): the rate the ledger charges.
+  if (ResolveStrategy(options).selector == "fedprof") {
+    const double cap = options.dp.max_inclusion > 0 ? options.dp.max_inclusion
+                                                    : 2.0 * static_cast<double>(o.expected_clients) /
+                                                          static_cast<double>(o.num_clients);
+    o.sample_rate = std::min(1.0, cap);
+  }
   o.delta = options.dp.delta;
   o.target_epsilon = options.dp.target_epsilon;
   o.seed = static_cast<uint64_t>(options.seed);
