@@ -514,6 +514,10 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(dp, max_inclusion, "0", 0, 1, "",
        "FedProf under DP: client k is sampled with probability min(this, c lambda_k), K expected, "
        "and every round is charged at this rate; 0 = 2K/N (at most 1)."),
+      OPTION(dp, clear_profiles, "false", 0, 0, "",
+       "FedProf under dp.mode without Paillier matching sends each profile to the server in the "
+       "clear, outside the guarantee: refused unless true (it selects as Paillier matching does, "
+       "without its cost: for simulation studies)."),
       Resumable(OPTION(dp, target_epsilon, "0", 0, 1e9, "",
        "> 0: the run stops before a round that would take epsilon (at dp.delta) beyond this.")),
       // Deployment (fedprof server / client over gRPC).

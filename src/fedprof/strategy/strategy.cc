@@ -309,9 +309,10 @@ std::unique_ptr<Strategy> MakeDpStrategy(const RunOptions& options, const Strate
                 "but the privacy accounting needs Poisson sampling at a known rate (uniform, or fedprof's "
                 "capped by dp.max_inclusion)");
   }
-  if (spec.selector == "fedprof" && options.fedprof.secure_matching != "paillier") {
+  if (spec.selector == "fedprof" && options.fedprof.secure_matching != "paillier" && !options.dp.clear_profiles) {
     throw Error(option + "FedProf would have every client send its profile in the clear; use "
-                "fedprof.secure_matching = paillier (the server learns each divergence, outside the guarantee)");
+                "fedprof.secure_matching = paillier (the server learns each divergence, outside the guarantee), "
+                "or dp.clear_profiles = true to accept that");
   }
   if (spec.aggregator != "average" && spec.aggregator != "fedadam") {
     throw Error(option + "strategy.aggregator = " + spec.aggregator + " weighs or keeps individual "

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# User-level DP: accuracy against epsilon (docs/privacy.md, "User-level
+# differential privacy").
+#
+# The default experiment's data (DATA, by default Fashion-MNIST: 65%
+# low-quality clients, a 60% dominant class) over CLIENTS clients (default
+# 1000), q = 0.1 (K = N/10 expected a round), ROUNDS rounds (default 50) of
+# 5 local epochs at lr 0.05, DP-FedAvg with adaptive clipping (C = 1 at
+# round 1, the median as target) for each strategy of STRATEGIES (default
+# "fedavg fedprof") and each epsilon of EPSILONS (default "1 2 4 8 inf") at
+# delta = 1/N: the noise multiplier is the smallest that keeps epsilon
+# within it after ROUNDS rounds at the strategy's rate (FedAvg q, FedProf
+# its cap 2q: `fedprof privacy dp --epsilon`); inf = clipping, no noise.
+# FedProf runs with dp.clear_profiles = true: its selections equal Paillier
+# matching's (tests/cli_test.cc), at a fraction of the cost. SEEDS seeds
+# (default 3), two runs at a time. Prints the noise multipliers and the
+# final and best accuracy, mean ± sample sd, a row per strategy. A folder
+# holding a finished comparison is not run again.
+# Usage: [SEEDS=3] [DATA=fashion-mnist] [CLIENTS=1000] [ROUNDS=50] [EPSILONS="1 8"]
+#        [STRATEGIES="fedavg"] bench/dp_evidence.sh [OUT_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seeds=${SEEDS:-3}
+data=${DATA:-fashion-mnist}
+clients=${CLIENTS:-1000}
+rounds=${ROUNDS:-50}
+epsilons=${EPSILONS:-1 2 4 8 inf}
+strategies=${STRATEGIES:-fedavg fedprof}
+out=${1:-runs/dp-evidence-$data-$clients}
+fedprof=${FEDPROF_BIN:-build/fedprof}
+provenance_env="FEDPROF_BIN SEEDS DATA CLIENTS ROUNDS EPSILONS STRATEGIES"
+. bench/provenance.sh
+[[ -x $fedprof ]] || make build
+
+q=0.1
+delta=$(awk -v n="$clients" 'BEGIN { printf "%.10g", 1 / n }')
+common=(--config configs/default.toml --set data.name="$data" --set data.test_limit=5000
+        --set clients.count="$clients" --set strategy.fraction=$q --set rounds="$rounds"
+        --set train.epochs=5 --set train.lr=0.05 --set strategy.aggregation=partial
+        --set dp.mode=central --set dp.clipping=adaptive --set dp.clip_norm=1 --set report.progress=false)
+
+noise_for() {  # noise_for EPSILON RATE
+  [[ $1 == inf ]] && { echo 0; return; }
+  "$fedprof" privacy dp --epsilon "$1" --sample-rate "$2" --steps "$rounds" --delta "$delta" |
+    sed -n 's/^noise multiplier = \([0-9.]*\):.*/\1/p'
+}
+
+mkdir -p "$out"
+start=$SECONDS
+declare -A noise
+for s in $strategies; do
+  rate=$q extra=()
+  if [[ $s == fedprof ]]; then
+    rate=$(awk -v q=$q 'BEGIN { print 2 * q }')
+    extra=(--set dp.clear_profiles=true)
+  fi
+  for e in $epsilons; do
+    z=$(noise_for "$e" "$rate")
+    noise[$s,$e]=$z
+    dir=$out/$s-eps$e
+    [[ -f $dir/comparison.csv ]] && continue
+    echo "== $s, epsilon $e: noise multiplier $z"
+    "$fedprof" compare "${common[@]}" "${extra[@]}" --set dp.noise_multiplier="$z" --strategies "$s" \
+      --seeds "$seeds" --jobs 2 --out "$dir" >"$dir.log" 2>&1 || { tail -5 "$dir.log"; exit 1; }
+  done
+done
+echo "wall time: $((SECONDS - start)) s"
+
+# One comparison.csv per epsilon, a row per strategy, for robust_table.sh.
+dirs=() names=""
+for e in $epsilons; do
+  mkdir -p "$out/eps$e"
+  first=1
+  for s in $strategies; do
+    if ((first)); then cat "$out/$s-eps$e/comparison.csv"; first=0; else tail -n +2 "$out/$s-eps$e/comparison.csv"; fi
+  done >"$out/eps$e/comparison.csv"
+  dirs+=("eps$e")
+  names+="${names:+,}ε = $e"
+done
+echo
+echo "Noise multipliers (delta = $delta, $rounds rounds)"
+echo
+printf '| strategy | rate |'; for e in $epsilons; do printf ' ε = %s |' "$e"; done; echo
+printf '|---|---|'; for e in $epsilons; do printf -- '---|'; done; echo
+for s in $strategies; do
+  rate=$q; [[ $s == fedprof ]] && rate=$(awk -v q=$q 'BEGIN { print 2 * q }')
+  printf '| %s | %s |' "$s" "$rate"; for e in $epsilons; do printf ' %s |' "${noise[$s,$e]}"; done; echo
+done
+. bench/robust_table.sh
+table final_accuracy "Final accuracy (round $rounds, $data, $clients clients)" "$names" "${dirs[@]}"
+table best_accuracy "Best accuracy (any round, $data, $clients clients)" "$names" "${dirs[@]}"
