@@ -289,15 +289,19 @@ TEST(DeployTest, ARelaysSumMustBeOfTheResultsItPassedOn) {
 
 // A run whose aggregation needs every model takes no relays (they send
 // sums): the relay's first sync is refused in one line, and it stops. So
-// does FedBuff's, which weighs each model by its own staleness.
+// do FedBuff's, which weighs each model by its own staleness, and a DP run's,
+// whose server checks each update's norm.
 TEST(DeployTest, ARunThatNeedsEveryModelTakesNoRelays) {
   const std::pair<const char*, const char*> runs[] = {
-      {"median", "its aggregation rule needs every client's model (strategy.aggregator)"},
-      {"fedbuff", "it weighs each client's model by its staleness (strategy.aggregator = fedbuff)"}};
-  for (const auto& [aggregator, why] : runs) {
-    const std::string dir = FreshDir("deploy", std::string("no_relays_") + aggregator);
+      {"strategy.aggregator=median", "its aggregation rule needs every client's model (strategy.aggregator)"},
+      {"strategy.aggregator=fedbuff",
+       "it weighs each client's model by its staleness (strategy.aggregator = fedbuff)"},
+      {"dp.mode=central", "it checks that every client clipped its update (dp.mode = central)"}};
+  for (const auto& [setting, why] : runs) {
+    const std::string name = std::string(setting).substr(std::string(setting).find('=') + 1);
+    const std::string dir = FreshDir("deploy", "no_relays_" + name);
     const std::string certs = MakeCerts(dir, 2, "certs", /*relays=*/1);
-    const std::string run = SmallRun(2, 1.0, 1) + " --set strategy.aggregator=" + aggregator;
+    const std::string run = SmallRun(2, 1.0, 1) + " --set " + setting;
     Deployment d;
     StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
     const int relay =
