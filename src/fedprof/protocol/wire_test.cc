@@ -37,6 +37,7 @@ FitInstructions FullInstructions() {
   ins.train.momentum = 0.5;
   ins.train.weight_decay = 1e-4;
   ins.seed = 0xfedcba9876543210ULL;
+  ins.clip_norm = 0.375;
   return ins;
 }
 
@@ -50,6 +51,7 @@ FitResult FullResult() {
   r.num_samples = 1234;
   r.train_loss = 0.75;
   r.train_loss_rms = 0.875;
+  r.within_clip = true;
   Profile p;
   p.version = 9;
   p.layer = "fc1";
@@ -107,6 +109,7 @@ TEST(WireTest, InstructionsRoundTripEveryField) {
   EXPECT_EQ(got.train.momentum, sent.train.momentum);
   EXPECT_EQ(got.train.weight_decay, sent.train.weight_decay);
   EXPECT_EQ(got.seed, sent.seed);
+  EXPECT_EQ(got.clip_norm, sent.clip_norm);
   EXPECT_EQ(got.global, nullptr) << "the model travels in chunks";
 
   // Without secure matching neither key nor reference appears.
@@ -132,6 +135,7 @@ TEST(WireTest, ResultRoundTripsEveryFieldButTheModel) {
   EXPECT_EQ(got.num_samples, sent.num_samples);
   EXPECT_EQ(got.train_loss, sent.train_loss);
   EXPECT_EQ(got.train_loss_rms, sent.train_loss_rms);
+  EXPECT_EQ(got.within_clip, sent.within_clip);
   ASSERT_TRUE(got.profile.has_value());
   EXPECT_EQ(got.profile->version, sent.profile->version);
   EXPECT_EQ(got.profile->layer, sent.profile->layer);
@@ -196,6 +200,11 @@ TEST(WireTest, MalformedTaskHeadersAreRefused) {
   h = good;
   h.clear_public_key();
   ExpectError([&] { FromWire(h); }, "public key without an encrypted reference");
+  for (double bad : {-1.0, static_cast<double>(NAN), static_cast<double>(INFINITY)}) {
+    h = good;
+    h.set_clip_norm(bad);
+    ExpectError([&] { FromWire(h); }, "clip norm");
+  }
 }
 
 TEST(WireTest, MalformedResultHeadersAreRefused) {
