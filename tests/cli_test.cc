@@ -6,14 +6,14 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -31,8 +31,8 @@
 #include "tests/csv_columns.h"
 #include "tests/processes.h"
 #include "tests/run_cli.h"
-#include "tests/torchscript_export.h"
 #include "tests/test_dirs.h"
+#include "tests/torchscript_export.h"
 
 namespace fedprof {
 namespace {
@@ -544,7 +544,8 @@ TEST(DpCliTest, ThreadsAndAKilledRunChangeNoNumberAndTheLedgerStopsTheRun) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(Summary(stopped).at("rounds"), 3);
   const auto s = Columns(stopped + "/metrics.csv");
-  EXPECT_EQ(s.at("accuracy"), std::vector<std::string>(m.at("accuracy").begin(), m.at("accuracy").begin() + 3));
+  EXPECT_EQ(s.at("accuracy"),
+            std::vector<std::string>(m.at("accuracy").begin(), m.at("accuracy").begin() + 3));
 
   // What DP cannot run with is refused in one line.
   for (const std::string bad :
@@ -563,9 +564,10 @@ TEST(DpCliTest, ThreadsAndAKilledRunChangeNoNumberAndTheLedgerStopsTheRun) {
 // charges every round; the threads change no number.
 TEST(DpCliTest, FedProfUnderDpIsChargedAtItsCap) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string run = std::string("simulate ") + kFedProfRun +
-                          " --set dp.mode=central --set fedprof.secure_matching=paillier --set dp.count_noise=1 "
-                          "--set rounds=3";
+  const std::string run =
+      std::string("simulate ") + kFedProfRun +
+      " --set dp.mode=central --set fedprof.secure_matching=paillier --set dp.count_noise=1 "
+      "--set rounds=3";
   const std::string one = ClearedPath("cli", "dp_fedprof_1"), two = ClearedPath("cli", "dp_fedprof_2");
   ASSERT_EQ(RunCli(run + " --set threads=1 --out " + one).code, 0);
   ASSERT_EQ(RunCli(run + " --set threads=2 --out " + two).code, 0);
@@ -574,7 +576,8 @@ TEST(DpCliTest, FedProfUnderDpIsChargedAtItsCap) {
   const auto m = Columns(one + "/metrics.csv");
   for (size_t i = 0; i < 3; ++i) {
     // 20 clients, K = 5: q = 0.5 (not 0.25), δ = 1/20, z = 1.
-    EXPECT_NEAR(std::stod(m.at("dp_epsilon")[i]), SampledGaussianEpsilon(0.5, 1.0, i + 1, 0.05).epsilon, 1e-7);
+    EXPECT_NEAR(std::stod(m.at("dp_epsilon")[i]), SampledGaussianEpsilon(0.5, 1.0, i + 1, 0.05).epsilon,
+                1e-7);
   }
 }
 

@@ -341,10 +341,11 @@ TEST(DeployTest, StrongAttacksAndRulesOverTheNetworkEqualSimulation) {
 // simulation bit for bit, the ledger's columns included.
 TEST(DeployTest, UserLevelDpOverTheNetworkEqualsSimulation) {
   std::string server_dir;
-  ExpectSameNumbersAsSimulation("dp",
-                                "--set dp.mode=central --set dp.noise_multiplier=0.5 --set dp.clipping=adaptive "
-                                "--set dp.clip_norm=0.3 --set dp.count_noise=1",
-                                &server_dir);
+  ExpectSameNumbersAsSimulation(
+      "dp",
+      "--set dp.mode=central --set dp.noise_multiplier=0.5 --set dp.clipping=adaptive "
+      "--set dp.clip_norm=0.3 --set dp.count_noise=1",
+      &server_dir);
   const auto deployed = Columns(server_dir + "/metrics.csv");
   const auto simulated = Columns(server_dir + "/../sim/metrics.csv");
   EXPECT_EQ(deployed.at("dp_clip_norm"), simulated.at("dp_clip_norm"));
@@ -364,7 +365,8 @@ TEST(DeployTest, UnderDpAnUnclippedUpdateIsRefused) {
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
   StartClients(&d, 0, 4, run + " --tls-dir " + certs, dir);
   const int rogue = d.procs.Start(
-      ROGUE_CLIENT, "--server " + d.address + " --id 4 --tls-dir " + certs + " --mode unclipped", dir + "/rogue.log");
+      ROGUE_CLIENT, "--server " + d.address + " --id 4 --tls-dir " + certs + " --mode unclipped",
+      dir + "/rogue.log");
   EXPECT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
   const std::string log = d.procs.Output(d.server);
   EXPECT_NE(log.find("client 4 refused: update norm"), std::string::npos) << log;

@@ -26,14 +26,15 @@ void PrintRunLedger(const std::string& config_path, const std::vector<std::strin
   if (!config_path.empty()) config.MergeTomlFile(config_path);
   for (const auto& s : sets) config.SetAssignment(s);
   const RunOptions& o = config.options();
-  if (o.dp.mode == "off") throw Error("privacy dp: the run has dp.mode = off: it releases its models without noise");
+  if (o.dp.mode == "off")
+    throw Error("privacy dp: the run has dp.mode = off: it releases its models without noise");
   const DpFedAvgOptions dp = DpOptionsFrom(o);
-  std::printf("dp.mode = %s: N = %lld clients, K = %lld expected a round (q = %g), noise multiplier %g, "
-              "delta = %g, %lld rounds\n",
-              o.dp.mode.c_str(), static_cast<long long>(dp.num_clients),
-              static_cast<long long>(dp.expected_clients),
-              static_cast<double>(dp.expected_clients) / static_cast<double>(dp.num_clients),
-              dp.noise_multiplier, DpDelta(dp), static_cast<long long>(o.rounds));
+  std::printf(
+      "dp.mode = %s: N = %lld clients, K = %lld expected a round (q = %g), noise multiplier %g, "
+      "delta = %g, %lld rounds\n",
+      o.dp.mode.c_str(), static_cast<long long>(dp.num_clients), static_cast<long long>(dp.expected_clients),
+      static_cast<double>(dp.expected_clients) / static_cast<double>(dp.num_clients), dp.noise_multiplier,
+      DpDelta(dp), static_cast<long long>(o.rounds));
   const int64_t every = std::max<int64_t>(1, o.rounds / 10);
   int64_t stop = 0;
   for (int64_t round = 1; round <= o.rounds; ++round) {
@@ -105,14 +106,16 @@ Runner AddPrivacy(CLI::App& app) {
   };
   auto dp = std::make_shared<DpArgs>();
   CLI::App* dp_cmd = privacy->add_subcommand(
-      "dp", "epsilon of clipped, noised releases by the Renyi-DP accountant: of a run's config "
-            "(--config/--set, its dp.* options, round by round) or of --sample-rate and --steps");
+      "dp",
+      "epsilon of clipped, noised releases by the Renyi-DP accountant: of a run's config "
+      "(--config/--set, its dp.* options, round by round) or of --sample-rate and --steps");
   dp_cmd->add_option("--config", dp->config, "A run's config (TOML): its ledger, before it runs");
   dp_cmd->add_option("--set", dp->sets, "Override a config key: --set key=value (repeatable)");
   CLI::Option* noise =
       dp_cmd->add_option("--noise-multiplier", dp->noise_multiplier, "sigma (noise sd / clip norm)");
-  CLI::Option* epsilon = dp_cmd->add_option(
-      "--epsilon", dp->epsilon, "Instead of --noise-multiplier: the smallest sigma that keeps epsilon within this");
+  CLI::Option* epsilon =
+      dp_cmd->add_option("--epsilon", dp->epsilon,
+                         "Instead of --noise-multiplier: the smallest sigma that keeps epsilon within this");
   noise->excludes(epsilon);
   dp_cmd->add_option("--sample-rate", dp->sample_rate, "q, the chance a record is in a step");
   dp_cmd->add_option("--steps", dp->steps, "Number of noisy releases T");
@@ -130,7 +133,8 @@ Runner AddPrivacy(CLI::App& app) {
       return;
     }
     if (dp_cmd->parsed()) {
-      if (noise->count() == 0) throw Error("privacy dp: give --noise-multiplier, --epsilon, or a run's --config/--set");
+      if (noise->count() == 0)
+        throw Error("privacy dp: give --noise-multiplier, --epsilon, or a run's --config/--set");
       const EpsilonAtOrder e =
           SampledGaussianEpsilon(dp->sample_rate, dp->noise_multiplier, dp->steps, dp->delta);
       if (e.order == 0) {

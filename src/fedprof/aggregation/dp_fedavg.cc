@@ -45,8 +45,10 @@ bool ClipUpdate(const FlatParams& start, double clip, FlatParams* w) {
 double UpdateNoiseMultiplier(double z, double count_noise) {
   if (z == 0) return 0;
   if (!(2 * count_noise > z)) {
-    throw Error("dp.count_noise: adaptive clipping's count needs 2 x dp.count_noise > "
-                "dp.noise_multiplier, here 2 x " + std::to_string(count_noise) + " <= " + std::to_string(z));
+    throw Error(
+        "dp.count_noise: adaptive clipping's count needs 2 x dp.count_noise > "
+        "dp.noise_multiplier, here 2 x " +
+        std::to_string(count_noise) + " <= " + std::to_string(z));
   }
   return 1 / std::sqrt(1 / (z * z) - 1 / (4 * count_noise * count_noise));
 }
@@ -110,8 +112,7 @@ void DpFedAvg::Aggregate(const FlatParams& global, const ModelSum& sum, int64_t 
   }
   last_unclipped_ = any ? static_cast<double>(within_) / static_cast<double>(sum.count()) : 0.0;
   if (options_.adaptive) {
-    const double share =
-        UnclippedShare(within_, sum.count(), options_.count_noise * StandardNormal(rng), k);
+    const double share = UnclippedShare(within_, sum.count(), options_.count_noise * StandardNormal(rng), k);
     clip_ = NextClipNorm(clip_, share, options_.target_quantile, options_.clip_lr);
   }
   noised_.Reset(d);

@@ -35,17 +35,17 @@ struct DpFedAvgOptions {
   double noise_multiplier = 1.0;  // z: noise sd over the clip norm (of the whole mechanism)
   double clip_norm = 1.0;         // C, or adaptive clipping's C at round 1
   bool adaptive = false;
-  double target_quantile = 0.5;   // γ: the share of updates the adapted C should not clip
-  double clip_lr = 0.2;           // η_C
-  double count_noise = 0;         // σ_b, the noise sd of the unclipped count; 0 = qN / 20
-  int64_t num_clients = 0;        // N
-  int64_t expected_clients = 0;   // K = qN expected a round: the estimator's denominator
+  double target_quantile = 0.5;  // γ: the share of updates the adapted C should not clip
+  double clip_lr = 0.2;          // η_C
+  double count_noise = 0;        // σ_b, the noise sd of the unclipped count; 0 = qN / 20
+  int64_t num_clients = 0;       // N
+  int64_t expected_clients = 0;  // K = qN expected a round: the estimator's denominator
   // q: the most probability with which a client is sampled in a round (K/N
   // for uniform sampling, FedProf's cap under it); 0 = K/N.
   double sample_rate = 0;
-  double delta = 0;               // δ of the ledger; 0 = 1 / N
-  double target_epsilon = 0;      // > 0: no round that would take ε beyond it
-  uint64_t seed = 0;              // the server's noise comes from (seed, round)
+  double delta = 0;           // δ of the ledger; 0 = 1 / N
+  double target_epsilon = 0;  // > 0: no round that would take ε beyond it
+  uint64_t seed = 0;          // the server's noise comes from (seed, round)
 };
 
 // The noise multiplier of the update when adaptive clipping spends part of
@@ -105,10 +105,10 @@ class DpFedAvg : public Aggregator {
   double update_noise_;  // z_Δ
   double clip_;
   int64_t rounds_ = 0;
-  int64_t within_ = 0;   // Σ b_k of the round's accepted results
+  int64_t within_ = 0;  // Σ b_k of the round's accepted results
   double last_unclipped_ = 0;
-  FlatParams mean_;      // θ + Δ̃, reused
-  ModelSum noised_;      // mean_ as the inner aggregator's one result
+  FlatParams mean_;  // θ + Δ̃, reused
+  ModelSum noised_;  // mean_ as the inner aggregator's one result
 };
 
 }  // namespace fedprof

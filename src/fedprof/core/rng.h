@@ -26,7 +26,7 @@ enum class Stream : uint64_t {
   kLocalTraining = 7,
   kReferenceSplit = 8,
   kPrivacy = 9,
-  kAttackers = 10,  // which simulated clients attack (client/attack.h)
+  kAttackers = 10,            // which simulated clients attack (client/attack.h)
   kFederatedEvaluation = 11,  // which clients evaluate the global model
   kSecAggDropouts = 12,       // which clients of a session drop out (simulated)
   kAvailability = 13,         // when simulated clients are online (sim/availability.h)

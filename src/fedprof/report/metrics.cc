@@ -16,11 +16,11 @@ std::string Num(double v) { return FormatDouble(v, "%.9g"); }
 std::string MetricsCsv(const std::vector<RoundMetrics>& rows, const MetricsColumns& columns) {
   const bool regression = columns.regression, federated = columns.federated;
   std::ostringstream out;
-  out << "round," << (columns.online ? "online," : "")
-      << "lr,selected,returned,refused,timed_out," << (columns.buffered ? "staleness," : "")
-      << "train_loss," << (columns.dp ? "dp_clip_norm,dp_unclipped,dp_epsilon," : "") << "accuracy,loss"
-      << (regression ? ",rmse" : "")
-      << (columns.backdoor ? ",backdoor_success" : "") << (federated ? ",fed_clients,fed_accuracy,fed_loss" : "")
+  out << "round," << (columns.online ? "online," : "") << "lr,selected,returned,refused,timed_out,"
+      << (columns.buffered ? "staleness," : "") << "train_loss,"
+      << (columns.dp ? "dp_clip_norm,dp_unclipped,dp_epsilon," : "") << "accuracy,loss"
+      << (regression ? ",rmse" : "") << (columns.backdoor ? ",backdoor_success" : "")
+      << (federated ? ",fed_clients,fed_accuracy,fed_loss" : "")
       << ",round_time_s,virtual_time_s,round_energy_wh,energy_wh,profiling_time_s,"
          "profiling_energy_wh,wall_s\n";
   for (const auto& r : rows) {
@@ -30,7 +30,8 @@ std::string MetricsCsv(const std::vector<RoundMetrics>& rows, const MetricsColum
         << r.refused << ',' << r.timed_out << ',';
     if (columns.buffered) out << Num(r.staleness) << ',';
     out << Num(r.train_loss) << ',';
-    if (columns.dp) out << Num(r.dp_clip_norm) << ',' << Num(r.dp_unclipped) << ',' << Num(r.dp_epsilon) << ',';
+    if (columns.dp)
+      out << Num(r.dp_clip_norm) << ',' << Num(r.dp_unclipped) << ',' << Num(r.dp_epsilon) << ',';
     if (r.evaluated) {
       out << Num(r.accuracy) << ',' << Num(r.loss);
       if (regression) out << ',' << Num(r.rmse);

@@ -147,11 +147,13 @@ void CheckDp(const RunOptions& o) {
   if (o.dp.mode == "off") return;
   const std::string option = "dp.mode = " + o.dp.mode + ": ";
   if (o.availability.simulated()) {
-    throw Error(option + "availability decides who can be sampled, but the privacy accounting samples "
+    throw Error(option +
+                "availability decides who can be sampled, but the privacy accounting samples "
                 "every client at q = K/N each round; use availability.kind = always");
   }
   if (o.eval.federated_every > 0) {
-    throw Error(option + "federated evaluation (eval.federated_every) sends the server each client's "
+    throw Error(option +
+                "federated evaluation (eval.federated_every) sends the server each client's "
                 "results on its own data without noise, outside the guarantee");
   }
 }

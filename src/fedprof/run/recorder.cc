@@ -180,12 +180,13 @@ nlohmann::json Summary(const RunOptions& options, const ServerState& state,
 
 }  // namespace
 
-RunRecorder::RunRecorder(const Config& config, const std::string& out_dir, int num_clients,
-                         bool regression, const ServerState& state, bool resume)
+RunRecorder::RunRecorder(const Config& config, const std::string& out_dir, int num_clients, bool regression,
+                         const ServerState& state, bool resume)
     : config_(config),
       out_dir_(out_dir),
       fingerprint_(config.Fingerprint()),
-      columns_{regression, config.options().eval.federated_every > 0,
+      columns_{regression,
+               config.options().eval.federated_every > 0,
                config.options().attack.backdoor(),
                config.options().availability.kind != "always",
                ResolveStrategy(config.options()).aggregator == "fedbuff",

@@ -38,7 +38,8 @@ std::vector<int> FedProfSelector::Select(const SelectionContext& context, Rng& r
   weights.reserve(context.clients->size());
   for (const ClientInfo& c : *context.clients) weights.push_back(scores_.at(c.id));
   if (options_.poisson_cap > 0) {
-    return IdsAt(context, PoissonSample(CappedInclusion(weights, context.num_to_select, options_.poisson_cap), rng));
+    return IdsAt(context,
+                 PoissonSample(CappedInclusion(weights, context.num_to_select, options_.poisson_cap), rng));
   }
   return IdsAt(context,
                SampleByWeight(weights, context.num_to_select, options_.with_replacement, rng));

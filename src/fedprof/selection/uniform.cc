@@ -52,7 +52,8 @@ std::vector<int> IdsAt(const SelectionContext& context, const std::vector<int>& 
 std::unique_ptr<Selector> MakeUniformSelector() { return std::make_unique<UniformSelector>(); }
 
 std::unique_ptr<Selector> MakePoissonSelector(double rate) {
-  if (!(rate >= 0 && rate <= 1)) throw Error("Poisson sampling: rate " + std::to_string(rate) + " outside [0, 1]");
+  if (!(rate >= 0 && rate <= 1))
+    throw Error("Poisson sampling: rate " + std::to_string(rate) + " outside [0, 1]");
   return std::make_unique<PoissonSelector>(rate);
 }
 

@@ -25,7 +25,8 @@ std::vector<double> CappedInclusion(const std::vector<double>& weights, double e
   for (size_t j = 0; j < order.size(); ++j) {
     const double c = (expected - cap * static_cast<double>(j)) / rest;
     if (weights[order[j]] * c <= cap) {
-      for (size_t r = 0; r < order.size(); ++r) p[order[r]] = r < j ? cap : std::min(cap, weights[order[r]] * c);
+      for (size_t r = 0; r < order.size(); ++r)
+        p[order[r]] = r < j ? cap : std::min(cap, weights[order[r]] * c);
       return p;
     }
     rest -= weights[order[j]];

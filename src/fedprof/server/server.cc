@@ -350,9 +350,9 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
   for (int64_t round = state.round + 1; round <= options_.rounds; ++round) {
     if (const DpFedAvg* dp = strategy_.Dp(); dp && !dp->MayRunAnotherRound()) {
       LogProgress("round " + std::to_string(round) + " would take epsilon to " +
-                  FormatDouble(DpEpsilon(dp->options(), round), "%.4g") + ", beyond dp.target_epsilon = " +
-                  FormatDouble(dp->options().target_epsilon) + ": the run stops after round " +
-                  std::to_string(round - 1));
+                  FormatDouble(DpEpsilon(dp->options(), round), "%.4g") +
+                  ", beyond dp.target_epsilon = " + FormatDouble(dp->options().target_epsilon) +
+                  ": the run stops after round " + std::to_string(round - 1));
       break;
     }
     PhaseTimer phase(observer_, "select");  // the round-time breakdown of --monitor

@@ -305,17 +305,22 @@ std::unique_ptr<Strategy> MakeDpStrategy(const RunOptions& options, const Strate
                                          const StrategyContext& context) {
   const std::string option = "dp.mode = central: ";
   if (spec.selector != "uniform" && spec.selector != "fedprof") {
-    throw Error(option + "strategy.selector = " + spec.selector + " picks clients by what they report, "
+    throw Error(option + "strategy.selector = " + spec.selector +
+                " picks clients by what they report, "
                 "but the privacy accounting needs Poisson sampling at a known rate (uniform, or fedprof's "
                 "capped by dp.max_inclusion)");
   }
-  if (spec.selector == "fedprof" && options.fedprof.secure_matching != "paillier" && !options.dp.clear_profiles) {
-    throw Error(option + "FedProf would have every client send its profile in the clear; use "
-                "fedprof.secure_matching = paillier (the server learns each divergence, outside the guarantee), "
-                "or dp.clear_profiles = true to accept that");
+  if (spec.selector == "fedprof" && options.fedprof.secure_matching != "paillier" &&
+      !options.dp.clear_profiles) {
+    throw Error(
+        option +
+        "FedProf would have every client send its profile in the clear; use "
+        "fedprof.secure_matching = paillier (the server learns each divergence, outside the guarantee), "
+        "or dp.clear_profiles = true to accept that");
   }
   if (spec.aggregator != "average" && spec.aggregator != "fedadam") {
-    throw Error(option + "strategy.aggregator = " + spec.aggregator + " weighs or keeps individual "
+    throw Error(option + "strategy.aggregator = " + spec.aggregator +
+                " weighs or keeps individual "
                 "models; DP-FedAvg noises the sum of clipped updates, with average or fedadam on top");
   }
   const DpFedAvgOptions o = DpOptionsFrom(options);
@@ -355,10 +360,11 @@ DpFedAvgOptions DpOptionsFrom(const RunOptions& options) {
 
 std::unique_ptr<Strategy> MakeStrategy(const RunOptions& options, const StrategyContext& context) {
   const StrategySpec spec = ResolveStrategy(options);
-  auto strategy = options.dp.mode == "central"
-                      ? MakeDpStrategy(options, spec, context)
-                      : std::make_unique<Strategy>(spec.Label(), MakeSelector(spec.selector, options, context),
-                                                   MakeAggregator(spec.aggregator, spec.mode, options, context));
+  auto strategy =
+      options.dp.mode == "central"
+          ? MakeDpStrategy(options, spec, context)
+          : std::make_unique<Strategy>(spec.Label(), MakeSelector(spec.selector, options, context),
+                                       MakeAggregator(spec.aggregator, spec.mode, options, context));
   strategy->SetProximalMu(spec.proximal_mu);
   strategy->SetKeepsLocalBatchNorm(spec.aggregator == "fedbn");
   strategy->SetUpdateNormBound(MakeUpdateNormBound(options));
