@@ -4,8 +4,8 @@
 #
 # The default experiment's data (DATA, by default Fashion-MNIST: 65%
 # low-quality clients, a 60% dominant class) over CLIENTS clients (default
-# 1000), q = 0.1 (K = N/10 expected a round), ROUNDS rounds (default 50) of
-# 5 local epochs at lr 0.05, DP-FedAvg with adaptive clipping (C = 1 at
+# 1000), q = 0.1 (K = N/10 expected a round), ROUNDS rounds (default 30) of
+# 5 local epochs at lr 0.05, the test set (5,000 images) every 5 rounds, DP-FedAvg with adaptive clipping (C = 1 at
 # round 1, the median as target) for each strategy of STRATEGIES (default
 # "fedavg fedprof") and each epsilon of EPSILONS (default "1 2 4 8 inf") at
 # delta = 1/N: the noise multiplier is the smallest that keeps epsilon
@@ -16,14 +16,14 @@
 # (default 3), two runs at a time. Prints the noise multipliers and the
 # final and best accuracy, mean ± sample sd, a row per strategy. A folder
 # holding a finished comparison is not run again.
-# Usage: [SEEDS=3] [DATA=fashion-mnist] [CLIENTS=1000] [ROUNDS=50] [EPSILONS="1 8"]
+# Usage: [SEEDS=3] [DATA=fashion-mnist] [CLIENTS=1000] [ROUNDS=30] [EPSILONS="1 8"]
 #        [STRATEGIES="fedavg"] bench/dp_evidence.sh [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=${SEEDS:-3}
 data=${DATA:-fashion-mnist}
 clients=${CLIENTS:-1000}
-rounds=${ROUNDS:-50}
+rounds=${ROUNDS:-30}
 epsilons=${EPSILONS:-1 2 4 8 inf}
 strategies=${STRATEGIES:-fedavg fedprof}
 out=${1:-runs/dp-evidence-$data-$clients}
@@ -36,7 +36,7 @@ q=0.1
 delta=$(awk -v n="$clients" 'BEGIN { printf "%.10g", 1 / n }')
 common=(--config configs/default.toml --set data.name="$data" --set data.test_limit=5000
         --set clients.count="$clients" --set strategy.fraction=$q --set rounds="$rounds"
-        --set train.epochs=5 --set train.lr=0.05 --set strategy.aggregation=partial
+        --set train.epochs=5 --set train.lr=0.05 --set eval.every=5 --set strategy.aggregation=partial
         --set dp.mode=central --set dp.clipping=adaptive --set dp.clip_norm=1 --set report.progress=false)
 
 noise_for() {  # noise_for EPSILON RATE
