@@ -1,14 +1,50 @@
 #include "fedprof/aggregation/dp_fedavg.h"
 
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <utility>
+#include <vector>
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/privacy/rdp.h"
+#include "fedprof/secagg/crypto.h"
 
 namespace fedprof {
+namespace {
+
+// A round's noise: standard normals from the run's generator keyed by
+// (seed, round), or from OpenSSL's, a buffer of words at a time.
+class RoundNoise {
+ public:
+  RoundNoise(const DpFedAvgOptions& o, int64_t round)
+      : secret_(o.secret_noise), rng_(MakeRng(o.seed, Stream::kDpNoise, {static_cast<uint64_t>(round)})) {}
+
+  double Next() {
+    if (!secret_) return StandardNormal(rng_);
+    const uint64_t a = Word();
+    const uint64_t b = Word();
+    return StandardNormalFrom(a, b);
+  }
+
+ private:
+  uint64_t Word() {
+    if (next_ == words_.size()) {
+      const secagg::Bytes bytes = secagg::RandomBytes(words_.size() * sizeof(uint64_t));
+      std::memcpy(words_.data(), bytes.data(), bytes.size());
+      next_ = 0;
+    }
+    return words_[next_++];
+  }
+
+  bool secret_;
+  Rng rng_;
+  std::vector<uint64_t> words_ = std::vector<uint64_t>(4096);
+  size_t next_ = 4096;
+};
+
+}  // namespace
 
 double UpdateNorm(const FlatParams& start, const FlatParams& w) {
   if (start.size() != w.size()) {
@@ -100,19 +136,19 @@ void DpFedAvg::Aggregate(const FlatParams& global, const ModelSum& sum, int64_t 
   if (any && sum.size() != d) {
     throw Error("dp: a sum of " + std::to_string(sum.size()) + " values for a model of " + std::to_string(d));
   }
-  // The round's noise: one generator per round, drawn in coordinate order,
-  // then the count's; the same wherever and however the round was trained.
-  Rng rng = MakeRng(options_.seed, Stream::kDpNoise, {static_cast<uint64_t>(rounds_ + 1)});
+  // The round's noise, drawn in coordinate order, then the count's: the
+  // same wherever and however the round was trained (unless secret).
+  RoundNoise noise(options_, rounds_ + 1);
   const double sd = update_noise_ * clip_;
   const double k = static_cast<double>(options_.expected_clients);
   mean_.resize(d);
   for (size_t i = 0; i < d; ++i) {
-    const double noised = (any ? sum.Centered(i, global[i]) : 0.0) + sd * StandardNormal(rng);
+    const double noised = (any ? sum.Centered(i, global[i]) : 0.0) + sd * noise.Next();
     mean_[i] = static_cast<float>(global[i] + noised / k);
   }
   last_unclipped_ = any ? static_cast<double>(within_) / static_cast<double>(sum.count()) : 0.0;
   if (options_.adaptive) {
-    const double share = UnclippedShare(within_, sum.count(), options_.count_noise * StandardNormal(rng), k);
+    const double share = UnclippedShare(within_, sum.count(), options_.count_noise * noise.Next(), k);
     clip_ = NextClipNorm(clip_, share, options_.target_quantile, options_.clip_lr);
   }
   noised_.Reset(d);

@@ -46,6 +46,9 @@ struct DpFedAvgOptions {
   double delta = 0;           // δ of the ledger; 0 = 1 / N
   double target_epsilon = 0;  // > 0: no round that would take ε beyond it
   uint64_t seed = 0;          // the server's noise comes from (seed, round)
+  // The noise from OpenSSL's generator instead (dp.noise = secret): no one
+  // who knows the seed can remove it, and no run repeats it.
+  bool secret_noise = false;
 };
 
 // The noise multiplier of the update when adaptive clipping spends part of

@@ -144,6 +144,31 @@ TEST(DpFedAvgTest, TheNoiseHasTheMechanismsSpreadAndComesFromTheSeedAndRound) {
   EXPECT_NE(noised(0, 4), a) << "another seed";
 }
 
+// dp.noise = secret: the same spread, but from OpenSSL's generator, so the
+// seed does not give it away and no two aggregations repeat it.
+TEST(DpFedAvgTest, SecretNoiseHasTheSameSpreadAndNeverRepeats) {
+  const size_t d = 100000;
+  const FlatParams global(d, 0.0f);
+  auto noised = [&](bool secret) {
+    DpFedAvgOptions o = Options(2.0, 0.5, 1000, 10);
+    o.secret_noise = secret;
+    DpFedAvg dp(MakeWeightedAverage(AggregationMode::kPartial), o);
+    dp.OnGlobalModel(0);
+    ModelSum empty;
+    empty.Reset(d);
+    FlatParams next;
+    dp.Aggregate(global, empty, 0, &next);
+    return next;
+  };
+  const FlatParams a = noised(true);
+  double sq = 0;
+  for (float v : a) sq += static_cast<double>(v) * v;
+  EXPECT_NEAR(std::sqrt(sq / d) / 0.1, 1.0, 0.015);
+  EXPECT_NE(noised(true), a);
+  EXPECT_NE(noised(false), a) << "not the seeded noise";
+  EXPECT_EQ(noised(false), noised(false));
+}
+
 TEST(DpFedAvgTest, AdaptiveClippingMovesTheClipAndCheckpointsIt) {
   DpFedAvgOptions o = Options(0.5, 1.0, 100, 10);
   o.adaptive = true;

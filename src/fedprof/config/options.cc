@@ -511,6 +511,10 @@ std::vector<OptionSpec> MakeTable() {
        "Adaptive clipping: sigma_b, the noise sd of the unclipped count; 0 = K / 20 (the "
        "paper's). The update's multiplier becomes (z^-2 - (2 sigma_b)^-2)^-1/2."),
       OPTION(dp, delta, "0", 0, 0.1, "", "delta of the privacy ledger; 0 = 1/N (clients.count)."),
+      OPTION(dp, noise, "seeded", 0, 0, "seeded|secret",
+       "Where the server's noise comes from: seeded, the run's seed and the round (simulate, "
+       "launch and a deployment give the same model; whoever knows the seed can remove the "
+       "noise); secret, OpenSSL's generator (no run repeats it)."),
       OPTION(dp, max_inclusion, "0", 0, 1, "",
        "FedProf under DP: client k is sampled with probability min(this, c lambda_k), K expected, "
        "and every round is charged at this rate; 0 = 2K/N (at most 1)."),

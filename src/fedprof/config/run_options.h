@@ -135,7 +135,7 @@ struct RunOptions {
     double timeout_s = 0;
   };
   struct Dp {
-    std::string mode, clipping;
+    std::string mode, clipping, noise;
     double noise_multiplier = 0, clip_norm = 0, target_quantile = 0, clip_lr = 0, count_noise = 0, delta = 0,
            target_epsilon = 0, max_inclusion = 0;
     bool clear_profiles = false;

@@ -34,8 +34,14 @@ double HashUniform01(uint64_t seed, Stream stream, std::initializer_list<uint64_
 }
 
 double StandardNormal(Rng& rng) {
-  double u1 = Uniform01(rng);
-  double u2 = Uniform01(rng);
+  const uint64_t a = rng();
+  const uint64_t b = rng();
+  return StandardNormalFrom(a, b);
+}
+
+double StandardNormalFrom(uint64_t a, uint64_t b) {
+  double u1 = static_cast<double>(a >> 11) * 0x1.0p-53;  // as Uniform01
+  const double u2 = static_cast<double>(b >> 11) * 0x1.0p-53;
   if (u1 < 1e-300) u1 = 1e-300;
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }

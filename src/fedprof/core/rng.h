@@ -51,6 +51,9 @@ inline double Uniform01(Rng& rng) { return static_cast<double>(rng() >> 11) * 0x
 // Standard normal by Box-Muller on Uniform01 (portable, unlike
 // std::normal_distribution).
 double StandardNormal(Rng& rng);
+// The same from two 64-bit words of any source of random bits, a and b in
+// the order StandardNormal draws them.
+double StandardNormalFrom(uint64_t a, uint64_t b);
 
 // Uniform integer in [0, n) by rejection (portable).
 uint64_t UniformIndex(Rng& rng, uint64_t n);

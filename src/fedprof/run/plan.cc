@@ -14,6 +14,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/hash.h"
+#include "fedprof/core/log.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/core/text.h"
 #include "fedprof/profiling/profiler.h"
@@ -143,7 +144,7 @@ void CheckBuffered(const RunOptions& o, const Strategy& strategy, ClientsLive wh
 // User-level DP: what would break the accounting's assumptions (every
 // client sampled independently at q = K/N each round, once), in one line.
 // The selector and aggregator were checked by MakeStrategy.
-void CheckDp(const RunOptions& o) {
+void CheckDp(const RunOptions& o, ClientsLive where) {
   if (o.dp.mode == "off") return;
   const std::string option = "dp.mode = " + o.dp.mode + ": ";
   if (o.availability.simulated()) {
@@ -155,6 +156,10 @@ void CheckDp(const RunOptions& o) {
     throw Error(option +
                 "federated evaluation (eval.federated_every) sends the server each client's "
                 "results on its own data without noise, outside the guarantee");
+  }
+  if (where == ClientsLive::kElsewhere && o.dp.noise == "seeded") {
+    LogWarning(option + "the noise comes from the run's seed, so whoever knows it can remove the noise: keep "
+               "the config secret, or set dp.noise = secret");
   }
 }
 
@@ -312,7 +317,7 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
   CheckStrategyFitsModel(*plan.strategy, *plan.initial_model, o.model);
   CheckBuffered(o, *plan.strategy, where);
   CheckSecureAggregation(o, *plan.strategy);
-  CheckDp(o);
+  CheckDp(o, where);
   if (plan.strategy->WantedReports().profile || fltrust) {
     plan.reference = ReferenceSet(o.fedprof, plan.data, plan.population.get());
     if (plan.reference.size() == 0) {

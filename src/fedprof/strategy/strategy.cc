@@ -355,6 +355,7 @@ DpFedAvgOptions DpOptionsFrom(const RunOptions& options) {
   o.delta = options.dp.delta;
   o.target_epsilon = options.dp.target_epsilon;
   o.seed = static_cast<uint64_t>(options.seed);
+  o.secret_noise = options.dp.noise == "secret";
   return o;
 }
 
