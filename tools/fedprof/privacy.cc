@@ -30,17 +30,19 @@ void PrintRunLedger(const std::string& config_path, const std::vector<std::strin
     throw Error("privacy dp: the run has dp.mode = off: it releases its models without noise");
   const DpFedAvgOptions dp = DpOptionsFrom(o);
   std::printf(
-      "dp.mode = %s: N = %lld clients, K = %lld expected a round (q = %g), noise multiplier %g, "
+      "dp.mode = %s: N = %lld clients, K = %lld expected a round (q = %g charged), noise multiplier %g, "
       "delta = %g, %lld rounds\n",
       o.dp.mode.c_str(), static_cast<long long>(dp.num_clients), static_cast<long long>(dp.expected_clients),
-      static_cast<double>(dp.expected_clients) / static_cast<double>(dp.num_clients), dp.noise_multiplier,
+      DpSampleRate(dp), dp.noise_multiplier,
       DpDelta(dp), static_cast<long long>(o.rounds));
   const int64_t every = std::max<int64_t>(1, o.rounds / 10);
   int64_t stop = 0;
+  double stop_epsilon = 0;
   for (int64_t round = 1; round <= o.rounds; ++round) {
     const double e = DpEpsilon(dp, round);
     if (dp.target_epsilon > 0 && e > dp.target_epsilon) {
       stop = round;
+      stop_epsilon = e;
       break;
     }
     if (round == 1 || round % every == 0 || round == o.rounds) {
@@ -50,7 +52,7 @@ void PrintRunLedger(const std::string& config_path, const std::vector<std::strin
   if (stop > 0) {
     std::printf("dp.target_epsilon = %g stops the run after round %lld (round %lld would reach %.6g)\n",
                 dp.target_epsilon, static_cast<long long>(stop - 1), static_cast<long long>(stop),
-                DpEpsilon(dp, stop));
+                stop_epsilon);
   }
 }
 
