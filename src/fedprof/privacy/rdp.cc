@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -37,6 +38,23 @@ double SampledGaussianRdp(double q, double sigma, int64_t steps, int order) {
     log_a = LogAdd(log_a, log_term);
   }
   return static_cast<double>(steps) * log_a / (a - 1);
+}
+
+double PoissonSubsampledRdp(double q, int order, const std::function<double(int)>& rdp) {
+  if (!(q >= 0 && q <= 1)) throw Error("sample rate: expected a value in [0, 1]");
+  if (order < 2) throw Error("RDP order: expected an integer >= 2");
+  if (q == 0) return 0;
+  const double whole = rdp(order);
+  if (q == 1 || !std::isfinite(whole)) return whole;
+  const double a = order;
+  const auto log_choose = [&](int l) { return std::lgamma(a + 1) - std::lgamma(l + 1.0) - std::lgamma(a - l + 1); };
+  double log_sum = (a - 1) * std::log1p(-q) + std::log(a * q - q + 1);
+  log_sum = LogAdd(log_sum, log_choose(2) + 2 * std::log(q) + (a - 2) * std::log1p(-q) + rdp(2));
+  for (int l = 3; l <= order; ++l) {
+    log_sum = LogAdd(log_sum, std::log(3.0) + log_choose(l) + (a - l) * std::log1p(-q) + l * std::log(q) +
+                                  (l - 1) * rdp(l));
+  }
+  return std::min(whole, log_sum / (a - 1));
 }
 
 EpsilonAtOrder EpsilonFromRdp(const std::vector<double>& orders, const std::vector<double>& rdp,

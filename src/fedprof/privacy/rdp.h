@@ -2,6 +2,7 @@
 #define FEDPROF_PRIVACY_RDP_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace fedprof {
@@ -16,6 +17,15 @@ namespace fedprof {
 // (Mironov, Talwar and Zhang 2019, Sec. 3.3), summed in log space. q = 1
 // gives the plain Gaussian mechanism's α / (2σ²) (Mironov 2017).
 double SampledGaussianRdp(double sample_rate, double noise_multiplier, int64_t steps, int order);
+
+// RDP of order `order` (an integer >= 2) of a mechanism with RDP ε(·)
+// applied to a Poisson sample at rate q, for any mechanism: the general
+// upper bound of Zhu and Wang, ICML 2019, Thm. 5,
+// (1/(α−1)) log((1−q)^{α−1}(αq − q + 1) + C(α,2) q² (1−q)^{α−2} e^{ε(2)}
+//   + 3 Σ_{l=3..α} C(α,l) (1−q)^{α−l} q^l e^{(l−1) ε(l)}),
+// and never above ε(α) itself. For the Gaussian at α = 2 it equals the
+// tight SampledGaussianRdp.
+double PoissonSubsampledRdp(double sample_rate, int order, const std::function<double(int)>& rdp);
 
 struct EpsilonAtOrder {
   double epsilon = 0;
