@@ -354,6 +354,43 @@ TEST(DeployTest, UserLevelDpOverTheNetworkEqualsSimulation) {
   EXPECT_NE(deployed.at("dp_clip_norm")[0], deployed.at("dp_clip_norm")[2]);
 }
 
+// Distributed DP over the network: each client clips, encodes and noises
+// its own update (its noise seeded by its own config's seed, round and id)
+// before SecAgg+ masks it; the server decodes the noised sum. The
+// deployment equals its simulation bit for bit, the ledger included. A
+// client whose own config asks for more noise than the server's tasks
+// carry refuses them in one line.
+TEST(DeployTest, DistributedDpOverTheNetworkEqualsSimulation) {
+  const std::string ddp =
+      "--set dp.mode=distributed --set dp.noise_multiplier=0.5 --set dp.clip_norm=0.3 "
+      "--set secagg.protocol=secagg+ --set secagg.min_clients=2";
+  std::string server_dir;
+  ExpectSameNumbersAsSimulation("distributed_dp", ddp, &server_dir);
+  const auto deployed = Columns(server_dir + "/metrics.csv");
+  const auto simulated = Columns(server_dir + "/../sim/metrics.csv");
+  EXPECT_EQ(deployed.at("dp_epsilon"), simulated.at("dp_epsilon"));
+  EXPECT_NE(deployed.at("dp_epsilon")[2], "inf");
+
+  const std::string dir = FreshDir("deploy", "distributed_dp_less_noise");
+  const std::string certs = MakeCerts(dir, 5);
+  // The session goes on without one client of five (secagg.dropout).
+  const std::string run = SmallRun(5, 1.0, 1) + kFastFaults + " " + ddp + " --set secagg.dropout=0.2";
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  StartClients(&d, 0, 4, run + " --tls-dir " + certs, dir);
+  StartClients(&d, 4, 5, run + " --set dp.noise_multiplier=2 --tls-dir " + certs, dir);
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+  const std::string said = d.procs.Output(d.clients[4]);
+  EXPECT_NE(said.find("refused a task that would send its update with noise sd"), std::string::npos) << said;
+  EXPECT_NE(said.find("its dp.noise_multiplier asks: this client's configuration requires distributed DP"),
+            std::string::npos)
+      << said;
+  const auto cols = Columns(dir + "/server/metrics.csv");
+  EXPECT_EQ(cols.at("refused"), (std::vector<std::string>{"1"}));
+  EXPECT_EQ(cols.at("returned"), (std::vector<std::string>{"4"})) << "the others' sum went on";
+}
+
 // A certificate does not make a client clip: a rogue that sends an update
 // far beyond the clip norm, and claims it needed no clipping, is refused
 // every round in one line naming the norm; the others' rounds go on.

@@ -110,6 +110,18 @@ double DpEpsilon(const DpFedAvgOptions& o, int64_t rounds) {
   return SampledGaussianEpsilon(DpSampleRate(o), o.noise_multiplier, rounds, DpDelta(o)).epsilon;
 }
 
+DdgParams DdgRound(const DpFedAvgOptions& o, double clip, int64_t round, size_t dim) {
+  DdgParams p;
+  p.clip_norm = clip;
+  p.noise_sd = o.noise_multiplier * clip / std::sqrt(static_cast<double>(o.expected_clients));
+  p.bits = o.bits;
+  p.rounding_beta = o.rounding_beta;
+  p.dim = dim;
+  p.granularity = DdgGranularity(clip, p.noise_sd, o.bits, DdgMaxClients(o.expected_clients), p.padded());
+  p.rotation_seed = DdgRotationSeed(o.seed, round);
+  return p;
+}
+
 DpFedAvg::DpFedAvg(std::unique_ptr<Aggregator> inner, const DpFedAvgOptions& options)
     : inner_(std::move(inner)), options_(options), clip_(options.clip_norm) {
   if (options_.num_clients < 1 || options_.expected_clients < 1 ||
@@ -118,6 +130,10 @@ DpFedAvg::DpFedAvg(std::unique_ptr<Aggregator> inner, const DpFedAvgOptions& opt
                 std::to_string(options_.num_clients));
   }
   if (!(options_.clip_norm > 0)) throw Error("dp.clip_norm: expected a value > 0");
+  if (options_.distributed && options_.adaptive) {
+    throw Error("dp.clipping = adaptive: under dp.mode = distributed the server never sees whether "
+                "a client's update needed clipping; use dp.clipping = fixed");
+  }
   if (options_.adaptive && options_.count_noise == 0) {
     options_.count_noise = static_cast<double>(options_.expected_clients) / 20;
   }
@@ -125,8 +141,21 @@ DpFedAvg::DpFedAvg(std::unique_ptr<Aggregator> inner, const DpFedAvgOptions& opt
                                     : options_.noise_multiplier;
 }
 
+double DpFedAvg::Epsilon() const {
+  if (!options_.distributed) return DpEpsilon(options_, rounds_);
+  if (dim_ == 0) return 0;
+  return DdgEpsilon(RoundEncoding(1), DpSampleRate(options_), round_clients_, DpDelta(options_)).epsilon;
+}
+
+double DpFedAvg::NextEpsilon() const {
+  if (!options_.distributed) return DpEpsilon(options_, rounds_ + 1);
+  std::vector<int64_t> next = round_clients_;
+  next.push_back(options_.expected_clients);
+  return DdgEpsilon(RoundEncoding(1), DpSampleRate(options_), next, DpDelta(options_)).epsilon;
+}
+
 bool DpFedAvg::MayRunAnotherRound() const {
-  return options_.target_epsilon <= 0 || DpEpsilon(options_, rounds_ + 1) <= options_.target_epsilon;
+  return options_.target_epsilon <= 0 || NextEpsilon() <= options_.target_epsilon;
 }
 
 void DpFedAvg::Aggregate(const FlatParams& global, const ModelSum& sum, int64_t total_samples,
@@ -136,11 +165,25 @@ void DpFedAvg::Aggregate(const FlatParams& global, const ModelSum& sum, int64_t 
   if (any && sum.size() != d) {
     throw Error("dp: a sum of " + std::to_string(sum.size()) + " values for a model of " + std::to_string(d));
   }
+  const double k = static_cast<double>(options_.expected_clients);
+  if (options_.distributed) {
+    // The sum arrives noised by its clients (secure aggregation decoded it).
+    round_clients_.resize(static_cast<size_t>(rounds_));
+    round_clients_.push_back(sum.count());
+    mean_.resize(d);
+    for (size_t i = 0; i < d; ++i) {
+      mean_[i] = static_cast<float>(global[i] + (any ? sum.Centered(i, global[i]) : 0.0) / k);
+    }
+    last_unclipped_ = 0;
+    noised_.Reset(d);
+    noised_.Add(mean_, 1);
+    inner_->Aggregate(global, noised_, total_samples, next);
+    return;
+  }
   // The round's noise, drawn in coordinate order, then the count's: the
   // same wherever and however the round was trained (unless secret).
   RoundNoise noise(options_, rounds_ + 1);
   const double sd = update_noise_ * clip_;
-  const double k = static_cast<double>(options_.expected_clients);
   mean_.resize(d);
   for (size_t i = 0; i < d; ++i) {
     const double noised = (any ? sum.Centered(i, global[i]) : 0.0) + sd * noise.Next();
@@ -163,7 +206,9 @@ void DpFedAvg::OnGlobalModel(int64_t version) {
 }
 
 std::string DpFedAvg::SaveState() const {
-  return nlohmann::json({{"clip_norm", clip_}, {"inner", inner_->SaveState()}}).dump();
+  nlohmann::json j = {{"clip_norm", clip_}, {"inner", inner_->SaveState()}};
+  if (options_.distributed) j["round_clients"] = round_clients_;
+  return j.dump();
 }
 
 void DpFedAvg::LoadState(const std::string& state) {
@@ -173,6 +218,13 @@ void DpFedAvg::LoadState(const std::string& state) {
     const double clip = j.at("clip_norm").get<double>();
     if (!(clip > 0 && std::isfinite(clip))) throw Error("DP state: clip norm " + std::to_string(clip));
     clip_ = clip;
+    if (options_.distributed) {
+      std::vector<int64_t> clients = j.at("round_clients").get<std::vector<int64_t>>();
+      for (int64_t n : clients) {
+        if (n < 0) throw Error("DP state: a round of " + std::to_string(n) + " clients");
+      }
+      round_clients_ = std::move(clients);
+    }
     inner_->LoadState(j.at("inner").get<std::string>());
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("DP state: ") + e.what());

@@ -11,13 +11,22 @@
 // expected number of clients qN (the fixed-denominator estimator). The
 // noised mean update then goes to the wrapped aggregator (average or
 // FedAdam) as if it were the round's one result.
+//
+// Distributed (dp.mode = distributed, privacy/distributed_dp.h): the same
+// sampling, clipping, weights and denominator, but the noise is the
+// clients': each encodes its clipped update with its share of it
+// (RoundEncoding), secure aggregation sums the encodings, and this
+// aggregator receives the decoded, noised sum and adds nothing. Fixed
+// clipping only (adaptive clipping needs each client's indicator).
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fedprof/aggregation/aggregator.h"
 #include "fedprof/core/params.h"
+#include "fedprof/privacy/distributed_dp.h"
 
 namespace fedprof {
 
@@ -49,6 +58,11 @@ struct DpFedAvgOptions {
   // The noise from OpenSSL's generator instead (dp.noise = secret): no one
   // who knows the seed can remove it, and no run repeats it.
   bool secret_noise = false;
+  // Distributed DP: the clients noise their encoded updates, b bits a value,
+  // conditional rounding at β.
+  bool distributed = false;
+  int bits = 32;
+  double rounding_beta = 0;
 };
 
 // The noise multiplier of the update when adaptive clipping spends part of
@@ -72,6 +86,11 @@ double UnclippedShare(int64_t within, int64_t n, double noise, double expected_c
 // composed over the rounds and converted (privacy/rdp.h). Infinite when
 // z = 0.
 double DpEpsilon(const DpFedAvgOptions& options, int64_t rounds);
+// The encoding of round `round` for models of `dim` values under distributed
+// DP: clip norm C, each client's noise sd zC/√K (K clients' together make
+// the central mechanism's zC), γ for b bits and DdgMaxClients(K) clients,
+// the round's rotation from the run's seed.
+DdgParams DdgRound(const DpFedAvgOptions& options, double clip, int64_t round, size_t dim);
 double DpDelta(const DpFedAvgOptions& options);
 double DpSampleRate(const DpFedAvgOptions& options);
 
@@ -89,11 +108,17 @@ class DpFedAvg : public Aggregator {
   void Observe(bool within_clip) { within_ += within_clip ? 1 : 0; }
   // Rounds aggregated so far (the ledger's steps), and ε after them.
   int64_t rounds() const { return rounds_; }
-  double Epsilon() const { return DpEpsilon(options_, rounds_); }
+  double Epsilon() const;
+  // Distributed DP: the round's encoding (DdgRound), for the model size the
+  // server announced (SetModelSize).
+  DdgParams RoundEncoding(int64_t round) const { return DdgRound(options_, clip_, round, dim_); }
+  void SetModelSize(size_t dim) { dim_ = dim; }
   // The last aggregated round's share of accepted updates that were within
   // its clip norm (un-noised: the server's own record; 0 with none).
   double LastUnclippedShare() const { return last_unclipped_; }
-  // Whether one more round keeps ε within options().target_epsilon.
+  // ε after one more round (under distributed DP, one whose sum holds K
+  // clients), and whether it stays within options().target_epsilon.
+  double NextEpsilon() const;
   bool MayRunAnotherRound() const;
 
   void Aggregate(const FlatParams& global, const ModelSum& sum, int64_t total_samples,
@@ -110,6 +135,10 @@ class DpFedAvg : public Aggregator {
   int64_t rounds_ = 0;
   int64_t within_ = 0;  // Σ b_k of the round's accepted results
   double last_unclipped_ = 0;
+  size_t dim_ = 0;
+  // Distributed DP: the clients in each round's sum (the ledger charges each
+  // round by its own), in round order.
+  std::vector<int64_t> round_clients_;
   FlatParams mean_;  // θ + Δ̃, reused
   ModelSum noised_;  // mean_ as the inner aggregator's one result
 };

@@ -101,6 +101,32 @@ ModelSum ModelSum::FromTermWords(const std::vector<unsigned __int128>& words, in
   return s;
 }
 
+ModelSum ModelSum::FromUpdateSum(const FlatParams& base, const std::vector<double>& updates, int64_t count,
+                                 const std::string& origin) {
+  if (updates.size() != base.size()) {
+    throw Error(origin + ": " + std::to_string(updates.size()) + " values for a model of " +
+                std::to_string(base.size()));
+  }
+  if (count < 1 || count > kMaxModelSumTerms) {
+    throw Error(origin + ": a sum of " + std::to_string(count) + " terms, expected 1.." +
+                std::to_string(kMaxModelSumTerms));
+  }
+  const double bound = static_cast<double>(count) * kMaxModelSumTerm;
+  ModelSum s;
+  s.count_ = count;
+  s.weight_ = count;
+  s.sum_.resize(base.size());
+  for (size_t i = 0; i < base.size(); ++i) {
+    const double shift = static_cast<double>(count) * base[i];  // exact: count < 2^23
+    if (!(std::fabs(updates[i]) < bound && std::fabs(shift) < bound)) {
+      throw Error(origin + ": value " + std::to_string(i) + " is not finite or beyond the sum's range");
+    }
+    s.sum_[i] = ToFixed(updates[i]) + ToFixed(shift);
+  }
+  s.CheckBounds(origin);
+  return s;
+}
+
 void ModelSum::Merge(const ModelSum& other) {
   if (other.sum_.size() != sum_.size()) {
     throw Error("aggregation: cannot merge sums of " + std::to_string(other.sum_.size()) + " and " +

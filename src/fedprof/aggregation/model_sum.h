@@ -63,6 +63,13 @@ class ModelSum {
   static ModelSum FromTermWords(const std::vector<unsigned __int128>& words, int64_t count,
                                 const std::string& origin);
 
+  // The sum of `count` updates of weight 1 each from `base`, given as their
+  // sum `updates` (distributed DP's decoded sum): Centered(i, base) gives
+  // updates[i] back to within 2^-64. Throws fedprof::Error naming `origin`
+  // if a value is not finite or not one count terms of Add could make.
+  static ModelSum FromUpdateSum(const FlatParams& base, const std::vector<double>& updates, int64_t count,
+                                const std::string& origin);
+
   // Raw bytes (count, weight, then the 128-bit sums), and back; Parse throws
   // fedprof::Error naming `origin` on malformed input or on a sum that Add
   // could not have made (a count, weight or value out of range).

@@ -491,12 +491,15 @@ std::vector<OptionSpec> MakeTable() {
        "session; a client that has not answered by then, or has stopped sending heartbeats, "
        "is a dropout.")),
       // User-level differential privacy of the model updates (docs/privacy.md).
-      OPTION(dp, mode, "off", 0, 0, "off|central",
+      OPTION(dp, mode, "off", 0, 0, "off|central|distributed",
        "central: DP-FedAvg (McMahan et al. 2018). Clients are Poisson-sampled (uniform at q = K/N; "
        "fedprof by score, each at most at dp.max_inclusion, under fedprof.secure_matching = "
        "paillier), clip their update to dp.clip_norm (the server refuses one beyond it), and the "
        "server adds N(0, z^2 C^2) to the sum of the clipped updates, divides by K and hands the "
-       "result to average or fedadam; metrics.csv gets dp_clip_norm and dp_epsilon."),
+       "result to average or fedadam; metrics.csv gets dp_clip_norm and dp_epsilon. distributed: "
+       "the same sampling and clipping, but under secure aggregation (secagg.protocol) each client "
+       "adds its share of the noise as discrete Gaussian noise to its rotated, quantized update "
+       "(Kairouz et al. 2021) and the server only ever sees the noised sum modulo 2^dp.bits."),
       OPTION(dp, noise_multiplier, "1", 0, 1e6, "",
        "z: the noise sd over the clip norm (of update and count together under adaptive "
        "clipping); 0 = clipping without noise (epsilon infinite)."),
@@ -511,10 +514,17 @@ std::vector<OptionSpec> MakeTable() {
        "Adaptive clipping: sigma_b, the noise sd of the unclipped count; 0 = K / 20 (the "
        "paper's). The update's multiplier becomes (z^-2 - (2 sigma_b)^-2)^-1/2."),
       OPTION(dp, delta, "0", 0, 0.1, "", "delta of the privacy ledger; 0 = 1/N (clients.count)."),
+      OPTION(dp, bits, "32", 8, 62, "",
+       "dp.mode = distributed: b, the bits of each value of the modular sum; the quantization step "
+       "is chosen so that the sum of K + 4 sqrt(K) clients fits in 2^b (Eq. 61 of Kairouz et al.)."),
+      OPTION(dp, rounding_beta, "0.60653066", 0, 0.999, "",
+       "dp.mode = distributed: beta of conditional randomized rounding (a rounded update is redrawn "
+       "until its norm is within the bound beta gives; 0 = unconditional). Default e^-1/2."),
       OPTION(dp, noise, "seeded", 0, 0, "seeded|secret",
        "Where the server's noise comes from: seeded, the run's seed and the round (simulate, "
        "launch and a deployment give the same model; whoever knows the seed can remove the "
-       "noise); secret, OpenSSL's generator (no run repeats it)."),
+       "noise); secret, OpenSSL's generator (no run repeats it). Under dp.mode = distributed the "
+       "noise is the clients': a client's own config says where it draws it from."),
       OPTION(dp, max_inclusion, "0", 0, 1, "",
        "FedProf under DP: client k is sampled with probability min(this, c lambda_k), K expected, "
        "and every round is charged at this rate; 0 = 2K/N (at most 1)."),

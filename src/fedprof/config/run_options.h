@@ -137,7 +137,8 @@ struct RunOptions {
   struct Dp {
     std::string mode, clipping, noise;
     double noise_multiplier = 0, clip_norm = 0, target_quantile = 0, clip_lr = 0, count_noise = 0, delta = 0,
-           target_epsilon = 0, max_inclusion = 0;
+           target_epsilon = 0, max_inclusion = 0, rounding_beta = 0;
+    int64_t bits = 0;
     bool clear_profiles = false;
   };
   struct SecAgg {

@@ -201,7 +201,7 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
     result.client_id = options_.id;
     if (task.secagg && result.ok && !result.params.empty()) {
       secagg_ = SecAggParticipation::Join(task, options_.id, identity_.signing_key, connection_.chunk_bytes(),
-                                          &result);
+                                          &result, options_.secagg);
     }
     result_ = std::move(result);
     task_id_ = task.task_id;

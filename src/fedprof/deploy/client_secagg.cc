@@ -48,10 +48,12 @@ std::string RefusedReceivedTask(const ReceivedTask& task, const SecAggPolicy& po
 
 std::unique_ptr<SecAggParticipation> SecAggParticipation::Join(const ReceivedTask& task, int64_t client_id,
                                                                const secagg::Bytes& signing_key,
-                                                               size_t chunk_bytes, FitResult* result) {
+                                                               size_t chunk_bytes, FitResult* result,
+                                                               const SecAggPolicy& policy) {
   std::vector<secagg::Word> input;
   try {
-    input = ModelSum::TermWords(result->params, result->num_samples);
+    Rng noise = ClientNoise(policy.secret_dp_noise, policy.dp_seed, task.instructions.round, client_id);
+    input = SessionInput(task.instructions, *result, noise);
   } catch (const Error& e) {
     result->ok = false;
     result->error = std::string("its model cannot be securely aggregated: ") + e.what();

@@ -44,12 +44,13 @@ std::string RefusedReceivedTask(const ReceivedTask& task, const SecAggPolicy& po
 // the result to the server without it.
 class SecAggParticipation {
  public:
-  // Takes `result`'s model as this client's input to `task`'s session and
-  // leaves the result without it. Null when the model cannot be securely
-  // aggregated: `result` then failed, saying why.
+  // Takes `result`'s model as this client's input to `task`'s session
+  // (SessionInput: under distributed DP its update, noised as `policy`
+  // says) and leaves the result without it. Null when the model cannot be
+  // securely aggregated: `result` then failed, saying why.
   static std::unique_ptr<SecAggParticipation> Join(const ReceivedTask& task, int64_t client_id,
                                                    const secagg::Bytes& signing_key, size_t chunk_bytes,
-                                                   FitResult* result);
+                                                   FitResult* result, const SecAggPolicy& policy = {});
 
   struct Step {
     federation::v1::SecAggRequest request;  // the next message to send

@@ -49,7 +49,7 @@ void Round::Fit(const std::vector<ClientInstructions>& tasks, const Transport::R
   const std::shared_ptr<SecAggRendezvous> secure = secagg_;
   lock.unlock();
   for (const auto& sending : unfinished) sending->Cancel();
-  if (secure) Aggregate(*secure, tasks.front().instructions.round, session.index_of, sink);
+  if (secure) Aggregate(*secure, tasks.front().instructions, session.index_of, sink);
 }
 
 void Round::Launch(const std::vector<ClientInstructions>& tasks) {
@@ -141,7 +141,8 @@ Round::SessionOpening Round::OpenSession(const std::vector<ClientInstructions>& 
     if (task_of.empty()) throw Error("none");
     secagg::SessionConfig config =
         SessionConfigFor(*o.secure_aggregation, run_id_, tasks.front().instructions.round,
-                         static_cast<size_t>(o.num_params) + 1, std::move(verify_keys));
+                         SessionLength(tasks.front().instructions, static_cast<size_t>(o.num_params)),
+                         std::move(verify_keys));
     out.setup = std::make_shared<const pb::SecAggSetup>(
         SetupToWire(config, fit_timeout_s_ + o.secagg_phase_timeout_s));
     secagg_ = std::make_shared<SecAggRendezvous>(std::move(config), std::move(task_of),
@@ -338,8 +339,9 @@ bool Round::WaitingForSums() const {
   return false;
 }
 
-void Round::Aggregate(SecAggRendezvous& session, int64_t round, const std::map<int64_t, size_t>& index_of,
-                      const Transport::ResultSink& sink) {
+void Round::Aggregate(SecAggRendezvous& session, const FitInstructions& task,
+                      const std::map<int64_t, size_t>& index_of, const Transport::ResultSink& sink) {
+  const int64_t round = task.round;
   const SecAggOutcome out = session.Run([this](int64_t id) {
     std::lock_guard<std::mutex> lock(state_.mutex);
     return registry_.Alive(static_cast<int>(id), Clock::now());
@@ -349,7 +351,7 @@ void Round::Aggregate(SecAggRendezvous& session, int64_t round, const std::map<i
     secagg_.reset();
   }
   if (out.clients.empty()) return;
-  HandOverSession(out, index_of, sink);
+  HandOverSession(out, index_of, task, sink);
   if (state_.monitor) state_.monitor->AddBytes(out.cost.server_bytes_received, 0);
   if (state_.options.secure_aggregation->progress) {
     LogProgress(DescribeSession(round, state_.options.secure_aggregation->protocol, out.cost));

@@ -126,9 +126,10 @@ class Round {
   // Whether an accepted result's model still awaits its relay's sum. (mutex held)
   bool WaitingForSums() const;
   // Runs the round's secure aggregation session among the clients whose
-  // results were accepted, and hands its sum to the round loop.
-  void Aggregate(SecAggRendezvous& session, int64_t round, const std::map<int64_t, size_t>& index_of,
-                 const Transport::ResultSink& sink);
+  // results were accepted, and hands its sum to the round loop (`task`: the
+  // round's, as SessionSum reads it).
+  void Aggregate(SecAggRendezvous& session, const FitInstructions& task,
+                 const std::map<int64_t, size_t>& index_of, const Transport::ResultSink& sink);
 
   ServerState& state_;
   ClientRegistry& registry_;

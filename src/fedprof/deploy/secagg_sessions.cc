@@ -27,7 +27,7 @@ federation::v1::SecAggSetup SetupToWire(const secagg::SessionConfig& config, dou
   return s;
 }
 
-secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& s, int64_t num_params,
+secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& s, int64_t length,
                                     int64_t own_id, int64_t round, const SecAggPolicy& policy,
                                     const std::map<int64_t, std::string>* roster) {
   const auto bad = [](const std::string& what) { throw Error("task: secure aggregation " + what); };
@@ -46,9 +46,8 @@ secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& s, int64_
   config.tolerance = policy.tolerance;
   config.neighbors = policy.neighbors;
   config.threshold = policy.threshold;
-  if (s.length() != num_params + 1) {
-    bad("of " + std::to_string(s.length()) + " words; this model has " + std::to_string(num_params) +
-        " values and its sample count");
+  if (s.length() != length) {
+    bad("of " + std::to_string(s.length()) + " words; this task's input has " + std::to_string(length));
   }
   config.length = static_cast<size_t>(s.length());
   if (s.clients_size() != s.verify_keys_size() || s.clients_size() < 2 ||

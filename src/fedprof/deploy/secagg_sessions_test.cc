@@ -264,19 +264,19 @@ TEST(SecAggSetupTest, ATasksSetupIsCheckedBeforeUse) {
   config.tolerance = policy.tolerance;
   config.graph = secagg::ParamsFor(config).graph;
   const pb::SecAggSetup good = SetupToWire(config, 90);
-  const secagg::SessionConfig back = SetupFromWire(good, 10, 3, 4, policy);
+  const secagg::SessionConfig back = SetupFromWire(good, 11, 3, 4, policy);
   EXPECT_EQ(secagg::SessionId(back), secagg::SessionId(config));
   EXPECT_EQ(back.verify_keys, config.verify_keys);
   EXPECT_EQ(back.length, 11u);
   // The round is the task's: another one is another session.
-  EXPECT_NE(secagg::SessionId(SetupFromWire(good, 10, 3, 5, policy)), secagg::SessionId(config));
+  EXPECT_NE(secagg::SessionId(SetupFromWire(good, 11, 3, 5, policy)), secagg::SessionId(config));
 
   const auto refused = [&](const std::function<void(pb::SecAggSetup&)>& spoil, const std::string& says,
                            const SecAggPolicy& own) {
     pb::SecAggSetup s = good;
     spoil(s);
     try {
-      SetupFromWire(s, 10, 3, 4, own);
+      SetupFromWire(s, 11, 3, 4, own);
       ADD_FAILURE() << "accepted a setup that " << says;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
@@ -296,15 +296,15 @@ TEST(SecAggSetupTest, ATasksSetupIsCheckedBeforeUse) {
   SecAggPolicy stricter = policy;
   stricter.tolerance.corrupt = 0.4;
   refused(as_is, "no threshold lets 3 clients", stricter);
-  EXPECT_THROW(SetupFromWire(good, 10, 7, 4, policy), Error);
+  EXPECT_THROW(SetupFromWire(good, 11, 7, 4, policy), Error);
 
   // Against the keys issued with the certificates (secagg-roster), a key the
   // server substitutes for a client's is refused.
   std::map<int64_t, std::string> roster(config.verify_keys.begin(), config.verify_keys.end());
-  EXPECT_EQ(SetupFromWire(good, 10, 3, 4, policy, &roster).verify_keys, config.verify_keys);
+  EXPECT_EQ(SetupFromWire(good, 11, 3, 4, policy, &roster).verify_keys, config.verify_keys);
   roster[5] = secagg::GenerateEd25519().public_key;
   try {
-    SetupFromWire(good, 10, 3, 4, policy, &roster);
+    SetupFromWire(good, 11, 3, 4, policy, &roster);
     ADD_FAILURE() << "accepted a substituted key";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("gives client 5 a verification key that is not secagg-roster's"),
@@ -312,7 +312,7 @@ TEST(SecAggSetupTest, ATasksSetupIsCheckedBeforeUse) {
         << e.what();
   }
   roster.erase(5);
-  EXPECT_THROW(SetupFromWire(good, 10, 3, 4, policy, &roster), Error);
+  EXPECT_THROW(SetupFromWire(good, 11, 3, 4, policy, &roster), Error);
 }
 
 // The keys scripts/make-certs.sh issues read back as each client's pair and

@@ -103,7 +103,7 @@ void CheckDdgParams(const DdgParams& p) {
   if (!(p.granularity > 0 && std::isfinite(p.granularity))) bad("granularity: expected a finite value > 0");
   if (p.bits < 8 || p.bits > 62) bad("bits: expected 8 to 62, not " + std::to_string(p.bits));
   if (!(p.rounding_beta >= 0 && p.rounding_beta < 1)) bad("rounding beta: expected a value in [0, 1)");
-  if (p.dim == 0 || p.dim > (size_t{1} << 30)) bad("dimension: expected 1 to 2^30 values");
+  if (p.dim == 0 || p.dim > (size_t{1} << 31)) bad("dimension: expected 1 to 2^31 values");
   // The rounded update and the noise must stay far inside the int64 range.
   if (!(p.clip_norm / p.granularity < 0x1p52 && p.noise_sd / p.granularity < 0x1p40)) {
     bad("granularity: too fine for the clip norm and noise");
@@ -111,15 +111,16 @@ void CheckDdgParams(const DdgParams& p) {
 }
 
 int64_t DdgMaxClients(int64_t expected_clients) {
-  return expected_clients + static_cast<int64_t>(std::ceil(4 * std::sqrt(static_cast<double>(expected_clients))));
+  return expected_clients +
+         static_cast<int64_t>(std::ceil(4 * std::sqrt(static_cast<double>(expected_clients))));
 }
 
 double DdgGranularity(double clip_norm, double noise_sd, int bits, int64_t clients, size_t padded) {
   const double n = static_cast<double>(clients);
   const double room = std::ldexp(1.0, 2 * bits - 2) - 4 * n;
   if (!(room > 0)) {
-    throw Error("dp.bits: " + std::to_string(bits) + " bits cannot hold the sum of " + std::to_string(clients) +
-                " clients");
+    throw Error("dp.bits: " + std::to_string(bits) + " bits cannot hold the sum of " +
+                std::to_string(clients) + " clients");
   }
   const double spread = clip_norm * clip_norm * n * n / static_cast<double>(padded) + n * noise_sd * noise_sd;
   return 4 * std::sqrt(spread / room);
@@ -173,8 +174,8 @@ std::vector<uint64_t> DdgEncode(const DdgParams& p, const FlatParams& start, con
     sq += x[i] * x[i];
   }
   if (!(std::sqrt(sq) <= p.clip_norm)) {
-    throw Error("distributed DP: the update's norm " + std::to_string(std::sqrt(sq)) + " exceeds the clip norm " +
-                std::to_string(p.clip_norm));
+    throw Error("distributed DP: the update's norm " + std::to_string(std::sqrt(sq)) +
+                " exceeds the clip norm " + std::to_string(p.clip_norm));
   }
   RotateForward(p.rotation_seed, &x);
   for (double& v : x) v /= p.granularity;
@@ -214,7 +215,8 @@ std::vector<double> DdgDecode(const DdgParams& p, const std::vector<uint64_t>& s
   std::vector<double> y(sum.size());
   for (size_t i = 0; i < sum.size(); ++i) {
     const uint64_t v = sum[i] & mask;
-    const int64_t centred = v >= half ? static_cast<int64_t>(v) - (int64_t{1} << p.bits) : static_cast<int64_t>(v);
+    const int64_t centred =
+        v >= half ? static_cast<int64_t>(v) - (int64_t{1} << p.bits) : static_cast<int64_t>(v);
     y[i] = static_cast<double>(centred) * p.granularity;
   }
   RotateBack(p.rotation_seed, &y);
@@ -239,8 +241,8 @@ double DdgRdp(const DdgParams& p, int64_t clients, int order) {
   return Eq17(s, Tau(p.noise_sd / p.granularity, clients), static_cast<double>(p.padded()), order);
 }
 
-EpsilonAtOrder DdgEpsilon(const DdgParams& p, double sample_rate, const std::vector<int64_t>& clients_per_round,
-                          double delta) {
+EpsilonAtOrder DdgEpsilon(const DdgParams& p, double sample_rate,
+                          const std::vector<int64_t>& clients_per_round, double delta) {
   std::map<int64_t, int64_t> rounds_of;  // clients in a sum → rounds
   for (int64_t n : clients_per_round) {
     if (n > 0) ++rounds_of[n];
@@ -258,7 +260,8 @@ EpsilonAtOrder DdgEpsilon(const DdgParams& p, double sample_rate, const std::vec
     const double tau = Tau(p.noise_sd / p.granularity, n);
     const auto one = [&](int order) { return Eq17(s, tau, dim, order); };
     for (size_t i = 0; i < orders.size(); ++i) {
-      rdp[i] += static_cast<double>(rounds) * PoissonSubsampledRdp(sample_rate, static_cast<int>(orders[i]), one);
+      rdp[i] +=
+          static_cast<double>(rounds) * PoissonSubsampledRdp(sample_rate, static_cast<int>(orders[i]), one);
     }
   }
   return EpsilonFromRdp(orders, rdp, delta);

@@ -26,12 +26,12 @@ namespace fedprof {
 
 // One round's encoding, the same for the server and every client of it.
 struct DdgParams {
-  double clip_norm = 0;       // c: the L2 bound of a client's update
-  double noise_sd = 0;        // σ: each client's noise, in model units
-  double granularity = 0;     // γ: one integer step, in model units
-  int bits = 32;              // b: values are kept modulo 2^b (8..62)
-  double rounding_beta = 0;   // β of conditional rounding (Prop. 22), in [0, 1)
-  size_t dim = 0;             // d: the model's values
+  double clip_norm = 0;        // c: the L2 bound of a client's update
+  double noise_sd = 0;         // σ: each client's noise, in model units
+  double granularity = 0;      // γ: one integer step, in model units
+  int bits = 32;               // b: values are kept modulo 2^b (8..62)
+  double rounding_beta = 0;    // β of conditional rounding (Prop. 22), in [0, 1)
+  size_t dim = 0;              // d: the model's values
   uint64_t rotation_seed = 0;  // the round's public random signs
   // D: d rounded up to a power of two, the length of the encoded vector.
   size_t padded() const;

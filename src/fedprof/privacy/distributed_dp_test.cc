@@ -199,7 +199,8 @@ TEST(DistributedDpAccountingTest, AtFineGranularityItIsTheGaussiansLedger) {
   const double z = std::sqrt(10.0) * 0.3 / DdgSensitivity(p);
   EXPECT_NEAR(DdgSensitivity(p), 1, 1e-6);
   const std::vector<int64_t> rounds(20, 10);
-  EXPECT_NEAR(DdgEpsilon(p, 1.0, rounds, 1e-5).epsilon, SampledGaussianEpsilon(1.0, z, 20, 1e-5).epsilon, 1e-9);
+  EXPECT_NEAR(DdgEpsilon(p, 1.0, rounds, 1e-5).epsilon, SampledGaussianEpsilon(1.0, z, 20, 1e-5).epsilon,
+              1e-9);
   // Sampled: no better than the tight sampled Gaussian, and a round with
   // fewer clients in its sum costs more.
   const double sampled = DdgEpsilon(p, 0.1, rounds, 1e-5).epsilon;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fedprof/core/params.h"
+#include "fedprof/privacy/distributed_dp.h"
 #include "fedprof/profiling/profile.h"
 
 namespace fedprof {
@@ -71,6 +72,9 @@ struct FitInstructions {
   // > 0: the client clips its update w − θ to this L2 norm before sending it
   // (user-level DP, aggregation/dp_fedavg.h); the server re-checks it.
   double clip_norm = 0;
+  // Distributed DP: the round's encoding of the clipped update, which goes
+  // into secure aggregation noised by the client (privacy/distributed_dp.h).
+  std::optional<DdgParams> ddg;
 };
 
 // One client's instructions in a call to a transport (Transport::Fit).

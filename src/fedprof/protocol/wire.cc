@@ -35,6 +35,14 @@ void ToWire(const FitInstructions& ins, int64_t task_id, int64_t num_params, pb:
   out->set_sketch_dim(ins.report.sketch_dim);
   out->set_evaluate(ins.report.evaluate);
   out->set_clip_norm(ins.clip_norm);
+  if (ins.ddg) {
+    pb::DistributedDpEncoding* e = out->mutable_distributed_dp();
+    e->set_noise_sd(ins.ddg->noise_sd);
+    e->set_granularity(ins.ddg->granularity);
+    e->set_bits(ins.ddg->bits);
+    e->set_rounding_beta(ins.ddg->rounding_beta);
+    e->set_rotation_seed(ins.ddg->rotation_seed);
+  }
   pb::TrainSettings* t = out->mutable_train();
   t->set_epochs(ins.train.epochs);
   t->set_batch_size(ins.train.batch_size);
@@ -68,6 +76,23 @@ FitInstructions FromWire(const pb::TaskHeader& h) {
   }
   FitInstructions ins;
   ins.clip_norm = h.clip_norm();
+  if (h.has_distributed_dp()) {
+    const pb::DistributedDpEncoding& e = h.distributed_dp();
+    DdgParams p;
+    p.clip_norm = h.clip_norm();
+    p.noise_sd = e.noise_sd();
+    p.granularity = e.granularity();
+    p.bits = e.bits();
+    p.rounding_beta = e.rounding_beta();
+    p.dim = static_cast<size_t>(h.num_params());
+    p.rotation_seed = e.rotation_seed();
+    try {
+      CheckDdgParams(p);
+    } catch (const Error& error) {
+      throw Error(std::string("task: ") + error.what());
+    }
+    ins.ddg = p;
+  }
   ins.round = h.round();
   ins.model_version = h.model_version();
   ins.report.profile = h.profile();

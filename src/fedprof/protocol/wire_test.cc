@@ -38,6 +38,15 @@ FitInstructions FullInstructions() {
   ins.train.weight_decay = 1e-4;
   ins.seed = 0xfedcba9876543210ULL;
   ins.clip_norm = 0.375;
+  DdgParams ddg;
+  ddg.clip_norm = 0.375;
+  ddg.noise_sd = 0.0625;
+  ddg.granularity = 0x1p-20;
+  ddg.bits = 24;
+  ddg.rounding_beta = 0.5;
+  ddg.dim = 10;  // TaskOf's default model size
+  ddg.rotation_seed = 0xfedcba9876543210;
+  ins.ddg = ddg;
   return ins;
 }
 
@@ -110,6 +119,14 @@ TEST(WireTest, InstructionsRoundTripEveryField) {
   EXPECT_EQ(got.train.weight_decay, sent.train.weight_decay);
   EXPECT_EQ(got.seed, sent.seed);
   EXPECT_EQ(got.clip_norm, sent.clip_norm);
+  ASSERT_TRUE(got.ddg.has_value());
+  EXPECT_EQ(got.ddg->clip_norm, sent.clip_norm);
+  EXPECT_EQ(got.ddg->noise_sd, sent.ddg->noise_sd);
+  EXPECT_EQ(got.ddg->granularity, sent.ddg->granularity);
+  EXPECT_EQ(got.ddg->bits, sent.ddg->bits);
+  EXPECT_EQ(got.ddg->rounding_beta, sent.ddg->rounding_beta);
+  EXPECT_EQ(got.ddg->dim, 12345u) << "the model's size, from the header";
+  EXPECT_EQ(got.ddg->rotation_seed, sent.ddg->rotation_seed);
   EXPECT_EQ(got.global, nullptr) << "the model travels in chunks";
 
   // Without secure matching neither key nor reference appears.
@@ -205,6 +222,18 @@ TEST(WireTest, MalformedTaskHeadersAreRefused) {
     h.set_clip_norm(bad);
     ExpectError([&] { FromWire(h); }, "clip norm");
   }
+  h = good;
+  h.mutable_distributed_dp()->set_bits(63);
+  ExpectError([&] { FromWire(h); }, {"task: distributed DP: bits", "not 63"});
+  h = good;
+  h.mutable_distributed_dp()->set_noise_sd(NAN);
+  ExpectError([&] { FromWire(h); }, "noise sd");
+  h = good;
+  h.mutable_distributed_dp()->set_granularity(0);
+  ExpectError([&] { FromWire(h); }, "granularity");
+  h = good;
+  h.set_clip_norm(0);
+  ExpectError([&] { FromWire(h); }, "distributed DP: clip norm");
 }
 
 TEST(WireTest, MalformedResultHeadersAreRefused) {

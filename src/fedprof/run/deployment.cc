@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "fedprof/client/client.h"
@@ -234,6 +235,12 @@ void RunClient(const Config& config, const ClientOptions& options) {
   policy.tolerance = own.tolerance;
   policy.neighbors = own.neighbors;
   policy.threshold = own.threshold;
+  if (run.dp.mode == "distributed") {
+    policy.distributed_dp = true;
+    policy.min_dp_noise = run.dp.noise_multiplier / std::sqrt(static_cast<double>(run.clients_per_round()));
+    policy.secret_dp_noise = run.dp.noise == "secret";
+    policy.dp_seed = static_cast<uint64_t>(run.seed);
+  }
   std::vector<GrpcClientOptions> grpc(clients.size());
   std::vector<GrpcClientWork> work;
   for (size_t i = 0; i < clients.size(); ++i) {

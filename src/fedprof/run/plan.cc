@@ -52,6 +52,7 @@ SecureAggregationOptions SecureAggregationFrom(const RunOptions& o) {
   s.threshold = static_cast<int>(o.secagg.threshold);
   s.drop_after_masking = o.secagg.drop_after_masking;
   s.seed = static_cast<uint64_t>(o.seed);
+  s.secret_client_noise = o.dp.noise == "secret";
   s.progress = o.report.progress;
   return s;
 }
@@ -152,12 +153,16 @@ void CheckDp(const RunOptions& o, ClientsLive where) {
                 "availability decides who can be sampled, but the privacy accounting samples "
                 "every client at q = K/N each round; use availability.kind = always");
   }
+  if (o.dp.mode == "distributed" && o.secagg.protocol == "none") {
+    throw Error(option + "the clients' noise adds up only inside secure aggregation; set secagg.protocol "
+                "= secagg+ (or secagg)");
+  }
   if (o.eval.federated_every > 0) {
     throw Error(option +
                 "federated evaluation (eval.federated_every) sends the server each client's "
                 "results on its own data without noise, outside the guarantee");
   }
-  if (where == ClientsLive::kElsewhere && o.dp.noise == "seeded") {
+  if (where == ClientsLive::kElsewhere && o.dp.noise == "seeded" && o.dp.mode == "central") {
     LogWarning(option + "the noise comes from the run's seed, so whoever knows it can remove the noise: keep "
                "the config secret, or set dp.noise = secret");
   }

@@ -196,7 +196,7 @@ class Server::Intake {
     server_.strategy_.Observe(r);
     tally_->train_loss.Add(r.train_loss);
     if (r.summed) {
-      awaiting_[index] = {r.client_id, r.num_samples, r.train_loss};
+      awaiting_[index] = {r.client_id, server_.strategy_.AggregationWeight(r), r.train_loss};
       return "";
     }
     server_.sum_.Add(r.params, server_.strategy_.AggregationWeight(r));
@@ -239,7 +239,7 @@ class Server::Intake {
   // Accepted results whose models come in a relay's partial sum.
   struct Awaiting {
     int client_id = -1;
-    int64_t num_samples = 0;
+    int64_t weight = 0;  // its weight in the sum (Strategy::AggregationWeight)
     double train_loss = 0;
   };
 
@@ -250,7 +250,7 @@ class Server::Intake {
     for (size_t i : sorted) {
       const auto it = awaiting_.find(i);
       if (it == awaiting_.end()) return "it names a result that awaits no sum";
-      weight += it->second.num_samples;
+      weight += it->second.weight;
     }
     if (part == nullptr) return lost.empty() ? "its relay was lost before it sent the sum" : lost;
     if (part->size() != global_.size() || part->count() != static_cast<int64_t>(sorted.size()) ||
@@ -350,7 +350,7 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
   for (int64_t round = state.round + 1; round <= options_.rounds; ++round) {
     if (const DpFedAvg* dp = strategy_.Dp(); dp && !dp->MayRunAnotherRound()) {
       LogProgress("round " + std::to_string(round) + " would take epsilon to " +
-                  FormatDouble(DpEpsilon(dp->options(), round), "%.4g") +
+                  FormatDouble(dp->NextEpsilon(), "%.4g") +
                   ", beyond dp.target_epsilon = " + FormatDouble(dp->options().target_epsilon) +
                   ": the run stops after round " + std::to_string(round - 1));
       break;

@@ -27,6 +27,7 @@ FitInstructions Strategy::TrainingInstructions(int client_id, const TaskSetup& s
   ins.objective.prox_mu = proximal_mu_;
   ins.objective.keep_local_batch_norm = local_batch_norm_;
   if (dp_) ins.clip_norm = dp_->ClipNorm();
+  if (dp_ && dp_->options().distributed) ins.ddg = dp_->RoundEncoding(setup.round);
   return ins;
 }
 

@@ -297,13 +297,13 @@ StrategySpec ResolveStrategy(const RunOptions& options) {
 
 namespace {
 
-// User-level DP (dp.mode = central): uniform selection becomes Poisson
+// User-level DP (dp.mode = central or distributed): uniform selection becomes Poisson
 // sampling at q = K/N, which the accountant's amplification assumes, and
 // the aggregator is wrapped by DP-FedAvg. What cannot run under it is
 // refused in one line.
 std::unique_ptr<Strategy> MakeDpStrategy(const RunOptions& options, const StrategySpec& spec,
                                          const StrategyContext& context) {
-  const std::string option = "dp.mode = central: ";
+  const std::string option = "dp.mode = " + options.dp.mode + ": ";
   if (spec.selector != "uniform" && spec.selector != "fedprof") {
     throw Error(option + "strategy.selector = " + spec.selector +
                 " picks clients by what they report, "
@@ -356,13 +356,16 @@ DpFedAvgOptions DpOptionsFrom(const RunOptions& options) {
   o.target_epsilon = options.dp.target_epsilon;
   o.seed = static_cast<uint64_t>(options.seed);
   o.secret_noise = options.dp.noise == "secret";
+  o.distributed = options.dp.mode == "distributed";
+  o.bits = static_cast<int>(options.dp.bits);
+  o.rounding_beta = options.dp.rounding_beta;
   return o;
 }
 
 std::unique_ptr<Strategy> MakeStrategy(const RunOptions& options, const StrategyContext& context) {
   const StrategySpec spec = ResolveStrategy(options);
   auto strategy =
-      options.dp.mode == "central"
+      options.dp.mode != "off"
           ? MakeDpStrategy(options, spec, context)
           : std::make_unique<Strategy>(spec.Label(), MakeSelector(spec.selector, options, context),
                                        MakeAggregator(spec.aggregator, spec.mode, options, context));

@@ -108,7 +108,9 @@ class Strategy {
   // every model.
   std::string NeedsEveryModel() const {
     if (NeedsUpdates()) return "its aggregation rule needs every client's model (strategy.aggregator)";
-    if (dp_) return "it checks that every client clipped its update (dp.mode = central)";
+    if (dp_ && !dp_->options().distributed) {
+      return "it checks that every client clipped its update (dp.mode = central)";
+    }
     if (BoundsUpdates()) return "it bounds every client's update (robust.max_update_norm)";
     if (Buffered()) return "it weighs each client's model by its staleness (strategy.aggregator = fedbuff)";
     return "";
@@ -135,6 +137,7 @@ class Strategy {
   int SketchDim() const { return selector_->SketchDim(); }
   void OnGlobalModel(const FlatParams& global, int64_t version) {
     selector_->OnGlobalModel(global, version);
+    if (dp_) dp_->SetModelSize(global.size());
     aggregator_->OnGlobalModel(version);
   }
   void OnEarlierModel(const FlatParams& model, int64_t version) { selector_->OnEarlierModel(model, version); }

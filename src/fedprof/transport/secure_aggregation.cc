@@ -48,7 +48,9 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
     if (!r.ok || r.params.empty() || r.summed) return sink(index, std::move(r));
     std::vector<secagg::Word> words;
     try {
-      words = ModelSum::TermWords(r.params, r.num_samples);
+      Rng noise = ClientNoise(options_.secret_client_noise, options_.seed, tasks[index].instructions.round,
+                              r.client_id);
+      words = SessionInput(tasks[index].instructions, r, noise);
     } catch (const Error& e) {
       // An honest client cannot encode such a model; it reports the failure.
       FitResult failed;
@@ -103,7 +105,7 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
     outcome.failure = e.what();
   }
   inputs.clear();
-  HandOverSession(outcome, index_of, sink);
+  HandOverSession(outcome, index_of, tasks.front().instructions, sink);
   if (!outcome.finished) return;
 
   SecureAggregationCost cost;
@@ -164,6 +166,14 @@ std::string RefusedTask(const FitInstructions& task, bool has_setup, const SecAg
   const std::string reason = ": this client's configuration requires secure aggregation (secagg.protocol)";
   if (task.train.epochs > 0 && !has_setup) return prefix + "its model in the clear" + reason;
   if (task.report.sketch_dim > 0) return prefix + "a sketch of its update" + reason;
+  if (policy.distributed_dp && task.train.epochs > 0) {
+    const std::string dp = ": this client's configuration requires distributed DP (dp.mode = distributed)";
+    if (!task.ddg) return prefix + "its update without noise" + dp;
+    if (task.ddg->noise_sd < policy.min_dp_noise * task.ddg->clip_norm * (1 - 1e-9)) {
+      return prefix + "its update with noise sd " + std::to_string(task.ddg->noise_sd) + ", below the " +
+             std::to_string(policy.min_dp_noise * task.ddg->clip_norm) + " its dp.noise_multiplier asks" + dp;
+    }
+  }
   if (task.report.profile && !task.report.public_key && !policy.clear_profiles) {
     return prefix + "its profile in the clear" + reason +
            " (fedprof.secure_matching = paillier keeps it encrypted; secagg.clear_profiles = true "
@@ -185,8 +195,35 @@ std::map<int64_t, std::string> SessionOutcome::Lost() const {
   return lost;
 }
 
+size_t SessionLength(const FitInstructions& task, size_t num_params) {
+  return task.ddg ? task.ddg->padded() : num_params + 1;
+}
+
+std::vector<secagg::Word> SessionInput(const FitInstructions& task, const FitResult& result, Rng& noise) {
+  if (!task.ddg) return ModelSum::TermWords(result.params, result.num_samples);
+  if (!task.global) throw Error("distributed DP: a task without its global model");
+  const std::vector<uint64_t> encoded = DdgEncode(*task.ddg, *task.global, result.params, noise);
+  return std::vector<secagg::Word>(encoded.begin(), encoded.end());
+}
+
+Rng ClientNoise(bool secret, uint64_t seed, int64_t round, int64_t client) {
+  if (!secret) return DdgClientRng(seed, round, client);
+  const secagg::Bytes bytes = secagg::RandomBytes(32);
+  std::seed_seq seq(bytes.begin(), bytes.end());
+  return Rng(seq);
+}
+
+ModelSum SessionSum(const FitInstructions& task, const std::vector<secagg::Word>& words, int64_t count) {
+  const std::string origin = "the secure aggregation's sum";
+  if (!task.ddg) return ModelSum::FromTermWords(words, count, origin);
+  if (!task.global) throw Error("distributed DP: a round without its global model");
+  // The sum modulo 2^128 is the sum modulo 2^b in its low bits.
+  const std::vector<uint64_t> low(words.begin(), words.end());
+  return ModelSum::FromUpdateSum(*task.global, DdgDecode(*task.ddg, low), count, origin);
+}
+
 void HandOverSession(const SessionOutcome& outcome, const std::map<int64_t, size_t>& index_of,
-                     const Transport::ResultSink& sink) {
+                     const FitInstructions& task, const Transport::ResultSink& sink) {
   const auto indices_of = [&](const std::vector<int64_t>& clients) {
     std::vector<size_t> indices;
     for (int64_t id : clients) indices.push_back(index_of.at(id));
@@ -200,8 +237,7 @@ void HandOverSession(const SessionOutcome& outcome, const std::map<int64_t, size
   const std::vector<int64_t>& survivors = outcome.result.survivors;
   if (!survivors.empty()) {
     try {
-      const ModelSum total = ModelSum::FromTermWords(outcome.result.sum, static_cast<int64_t>(survivors.size()),
-                                                     "the secure aggregation's sum");
+      const ModelSum total = SessionSum(task, outcome.result.sum, static_cast<int64_t>(survivors.size()));
       sink.Sum(indices_of(survivors), &total);
     } catch (const Error& e) {
       sink.Sum(indices_of(survivors), nullptr, e.what());

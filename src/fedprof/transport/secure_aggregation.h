@@ -36,7 +36,10 @@ struct SecureAggregationOptions {
   // The share of each session's clients that stop answering once their
   // masked input is sent (simulated dropouts; their models still count).
   double drop_after_masking = 0;
-  uint64_t seed = 0;  // picks the dropouts
+  uint64_t seed = 0;  // picks the dropouts, and the clients' distributed-DP noise
+  // Distributed DP (dp.noise = secret): the clients draw their rounding and
+  // noise from OpenSSL's generator instead of the seed.
+  bool secret_client_noise = false;
   bool progress = false;  // a line per session
 };
 
@@ -78,13 +81,23 @@ struct SecAggPolicy {
   // What sets the k and t this client accepts (secagg::ParamsFor).
   secagg::Tolerance tolerance;
   int neighbors = 0, threshold = 0;
+  // Distributed DP (its config's dp.mode = distributed): it refuses to
+  // train for a session without noise, or with a noise sd below
+  // min_dp_noise per unit of clip norm (z/√K of its own config).
+  bool distributed_dp = false;
+  double min_dp_noise = 0;
+  // Where its noise comes from (its config's dp.noise and seed):
+  // OpenSSL's generator, or (seeded) the seed, round and its id.
+  bool secret_dp_noise = true;
+  uint64_t dp_seed = 0;
 };
 
 // Why a client under `policy` refuses a task (whose training would go into
 // a secure aggregation session if `has_setup`), or "": under `required`,
 // a training task without a session (its model would go in the clear), a
 // profile asked for in the clear (unless clear_profiles), or a sketch of
-// the update.
+// the update; under min_dp_noise, a training task without distributed DP
+// or with less noise.
 std::string RefusedTask(const FitInstructions& task, bool has_setup, const SecAggPolicy& policy);
 
 // The server's config of round `round`'s session of the clients of
@@ -94,6 +107,25 @@ std::string RefusedTask(const FitInstructions& task, bool has_setup, const SecAg
 secagg::SessionConfig SessionConfigFor(const SecureAggregationOptions& options, const secagg::Bytes& run_id,
                                        int64_t round, size_t length,
                                        std::map<int64_t, secagg::Bytes> verify_keys);
+
+// The words of a client's input for `task` with a model of `num_params`
+// values: the model and its sample count, or under distributed DP the
+// encoding's padded length.
+size_t SessionLength(const FitInstructions& task, size_t num_params);
+// A client's input to a session for the result of `task`: its model's
+// words of the exact sum (ModelSum::TermWords), or under distributed DP
+// (task.ddg) its clipped update encoded and noised (DdgEncode, a word per
+// value), the rounding and noise drawn from `noise`. Throws fedprof::Error
+// when the model cannot be encoded.
+std::vector<secagg::Word> SessionInput(const FitInstructions& task, const FitResult& result, Rng& noise);
+// The generator of a client's distributed-DP noise: seeded by (seed, round,
+// client), or (secret) from OpenSSL's generator.
+Rng ClientNoise(bool secret, uint64_t seed, int64_t round, int64_t client);
+// The sum a session's result words make for `count` clients of a round
+// whose tasks were like `task`: the exact model sum, or under distributed DP
+// the decoded noised sum of the updates from task.global. Throws
+// fedprof::Error when no inputs of that many honest clients could make it.
+ModelSum SessionSum(const FitInstructions& task, const std::vector<secagg::Word>& words, int64_t count);
 
 // How a session ended, in process or over the network.
 struct SessionOutcome {
@@ -113,9 +145,9 @@ struct SessionOutcome {
 // models (refused whole when no inputs of that many honest clients could
 // make it: secure aggregation cannot tell whose input was garbage) and the
 // loss of each other client, with why. `index_of` gives each client's index
-// in the Fit call.
+// in the Fit call; `task` is the round's (SessionSum).
 void HandOverSession(const SessionOutcome& outcome, const std::map<int64_t, size_t>& index_of,
-                     const Transport::ResultSink& sink);
+                     const FitInstructions& task, const Transport::ResultSink& sink);
 
 // The progress line of a session of round `round`.
 std::string DescribeSession(int64_t round, secagg::Protocol protocol, const SecureAggregationCost& cost);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -150,6 +151,82 @@ TEST_F(SecureAggregationTest, TheServerGetsResultsWithoutModelsAndTheirExactSum)
   }
 }
 
+// Distributed DP: everything the server holds in a session (each masked
+// input, its aggregation buffer after each, the unmasked sum) differs from
+// the un-noised sum of the clients' encodings in almost every value, and
+// the sum it unmasks is the noised one, whose decoding carries the five
+// clients' noise together (sd √5 σ) on top of the sum of their updates.
+TEST_F(SecureAggregationTest, UnderDistributedDpTheServerNeverHoldsAnUnnoisedSum) {
+  const FlatParams& global = *tasks_[0].instructions.global;
+  DdgParams ddg;
+  ddg.clip_norm = 1;
+  ddg.noise_sd = 0.05;
+  ddg.bits = 32;
+  ddg.rounding_beta = std::exp(-0.5);
+  ddg.dim = global.size();
+  ddg.granularity = DdgGranularity(1, ddg.noise_sd, 32, DdgMaxClients(5), ddg.padded());
+  ddg.rotation_seed = DdgRotationSeed(11, 3);
+  FitInstructions task = tasks_[0].instructions;
+  task.ddg = ddg;
+  FitInstructions clean_task = task;
+  clean_task.ddg->noise_sd = 0;
+
+  secagg::SessionConfig config;
+  config.run_id = secagg::RandomBytes(secagg::kKeyBytes);
+  config.nonce = secagg::RandomBytes(secagg::kKeyBytes);
+  config.protocol = secagg::Protocol::kSecAggPlus;
+  config.length = ddg.padded();
+  std::map<int64_t, secagg::Bytes> signing;
+  std::map<int64_t, std::vector<secagg::Word>> inputs;
+  std::vector<uint64_t> clean(ddg.padded(), 0);
+  std::vector<double> updates(ddg.dim, 0.0);
+  Rng directions(5);
+  for (int64_t id = 0; id < 5; ++id) {
+    const secagg::KeyPair key = secagg::GenerateEd25519();
+    config.verify_keys[id] = key.public_key;
+    signing[id] = key.secret;
+    FitResult r;
+    r.params = global;
+    for (size_t i = 0; i < r.params.size(); ++i) {
+      r.params[i] += static_cast<float>(0.2 * StandardNormal(directions) / std::sqrt(double(ddg.dim)));
+      updates[i] += static_cast<double>(r.params[i]) - global[i];
+    }
+    Rng noise = ClientNoise(false, 11, 3, id);
+    inputs[id] = SessionInput(task, r, noise);
+    // The same client without noise: the same rounding (its draws come
+    // first), so the two differ by the noise alone.
+    Rng same = ClientNoise(false, 11, 3, id);
+    const std::vector<secagg::Word> unnoised = SessionInput(clean_task, r, same);
+    for (size_t i = 0; i < clean.size(); ++i) clean[i] += static_cast<uint64_t>(unnoised[i]);
+  }
+  config.graph = secagg::ParamsFor(config).graph;
+  const secagg::SessionReport report = secagg::RunInProcess(config, signing, inputs, {}, {}, /*keep_snapshots=*/true);
+  ASSERT_EQ(report.result.survivors.size(), 5u);
+
+  const uint64_t mask = (uint64_t{1} << 32) - 1;
+  const auto share_equal_to_clean = [&](const std::vector<secagg::Word>& held) {
+    size_t equal = 0;
+    for (size_t i = 0; i < clean.size(); ++i) equal += ((static_cast<uint64_t>(held[i]) - clean[i]) & mask) == 0;
+    return static_cast<double>(equal) / static_cast<double>(clean.size());
+  };
+  ASSERT_FALSE(report.buffer_snapshots.empty());
+  for (const auto& buffer : report.buffer_snapshots) EXPECT_LT(share_equal_to_clean(buffer), 0.01);
+  for (const auto& masked : report.masked_inputs) EXPECT_LT(share_equal_to_clean(masked.masked), 0.01);
+  EXPECT_LT(share_equal_to_clean(report.result.sum), 0.01);
+
+  // The unmasked sum is the noised encodings' sum; decoded, the sum of the
+  // updates plus noise of sd √5 σ per value.
+  const ModelSum sum = SessionSum(task, report.result.sum, 5);
+  double sq = 0;
+  for (size_t i = 0; i < ddg.dim; ++i) {
+    const double noise = sum.Centered(i, global[i]) - updates[i];
+    sq += noise * noise;
+  }
+  const double sd = std::sqrt(sq / static_cast<double>(ddg.dim));
+  // 58 values: the estimate's own sd is about 9%.
+  EXPECT_NEAR(sd / (std::sqrt(5.0) * ddg.noise_sd), 1, 0.3) << ddg.dim << " values";
+}
+
 // A session that cannot finish (more dropouts than its threshold allows)
 // loses the round's models with the reason, and hands over no sum.
 TEST_F(SecureAggregationTest, ASessionThatCannotFinishLosesTheModels) {
@@ -198,7 +275,7 @@ TEST(SecureAggregationHandOverTest, AGarbageSumIsRefusedWholeWithItsReason) {
                                      lost.emplace_back(indices, why);
                                      return "";
                                    });
-  HandOverSession(outcome, {{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}}, sink);
+  HandOverSession(outcome, {{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}}, FitInstructions(), sink);
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].first, (std::vector<size_t>{0, 1, 2, 3, 4}));
   EXPECT_NE(lost[0].second.find("the secure aggregation's sum"), std::string::npos) << lost[0].second;
