@@ -23,7 +23,9 @@
 #include "fedprof/core/files.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/core/text.h"
+#include "fedprof/aggregation/dp_fedavg.h"
 #include "fedprof/models/models.h"
+#include "fedprof/privacy/distributed_dp.h"
 #include "fedprof/privacy/rdp.h"
 #include "fedprof/run/run.h"
 #include "fedprof/server/checkpoint.h"
@@ -553,6 +555,53 @@ TEST(DpCliTest, ThreadsAndAKilledRunChangeNoNumberAndTheLedgerStopsTheRun) {
         "--set availability.kind=on_off", "--set secagg.protocol=secagg", "--set eval.federated_every=1",
         "--set dp.count_noise=0"}) {
     const CliResult refused = RunCli(run + " " + bad + " --out " + ClearedPath("cli", "dp_refused"));
+    EXPECT_EQ(refused.code, 1) << bad;
+    EXPECT_EQ(CountLines(refused.output), 1) << refused.output;
+    EXPECT_NE(refused.output.find("dp."), std::string::npos) << refused.output;
+  }
+}
+
+// Distributed DP under SecAgg+: the clients' noise is seeded per client, so
+// the threads and a kill and resume change no number; each round's ε is the
+// accountant's for the clients its sum held (a thin round costs more), and
+// what it cannot run with is refused in one line.
+TEST(DpCliTest, DistributedDpChangesNoNumberAndChargesEachRoundByItsSum) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string run = std::string("simulate ") + kSmallRun +
+                          " --set dp.mode=distributed --set dp.noise_multiplier=0.7 --set dp.clip_norm=0.5 "
+                          "--set secagg.protocol=secagg+ --set secagg.min_clients=2 --set rounds=5";
+  const std::string one = ClearedPath("cli", "ddp_1"), two = ClearedPath("cli", "ddp_2");
+  const std::string killed = ClearedPath("cli", "ddp_killed");
+  ASSERT_EQ(RunCli(run + " --set threads=1 --out " + one).code, 0);
+  ASSERT_EQ(RunCli(run + " --set threads=2 --out " + two).code, 0);
+  EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(two));
+  EXPECT_EQ(Summary(one).at("final_model_sha256"), Summary(two).at("final_model_sha256"));
+  KillOnceCheckpointed(run + " --out " + killed, killed, 2);
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(RunCli("simulate --resume " + killed).code, 0);
+  EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(killed));
+  EXPECT_EQ(Summary(one).at("final_model_sha256"), Summary(killed).at("final_model_sha256"));
+
+  // LeNet-5's 61,706 values, K = 4 of N = 10 at q = 0.4, δ = 1/10.
+  DpFedAvgOptions o;
+  o.noise_multiplier = 0.7;
+  o.num_clients = 10;
+  o.expected_clients = 4;
+  o.bits = 32;
+  o.rounding_beta = 0.60653066;
+  const DdgParams p = DdgRound(o, 0.5, 1, 61706);
+  const auto m = Columns(one + "/metrics.csv");
+  ASSERT_EQ(m.at("dp_epsilon").size(), 5u);
+  std::vector<int64_t> sums;
+  for (size_t i = 0; i < 5; ++i) {
+    sums.push_back(std::stoll(m.at("returned")[i]));
+    EXPECT_NEAR(std::stod(m.at("dp_epsilon")[i]), DdgEpsilon(p, 0.4, sums, 0.1).epsilon, 1e-6) << i;
+  }
+  std::set<std::string> returned(m.at("returned").begin(), m.at("returned").end());
+  EXPECT_GT(returned.size(), 1u) << "a Poisson sample's size varies";
+
+  for (const std::string bad : {"--set secagg.protocol=none", "--set dp.clipping=adaptive"}) {
+    const CliResult refused = RunCli(run + " " + bad + " --out " + ClearedPath("cli", "ddp_refused"));
     EXPECT_EQ(refused.code, 1) << bad;
     EXPECT_EQ(CountLines(refused.output), 1) << refused.output;
     EXPECT_NE(refused.output.find("dp."), std::string::npos) << refused.output;
