@@ -1,6 +1,7 @@
 // fedprof privacy: privacy analyses of uploads.
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -10,6 +11,7 @@
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/text.h"
+#include "fedprof/privacy/distributed_dp.h"
 #include "fedprof/privacy/label_leakage.h"
 #include "fedprof/privacy/rdp.h"
 #include "fedprof/strategy/strategy.h"
@@ -18,17 +20,38 @@
 namespace fedprof::cli {
 namespace {
 
-// The ledger of a run's config, round by round (the rounds printed: the
-// first, every tenth of the run, the last), and where dp.target_epsilon
-// stops it: the numbers the run will write to metrics.csv.
-void PrintRunLedger(const std::string& config_path, const std::vector<std::string>& sets) {
+// A run's DP options from its config (--config/--set).
+RunOptions RunConfig(const std::string& config_path, const std::vector<std::string>& sets) {
   Config config;
   if (!config_path.empty()) config.MergeTomlFile(config_path);
   for (const auto& s : sets) config.SetAssignment(s);
   const RunOptions& o = config.options();
   if (o.dp.mode == "off")
     throw Error("privacy dp: the run has dp.mode = off: it releases its models without noise");
+  return o;
+}
+
+// ε of the run after `rounds` rounds; under distributed DP with K clients in
+// every round's sum, for a model of `model_values` values.
+double RunEpsilon(const DpFedAvgOptions& dp, int64_t model_values, int64_t rounds) {
+  if (!dp.distributed) return DpEpsilon(dp, rounds);
+  if (model_values < 1) {
+    throw Error("privacy dp: dp.mode = distributed: give --model-values, the run's model size (LeNet-5: "
+                "61706), which sets the encoding");
+  }
+  const DdgParams p = DdgRound(dp, dp.clip_norm, 1, static_cast<size_t>(model_values));
+  return DdgEpsilon(p, DpSampleRate(dp), std::vector<int64_t>(static_cast<size_t>(rounds), dp.expected_clients),
+                    DpDelta(dp))
+      .epsilon;
+}
+
+// The ledger of a run's config, round by round (the rounds printed: the
+// first, every tenth of the run, the last), and where dp.target_epsilon
+// stops it: the numbers the run will write to metrics.csv (under
+// distributed DP, if every round's sum holds K clients).
+void PrintRunLedger(const RunOptions& o, int64_t model_values) {
   const DpFedAvgOptions dp = DpOptionsFrom(o);
+  RunEpsilon(dp, model_values, 1);  // what it lacks, before a line is printed
   std::printf(
       "dp.mode = %s: N = %lld clients, K = %lld expected a round (q = %g charged), noise multiplier %g, "
       "delta = %g, %lld rounds\n",
@@ -39,7 +62,7 @@ void PrintRunLedger(const std::string& config_path, const std::vector<std::strin
   int64_t stop = 0;
   double stop_epsilon = 0;
   for (int64_t round = 1; round <= o.rounds; ++round) {
-    const double e = DpEpsilon(dp, round);
+    const double e = RunEpsilon(dp, model_values, round);
     if (dp.target_epsilon > 0 && e > dp.target_epsilon) {
       stop = round;
       stop_epsilon = e;
@@ -56,11 +79,10 @@ void PrintRunLedger(const std::string& config_path, const std::vector<std::strin
   }
 }
 
-// The smallest σ (to 1e-4 relative) whose ε after `steps` releases at rate q
-// is at most `target`: ε falls as σ grows, so bisection.
-double NoiseMultiplierFor(double target, double q, int64_t steps, double delta) {
+// The smallest σ (to 1e-4 relative) for which eps(σ) is at most `target`:
+// ε falls as σ grows, so bisection.
+double NoiseMultiplierFor(double target, const std::function<double(double)>& eps) {
   if (!(target > 0)) throw Error("--epsilon: expected a value > 0");
-  auto eps = [&](double sigma) { return SampledGaussianEpsilon(q, sigma, steps, delta).epsilon; };
   double lo = 0, hi = 1;
   while (eps(hi) > target) {
     lo = hi;
@@ -102,7 +124,7 @@ Runner AddPrivacy(CLI::App& app) {
 
   struct DpArgs {
     double noise_multiplier = 1.0, sample_rate = 0.01, delta = 1e-6, epsilon = 0;
-    int64_t steps = 1;
+    int64_t steps = 1, model_values = 0;
     std::string config;
     std::vector<std::string> sets;
   };
@@ -117,18 +139,36 @@ Runner AddPrivacy(CLI::App& app) {
       dp_cmd->add_option("--noise-multiplier", dp->noise_multiplier, "sigma (noise sd / clip norm)");
   CLI::Option* epsilon =
       dp_cmd->add_option("--epsilon", dp->epsilon,
-                         "Instead of --noise-multiplier: the smallest sigma that keeps epsilon within this");
+                         "Instead of --noise-multiplier: the smallest sigma that keeps epsilon within this (with "
+                         "--config: the run's dp.noise_multiplier for its rounds)");
   noise->excludes(epsilon);
   dp_cmd->add_option("--sample-rate", dp->sample_rate, "q, the chance a record is in a step");
   dp_cmd->add_option("--steps", dp->steps, "Number of noisy releases T");
   dp_cmd->add_option("--delta", dp->delta, "delta")->capture_default_str();
+  dp_cmd->add_option("--model-values", dp->model_values,
+                     "Under dp.mode = distributed: the run's model size, which sets its encoding");
   return [args, label, dp, dp_cmd, noise, epsilon] {
     if (dp_cmd->parsed() && (!dp->config.empty() || !dp->sets.empty())) {
-      PrintRunLedger(dp->config, dp->sets);
+      RunOptions o = RunConfig(dp->config, dp->sets);
+      if (epsilon->count() > 0) {
+        // The run's own noise multiplier for the target, over its rounds.
+        const double sigma = NoiseMultiplierFor(dp->epsilon, [&](double z) {
+          o.dp.noise_multiplier = z;
+          return RunEpsilon(DpOptionsFrom(o), dp->model_values, o.rounds);
+        });
+        o.dp.noise_multiplier = sigma;
+        std::printf("noise multiplier = %.4f: epsilon = %.6g at delta = %g after %lld rounds (dp.mode = %s)\n",
+                    sigma, RunEpsilon(DpOptionsFrom(o), dp->model_values, o.rounds), DpDelta(DpOptionsFrom(o)),
+                    static_cast<long long>(o.rounds), o.dp.mode.c_str());
+        return;
+      }
+      PrintRunLedger(o, dp->model_values);
       return;
     }
     if (dp_cmd->parsed() && epsilon->count() > 0) {
-      const double sigma = NoiseMultiplierFor(dp->epsilon, dp->sample_rate, dp->steps, dp->delta);
+      const double sigma = NoiseMultiplierFor(dp->epsilon, [&](double z) {
+        return SampledGaussianEpsilon(dp->sample_rate, z, dp->steps, dp->delta).epsilon;
+      });
       std::printf("noise multiplier = %.4f: epsilon = %.6g at delta = %g (q = %g, %lld steps)\n", sigma,
                   SampledGaussianEpsilon(dp->sample_rate, sigma, dp->steps, dp->delta).epsilon, dp->delta,
                   dp->sample_rate, static_cast<long long>(dp->steps));
