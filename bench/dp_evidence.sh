@@ -16,8 +16,13 @@
 # (default 3), two runs at a time. Prints the noise multipliers and the
 # final and best accuracy, mean ± sample sd, a row per strategy. A folder
 # holding a finished comparison is not run again.
+# MODE=distributed runs distributed DP instead (SecAgg+, each client's
+# share of discrete Gaussian noise, fixed clipping at C = 1, its own
+# ledger: `fedprof privacy dp --config ... --epsilon`); CLIPPING=fixed runs
+# central DP with fixed clipping at C = 1, its like for like.
 # Usage: [SEEDS=3] [DATA=fashion-mnist] [CLIENTS=1000] [ROUNDS=30] [EPSILONS="1 8"]
-#        [STRATEGIES="fedavg"] bench/dp_evidence.sh [OUT_DIR]
+#        [STRATEGIES="fedavg"] [MODE=central|distributed] [CLIPPING=adaptive|fixed]
+#        bench/dp_evidence.sh [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=${SEEDS:-3}
@@ -26,9 +31,13 @@ clients=${CLIENTS:-1000}
 rounds=${ROUNDS:-30}
 epsilons=${EPSILONS:-1 2 4 8 inf}
 strategies=${STRATEGIES:-fedavg fedprof}
+mode=${MODE:-central}
+clipping=${CLIPPING:-adaptive}
+[[ $mode == distributed ]] && clipping=fixed
+model_values=61706  # LeNet-5 on 28 x 28 images: the distributed encoding's size
 out=${1:-runs/dp-evidence-$data-$clients}
 fedprof=${FEDPROF_BIN:-build/fedprof}
-provenance_env="FEDPROF_BIN SEEDS DATA CLIENTS ROUNDS EPSILONS STRATEGIES"
+provenance_env="FEDPROF_BIN SEEDS DATA CLIENTS ROUNDS EPSILONS STRATEGIES MODE CLIPPING"
 . bench/provenance.sh
 [[ -x $fedprof ]] || make build
 
@@ -37,12 +46,15 @@ delta=$(awk -v n="$clients" 'BEGIN { printf "%.10g", 1 / n }')
 common=(--config configs/default.toml --set data.name="$data" --set data.test_limit=5000
         --set clients.count="$clients" --set strategy.fraction=$q --set rounds="$rounds"
         --set train.epochs=5 --set train.lr=0.05 --set eval.every=5 --set strategy.aggregation=partial
-        --set dp.mode=central --set dp.clipping=adaptive --set dp.clip_norm=1 --set report.progress=false)
+        --set dp.mode="$mode" --set dp.clipping="$clipping" --set dp.clip_norm=1 --set report.progress=false)
+[[ $mode == distributed ]] && common+=(--set secagg.protocol=secagg+)
+suffix=""
+[[ $mode != central || $clipping != adaptive ]] && suffix="-$mode-$clipping"
 
-noise_for() {  # noise_for EPSILON RATE
+noise_for() {  # noise_for EPSILON STRATEGY: the run's own ledger, its rate included
   [[ $1 == inf ]] && { echo 0; return; }
-  "$fedprof" privacy dp --epsilon "$1" --sample-rate "$2" --steps "$rounds" --delta "$delta" |
-    sed -n 's/^noise multiplier = \([0-9.]*\):.*/\1/p'
+  "$fedprof" privacy dp "${common[@]}" --set strategy.name="$2" --set dp.delta="$delta" --epsilon "$1" \
+    --model-values $model_values | sed -n 's/^noise multiplier = \([0-9.]*\):.*/\1/p'
 }
 
 mkdir -p "$out"
@@ -55,9 +67,9 @@ for s in $strategies; do
     extra=(--set dp.clear_profiles=true)
   fi
   for e in $epsilons; do
-    z=$(noise_for "$e" "$rate")
+    z=$(noise_for "$e" "$s")
     noise[$s,$e]=$z
-    dir=$out/$s-eps$e
+    dir=$out/$s$suffix-eps$e
     [[ -f $dir/comparison.csv ]] && continue
     echo "== $s, epsilon $e: noise multiplier $z"
     "$fedprof" compare "${common[@]}" "${extra[@]}" --set dp.noise_multiplier="$z" --strategies "$s" \
@@ -69,16 +81,17 @@ echo "wall time: $((SECONDS - start)) s"
 # One comparison.csv per epsilon, a row per strategy, for robust_table.sh.
 dirs=() names=""
 for e in $epsilons; do
-  mkdir -p "$out/eps$e"
+  mkdir -p "$out/eps$e$suffix"
   first=1
   for s in $strategies; do
-    if ((first)); then cat "$out/$s-eps$e/comparison.csv"; first=0; else tail -n +2 "$out/$s-eps$e/comparison.csv"; fi
-  done >"$out/eps$e/comparison.csv"
-  dirs+=("eps$e")
+    if ((first)); then cat "$out/$s$suffix-eps$e/comparison.csv"; first=0
+    else tail -n +2 "$out/$s$suffix-eps$e/comparison.csv"; fi
+  done >"$out/eps$e$suffix/comparison.csv"
+  dirs+=("eps$e$suffix")
   names+="${names:+,}ε = $e"
 done
 echo
-echo "Noise multipliers (delta = $delta, $rounds rounds)"
+echo "Noise multipliers (dp.mode = $mode, $clipping clipping, delta = $delta, $rounds rounds)"
 echo
 printf '| strategy | rate |'; for e in $epsilons; do printf ' ε = %s |' "$e"; done; echo
 printf '|---|---|'; for e in $epsilons; do printf -- '---|'; done; echo
