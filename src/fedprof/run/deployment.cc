@@ -240,6 +240,10 @@ void RunClient(const Config& config, const ClientOptions& options) {
     policy.min_dp_noise = run.dp.noise_multiplier / std::sqrt(static_cast<double>(run.clients_per_round()));
     policy.secret_dp_noise = run.dp.noise == "secret";
     policy.dp_seed = static_cast<uint64_t>(run.seed);
+    if (!policy.secret_dp_noise) {
+      LogWarning("dp.mode = distributed: this client's noise comes from its config's seed, so whoever knows "
+                 "it can remove the noise: keep the config secret, or set dp.noise = secret");
+    }
   }
   std::vector<GrpcClientOptions> grpc(clients.size());
   std::vector<GrpcClientWork> work;

@@ -77,8 +77,15 @@ std::shared_ptr<LocalClients> BuildClients(std::shared_ptr<RunPlan> plan, int th
             : PlainProfiling(units));
   }
   if (o.secagg.protocol != "none") {
-    local->session = std::make_unique<SessionLoad>(SecureAggregationLoad(
-        SecureAggregationFrom(o), o.clients_per_round(), static_cast<size_t>(p.num_values) + 1));
+    // Under distributed DP a client's input is its encoded update, which it
+    // first computes.
+    DdgParams encoding;
+    encoding.dim = static_cast<size_t>(p.num_values);
+    const bool distributed = o.dp.mode == "distributed";
+    const size_t words = distributed ? encoding.padded() : encoding.dim + 1;
+    local->session = std::make_unique<SessionLoad>(
+        SecureAggregationLoad(SecureAggregationFrom(o), o.clients_per_round(), words));
+    if (distributed) local->session->cycles += kDdgEncodeCyclesPerWord * static_cast<double>(words);
   }
   std::vector<ClientInfo> infos(n);
   for (int k = 0; k < n; ++k) {
