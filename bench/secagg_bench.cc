@@ -124,7 +124,8 @@ double EncodeMs(int clients, int repeats) {
 
 void PrintDistributedDp(const std::vector<int>& sizes) {
   std::printf("A client's cost under distributed DP against plain SecAgg+ (LeNet-5, one thread)\n\n");
-  std::printf("| K | input | words | client sent KiB | client received KiB | encode ms | session ms | total ms |\n");
+  std::printf(
+      "| K | input | words | client sent KiB | client received KiB | encode ms | session ms | total ms |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (int clients : sizes) {
     fedprof::DdgParams shape;
@@ -133,8 +134,9 @@ void PrintDistributedDp(const std::vector<int>& sizes) {
     const Row plain = Measure(Protocol::kSecAggPlus, clients, 0, 1);
     const Row ddp = Measure(Protocol::kSecAggPlus, clients, 0, 1, padded);
     const double encode = EncodeMs(clients, 5);
-    std::printf("| %d | model and weight | %zu | %.1f | %.1f | 0 | %.1f | %.1f |\n", clients, kLeNet5Params + 1,
-                plain.client_sent_kib, plain.client_received_kib, plain.client_ms, plain.client_ms);
+    std::printf("| %d | model and weight | %zu | %.1f | %.1f | 0 | %.1f | %.1f |\n", clients,
+                kLeNet5Params + 1, plain.client_sent_kib, plain.client_received_kib, plain.client_ms,
+                plain.client_ms);
     std::printf("| %d | distributed DP | %zu | %.1f | %.1f | %.1f | %.1f | %.1f |\n", clients, padded,
                 ddp.client_sent_kib, ddp.client_received_kib, encode, ddp.client_ms, encode + ddp.client_ms);
     std::fflush(stdout);

@@ -18,12 +18,12 @@
 #include <string>
 #include <thread>
 
+#include "fedprof/aggregation/dp_fedavg.h"
 #include "fedprof/config/config.h"
 #include "fedprof/config/options.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/core/text.h"
-#include "fedprof/aggregation/dp_fedavg.h"
 #include "fedprof/models/models.h"
 #include "fedprof/privacy/distributed_dp.h"
 #include "fedprof/privacy/rdp.h"

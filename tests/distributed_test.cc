@@ -223,8 +223,8 @@ TEST(DistributedTest, UserLevelDpIsIdenticalForAnyRanks) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   ExpectIdenticalForAnyRanks("dp", "--set dp.mode=central --set dp.clipping=adaptive --set dp.count_noise=1");
   // Distributed DP: each client's noise is keyed by its id, wherever it trains.
-  ExpectIdenticalForAnyRanks("distributed_dp",
-                             "--set dp.mode=distributed --set secagg.protocol=secagg+ --set secagg.min_clients=2");
+  ExpectIdenticalForAnyRanks(
+      "distributed_dp", "--set dp.mode=distributed --set secagg.protocol=secagg+ --set secagg.min_clients=2");
 }
 
 // Clients that come and go in virtual time, some lost mid-round, with

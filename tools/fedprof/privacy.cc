@@ -36,12 +36,13 @@ RunOptions RunConfig(const std::string& config_path, const std::vector<std::stri
 double RunEpsilon(const DpFedAvgOptions& dp, int64_t model_values, int64_t rounds) {
   if (!dp.distributed) return DpEpsilon(dp, rounds);
   if (model_values < 1) {
-    throw Error("privacy dp: dp.mode = distributed: give --model-values, the run's model size (LeNet-5: "
-                "61706), which sets the encoding");
+    throw Error(
+        "privacy dp: dp.mode = distributed: give --model-values, the run's model size (LeNet-5: "
+        "61706), which sets the encoding");
   }
   const DdgParams p = DdgRound(dp, dp.clip_norm, 1, static_cast<size_t>(model_values));
-  return DdgEpsilon(p, DpSampleRate(dp), std::vector<int64_t>(static_cast<size_t>(rounds), dp.expected_clients),
-                    DpDelta(dp))
+  return DdgEpsilon(p, DpSampleRate(dp),
+                    std::vector<int64_t>(static_cast<size_t>(rounds), dp.expected_clients), DpDelta(dp))
       .epsilon;
 }
 
@@ -137,10 +138,10 @@ Runner AddPrivacy(CLI::App& app) {
   dp_cmd->add_option("--set", dp->sets, "Override a config key: --set key=value (repeatable)");
   CLI::Option* noise =
       dp_cmd->add_option("--noise-multiplier", dp->noise_multiplier, "sigma (noise sd / clip norm)");
-  CLI::Option* epsilon =
-      dp_cmd->add_option("--epsilon", dp->epsilon,
-                         "Instead of --noise-multiplier: the smallest sigma that keeps epsilon within this (with "
-                         "--config: the run's dp.noise_multiplier for its rounds)");
+  CLI::Option* epsilon = dp_cmd->add_option(
+      "--epsilon", dp->epsilon,
+      "Instead of --noise-multiplier: the smallest sigma that keeps epsilon within this (with "
+      "--config: the run's dp.noise_multiplier for its rounds)");
   noise->excludes(epsilon);
   dp_cmd->add_option("--sample-rate", dp->sample_rate, "q, the chance a record is in a step");
   dp_cmd->add_option("--steps", dp->steps, "Number of noisy releases T");
@@ -157,9 +158,10 @@ Runner AddPrivacy(CLI::App& app) {
           return RunEpsilon(DpOptionsFrom(o), dp->model_values, o.rounds);
         });
         o.dp.noise_multiplier = sigma;
-        std::printf("noise multiplier = %.4f: epsilon = %.6g at delta = %g after %lld rounds (dp.mode = %s)\n",
-                    sigma, RunEpsilon(DpOptionsFrom(o), dp->model_values, o.rounds), DpDelta(DpOptionsFrom(o)),
-                    static_cast<long long>(o.rounds), o.dp.mode.c_str());
+        std::printf(
+            "noise multiplier = %.4f: epsilon = %.6g at delta = %g after %lld rounds (dp.mode = %s)\n", sigma,
+            RunEpsilon(DpOptionsFrom(o), dp->model_values, o.rounds), DpDelta(DpOptionsFrom(o)),
+            static_cast<long long>(o.rounds), o.dp.mode.c_str());
         return;
       }
       PrintRunLedger(o, dp->model_values);

@@ -131,8 +131,9 @@ DpFedAvg::DpFedAvg(std::unique_ptr<Aggregator> inner, const DpFedAvgOptions& opt
   }
   if (!(options_.clip_norm > 0)) throw Error("dp.clip_norm: expected a value > 0");
   if (options_.distributed && options_.adaptive) {
-    throw Error("dp.clipping = adaptive: under dp.mode = distributed the server never sees whether "
-                "a client's update needed clipping; use dp.clipping = fixed");
+    throw Error(
+        "dp.clipping = adaptive: under dp.mode = distributed the server never sees whether "
+        "a client's update needed clipping; use dp.clipping = fixed");
   }
   if (options_.adaptive && options_.count_noise == 0) {
     options_.count_noise = static_cast<double>(options_.expected_clients) / 20;

@@ -43,9 +43,10 @@ void TaskStream::TakeSecAgg(const pb::TaskHeader& header) {
   if (!checks_.keys_missing.empty()) throw Error(checks_.keys_missing);
   const auto roster = checks_.roster ? checks_.roster() : nullptr;
   try {
-    const auto length = static_cast<int64_t>(SessionLength(task_.instructions, static_cast<size_t>(header.num_params())));
-    task_.secagg = SetupFromWire(header.secagg(), length, checks_.client_id,
-                                 task_.instructions.round, checks_.policy, roster.get());
+    const auto length =
+        static_cast<int64_t>(SessionLength(task_.instructions, static_cast<size_t>(header.num_params())));
+    task_.secagg = SetupFromWire(header.secagg(), length, checks_.client_id, task_.instructions.round,
+                                 checks_.policy, roster.get());
     task_.secagg_wait_s = header.secagg().reply_wait_s();
   } catch (const Error& e) {
     task_.refused = std::string("refused the server's secure aggregation: ") + e.what();

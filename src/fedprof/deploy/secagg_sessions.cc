@@ -27,8 +27,8 @@ federation::v1::SecAggSetup SetupToWire(const secagg::SessionConfig& config, dou
   return s;
 }
 
-secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& s, int64_t length,
-                                    int64_t own_id, int64_t round, const SecAggPolicy& policy,
+secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& s, int64_t length, int64_t own_id,
+                                    int64_t round, const SecAggPolicy& policy,
                                     const std::map<int64_t, std::string>* roster) {
   const auto bad = [](const std::string& what) { throw Error("task: secure aggregation " + what); };
   secagg::SessionConfig config;

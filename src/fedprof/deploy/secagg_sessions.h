@@ -47,8 +47,8 @@ federation::v1::SecAggSetup SetupToWire(const secagg::SessionConfig& config, dou
 // roster's; k and t must be the ones the client's own `policy` gives for
 // that many clients (secagg::CheckConfig). Throws fedprof::Error naming
 // what was wrong.
-secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& setup, int64_t length,
-                                    int64_t own_id, int64_t round, const SecAggPolicy& policy,
+secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& setup, int64_t length, int64_t own_id,
+                                    int64_t round, const SecAggPolicy& policy,
                                     const std::map<int64_t, std::string>* roster = nullptr);
 
 // A reply the server holds until it knows what to answer; `finish` ends

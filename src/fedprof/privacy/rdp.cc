@@ -47,7 +47,9 @@ double PoissonSubsampledRdp(double q, int order, const std::function<double(int)
   const double whole = rdp(order);
   if (q == 1 || !std::isfinite(whole)) return whole;
   const double a = order;
-  const auto log_choose = [&](int l) { return std::lgamma(a + 1) - std::lgamma(l + 1.0) - std::lgamma(a - l + 1); };
+  const auto log_choose = [&](int l) {
+    return std::lgamma(a + 1) - std::lgamma(l + 1.0) - std::lgamma(a - l + 1);
+  };
   double log_sum = (a - 1) * std::log1p(-q) + std::log(a * q - q + 1);
   log_sum = LogAdd(log_sum, log_choose(2) + 2 * std::log(q) + (a - 2) * std::log1p(-q) + rdp(2));
   for (int l = 3; l <= order; ++l) {

@@ -7,19 +7,19 @@
 #include <thread>
 
 #include "fedprof/client/client.h"
-#include "fedprof/core/hash.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
+#include "fedprof/core/hash.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
 #include "fedprof/data/loaders.h"
-#include "fedprof/models/models.h"
-#include "fedprof/run/run.h"
-#include "fedprof/sim/population.h"
-#include "fedprof/server/server.h"
 #include "fedprof/deploy/client.h"
 #include "fedprof/deploy/relay.h"
 #include "fedprof/deploy/server.h"
+#include "fedprof/models/models.h"
+#include "fedprof/run/run.h"
+#include "fedprof/server/server.h"
+#include "fedprof/sim/population.h"
 
 namespace fedprof {
 namespace {
@@ -241,8 +241,9 @@ void RunClient(const Config& config, const ClientOptions& options) {
     policy.secret_dp_noise = run.dp.noise == "secret";
     policy.dp_seed = static_cast<uint64_t>(run.seed);
     if (!policy.secret_dp_noise) {
-      LogWarning("dp.mode = distributed: this client's noise comes from its config's seed, so whoever knows "
-                 "it can remove the noise: keep the config secret, or set dp.noise = secret");
+      LogWarning(
+          "dp.mode = distributed: this client's noise comes from its config's seed, so whoever knows "
+          "it can remove the noise: keep the config secret, or set dp.noise = secret");
     }
   }
   std::vector<GrpcClientOptions> grpc(clients.size());

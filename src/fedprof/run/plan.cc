@@ -154,7 +154,8 @@ void CheckDp(const RunOptions& o, ClientsLive where) {
                 "every client at q = K/N each round; use availability.kind = always");
   }
   if (o.dp.mode == "distributed" && o.secagg.protocol == "none") {
-    throw Error(option + "the clients' noise adds up only inside secure aggregation; set secagg.protocol "
+    throw Error(option +
+                "the clients' noise adds up only inside secure aggregation; set secagg.protocol "
                 "= secagg+ (or secagg)");
   }
   if (o.eval.federated_every > 0) {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "fedprof/models/models.h"
-#include "fedprof/secagg/in_process.h"
 #include "fedprof/run/plan.h"
+#include "fedprof/secagg/in_process.h"
 #include "fedprof/transport/in_process.h"
 #include "tests/blobs.h"
 #include "tests/expect_error.h"
@@ -200,13 +200,15 @@ TEST_F(SecureAggregationTest, UnderDistributedDpTheServerNeverHoldsAnUnnoisedSum
     for (size_t i = 0; i < clean.size(); ++i) clean[i] += static_cast<uint64_t>(unnoised[i]);
   }
   config.graph = secagg::ParamsFor(config).graph;
-  const secagg::SessionReport report = secagg::RunInProcess(config, signing, inputs, {}, {}, /*keep_snapshots=*/true);
+  const secagg::SessionReport report =
+      secagg::RunInProcess(config, signing, inputs, {}, {}, /*keep_snapshots=*/true);
   ASSERT_EQ(report.result.survivors.size(), 5u);
 
   const uint64_t mask = (uint64_t{1} << 32) - 1;
   const auto share_equal_to_clean = [&](const std::vector<secagg::Word>& held) {
     size_t equal = 0;
-    for (size_t i = 0; i < clean.size(); ++i) equal += ((static_cast<uint64_t>(held[i]) - clean[i]) & mask) == 0;
+    for (size_t i = 0; i < clean.size(); ++i)
+      equal += ((static_cast<uint64_t>(held[i]) - clean[i]) & mask) == 0;
     return static_cast<double>(equal) / static_cast<double>(clean.size());
   };
   ASSERT_FALSE(report.buffer_snapshots.empty());
