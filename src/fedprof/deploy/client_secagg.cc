@@ -68,7 +68,7 @@ SecAggParticipation::SecAggParticipation(const ReceivedTask& task, int64_t clien
                                          const secagg::Bytes& signing_key, size_t chunk_bytes,
                                          std::vector<secagg::Word> input)
     : client_(*task.secagg, client_id, signing_key),
-      chunk_words_(std::max<size_t>(1, chunk_bytes / sizeof(secagg::Word))),
+      chunk_words_(std::max<size_t>(1, chunk_bytes / static_cast<size_t>(task.secagg->word_bits / 8))),
       wait_s_(task.secagg_wait_s),
       round_(task.instructions.round),
       input_(std::move(input)) {}
@@ -104,7 +104,7 @@ SecAggParticipation::Step SecAggParticipation::Answer(const pb::SecAggReply& rep
 SecAggParticipation::Step SecAggParticipation::SendMasked(const pb::SecAggReply& reply) {
   const secagg::MaskedInput masked = client_.Mask(secagg::FromWire(reply.bundle(), "the server"), input_);
   input_ = {};
-  masked_chunks_ = secagg::ToWire(masked, chunk_words_);
+  masked_chunks_ = secagg::ToWire(masked, chunk_words_, static_cast<size_t>(client_.config().word_bits / 8));
   next_chunk_ = 0;
   stage_ = Stage::kSendingMasked;
   return NextChunk();

@@ -46,7 +46,7 @@ void TaskStream::TakeSecAgg(const pb::TaskHeader& header) {
     const auto length =
         static_cast<int64_t>(SessionLength(task_.instructions, static_cast<size_t>(header.num_params())));
     task_.secagg = SetupFromWire(header.secagg(), length, checks_.client_id, task_.instructions.round,
-                                 checks_.policy, roster.get());
+                                 checks_.policy, roster.get(), SessionWordBits(task_.instructions));
     task_.secagg_wait_s = header.secagg().reply_wait_s();
   } catch (const Error& e) {
     task_.refused = std::string("refused the server's secure aggregation: ") + e.what();

@@ -141,7 +141,8 @@ Round::SessionOpening Round::OpenSession(const std::vector<ClientInstructions>& 
     if (task_of.empty()) throw Error("none");
     secagg::SessionConfig config = SessionConfigFor(
         *o.secure_aggregation, run_id_, tasks.front().instructions.round,
-        SessionLength(tasks.front().instructions, static_cast<size_t>(o.num_params)), std::move(verify_keys));
+        SessionLength(tasks.front().instructions, static_cast<size_t>(o.num_params)), std::move(verify_keys),
+        SessionWordBits(tasks.front().instructions));
     out.setup = std::make_shared<const pb::SecAggSetup>(
         SetupToWire(config, fit_timeout_s_ + o.secagg_phase_timeout_s));
     secagg_ = std::make_shared<SecAggRendezvous>(std::move(config), std::move(task_of),

@@ -19,6 +19,7 @@ federation::v1::SecAggSetup SetupToWire(const secagg::SessionConfig& config, dou
   s.set_neighbors(config.graph.neighbors);
   s.set_threshold(config.graph.threshold);
   s.set_length(static_cast<int64_t>(config.length));
+  if (config.word_bits != 128) s.set_word_bits(config.word_bits);
   for (const auto& [id, key] : config.verify_keys) {
     s.add_clients(static_cast<int32_t>(id));
     s.add_verify_keys(key.data(), key.size());
@@ -29,7 +30,7 @@ federation::v1::SecAggSetup SetupToWire(const secagg::SessionConfig& config, dou
 
 secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& s, int64_t length, int64_t own_id,
                                     int64_t round, const SecAggPolicy& policy,
-                                    const std::map<int64_t, std::string>* roster) {
+                                    const std::map<int64_t, std::string>* roster, int word_bits) {
   const auto bad = [](const std::string& what) { throw Error("task: secure aggregation " + what); };
   secagg::SessionConfig config;
   if (s.run_id().size() != secagg::kKeyBytes || s.nonce().size() != secagg::kKeyBytes) {
@@ -50,6 +51,11 @@ secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& s, int64_
     bad("of " + std::to_string(s.length()) + " words; this task's input has " + std::to_string(length));
   }
   config.length = static_cast<size_t>(s.length());
+  const int32_t bits = s.word_bits() == 0 ? 128 : s.word_bits();
+  if (bits != word_bits) {
+    bad("of " + std::to_string(bits) + "-bit words; this task's input has " + std::to_string(word_bits));
+  }
+  config.word_bits = bits;
   if (s.clients_size() != s.verify_keys_size() || s.clients_size() < 2 ||
       static_cast<size_t>(s.clients_size()) > secagg::kMaxSessionClients) {
     bad("of " + std::to_string(s.clients_size()) + " clients and " + std::to_string(s.verify_keys_size()) +
@@ -259,7 +265,8 @@ SecAggRendezvous::Receipt SecAggRendezvous::ReceiveMasked(int64_t id,
   auto& assembler = assembling_[id];
   if (!assembler) {
     assembler =
-        std::make_unique<secagg::MaskedInputAssembler>(config_.length, "client " + std::to_string(id));
+        std::make_unique<secagg::MaskedInputAssembler>(config_.length, "client " + std::to_string(id),
+                                                       static_cast<size_t>(config_.word_bits / 8));
   }
   assembler->Add(chunk);
   if (!assembler->complete()) {

@@ -41,15 +41,16 @@ namespace fedprof {
 // client derives it) and the tolerance (each party's own).
 federation::v1::SecAggSetup SetupToWire(const secagg::SessionConfig& config, double reply_wait_s);
 // A task's setup for round `round`, checked: sizes, counts and ids;
-// `length` must be the words of the task's input (SessionLength) and
-// `own_id` among the clients;
+// `length` and `word_bits` must be the task's input's (SessionLength,
+// SessionWordBits) and `own_id` among the clients;
 // with a `roster` (tls.h's SecAggRoster) every verification key must be the
 // roster's; k and t must be the ones the client's own `policy` gives for
 // that many clients (secagg::CheckConfig). Throws fedprof::Error naming
 // what was wrong.
 secagg::SessionConfig SetupFromWire(const federation::v1::SecAggSetup& setup, int64_t length, int64_t own_id,
                                     int64_t round, const SecAggPolicy& policy,
-                                    const std::map<int64_t, std::string>* roster = nullptr);
+                                    const std::map<int64_t, std::string>* roster = nullptr,
+                                    int word_bits = 128);
 
 // A reply the server holds until it knows what to answer; `finish` ends
 // the call once `reply` is filled.

@@ -79,13 +79,16 @@ std::shared_ptr<LocalClients> BuildClients(std::shared_ptr<RunPlan> plan, int th
   if (o.secagg.protocol != "none") {
     // Under distributed DP a client's input is its encoded update, which it
     // first computes.
-    DdgParams encoding;
-    encoding.dim = static_cast<size_t>(p.num_values);
-    const bool distributed = o.dp.mode == "distributed";
-    const size_t words = distributed ? encoding.padded() : encoding.dim + 1;
+    FitInstructions shape;
+    if (o.dp.mode == "distributed") {
+      shape.ddg = DdgParams();
+      shape.ddg->dim = static_cast<size_t>(p.num_values);
+      shape.ddg->bits = static_cast<int>(o.dp.bits);
+    }
+    const size_t words = SessionLength(shape, static_cast<size_t>(p.num_values));
     local->session = std::make_unique<SessionLoad>(
-        SecureAggregationLoad(SecureAggregationFrom(o), o.clients_per_round(), words));
-    if (distributed) local->session->cycles += kDdgEncodeCyclesPerWord * static_cast<double>(words);
+        SecureAggregationLoad(SecureAggregationFrom(o), o.clients_per_round(), words, SessionWordBits(shape)));
+    if (shape.ddg) local->session->cycles += kDdgEncodeCyclesPerWord * static_cast<double>(words);
   }
   std::vector<ClientInfo> infos(n);
   for (int k = 0; k < n; ++k) {

@@ -189,6 +189,10 @@ MaskedInput SecAggClient::Mask(const ShareBundle& bundle, const std::vector<Word
     Abort("an input of " + std::to_string(input.size()) + " words, the session expects " +
           std::to_string(config_.length));
   }
+  const Word word_mask = WordMask(config_.word_bits);
+  for (const Word w : input) {
+    if ((w & word_mask) != w) Abort("an input word beyond the session's " + std::to_string(config_.word_bits) + " bits");
+  }
   try {
     // Round 2, step 1: U_2 ∩ N(u) is whoever sent this client shares.
     for (const SealedShares& s : bundle.shares) {
@@ -214,6 +218,8 @@ MaskedInput SecAggClient::Mask(const ShareBundle& bundle, const std::vector<Word
       const Bytes agreed = mask.With(peers_[v].mask_public);
       AddPrg(PairwiseSeed(session_, agreed, id_, v), id_ > v ? +1 : -1, out.masked);
     }
+    // Modulo 2^word_bits: the masks stay uniform there, and the word fits its bytes.
+    for (Word& w : out.masked) w &= word_mask;
     phase_ = Phase::kCheck;
     return out;
   } catch (const Error& e) {

@@ -31,6 +31,7 @@ class SecAggClient {
   SecAggClient(SessionConfig config, int64_t id, Bytes signing_key);
 
   int64_t id() const { return id_; }
+  const SessionConfig& config() const { return config_; }
   const Bytes& session_id() const { return session_; }
   const RoundParams& params() const { return params_; }
 

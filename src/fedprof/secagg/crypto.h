@@ -19,6 +19,8 @@ namespace fedprof::secagg {
 
 using Bytes = std::string;  // raw bytes
 using Word = unsigned __int128;  // one element of Z_{2^128}
+// 2^bits − 1 (bits 1..128): a word reduced modulo 2^bits is w & WordMask(bits).
+inline Word WordMask(int bits) { return bits >= 128 ? ~Word{0} : (Word{1} << bits) - 1; }
 
 constexpr size_t kKeyBytes = 32;        // X25519 keys, seeds, AES-256 keys
 constexpr size_t kSignatureBytes = 64;  // Ed25519

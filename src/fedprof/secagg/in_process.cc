@@ -47,10 +47,11 @@ Message Carry(const Message& message, PartyCost& from, PartyCost& to, const std:
   return FromWire(parsed, origin);
 }
 
-MaskedInput CarryMasked(const MaskedInput& message, size_t length, PartyCost& from, PartyCost& to,
+MaskedInput CarryMasked(const MaskedInput& message, const SessionConfig& config, PartyCost& from, PartyCost& to,
                         const std::string& origin) {
-  MaskedInputAssembler assembler(length, origin);
-  for (const pb::MaskedInputChunk& chunk : ToWire(message, kChunkWords)) {
+  const size_t word_bytes = static_cast<size_t>(config.word_bits / 8);
+  MaskedInputAssembler assembler(config.length, origin, word_bytes);
+  for (const pb::MaskedInputChunk& chunk : ToWire(message, kChunkWords, word_bytes)) {
     std::string bytes;
     chunk.SerializeToString(&bytes);
     from.bytes_sent += static_cast<int64_t>(bytes.size());
@@ -64,7 +65,7 @@ MaskedInput CarryMasked(const MaskedInput& message, size_t length, PartyCost& fr
 
 }  // namespace
 
-ClientTraffic TrafficOfOneClient(int n, int k, int quorum, size_t length, size_t chunk_words) {
+ClientTraffic TrafficOfOneClient(int n, int k, int quorum, size_t length, size_t chunk_words, int word_bits) {
   const int64_t me = n / 2;
   const auto peer = [&](int i) { return (me + 1 + i) % n; };
   const auto bytes = [](const auto& message) { return static_cast<int64_t>(ToWire(message).ByteSizeLong()); };
@@ -97,8 +98,8 @@ ClientTraffic TrafficOfOneClient(int n, int k, int quorum, size_t length, size_t
   ClientTraffic t;
   t.sent = bytes(advertise) + bytes(RosterSignature{me, signature, key}) + bytes(shares) +
            bytes(ConsistencySignature{me, signature}) + bytes(unmask);
-  MaskedInput masked{me, std::vector<Word>(length, ~Word{0})};
-  for (const pb::MaskedInputChunk& chunk : ToWire(masked, chunk_words)) {
+  MaskedInput masked{me, std::vector<Word>(length, WordMask(word_bits))};
+  for (const pb::MaskedInputChunk& chunk : ToWire(masked, chunk_words, static_cast<size_t>(word_bits / 8))) {
     t.sent += static_cast<int64_t>(chunk.ByteSizeLong());
   }
   t.received = bytes(roster) + bytes(directory) + bytes(bundle) + bytes(survivors) + bytes(request);
@@ -185,7 +186,7 @@ class Session {
         const MaskedInput y = c.Mask(b, inputs_.at(id));
         MaskedInput m;
         try {
-          m = CarryMasked(y, config_.length, report_.clients[id], report_.server, Origin(id));
+          m = CarryMasked(y, config_, report_.clients[id], report_.server, Origin(id));
         } catch (const Error& e) {
           server_.Refuse(id, e.what());
           throw Refused{};

@@ -70,12 +70,14 @@ struct SessionReport {
 // neighbours, none dropping out and `quorum` consistency signatures in the
 // unmasking request, sends and receives on the wire: the serialised
 // protobuf of each of its messages, built at their sizes (ids near the
-// middle of the range; the masked input in chunks of `chunk_words`).
+// middle of the range; the masked input in chunks of `chunk_words` words of
+// word_bits / 8 bytes).
 struct ClientTraffic {
   int64_t sent = 0;
   int64_t received = 0;
 };
-ClientTraffic TrafficOfOneClient(int n, int k, int quorum, size_t length, size_t chunk_words);
+ClientTraffic TrafficOfOneClient(int n, int k, int quorum, size_t length, size_t chunk_words,
+                                 int word_bits = 128);
 
 // Runs the session of the clients config.verify_keys invites; those of
 // `inputs` (each with its signing key in `signing_keys`) take part, the

@@ -25,7 +25,8 @@ Bytes Digest(const Bytes& data) {
 Bytes SessionId(const SessionConfig& config) {
   Bytes data = std::string("fedprof secagg session") + '\0' + config.run_id + EncodeId(config.round) +
                config.nonce + static_cast<char>(config.protocol == Protocol::kSecAgg ? 0 : 1) +
-               EncodeId(static_cast<int64_t>(config.length)) + EncodeId(config.graph.neighbors) +
+               EncodeId(static_cast<int64_t>(config.length)) + EncodeId(config.word_bits) +
+               EncodeId(config.graph.neighbors) +
                EncodeId(config.graph.threshold);
   for (const auto& [id, key] : config.verify_keys) data += EncodeId(id) + key;
   return Digest(data);
@@ -65,6 +66,9 @@ RoundParams CheckConfig(const SessionConfig& config) {
   if (config.length == 0 || config.length > (size_t{1} << 28)) {
     throw Error("secagg: input vectors of " + std::to_string(config.length) +
                 " words, expected 1..2^28");
+  }
+  if (config.word_bits < 8 || config.word_bits > 128 || config.word_bits % 8 != 0) {
+    throw Error("secagg: words of " + std::to_string(config.word_bits) + " bits, expected whole bytes, 8..128");
   }
   if (config.verify_keys.size() < 2) {
     throw Error("secagg: a session needs the verification keys of at least 2 clients");

@@ -29,6 +29,9 @@ struct SessionConfig {
   Bytes nonce;        // 32 fresh random bytes of the server's, one session each
   Protocol protocol = Protocol::kSecAggPlus;
   size_t length = 0;  // words of each input vector
+  // The words are summed modulo 2^word_bits (whole bytes, 8..128) and travel
+  // as word_bits / 8 bytes each: a client's input must fit in them.
+  int word_bits = 128;
   // Each invited client's long-term Ed25519 verification key (SIG.ver of
   // Fig. 4), from the deployment's PKI: it authenticates every signed
   // statement. n, the invited count, sets the parameters.
@@ -43,7 +46,7 @@ struct SessionConfig {
 };
 
 // The session id: SHA-256 of everything every party agrees on before the
-// session (run, round, nonce, protocol, length, k, t, each invited client
+// session (run, round, nonce, protocol, length, word bits, k, t, each invited client
 // and its key). It is bound into every derived key, every AES-GCM
 // associated datum and every signature, so a message of one session means
 // nothing in another, and the round number is signed.

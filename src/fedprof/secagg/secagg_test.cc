@@ -400,6 +400,50 @@ TEST(SecAggExact, SecAggPlusWithAndWithoutDropouts) {
   ExpectExact({Protocol::kSecAggPlus, 100, 0, 0, {}, ten, true});
 }
 
+// Narrow words (distributed DP's b bits): inputs below 2^32 are summed
+// modulo 2^32, with dropouts after sharing and after masking, and each
+// masked input travels at 4 bytes a word; a client refuses an input word
+// beyond the session's bits, and a party refuses words that are not whole
+// bytes.
+TEST(SecAggExact, NarrowWordsSumModuloTheirBitsAtTheirWidth) {
+  const size_t length = 1000;
+  Population p = MakePopulation(Protocol::kSecAggPlus, 12, length, 0, 0, Tolerance{0.2, 0.1, 40, 20});
+  p.config.word_bits = 32;
+  std::mt19937_64 rng(5);
+  std::map<int64_t, std::vector<Word>> inputs;
+  for (const auto& [id, key] : p.signing_keys) {
+    (void)key;
+    for (size_t i = 0; i < length; ++i) inputs[id].push_back(rng() & 0xffffffffu);
+  }
+  Dropouts d;
+  d.before_masked_input = At({2});
+  d.after_masked_input = At({7});
+  const SessionReport report = RunInProcess(p.config, p.signing_keys, inputs, d);
+  const std::vector<int64_t> survivors = Without(Ids(p), At({2}));
+  ASSERT_EQ(report.result.survivors, survivors);
+  std::vector<Word> expected(length, 0);
+  for (int64_t id : survivors) {
+    for (size_t i = 0; i < length; ++i) expected[i] = (expected[i] + inputs[id][i]) & 0xffffffffu;
+  }
+  EXPECT_EQ(report.result.sum, expected);
+  const PartyCost& one = report.clients.at(1);
+  const ClientTraffic wide = TrafficOfOneClient(12, report.params.graph.neighbors, report.params.quorum,
+                                                length, kChunkWords);
+  const ClientTraffic narrow = TrafficOfOneClient(12, report.params.graph.neighbors, report.params.quorum,
+                                                  length, kChunkWords, 32);
+  EXPECT_EQ(wide.sent - narrow.sent, static_cast<int64_t>(12 * length)) << "12 bytes a word fewer";
+  EXPECT_LT(one.bytes_sent, wide.sent - static_cast<int64_t>(11 * length)) << "what a client sent";
+
+  std::map<int64_t, std::vector<Word>> wide_input = inputs;
+  wide_input.begin()->second[3] = Word{1} << 32;
+  const SessionReport refused = RunInProcess(p.config, p.signing_keys, wide_input);
+  ASSERT_EQ(refused.aborted.count(wide_input.begin()->first), 1u);
+  EXPECT_NE(refused.aborted.at(wide_input.begin()->first).find("an input word beyond the session's 32 bits"),
+            std::string::npos);
+  p.config.word_bits = 12;
+  ExpectError([&] { CheckConfig(p.config); }, "words of 12 bits, expected whole bytes");
+}
+
 TEST(SecAggExact, FewerThanTheThresholdFailsTheRound) {
   const Population p = MakePopulation(Protocol::kSecAgg, 5, 11, 3, 0, Tolerance{0.2, 0.1, 40, 20});
   const Models m = MakeModels(p, 10, false, 1);

@@ -372,6 +372,8 @@ AggregateResult SecAggServer::Finish() {
     }
   }
   phase_ = Phase::kDone;
+  const Word mask = WordMask(config_.word_bits);
+  for (Word& w : total_) w &= mask;
   AggregateResult result{std::move(total_), survivors_};
   total_.clear();
   return result;

@@ -242,8 +242,10 @@ UnmaskResponse FromWire(const pb::UnmaskResponse& m, const std::string& origin) 
   return out;
 }
 
-std::vector<pb::MaskedInputChunk> ToWire(const MaskedInput& m, size_t chunk_words) {
+std::vector<pb::MaskedInputChunk> ToWire(const MaskedInput& m, size_t chunk_words, size_t word_bytes) {
   if (chunk_words == 0) throw Error("secagg: chunks of 0 words");
+  if (word_bytes == 0 || word_bytes > kWordBytes) throw Error("secagg: words of " + std::to_string(word_bytes) + " bytes");
+  const Word fits = WordMask(static_cast<int>(8 * word_bytes));
   std::vector<pb::MaskedInputChunk> out;
   for (size_t at = 0; at < m.masked.size(); at += chunk_words) {
     const size_t n = std::min(chunk_words, m.masked.size() - at);
@@ -251,11 +253,12 @@ std::vector<pb::MaskedInputChunk> ToWire(const MaskedInput& m, size_t chunk_word
     c.set_client(m.client);
     c.set_first_word(at);
     c.set_total_words(m.masked.size());
-    std::string bytes(n * kWordBytes, '\0');
+    std::string bytes(n * word_bytes, '\0');
     for (size_t i = 0; i < n; ++i) {
       Word w = m.masked[at + i];
-      for (size_t b = 0; b < kWordBytes; ++b, w >>= 8) {
-        bytes[i * kWordBytes + b] = static_cast<char>(static_cast<unsigned char>(w & 0xff));
+      if ((w & fits) != w) throw Error("secagg: a masked word beyond " + std::to_string(word_bytes) + " bytes");
+      for (size_t b = 0; b < word_bytes; ++b, w >>= 8) {
+        bytes[i * word_bytes + b] = static_cast<char>(static_cast<unsigned char>(w & 0xff));
       }
     }
     c.set_words(std::move(bytes));
@@ -263,8 +266,12 @@ std::vector<pb::MaskedInputChunk> ToWire(const MaskedInput& m, size_t chunk_word
   return out;
 }
 
-MaskedInputAssembler::MaskedInputAssembler(size_t length, std::string origin)
-    : length_(length), origin_(std::move(origin)) {}
+MaskedInputAssembler::MaskedInputAssembler(size_t length, std::string origin, size_t word_bytes)
+    : length_(length), origin_(std::move(origin)), word_bytes_(word_bytes) {
+  if (word_bytes_ == 0 || word_bytes_ > kWordBytes) {
+    throw Error("secagg: words of " + std::to_string(word_bytes_) + " bytes");
+  }
+}
 
 void MaskedInputAssembler::Add(const pb::MaskedInputChunk& c) {
   if (!started_) {
@@ -284,14 +291,14 @@ void MaskedInputAssembler::Add(const pb::MaskedInputChunk& c) {
                      std::to_string(input_.masked.size()));
   }
   const std::string& bytes = c.words();
-  if (bytes.empty() || bytes.size() % kWordBytes != 0 ||
-      bytes.size() / kWordBytes > length_ - input_.masked.size()) {
+  if (bytes.empty() || bytes.size() % word_bytes_ != 0 ||
+      bytes.size() / word_bytes_ > length_ - input_.masked.size()) {
     Bad(origin_, "a masked-input chunk of " + std::to_string(bytes.size()) +
                      " bytes, not whole words within the input");
   }
-  for (size_t i = 0; i < bytes.size(); i += kWordBytes) {
+  for (size_t i = 0; i < bytes.size(); i += word_bytes_) {
     Word w = 0;
-    for (size_t b = kWordBytes; b-- > 0;) w = (w << 8) | static_cast<unsigned char>(bytes[i + b]);
+    for (size_t b = word_bytes_; b-- > 0;) w = (w << 8) | static_cast<unsigned char>(bytes[i + b]);
     input_.masked.push_back(w);
   }
 }

@@ -45,8 +45,10 @@ UnmaskRequest FromWire(const pb::UnmaskRequest& m, const std::string& origin);
 pb::UnmaskResponse ToWire(const UnmaskResponse& m);
 UnmaskResponse FromWire(const pb::UnmaskResponse& m, const std::string& origin);
 
-// A masked input in chunks of at most `chunk_words` words.
-std::vector<pb::MaskedInputChunk> ToWire(const MaskedInput& m, size_t chunk_words);
+// A masked input in chunks of at most `chunk_words` words of `word_bytes`
+// bytes each (the session's word_bits / 8; a word must fit in them).
+std::vector<pb::MaskedInputChunk> ToWire(const MaskedInput& m, size_t chunk_words,
+                                         size_t word_bytes = sizeof(Word));
 
 // Reassembles a masked input as its chunks arrive: they must come in order,
 // from one client, and make exactly the session's `length` words, so
@@ -54,7 +56,7 @@ std::vector<pb::MaskedInputChunk> ToWire(const MaskedInput& m, size_t chunk_word
 // first chunk that breaks this; Finish once the words are incomplete.
 class MaskedInputAssembler {
  public:
-  MaskedInputAssembler(size_t length, std::string origin);
+  MaskedInputAssembler(size_t length, std::string origin, size_t word_bytes = sizeof(Word));
   void Add(const pb::MaskedInputChunk& chunk);
   bool complete() const { return input_.masked.size() == length_ && started_; }
   MaskedInput Finish();
@@ -62,6 +64,7 @@ class MaskedInputAssembler {
  private:
   size_t length_;
   std::string origin_;
+  size_t word_bytes_;
   bool started_ = false;
   MaskedInput input_;
 };

@@ -95,7 +95,8 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
   const auto start = std::chrono::steady_clock::now();
   try {
     const secagg::SessionConfig config =
-        SessionConfigFor(options_, run_id_, round, length, std::move(verify_keys));
+        SessionConfigFor(options_, run_id_, round, length, std::move(verify_keys),
+                         SessionWordBits(tasks.front().instructions));
     report = secagg::RunInProcess(config, signing_keys, inputs, dropouts);
     outcome.finished = true;
     outcome.result = report.result;
@@ -130,12 +131,13 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
   if (options_.progress) LogProgress(DescribeSession(round, options_.protocol, cost));
 }
 
-SessionLoad SecureAggregationLoad(const SecureAggregationOptions& options, int clients, size_t length) {
+SessionLoad SecureAggregationLoad(const SecureAggregationOptions& options, int clients, size_t length,
+                                  int word_bits) {
   const secagg::RoundParams params =
       secagg::ParamsFor(options.protocol, clients, options.tolerance, options.neighbors, options.threshold);
   const int k = params.graph.neighbors;
   const secagg::ClientTraffic traffic =
-      secagg::TrafficOfOneClient(clients, k, params.quorum, length, secagg::kChunkWords);
+      secagg::TrafficOfOneClient(clients, k, params.quorum, length, secagg::kChunkWords, word_bits);
   SessionLoad load;
   load.upload_bits = 8.0 * static_cast<double>(traffic.sent);
   load.download_bits = 8.0 * static_cast<double>(traffic.received);
@@ -145,13 +147,14 @@ SessionLoad SecureAggregationLoad(const SecureAggregationOptions& options, int c
 
 secagg::SessionConfig SessionConfigFor(const SecureAggregationOptions& options, const secagg::Bytes& run_id,
                                        int64_t round, size_t length,
-                                       std::map<int64_t, secagg::Bytes> verify_keys) {
+                                       std::map<int64_t, secagg::Bytes> verify_keys, int word_bits) {
   secagg::SessionConfig config;
   config.run_id = run_id;
   config.round = round;
   config.nonce = secagg::RandomBytes(secagg::kKeyBytes);
   config.protocol = options.protocol;
   config.length = length;
+  config.word_bits = word_bits;
   config.verify_keys = std::move(verify_keys);
   config.tolerance = options.tolerance;
   config.neighbors = options.neighbors;
@@ -198,6 +201,8 @@ std::map<int64_t, std::string> SessionOutcome::Lost() const {
 size_t SessionLength(const FitInstructions& task, size_t num_params) {
   return task.ddg ? task.ddg->padded() : num_params + 1;
 }
+
+int SessionWordBits(const FitInstructions& task) { return task.ddg ? (task.ddg->bits + 7) / 8 * 8 : 128; }
 
 std::vector<secagg::Word> SessionInput(const FitInstructions& task, const FitResult& result, Rng& noise) {
   if (!task.ddg) return ModelSum::TermWords(result.params, result.num_samples);

@@ -63,7 +63,8 @@ struct SecureAggregationCost {
 // (secagg::TrafficOfOneClient, k and the signature quorum as the session
 // would choose them) and, for its work, kMaskCyclesPerWord for each word of
 // each of its k + 1 masks.
-SessionLoad SecureAggregationLoad(const SecureAggregationOptions& options, int clients, size_t length);
+SessionLoad SecureAggregationLoad(const SecureAggregationOptions& options, int clients, size_t length,
+                                  int word_bits = 128);
 // A client's CPU cycles per input word per mask: secagg_bench's SecAgg
 // client at K = 100 (docs/secagg.md, Cost), 82.2 ms for 100 masks of
 // 61,707 words at 2.1 GHz, all its other work folded in.
@@ -105,17 +106,21 @@ struct SecAggPolicy {
 std::string RefusedTask(const FitInstructions& task, bool has_setup, const SecAggPolicy& policy);
 
 // The server's config of round `round`'s session of the clients of
-// `verify_keys`, for `length`-word inputs: the run's id, a fresh nonce, the
+// `verify_keys`, for `length`-word inputs of `word_bits` each: the run's id, a fresh nonce, the
 // options' protocol and tolerance, and the k and t they give for that many
 // clients (which each client checks against its own).
 secagg::SessionConfig SessionConfigFor(const SecureAggregationOptions& options, const secagg::Bytes& run_id,
                                        int64_t round, size_t length,
-                                       std::map<int64_t, secagg::Bytes> verify_keys);
+                                       std::map<int64_t, secagg::Bytes> verify_keys, int word_bits = 128);
 
 // The words of a client's input for `task` with a model of `num_params`
 // values: the model and its sample count, or under distributed DP the
 // encoding's padded length.
 size_t SessionLength(const FitInstructions& task, size_t num_params);
+// The bits of each word of that input: 128, or under distributed DP the
+// encoding's b rounded up to whole bytes (its sum modulo 2^b is then the
+// low b bits of the session's).
+int SessionWordBits(const FitInstructions& task);
 // A client's input to a session for the result of `task`: its model's
 // words of the exact sum (ModelSum::TermWords), or under distributed DP
 // (task.ddg) its clipped update encoded and noised (DdgEncode, a word per

@@ -175,7 +175,9 @@ TEST_F(SecureAggregationTest, UnderDistributedDpTheServerNeverHoldsAnUnnoisedSum
   config.run_id = secagg::RandomBytes(secagg::kKeyBytes);
   config.nonce = secagg::RandomBytes(secagg::kKeyBytes);
   config.protocol = secagg::Protocol::kSecAggPlus;
-  config.length = ddg.padded();
+  config.length = SessionLength(task, ddg.dim);
+  config.word_bits = SessionWordBits(task);
+  ASSERT_EQ(config.word_bits, 32);
   std::map<int64_t, secagg::Bytes> signing;
   std::map<int64_t, std::vector<secagg::Word>> inputs;
   std::vector<uint64_t> clean(ddg.padded(), 0);
@@ -203,6 +205,12 @@ TEST_F(SecureAggregationTest, UnderDistributedDpTheServerNeverHoldsAnUnnoisedSum
   const secagg::SessionReport report =
       secagg::RunInProcess(config, signing, inputs, {}, {}, /*keep_snapshots=*/true);
   ASSERT_EQ(report.result.survivors.size(), 5u);
+  // 4 bytes a value, not 16.
+  const secagg::ClientTraffic wide = secagg::TrafficOfOneClient(
+      5, report.params.graph.neighbors, report.params.quorum, config.length, secagg::kChunkWords);
+  for (const auto& [id, cost] : report.clients) {
+    EXPECT_LT(cost.bytes_sent, wide.sent - static_cast<int64_t>(11 * config.length)) << "client " << id;
+  }
 
   const uint64_t mask = (uint64_t{1} << 32) - 1;
   const auto share_equal_to_clean = [&](const std::vector<secagg::Word>& held) {
