@@ -21,8 +21,9 @@
 //                                 against plain SecAgg+ (default K = 100):
 //                                 the update's encoding (rotation, rounding,
 //                                 discrete Gaussian noise for z = 1, C = 1,
-//                                 32 bits) and its session of 65,536 words,
-//                                 against a session of the model's 61,707
+//                                 32 bits) and its session of 65,536 words of
+//                                 4 bytes, against a session of the model's
+//                                 61,707 words of 16 bytes
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -48,12 +49,13 @@ struct Row {
 };
 
 Row Measure(Protocol protocol, int clients, double dropout, uint64_t seed,
-            size_t length = kLeNet5Params + 1) {
+            size_t length = kLeNet5Params + 1, int word_bits = 128) {
   SessionConfig config;
   config.run_id = RandomBytes(kKeyBytes);
   config.nonce = RandomBytes(kKeyBytes);
   config.protocol = protocol;
   config.length = length;
+  config.word_bits = word_bits;
   std::map<int64_t, Bytes> signing;
   std::map<int64_t, std::vector<Word>> inputs;
   std::mt19937_64 rng(seed);
@@ -65,13 +67,13 @@ Row Measure(Protocol protocol, int clients, double dropout, uint64_t seed,
     config.verify_keys[i] = k.public_key;
     signing[i] = k.secret;
     std::vector<Word>& x = inputs[i];
-    for (size_t j = 0; j < config.length; ++j) x.push_back((Word{rng()} << 64) | rng());
+    for (size_t j = 0; j < config.length; ++j) x.push_back(((Word{rng()} << 64) | rng()) & WordMask(word_bits));
     // Spread the dropouts over the ring.
     if (dropped > 0 && i % (clients / dropped) == 0 &&
         static_cast<int>(dropouts.before_masked_input.size()) < dropped) {
       dropouts.before_masked_input.insert(i);
     } else {
-      for (size_t j = 0; j < config.length; ++j) expected[j] += x[j];
+      for (size_t j = 0; j < config.length; ++j) expected[j] = (expected[j] + x[j]) & WordMask(word_bits);
     }
   }
   // Under the dropout fraction the tolerance's δ must cover it.
@@ -132,7 +134,7 @@ void PrintDistributedDp(const std::vector<int>& sizes) {
     shape.dim = kLeNet5Params;
     const size_t padded = shape.padded();
     const Row plain = Measure(Protocol::kSecAggPlus, clients, 0, 1);
-    const Row ddp = Measure(Protocol::kSecAggPlus, clients, 0, 1, padded);
+    const Row ddp = Measure(Protocol::kSecAggPlus, clients, 0, 1, padded, 32);
     const double encode = EncodeMs(clients, 5);
     std::printf("| %d | model and weight | %zu | %.1f | %.1f | 0 | %.1f | %.1f |\n", clients,
                 kLeNet5Params + 1, plain.client_sent_kib, plain.client_received_kib, plain.client_ms,
