@@ -500,6 +500,24 @@ TEST(FedBuffCliTest, EveryoneInStepIsSynchronousFedAvg) {
   }
 }
 
+// Runs `run` (a simulate command) with 1 and with 2 threads, and once more
+// killed after its second checkpoint and resumed: the three give the same
+// metrics and final model. Returns the 1-thread run's folder (cli/NAME_1).
+std::string ExpectSameWithAnyThreadsAndAcrossAKill(const std::string& run, const std::string& name) {
+  const std::string one = ClearedPath("cli", name + "_1"), two = ClearedPath("cli", name + "_2");
+  const std::string killed = ClearedPath("cli", name + "_killed");
+  EXPECT_EQ(RunCli(run + " --set threads=1 --out " + one).code, 0);
+  EXPECT_EQ(RunCli(run + " --set threads=2 --out " + two).code, 0);
+  EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(two));
+  EXPECT_EQ(Summary(one).at("final_model_sha256"), Summary(two).at("final_model_sha256"));
+  KillOnceCheckpointed(run + " --out " + killed, killed, 2);
+  if (::testing::Test::HasFatalFailure()) return one;
+  EXPECT_EQ(RunCli("simulate --resume " + killed).code, 0);
+  EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(killed));
+  EXPECT_EQ(Summary(one).at("final_model_sha256"), Summary(killed).at("final_model_sha256"));
+  return one;
+}
+
 // User-level DP (dp.mode = central) with adaptive clipping: the numbers
 // depend neither on the threads nor on a kill and resume (the clip norm and
 // the ledger are in the checkpoint); ε grows each round as the accountant
@@ -510,17 +528,8 @@ TEST(DpCliTest, ThreadsAndAKilledRunChangeNoNumberAndTheLedgerStopsTheRun) {
   const std::string run = std::string("simulate ") + kSmallRun +
                           " --set dp.mode=central --set dp.noise_multiplier=0.7 --set dp.clipping=adaptive "
                           "--set dp.clip_norm=0.5 --set dp.count_noise=1 --set rounds=6";
-  const std::string one = ClearedPath("cli", "dp_1"), two = ClearedPath("cli", "dp_2");
-  const std::string killed = ClearedPath("cli", "dp_killed");
-  ASSERT_EQ(RunCli(run + " --set threads=1 --out " + one).code, 0);
-  ASSERT_EQ(RunCli(run + " --set threads=2 --out " + two).code, 0);
-  EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(two));
-  EXPECT_EQ(Summary(one).at("final_model_sha256"), Summary(two).at("final_model_sha256"));
-  KillOnceCheckpointed(run + " --out " + killed, killed, 2);
+  const std::string one = ExpectSameWithAnyThreadsAndAcrossAKill(run, "dp");
   if (HasFatalFailure()) return;
-  ASSERT_EQ(RunCli("simulate --resume " + killed).code, 0);
-  EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(killed));
-  EXPECT_EQ(Summary(one).at("final_model_sha256"), Summary(killed).at("final_model_sha256"));
 
   // Poisson sampling at q = 4/10, ε at δ = 1/10 after each round, the clip
   // norm adapting from 0.5.
@@ -570,17 +579,8 @@ TEST(DpCliTest, DistributedDpChangesNoNumberAndChargesEachRoundByItsSum) {
   const std::string run = std::string("simulate ") + kSmallRun +
                           " --set dp.mode=distributed --set dp.noise_multiplier=0.7 --set dp.clip_norm=0.5 "
                           "--set secagg.protocol=secagg+ --set secagg.min_clients=2 --set rounds=5";
-  const std::string one = ClearedPath("cli", "ddp_1"), two = ClearedPath("cli", "ddp_2");
-  const std::string killed = ClearedPath("cli", "ddp_killed");
-  ASSERT_EQ(RunCli(run + " --set threads=1 --out " + one).code, 0);
-  ASSERT_EQ(RunCli(run + " --set threads=2 --out " + two).code, 0);
-  EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(two));
-  EXPECT_EQ(Summary(one).at("final_model_sha256"), Summary(two).at("final_model_sha256"));
-  KillOnceCheckpointed(run + " --out " + killed, killed, 2);
+  const std::string one = ExpectSameWithAnyThreadsAndAcrossAKill(run, "ddp");
   if (HasFatalFailure()) return;
-  ASSERT_EQ(RunCli("simulate --resume " + killed).code, 0);
-  EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(killed));
-  EXPECT_EQ(Summary(one).at("final_model_sha256"), Summary(killed).at("final_model_sha256"));
 
   // LeNet-5's 61,706 values, K = 4 of N = 10 at q = 0.4, δ = 1/10.
   DpFedAvgOptions o;

@@ -442,6 +442,13 @@ TEST(SecAggExact, NarrowWordsSumModuloTheirBitsAtTheirWidth) {
             std::string::npos);
   p.config.word_bits = 12;
   ExpectError([&] { CheckConfig(p.config); }, "words of 12 bits, expected whole bytes");
+  // A hostile client's chunk that is not whole 4-byte words is refused.
+  MaskedInputAssembler assembler(2, "client 1", 4);
+  pb::MaskedInputChunk chunk;
+  chunk.set_client(1);
+  chunk.set_total_words(2);
+  chunk.set_words(std::string(6, '\x01'));
+  ExpectError([&] { assembler.Add(chunk); }, "a masked-input chunk of 6 bytes, not whole words");
 }
 
 TEST(SecAggExact, FewerThanTheThresholdFailsTheRound) {
