@@ -167,30 +167,25 @@ void DpFedAvg::Aggregate(const FlatParams& global, const ModelSum& sum, int64_t 
     throw Error("dp: a sum of " + std::to_string(sum.size()) + " values for a model of " + std::to_string(d));
   }
   const double k = static_cast<double>(options_.expected_clients);
-  if (options_.distributed) {
-    // The sum arrives noised by its clients (secure aggregation decoded it).
+  // Under distributed DP the sum arrives noised by its clients (secure
+  // aggregation decoded it) and its ledger entry is how many it held;
+  // centrally the round's noise is drawn here, in coordinate order, then
+  // the count's: the same wherever and however the round was trained
+  // (unless secret).
+  RoundNoise noise(options_, rounds_ + 1);
+  const bool central = !options_.distributed;
+  const double sd = update_noise_ * clip_;
+  if (!central) {
     round_clients_.resize(static_cast<size_t>(rounds_));
     round_clients_.push_back(sum.count());
-    mean_.resize(d);
-    for (size_t i = 0; i < d; ++i) {
-      mean_[i] = static_cast<float>(global[i] + (any ? sum.Centered(i, global[i]) : 0.0) / k);
-    }
-    last_unclipped_ = 0;
-    noised_.Reset(d);
-    noised_.Add(mean_, 1);
-    inner_->Aggregate(global, noised_, total_samples, next);
-    return;
   }
-  // The round's noise, drawn in coordinate order, then the count's: the
-  // same wherever and however the round was trained (unless secret).
-  RoundNoise noise(options_, rounds_ + 1);
-  const double sd = update_noise_ * clip_;
   mean_.resize(d);
   for (size_t i = 0; i < d; ++i) {
-    const double noised = (any ? sum.Centered(i, global[i]) : 0.0) + sd * noise.Next();
+    double noised = any ? sum.Centered(i, global[i]) : 0.0;
+    if (central) noised += sd * noise.Next();
     mean_[i] = static_cast<float>(global[i] + noised / k);
   }
-  last_unclipped_ = any ? static_cast<double>(within_) / static_cast<double>(sum.count()) : 0.0;
+  last_unclipped_ = any && central ? static_cast<double>(within_) / static_cast<double>(sum.count()) : 0.0;
   if (options_.adaptive) {
     const double share = UnclippedShare(within_, sum.count(), options_.count_noise * noise.Next(), k);
     clip_ = NextClipNorm(clip_, share, options_.target_quantile, options_.clip_lr);
