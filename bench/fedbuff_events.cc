@@ -15,6 +15,7 @@
 //     transport's Fit), i.e. in the same machinery.
 //
 //   fedbuff_events [--clients N] [--concurrency C] [--buffer B] [--steps S] [--samples M]
+//                  [--no-op-only 1]
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -57,6 +58,12 @@ class NoOpClients : public fedprof::Transport {
   explicit NoOpClients(int n) : infos_(Infos(n, 20)) {}
   int num_clients() const override { return static_cast<int>(infos_.size()); }
   std::vector<fedprof::ClientInfo> Available() override { return infos_; }
+  bool VirtualPopulation(std::vector<fedprof::ClientInfo>* clients,
+                         fedprof::Availability** availability) override {
+    *clients = infos_;
+    *availability = nullptr;
+    return true;
+  }
   void Fit(const std::vector<fedprof::ClientInstructions>& tasks, const ResultSink& sink) override {
     for (size_t i = 0; i < tasks.size(); ++i) {
       fedprof::FitResult r;
@@ -130,7 +137,7 @@ Outcome Run(fedprof::Transport& clients, TimedFit& timed, const fedprof::ModelSp
 
 int main(int argc, char** argv) {
   fedprof::EnsureSingleThreadedOps(argv);
-  int clients = 100000, concurrency = 1000, buffer = 100, samples = 20;
+  int clients = 100000, concurrency = 1000, buffer = 100, samples = 20, no_op_only = 0;
   int64_t steps = 200;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--clients")) clients = std::atoi(argv[i + 1]);
@@ -138,6 +145,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--buffer")) buffer = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--steps")) steps = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--samples")) samples = std::max(1, std::atoi(argv[i + 1]));
+    if (!std::strcmp(argv[i], "--no-op-only")) no_op_only = std::atoi(argv[i + 1]);
   }
   const std::string dir = fedprof::DefaultDataDir("fashion-mnist");
   const fedprof::Dataset train = fedprof::LoadIdx(dir + "/train-images-idx3-ubyte.gz",
@@ -168,6 +176,7 @@ int main(int argc, char** argv) {
     }
   }
   for (const auto& [refill, name] : refills) {
+    if (no_op_only) break;
     const int64_t n = train.size();
     fedprof::InProcessTransport lenet_clients(
         Infos(clients, samples),

@@ -215,6 +215,10 @@ int DistributedTransport::num_clients() const { return local_.num_clients(); }
 
 std::vector<ClientInfo> DistributedTransport::Available() { return local_.Available(); }
 
+bool DistributedTransport::VirtualPopulation(std::vector<ClientInfo>* clients, Availability** availability) {
+  return local_.VirtualPopulation(clients, availability);
+}
+
 namespace {
 
 // Whether two clients of one call are told exactly the same (shared parts

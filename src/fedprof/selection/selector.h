@@ -13,11 +13,24 @@
 
 namespace fedprof {
 
+// Clients a selector can draw by rank without a list of them all (the idle
+// online clients of an asynchronous run among many: sim/idle_online_index.h).
+class RankedClients {
+ public:
+  virtual ~RankedClients() = default;
+  virtual int size() const = 0;
+  virtual ClientInfo At(int rank) const = 0;  // rank in [0, size()), by increasing id
+};
+
 // What a selector may look at when it picks the round's clients.
 struct SelectionContext {
   int64_t round = 0;
-  int num_to_select = 0;                   // K
-  const std::vector<ClientInfo>* clients;  // the available clients, increasing id
+  int num_to_select = 0;                             // K
+  const std::vector<ClientInfo>* clients = nullptr;  // the available clients, increasing id
+  // For a selector that draws by rank (Selector::DrawsByRank), the available
+  // clients may come as these instead, `clients` null.
+  const RankedClients* ranked = nullptr;
+  int size() const { return clients ? static_cast<int>(clients->size()) : ranked->size(); }
 };
 
 // Picks the clients that train in a round among the available ones, and
@@ -40,6 +53,9 @@ class Selector {
 
   // Distinct ids of clients in context.clients, in increasing order.
   virtual std::vector<int> Select(const SelectionContext& context, Rng& rng) = 0;
+  // Whether Select looks at no more than context.size() and the ids it
+  // draws (IdsAt), so that it can take `ranked` clients.
+  virtual bool DrawsByRank() const { return false; }
 
   // The clients asked to evaluate the global model (eval.federated_every):
   // context.num_to_select distinct ids of context.clients, increasing;
@@ -160,7 +176,11 @@ std::vector<double> CappedInclusion(const std::vector<double>& weights, double e
 // increasing order: one Uniform01 draw per index, in index order.
 std::vector<int> PoissonSample(const std::vector<double>& inclusion, Rng& rng);
 
-// The ids of context.clients at `indices`.
+// The first k of a partial Fisher-Yates shuffle of 0 .. n-1 (a uniform
+// k-subset, in draw order), in O(k): positions moved are kept aside.
+std::vector<int> UniformIndices(int n, int k, Rng& rng);
+
+// The ids of the context's clients at `indices`.
 std::vector<int> IdsAt(const SelectionContext& context, const std::vector<int>& indices);
 
 }  // namespace fedprof

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <unordered_map>
 
 #include "fedprof/core/error.h"
 #include "fedprof/selection/selector.h"
@@ -9,19 +10,12 @@ namespace {
 class UniformSelector : public Selector {
  public:
   std::vector<int> Select(const SelectionContext& context, Rng& rng) override {
-    const int n = static_cast<int>(context.clients->size());
-    const int k = std::min(context.num_to_select, n);
-    // Partial Fisher-Yates: the first k entries are a uniform k-subset.
-    std::vector<int> ids(n);
-    for (int i = 0; i < n; ++i) ids[i] = i;
-    for (int i = 0; i < k; ++i) {
-      const int j = i + static_cast<int>(UniformIndex(rng, static_cast<uint64_t>(n - i)));
-      std::swap(ids[i], ids[j]);
-    }
-    ids.resize(k);
-    std::sort(ids.begin(), ids.end());
-    return IdsAt(context, ids);
+    const int n = context.size();
+    std::vector<int> indices = UniformIndices(n, std::min(context.num_to_select, n), rng);
+    std::sort(indices.begin(), indices.end());
+    return IdsAt(context, indices);
   }
+  bool DrawsByRank() const override { return true; }
 };
 
 class PoissonSelector : public Selector {
@@ -42,10 +36,26 @@ std::vector<int> Selector::SelectEvaluators(const SelectionContext& context, Rng
   return IdsAt(context, SampleByWeight(equal, context.num_to_select, /*with_replacement=*/false, rng));
 }
 
+std::vector<int> UniformIndices(int n, int k, Rng& rng) {
+  std::unordered_map<int, int> moved;  // position -> the index there, where not its own
+  const auto at = [&](int i) {
+    const auto it = moved.find(i);
+    return it == moved.end() ? i : it->second;
+  };
+  std::vector<int> out(static_cast<size_t>(std::max(0, k)));
+  for (int i = 0; i < k; ++i) {
+    const int j = i + static_cast<int>(UniformIndex(rng, static_cast<uint64_t>(n - i)));
+    const int at_i = at(i);
+    out[i] = at(j);
+    moved[j] = at_i;  // position i is never read again
+  }
+  return out;
+}
+
 std::vector<int> IdsAt(const SelectionContext& context, const std::vector<int>& indices) {
   std::vector<int> ids;
   ids.reserve(indices.size());
-  for (int i : indices) ids.push_back((*context.clients)[i].id);
+  for (int i : indices) ids.push_back(context.clients ? (*context.clients)[i].id : context.ranked->At(i).id);
   return ids;
 }
 

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <vector>
 
 #include "fedprof/selection/selector.h"
 
@@ -71,6 +73,44 @@ TEST(SampleByWeightTest, AllZeroWeightsFallBackToUniform) {
 // Water-filling by hand: weights 8, 4, 2, 2, 0, expected 2, cap 0.9. c =
 // 2/16 gives the heaviest 1.0 > 0.9, so it is capped; the rest share 1.1 in
 // proportion: c = 1.1/8, p = (0.9, 0.55, 0.275, 0.275, 0).
+// The uniform selector's draw kept sparse equals the whole partial
+// Fisher-Yates shuffle it replaces, draw for draw: every run that selects
+// uniformly picks the clients it picked before.
+TEST(UniformIndicesTest, EqualsTheWholeShuffle) {
+  for (int n : {1, 2, 7, 100, 1000, 100000}) {
+    for (int k : {0, 1, 3, 10, 100, 1000}) {
+      if (k > n) continue;
+      Rng sparse_rng = MakeRng(7, Stream::kSelection, {static_cast<uint64_t>(n), static_cast<uint64_t>(k)});
+      Rng whole_rng = sparse_rng;
+      std::vector<int> ids(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) ids[i] = i;
+      for (int i = 0; i < k; ++i) {
+        std::swap(ids[i], ids[i + static_cast<int>(UniformIndex(whole_rng, static_cast<uint64_t>(n - i)))]);
+      }
+      ids.resize(static_cast<size_t>(k));
+      EXPECT_EQ(UniformIndices(n, k, sparse_rng), ids) << n << " choose " << k;
+      EXPECT_EQ(sparse_rng(), whole_rng()) << "the same draws consumed";
+    }
+  }
+}
+
+// Drawn by rank or from a list, the uniform selector picks the same ids.
+TEST(UniformIndicesTest, RankedClientsGiveTheListsIds) {
+  struct EveryThird : RankedClients {
+    int size() const override { return 300; }
+    ClientInfo At(int rank) const override { return {3 * rank, 1, 1}; }
+  } ranked;
+  std::vector<ClientInfo> list;
+  for (int r = 0; r < 300; ++r) list.push_back(ranked.At(r));
+  const auto selector = MakeUniformSelector();
+  ASSERT_TRUE(selector->DrawsByRank());
+  Rng a = MakeRng(1, Stream::kSelection), b = MakeRng(1, Stream::kSelection);
+  const std::vector<int> from_list = selector->Select({1, 20, &list}, a);
+  EXPECT_EQ(selector->Select({1, 20, nullptr, &ranked}, b), from_list);
+  EXPECT_EQ(from_list.size(), 20u);
+  EXPECT_TRUE(std::is_sorted(from_list.begin(), from_list.end()));
+}
+
 TEST(PoissonSampleTest, CappedInclusionByHand) {
   const std::vector<double> p = CappedInclusion({8, 4, 2, 2, 0}, 2.0, 0.9);
   const std::vector<double> expected = {0.9, 0.55, 0.275, 0.275, 0};

@@ -15,6 +15,7 @@
 #include "fedprof/core/run_observer.h"
 #include "fedprof/core/text.h"
 #include "fedprof/server/server.h"
+#include "fedprof/sim/idle_online_index.h"
 #include "fedprof/strategy/strategy.h"
 
 namespace fedprof {
@@ -37,6 +38,12 @@ class Server::BufferedRun {
     state.training_models.clear();
     for (const auto& [version, model] : models_) {
       if (version < state.round) server.strategy_.OnEarlierModel(*model, version);
+    }
+    std::vector<ClientInfo> population;
+    Availability* availability = nullptr;
+    if (!streams_ && server.transport_.VirtualPopulation(&population, &availability)) {
+      for (const ClientInfo& c : population) expected_s_.at(c.id) = std::max(0.0, c.expected_time_s);
+      index_ = std::make_unique<IdleOnlineIndex>(std::move(population), availability);
     }
     Restart();
   }
@@ -127,7 +134,7 @@ class Server::BufferedRun {
     if (streams_) {
       server_.transport_.LaunchTasks(tasks);
       for (const TrainingTask& t : records) {
-        busy_.at(t.client_id) = 1;
+        SetBusy(t.client_id, true);
         flights_.emplace(EventKey{now, t.client_id}, Flight{t, FitResult()});
       }
       return;
@@ -142,12 +149,18 @@ class Server::BufferedRun {
       const int id = records[i].client_id;
       r.client_id = id;
       const double finish = now + (r.ok ? std::max(0.0, r.cost.time_s) : expected_s_.at(id));
-      busy_.at(id) = 1;
+      SetBusy(id, true);
       flights_.emplace(EventKey{finish, id}, Flight{records[i], std::move(r)});
     }
   }
 
-  // The clients online at `now`, their expected times noted.
+  void SetBusy(int id, bool busy) {
+    busy_.at(id) = busy ? 1 : 0;
+    if (index_) index_->SetBusy(id, busy);
+  }
+
+  // The clients online at `now`, their expected times noted (the
+  // transport's answer; a simulation's index answers without it).
   std::vector<ClientInfo> Online(double now) {
     server_.transport_.SetVirtualTime(now);
     std::vector<ClientInfo> online = server_.transport_.AvailableOrWait();
@@ -163,12 +176,16 @@ class Server::BufferedRun {
         throw Error("checkpoint: client " + std::to_string(t.client_id) + " in training is not one of the " +
                     std::to_string(busy_.size()) + " clients, or is there twice");
       }
-      busy_.at(t.client_id) = 1;
+      SetBusy(t.client_id, true);
       by_start[t.start_s].push_back(t);
     }
     state_.training.clear();
     for (const auto& [start_s, records] : by_start) {
-      Online(start_s);
+      if (index_) {
+        server_.transport_.SetVirtualTime(start_s);
+      } else {
+        Online(start_s);
+      }
       std::vector<ClientInstructions> tasks;
       for (const TrainingTask& t : records) {
         tasks.push_back({t.client_id, server_.strategy_.TrainingInstructions(
@@ -183,19 +200,28 @@ class Server::BufferedRun {
   void Dispatch(double now) {
     const int free = options_.concurrency - static_cast<int>(flights_.size());
     if (free <= 0) return;
-    std::vector<ClientInfo> idle = Online(now);
-    idle.erase(std::remove_if(idle.begin(), idle.end(),
-                              [&](const ClientInfo& c) { return busy_.at(c.id) != 0; }),
-               idle.end());
-    if (server_.strategy_.WantedReports().any()) {
-      server_.CollectReports(idle, state_.global, state_.round);
+    const bool reports = server_.strategy_.WantedReports().any();
+    // A selector that draws by rank draws from the index; others get its list.
+    const bool by_rank = index_ && !reports && server_.strategy_.DrawsByRank();
+    std::vector<ClientInfo> idle;
+    if (index_) {
+      server_.transport_.SetVirtualTime(now);
+      index_->AdvanceTo(now);
+      if (!by_rank) idle = index_->Idle();
+    } else {
+      idle = Online(now);
+      idle.erase(
+          std::remove_if(idle.begin(), idle.end(), [&](const ClientInfo& c) { return busy_.at(c.id) != 0; }),
+          idle.end());
     }
-    const int k = std::min(free, static_cast<int>(idle.size()));
+    if (reports) server_.CollectReports(idle, state_.global, state_.round);
+    const int k = std::min(free, by_rank ? index_->size() : static_cast<int>(idle.size()));
     if (k == 0) return;
     const int64_t dispatch = ++state_.dispatches;
     // The selector's round is the step the clients train for (Oort's
     // exploration and pacer count steps); the draws are the dispatch's own.
-    SelectionContext context{state_.round + 1, k, &idle};
+    SelectionContext context{state_.round + 1, k, by_rank ? nullptr : &idle,
+                             by_rank ? index_.get() : nullptr};
     Rng rng = MakeRng(server_.options_.seed, Stream::kSelection, {static_cast<uint64_t>(dispatch)});
     const std::vector<ClientInstructions> tasks =
         server_.strategy_.ConfigureFit(context, rng, SetupFor(state_.round, dispatch));
@@ -247,7 +273,7 @@ class Server::BufferedRun {
   // refused, or "".
   std::string Arrive(Flight& f) {
     FitResult& r = f.result;
-    busy_.at(f.task.client_id) = 0;
+    SetBusy(f.task.client_id, false);
     tally_.energy_j.Add(r.cost.energy_j);
     tally_.profiling_energy_j.Add(r.cost.profiling_energy_j);
     const std::shared_ptr<const FlatParams>& start = models_.at(f.task.version);
@@ -260,7 +286,7 @@ class Server::BufferedRun {
       if (!r.timed_out) {
         // Not picked again before the next step: a client that sends what
         // is refused would otherwise take every freed place.
-        busy_.at(f.task.client_id) = 1;
+        SetBusy(f.task.client_id, true);
         held_.push_back(f.task.client_id);
       }
       LogWarning("step " + std::to_string(state_.round + 1) + ": client " + std::to_string(r.client_id) +
@@ -278,9 +304,18 @@ class Server::BufferedRun {
 
   // The server's step at virtual time `now`, `elapsed_s` after the last.
   RoundMetrics Step(double elapsed_s, double now) {
-    const std::vector<ClientInfo> online = Online(now);
     int64_t total_samples = 0;  // |D| of the clients online
-    for (const ClientInfo& c : online) total_samples += c.num_samples;
+    int online = 0;
+    if (index_) {
+      server_.transport_.SetVirtualTime(now);
+      index_->AdvanceTo(now);
+      online = index_->online();
+      total_samples = index_->online_samples();
+    } else {
+      const std::vector<ClientInfo> clients = Online(now);
+      online = static_cast<int>(clients.size());
+      for (const ClientInfo& c : clients) total_samples += c.num_samples;
+    }
     RoundMetrics m;
     m.round = state_.round + 1;
     m.lr = server_.LearningRate(m.round);
@@ -288,7 +323,7 @@ class Server::BufferedRun {
     m.returned = tally_.returned;
     m.refused = tally_.refused;
     m.timed_out = tally_.timed_out;
-    m.online = static_cast<int>(online.size());
+    m.online = online;
     m.train_loss = tally_.train_loss.value() / tally_.returned;
     m.staleness = tally_.staleness.value() / tally_.returned;
     FlatParams next;
@@ -307,7 +342,7 @@ class Server::BufferedRun {
     m.energy_wh = state_.energy_j / 3600.0;
     buffer_.clear();
     tally_ = Tally();
-    for (int id : held_) busy_.at(id) = 0;
+    for (int id : held_) SetBusy(id, false);
     held_.clear();
     return m;
   }
@@ -337,6 +372,7 @@ class Server::BufferedRun {
   std::map<int64_t, std::shared_ptr<const FlatParams>> models_;  // by version
   std::map<EventKey, Flight> flights_;
   std::vector<char> busy_;          // by client id: training, or held
+  std::unique_ptr<IdleOnlineIndex> index_;  // a simulation's idle online clients (null: ask the transport)
   std::vector<int> held_;           // refused since the last step
   std::vector<double> expected_s_;  // a task's expected time, by client id
   std::vector<BufferedUpdate> buffer_;

@@ -23,15 +23,23 @@ namespace fedprof {
 namespace {
 
 // Client k's task lasts 1 + k virtual seconds, costs 1 J and returns the
-// model it received plus k + 1 in every value, from one sample.
+// model it received plus k + 1 in every value, from one sample. With
+// `population` they name their population, as a simulation does, and the
+// run keeps its own index of the idle online ones.
 class ScriptedClients : public Transport {
  public:
-  explicit ScriptedClients(int n) : n_(n) {}
+  explicit ScriptedClients(int n, bool population = false) : n_(n), population_(population) {}
   int num_clients() const override { return n_; }
   std::vector<ClientInfo> Available() override {
     std::vector<ClientInfo> infos;
     for (int k = 0; k < n_; ++k) infos.push_back({k, 1, 1.0 + k});
     return infos;
+  }
+  bool VirtualPopulation(std::vector<ClientInfo>* clients, Availability** availability) override {
+    if (!population_) return false;
+    *clients = Available();
+    *availability = nullptr;
+    return true;
   }
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override {
     for (size_t i = 0; i < tasks.size(); ++i) {
@@ -54,6 +62,7 @@ class ScriptedClients : public Transport {
 
  private:
   int n_;
+  bool population_;
 };
 
 // Picks the lowest idle ids.
@@ -192,6 +201,58 @@ TEST(BufferedServerTest, OnlyOnlineClientsStartAndALeaverIsLost) {
   EXPECT_EQ(s.history[1].online, 1);
   for (const auto& [client, version, round] : clients.fits)
     EXPECT_NE(client, 1) << "a lost task never trains";
+}
+
+// 40 clients half online (on/off periods of 5 s), 6 training at once, a step
+// every 3 results: the run asking the transport who is online at every
+// instant and the run keeping its index (sim/idle_online_index.h) are one.
+TEST(BufferedServerTest, TheIndexOfIdleOnlineClientsChangesNothing) {
+  const auto run = [](bool population, bool uniform, FedBuffOptions::Refill refill) {
+    ScriptedClients clients(40, population);
+    AvailabilityTransport available(clients, std::make_unique<OnOffAvailability>(40, 5, 5, 2), 1, 6);
+    FedBuffOptions o;
+    o.concurrency = 6;
+    o.buffer = 3;
+    o.refill = refill;
+    Strategy strategy("fedbuff", uniform ? MakeUniformSelector() : std::make_unique<LowestIdleIds>(),
+                      MakeFedBuff(AggregationMode::kFull, o));
+    ServerOptions so;
+    so.rounds = 15;
+    so.progress = false;
+    so.eval_every = 100;
+    torch::manual_seed(3);
+    ServerState state;
+    state.global = Flatten(*MakeModel(kSpec));
+    ModelReplicas evaluator([] { return MakeModel(kSpec); }, 1);
+    const Dataset test = testing_support::DrawBlobs(10);
+    Server server(so, available, strategy, evaluator, test);
+    server.Run(state, nullptr);
+    return std::make_pair(state, clients.fits);
+  };
+  for (auto refill : {FedBuffOptions::Refill::kOnArrival, FedBuffOptions::Refill::kOnStep}) {
+    for (bool uniform : {true, false}) {
+      const auto [asked, asked_fits] = run(false, uniform, refill);
+      const auto [indexed, indexed_fits] = run(true, uniform, refill);
+      EXPECT_EQ(indexed_fits, asked_fits);
+      EXPECT_EQ(indexed.global, asked.global);
+      EXPECT_EQ(indexed.times_selected, asked.times_selected);
+      ASSERT_EQ(indexed.history.size(), 15u);
+      ASSERT_EQ(asked.history.size(), 15u);
+      int lost = 0;
+      for (size_t i = 0; i < 15; ++i) {
+        const RoundMetrics &a = asked.history[i], &b = indexed.history[i];
+        EXPECT_EQ(b.virtual_time_s, a.virtual_time_s) << "step " << i + 1;
+        EXPECT_EQ(b.online, a.online) << "step " << i + 1;
+        EXPECT_EQ(b.selected, a.selected) << "step " << i + 1;
+        EXPECT_EQ(b.timed_out, a.timed_out) << "step " << i + 1;
+        EXPECT_EQ(b.staleness, a.staleness) << "step " << i + 1;
+        EXPECT_GT(a.online, 5);
+        EXPECT_LT(a.online, 35);
+        lost += a.timed_out;
+      }
+      EXPECT_GT(lost, 0) << "clients leave mid-task";
+    }
+  }
 }
 
 }  // namespace

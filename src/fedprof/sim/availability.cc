@@ -28,7 +28,7 @@ double OnOffAvailability::Draw(int client, uint32_t index, bool online) const {
   return -(online ? online_mean_s_ : offline_mean_s_) * std::log1p(-u);
 }
 
-double OnOffAvailability::OnlineUntil(int client, double t) {
+Availability::State OnOffAvailability::At(int client, double t) {
   Period& p = periods_.at(static_cast<size_t>(client));
   if (p.end < p.start || t < p.start) {  // first call, or back in time: from t = 0
     const double u = HashUniform01(seed_, Stream::kAvailability, {static_cast<uint64_t>(client), ~uint64_t{0}});
@@ -43,7 +43,7 @@ double OnOffAvailability::OnlineUntil(int client, double t) {
     ++p.index;
     p.end = p.start + Draw(client, p.index, p.online);
   }
-  return p.online ? p.end : -1;
+  return {p.online, p.end};
 }
 
 namespace {
@@ -121,13 +121,12 @@ std::vector<std::vector<OnlineInterval>> ParseAvailabilityTrace(const std::strin
   return intervals;
 }
 
-double TraceAvailability::OnlineUntil(int client, double t) {
+Availability::State TraceAvailability::At(int client, double t) {
   const std::vector<OnlineInterval>& list = intervals_.at(static_cast<size_t>(client));
   auto after = std::upper_bound(list.begin(), list.end(), t,
                                 [](double time, const OnlineInterval& i) { return time < i.start; });
-  if (after == list.begin()) return -1;
-  const OnlineInterval& holding = *(after - 1);
-  return t < holding.end ? holding.end : -1;
+  if (after != list.begin() && t < (after - 1)->end) return {true, (after - 1)->end};
+  return {false, after == list.end() ? INFINITY : after->start};
 }
 
 DiurnalAvailability::DiurnalAvailability(int num_clients, const DiurnalShape& shape, uint64_t seed)
@@ -156,7 +155,7 @@ bool DiurnalAvailability::OnlineIn(int client, int64_t slot) const {
   return u < OnlineChance(client, slot);
 }
 
-double DiurnalAvailability::OnlineUntil(int client, double t) {
+Availability::State DiurnalAvailability::At(int client, double t) {
   // Runs end at every 65,536th slot at the latest: the answer depends on
   // the slot alone, not on which slot of a run was asked first (resume).
   constexpr int64_t kLongestRun = int64_t{1} << 16;
@@ -169,7 +168,7 @@ double DiurnalAvailability::OnlineUntil(int client, double t) {
     r.end = slot + 1;
     while (r.end < limit && OnlineIn(client, r.end) == r.online) ++r.end;
   }
-  return r.online ? static_cast<double>(r.end) * shape_.slot_s : -1;
+  return {r.online, static_cast<double>(r.end) * shape_.slot_s};
 }
 
 std::unique_ptr<Availability> MakeAvailability(const RunOptions::Availability& options, int64_t seed,

@@ -1,6 +1,7 @@
 #ifndef FEDPROF_SIM_AVAILABILITY_H_
 #define FEDPROF_SIM_AVAILABILITY_H_
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,10 +18,21 @@ namespace fedprof {
 class Availability {
  public:
   virtual ~Availability() = default;
-  // The end of client `client`'s online period that holds virtual time t
-  // (seconds), or -1 when it is offline at t. Not thread-safe; cheapest when
-  // each client's t does not decrease from call to call.
-  virtual double OnlineUntil(int client, double t) = 0;
+  // Whether a client is online at a virtual time, and until when the answer
+  // holds: the first later time at which it may change (INFINITY: never).
+  struct State {
+    bool online = false;
+    double until = INFINITY;
+  };
+  // Client `client`'s state at virtual time t (seconds). Not thread-safe;
+  // cheapest when each client's t does not decrease from call to call.
+  virtual State At(int client, double t) = 0;
+  // The end of client `client`'s online period that holds t, or -1 when it
+  // is offline at t.
+  double OnlineUntil(int client, double t) {
+    const State s = At(client, t);
+    return s.online ? s.until : -1;
+  }
 };
 
 // Each client alternates online and offline periods of exponential length
@@ -31,7 +43,7 @@ class Availability {
 class OnOffAvailability final : public Availability {
  public:
   OnOffAvailability(int num_clients, double online_mean_s, double offline_mean_s, uint64_t seed);
-  double OnlineUntil(int client, double t) override;
+  State At(int client, double t) override;
 
  private:
   struct Period {
@@ -62,7 +74,7 @@ struct DiurnalShape {
 class DiurnalAvailability final : public Availability {
  public:
   DiurnalAvailability(int num_clients, const DiurnalShape& shape, uint64_t seed);
-  double OnlineUntil(int client, double t) override;
+  State At(int client, double t) override;
   // The chance that `client` is online in slot `slot`.
   double OnlineChance(int client, int64_t slot) const;
 
@@ -96,7 +108,7 @@ class TraceAvailability final : public Availability {
  public:
   explicit TraceAvailability(std::vector<std::vector<OnlineInterval>> intervals)
       : intervals_(std::move(intervals)) {}
-  double OnlineUntil(int client, double t) override;
+  State At(int client, double t) override;
 
  private:
   std::vector<std::vector<OnlineInterval>> intervals_;  // by client, sorted, disjoint

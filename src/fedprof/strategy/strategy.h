@@ -134,6 +134,7 @@ class Strategy {
 
   Reports WantedReports() const { return selector_->WantedReports(); }
   bool HasReport(int id) const { return selector_->HasReport(id); }
+  bool DrawsByRank() const { return selector_->DrawsByRank(); }
   int SketchDim() const { return selector_->SketchDim(); }
   void OnGlobalModel(const FlatParams& global, int64_t version) {
     selector_->OnGlobalModel(global, version);

@@ -32,6 +32,14 @@ std::vector<ClientInfo> AvailabilityTransport::Available() {
   return all;
 }
 
+bool AvailabilityTransport::VirtualPopulation(std::vector<ClientInfo>* clients, Availability** availability) {
+  if (!inner_.VirtualPopulation(clients, availability)) return false;
+  expected_s_.assign(static_cast<size_t>(num_clients()), 0.0);
+  for (const ClientInfo& c : *clients) expected_s_.at(c.id) = std::max(0.0, c.expected_time_s);
+  *availability = availability_.get();
+  return true;
+}
+
 void AvailabilityTransport::Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) {
   std::vector<ClientInstructions> staying;
   std::vector<size_t> index_of;  // position in `tasks` of each task in `staying`

@@ -37,6 +37,11 @@ class InProcessTransport : public Transport {
 
   int num_clients() const override { return static_cast<int>(infos_.size()); }
   std::vector<ClientInfo> Available() override { return infos_; }
+  bool VirtualPopulation(std::vector<ClientInfo>* clients, Availability** availability) override {
+    *clients = infos_;
+    *availability = nullptr;
+    return true;
+  }
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
 
   // What clients keep between rounds (FedBN's batch-norm values) as one

@@ -12,6 +12,8 @@
 
 namespace fedprof {
 
+class Availability;
+
 // What the server knows about a client without seeing its data.
 struct ClientInfo {
   int id = -1;
@@ -71,6 +73,17 @@ class Transport {
   // round's Available: a transport whose clients come and go in virtual time
   // (sim/availability.h) answers for that moment. Others ignore it.
   virtual void SetVirtualTime(double t_s) { (void)t_s; }
+
+  // Where the clients that can be selected change with virtual time alone
+  // (a simulation): every client (client k at index k, as Available() names
+  // them when all are online) and when each is online (null: always), so
+  // that an asynchronous run can keep its own index of them
+  // (sim/idle_online_index.h) rather than ask Available() at every instant.
+  // False elsewhere: a deployment's clients come and go as they do.
+  virtual bool VirtualPopulation(std::vector<ClientInfo>* clients, Availability** availability) {
+    (void)clients, (void)availability;
+    return false;
+  }
 
   // Receives each result of a Fit call exactly once; `index` is the task's
   // position in the list given to Fit. Returns "" when the result is used,
