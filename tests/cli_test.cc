@@ -600,6 +600,19 @@ TEST(DpCliTest, DistributedDpChangesNoNumberAndChargesEachRoundByItsSum) {
   std::set<std::string> returned(m.at("returned").begin(), m.at("returned").end());
   EXPECT_GT(returned.size(), 1u) << "a Poisson sample's size varies";
 
+  // A target just above round 3's ε: no round's ε passes it, whoever its
+  // sum held, and the run says where it stopped.
+  const double target = std::stod(m.at("dp_epsilon")[2]) + 1e-9;
+  const std::string capped = ClearedPath("cli", "ddp_target");
+  const CliResult stopped =
+      RunCli(run + " --set dp.target_epsilon=" + FormatDouble(target, "%.17g") + " --out " + capped);
+  ASSERT_EQ(stopped.code, 0) << stopped.output;
+  EXPECT_NE(stopped.output.find("beyond dp.target_epsilon"), std::string::npos) << stopped.output;
+  const auto c = Columns(capped + "/metrics.csv");
+  ASSERT_GE(c.at("dp_epsilon").size(), 1u);
+  EXPECT_LE(c.at("dp_epsilon").size(), 3u);
+  for (const std::string& e : c.at("dp_epsilon")) EXPECT_LE(std::stod(e), target);
+
   for (const std::string bad : {"--set secagg.protocol=none", "--set dp.clipping=adaptive"}) {
     const CliResult refused = RunCli(run + " " + bad + " --out " + ClearedPath("cli", "ddp_refused"));
     EXPECT_EQ(refused.code, 1) << bad;

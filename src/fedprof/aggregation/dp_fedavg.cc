@@ -150,13 +150,27 @@ double DpFedAvg::Epsilon() const {
 
 double DpFedAvg::NextEpsilon() const {
   if (!options_.distributed) return DpEpsilon(options_, rounds_ + 1);
-  std::vector<int64_t> next = round_clients_;
-  next.push_back(options_.expected_clients);
-  return DdgEpsilon(RoundEncoding(1), DpSampleRate(options_), next, DpDelta(options_)).epsilon;
+  return EpsilonWithNextSumOf(options_.expected_clients);
 }
 
 bool DpFedAvg::MayRunAnotherRound() const {
   return options_.target_epsilon <= 0 || NextEpsilon() <= options_.target_epsilon;
+}
+
+double DpFedAvg::EpsilonWithNextSumOf(int64_t clients) const {
+  std::vector<int64_t> next = round_clients_;
+  next.resize(static_cast<size_t>(rounds_));
+  next.push_back(clients);
+  return DdgEpsilon(RoundEncoding(1), DpSampleRate(options_), next, DpDelta(options_)).epsilon;
+}
+
+int64_t DpFedAvg::FewestInSum(int64_t selected) const {
+  return options_.fewest_in_sum ? std::min(selected, options_.fewest_in_sum(selected)) : selected;
+}
+
+bool DpFedAvg::MayReleaseSumOf(int64_t selected) const {
+  return !options_.distributed || options_.target_epsilon <= 0 ||
+         EpsilonWithNextSumOf(FewestInSum(selected)) <= options_.target_epsilon;
 }
 
 void DpFedAvg::Aggregate(const FlatParams& global, const ModelSum& sum, int64_t total_samples,

@@ -20,6 +20,7 @@
 // clipping only (adaptive clipping needs each client's indicator).
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,9 @@ struct DpFedAvgOptions {
   bool distributed = false;
   int bits = 32;
   double rounding_beta = 0;
+  // The fewest clients whose updates a sum of `selected` clients can hold
+  // (secure aggregation unmasks no fewer: FewestInSum); null: `selected`.
+  std::function<int64_t(int64_t selected)> fewest_in_sum;
 };
 
 // The noise multiplier of the update when adaptive clipping spends part of
@@ -120,6 +124,13 @@ class DpFedAvg : public Aggregator {
   // clients), and whether it stays within options().target_epsilon.
   double NextEpsilon() const;
   bool MayRunAnotherRound() const;
+  // Distributed DP: ε after one more round whose sum holds `clients`. The
+  // server asks it for the fewest its selected clients' sum can hold before
+  // any of them trains (MayReleaseSumOf): a round's sum costs more the fewer
+  // it holds, so a check at K alone could let dropouts pass the target.
+  double EpsilonWithNextSumOf(int64_t clients) const;
+  int64_t FewestInSum(int64_t selected) const;
+  bool MayReleaseSumOf(int64_t selected) const;
 
   void Aggregate(const FlatParams& global, const ModelSum& sum, int64_t total_samples,
                  FlatParams* next) override;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "fedprof/aggregation/model_sum.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/privacy/rdp.h"
@@ -221,6 +222,54 @@ TEST(DpLedgerTest, TheTargetStopsBeforeTheRoundThatWouldPassIt) {
   EXPECT_TRUE(dp.MayRunAnotherRound());
   dp.OnGlobalModel(5);
   EXPECT_FALSE(dp.MayRunAnotherRound());
+}
+
+// Distributed DP charges a round by the clients its sum holds, and secure
+// aggregation may unmask a sum of fewer than were selected: the server
+// checks the fewest before anyone trains, where a check at K would let the
+// round pass the target.
+TEST(DpLedgerTest, UnderDistributedDpTheTargetHoldsForTheFewestASumMayHold) {
+  const auto make = [](double target) {
+    DpFedAvgOptions o = Options(1.0, 1.0, 1000, 100);
+    o.distributed = true;
+    o.rounding_beta = 0.60653066;
+    o.target_epsilon = target;
+    o.fewest_in_sum = [](int64_t selected) { return selected - selected / 5; };
+    auto dp = std::make_unique<DpFedAvg>(MakeWeightedAverage(AggregationMode::kPartial), o);
+    dp->SetModelSize(4);
+    dp->OnGlobalModel(0);
+    const FlatParams global(4, 0.0f);
+    for (int64_t round = 1; round <= 3; ++round) {
+      ModelSum sum;
+      sum.Reset(4);
+      for (int c = 0; c < 100 + 10 * round; ++c) sum.Add(global, 1);
+      FlatParams next;
+      dp->Aggregate(global, sum, 0, &next);
+      dp->OnGlobalModel(round);
+    }
+    return dp;
+  };
+  const auto ledger = make(0);
+  const DdgParams p = ledger->RoundEncoding(1);
+  const double at_k = DdgEpsilon(p, 0.1, {110, 120, 130, 100}, 1e-3).epsilon;
+  const double at_fewest = DdgEpsilon(p, 0.1, {110, 120, 130, 80}, 1e-3).epsilon;
+  EXPECT_DOUBLE_EQ(ledger->Epsilon(), DdgEpsilon(p, 0.1, {110, 120, 130}, 1e-3).epsilon);
+  EXPECT_DOUBLE_EQ(ledger->NextEpsilon(), at_k);
+  EXPECT_DOUBLE_EQ(ledger->EpsilonWithNextSumOf(80), at_fewest);
+  ASSERT_LT(at_k, at_fewest) << "a sum of fewer clients costs more";
+  EXPECT_TRUE(ledger->MayReleaseSumOf(100)) << "no target";
+
+  const auto dp = make((at_k + at_fewest) / 2);
+  EXPECT_TRUE(dp->MayRunAnotherRound()) << "a round whose sum held K would fit";
+  EXPECT_EQ(dp->FewestInSum(100), 80);
+  EXPECT_FALSE(dp->MayReleaseSumOf(100)) << "its sum may hold 80";
+  EXPECT_TRUE(dp->MayReleaseSumOf(130)) << "its sum holds at least 104";
+  EXPECT_TRUE(dp->MayReleaseSumOf(0)) << "no sum, no cost";
+
+  DpFedAvgOptions central = Options(1.0, 1.0, 1000, 100);
+  central.target_epsilon = DpEpsilon(central, 1) / 2;
+  EXPECT_TRUE(DpFedAvg(MakeWeightedAverage(AggregationMode::kPartial), central).MayReleaseSumOf(1))
+      << "central DP charges a round alike whoever is in it";
 }
 
 }  // namespace

@@ -39,24 +39,6 @@ std::vector<int64_t> ParseWidths(const std::string& s) {
 
 }  // namespace
 
-SecureAggregationOptions SecureAggregationFrom(const RunOptions& o) {
-  SecureAggregationOptions s;
-  // Under "none" the tolerance still says what a client would accept.
-  if (o.secagg.protocol != "none") s.protocol = secagg::ParseProtocol(o.secagg.protocol);
-  s.tolerance.dropout = o.secagg.dropout;
-  s.tolerance.corrupt = o.secagg.corrupt;
-  s.tolerance.security_bits = static_cast<int>(o.secagg.security_bits);
-  s.tolerance.correctness_bits = static_cast<int>(o.secagg.correctness_bits);
-  s.tolerance.min_clients = static_cast<int>(o.secagg.min_clients);
-  s.neighbors = static_cast<int>(o.secagg.neighbors);
-  s.threshold = static_cast<int>(o.secagg.threshold);
-  s.drop_after_masking = o.secagg.drop_after_masking;
-  s.seed = static_cast<uint64_t>(o.seed);
-  s.secret_client_noise = o.dp.noise == "secret";
-  s.progress = o.report.progress;
-  return s;
-}
-
 ModelSpec SpecFor(const RunOptions::Model& options, const Dataset& data) {
   ModelSpec spec;
   spec.name = options.name;

@@ -69,11 +69,6 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
 
 // The pieces of a plan, for the commands that need only one of them.
 
-// Secure aggregation as the secagg.* options set it (under secagg.protocol
-// "none", the tolerance a client demands of a session it is asked into), in
-// the sessions' terms (SecureAggregationOptions says why they differ).
-SecureAggregationOptions SecureAggregationFrom(const RunOptions& o);
-
 // The model the model.* options describe for samples like those of `data`;
 // hashes model.file.
 ModelSpec SpecFor(const RunOptions::Model& options, const Dataset& data);

@@ -364,7 +364,8 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     m.round = round;
     m.lr = LearningRate(round);
     Tally tally;
-    const int64_t total_samples = TrainRound(round, m.lr, state, &phase, &tally);
+    const std::optional<int64_t> total_samples = TrainRound(round, m.lr, state, &phase, &tally);
+    if (!total_samples) break;
     m.selected = tally.selected;
     m.returned = tally.returned;
     m.refused = tally.refused;
@@ -375,7 +376,7 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     phase.Next("aggregate");
     FlatParams next;
     if (const DpFedAvg* dp = strategy_.Dp()) m.dp_clip_norm = dp->ClipNorm();
-    strategy_.AggregateFit(state.global, sum_, updates_, total_samples, &next);
+    strategy_.AggregateFit(state.global, sum_, updates_, *total_samples, &next);
     state.global = std::move(next);
     strategy_.OnGlobalModel(state.global, round);
     state.strategy_state = strategy_.SaveState();
@@ -409,7 +410,8 @@ double Server::LearningRate(int64_t round) const {
   return options_.train.lr * std::pow(options_.lr_decay, static_cast<double>(round - 1));
 }
 
-int64_t Server::TrainRound(int64_t round, double lr, ServerState& state, PhaseTimer* phase, Tally* tally) {
+std::optional<int64_t> Server::TrainRound(int64_t round, double lr, ServerState& state, PhaseTimer* phase,
+                                          Tally* tally) {
   TaskSetup setup;
   setup.round = round;
   setup.global = std::make_shared<const FlatParams>(state.global);
@@ -443,6 +445,17 @@ int64_t Server::TrainRound(int64_t round, double lr, ServerState& state, PhaseTi
                            : MakeRng(options_.seed, Stream::kSelection, {r, static_cast<uint64_t>(attempt)});
     const std::vector<ClientInstructions> selected =
         k > 0 ? strategy_.ConfigureFit(context, rng, setup) : std::vector<ClientInstructions>();
+    const auto n = static_cast<int64_t>(selected.size());
+    if (const DpFedAvg* dp = strategy_.Dp(); dp && !dp->MayReleaseSumOf(n)) {
+      const int64_t fewest = dp->FewestInSum(n);
+      LogProgress("round " + std::to_string(round) + ": the sum of its " + std::to_string(n) +
+                  " selected clients may hold as few as " + std::to_string(fewest) +
+                  " (secure aggregation unmasks no fewer), which would take epsilon to " +
+                  FormatDouble(dp->EpsilonWithNextSumOf(fewest), "%.4g") +
+                  ", beyond dp.target_epsilon = " + FormatDouble(dp->options().target_epsilon) +
+                  ": the run stops after round " + std::to_string(round - 1));
+      return std::nullopt;
+    }
     for (const ClientInstructions& c : selected) {
       ++state.times_selected.at(c.client_id);
       asked.at(c.client_id) = 1;

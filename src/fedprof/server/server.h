@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -160,8 +161,10 @@ class Server {
   void Resume(ServerState& state);
   // Selects and trains round `round` at learning rate `lr`, selecting more
   // clients while it misses the quorum, into sum_, updates_ and `tally`;
-  // returns |D|, the samples of the clients available when it started.
-  int64_t TrainRound(int64_t round, double lr, ServerState& state, PhaseTimer* phase, Tally* tally);
+  // returns |D|, the samples of the clients available when it started, or
+  // nothing when the DP ledger stops the run before anyone trains.
+  std::optional<int64_t> TrainRound(int64_t round, double lr, ServerState& state, PhaseTimer* phase,
+                                    Tally* tally);
   // One attempt at a round: sends each selected client its instructions and
   // folds each usable result into sum_ and the tally; `global` is θ.
   void TrainSelected(int64_t round, const std::vector<ClientInstructions>& selected,

@@ -1,18 +1,19 @@
 #include "fedprof/strategy/strategy.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <nlohmann/json.hpp>
 
-#include "fedprof/config/run_options.h"
 #include "fedprof/aggregation/fedbuff.h"
+#include "fedprof/config/run_options.h"
 #include "fedprof/core/error.h"
 #include "fedprof/selection/afl_selector.h"
-#include "fedprof/selection/oort_selector.h"
 #include "fedprof/selection/clustered_selector.h"
 #include "fedprof/selection/fedprof_selector.h"
+#include "fedprof/selection/oort_selector.h"
 #include "fedprof/strategy/registry.h"
+#include "fedprof/transport/secure_aggregation.h"
 
 namespace fedprof {
 namespace {
@@ -359,6 +360,11 @@ DpFedAvgOptions DpOptionsFrom(const RunOptions& options) {
   o.distributed = options.dp.mode == "distributed";
   o.bits = static_cast<int>(options.dp.bits);
   o.rounding_beta = options.dp.rounding_beta;
+  if (o.distributed) {
+    o.fewest_in_sum = [secure = SecureAggregationFrom(options)](int64_t selected) -> int64_t {
+      return FewestInSum(secure, static_cast<int>(std::min<int64_t>(selected, INT32_MAX)));
+    };
+  }
   return o;
 }
 

@@ -13,6 +13,34 @@
 #include "fedprof/secagg/in_process.h"
 
 namespace fedprof {
+
+SecureAggregationOptions SecureAggregationFrom(const RunOptions& o) {
+  SecureAggregationOptions s;
+  // Under "none" the tolerance still says what a client would accept.
+  if (o.secagg.protocol != "none") s.protocol = secagg::ParseProtocol(o.secagg.protocol);
+  s.tolerance.dropout = o.secagg.dropout;
+  s.tolerance.corrupt = o.secagg.corrupt;
+  s.tolerance.security_bits = static_cast<int>(o.secagg.security_bits);
+  s.tolerance.correctness_bits = static_cast<int>(o.secagg.correctness_bits);
+  s.tolerance.min_clients = static_cast<int>(o.secagg.min_clients);
+  s.neighbors = static_cast<int>(o.secagg.neighbors);
+  s.threshold = static_cast<int>(o.secagg.threshold);
+  s.drop_after_masking = o.secagg.drop_after_masking;
+  s.seed = static_cast<uint64_t>(o.seed);
+  s.secret_client_noise = o.dp.noise == "secret";
+  s.progress = o.report.progress;
+  return s;
+}
+
+int FewestInSum(const SecureAggregationOptions& options, int invited) {
+  try {
+    return secagg::ParamsFor(options.protocol, invited, options.tolerance, options.neighbors,
+                             options.threshold)
+        .min_survivors;
+  } catch (const Error&) {
+    return 0;
+  }
+}
 namespace {
 
 // `count` of `ids`, drawn without replacement from the round's stream.

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "fedprof/config/run_options.h"
 #include "fedprof/secagg/graph.h"
 #include "fedprof/secagg/messages.h"
 #include "fedprof/sim/cost_model.h"
@@ -27,7 +28,7 @@ namespace fedprof {
 // A run's secure aggregation in the sessions' terms: secagg.* as secagg/
 // takes it (a parsed Protocol, a Tolerance) merged with the run's seed and
 // report.progress. A deployment's server holds one too. A run's is made by
-// SecureAggregationFrom (run/plan.h) alone.
+// SecureAggregationFrom alone.
 struct SecureAggregationOptions {
   secagg::Protocol protocol = secagg::Protocol::kSecAggPlus;
   secagg::Tolerance tolerance;
@@ -42,6 +43,16 @@ struct SecureAggregationOptions {
   bool secret_client_noise = false;
   bool progress = false;  // a line per session
 };
+
+// Secure aggregation as the secagg.* options set it (under secagg.protocol
+// "none", the tolerance a client demands of a session it is asked into), in
+// the sessions' terms.
+SecureAggregationOptions SecureAggregationFrom(const RunOptions& o);
+
+// The fewest clients whose inputs a session of `invited` clients under
+// `options` can sum: it unmasks no fewer (RoundParams::min_survivors); 0
+// when no session of that many can run (the round's sum is lost).
+int FewestInSum(const SecureAggregationOptions& options, int invited);
 
 // What one session cost, as secagg/in_process.h measures it.
 struct SecureAggregationCost {
