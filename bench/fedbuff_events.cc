@@ -58,11 +58,9 @@ class NoOpClients : public fedprof::Transport {
   explicit NoOpClients(int n) : infos_(Infos(n, 20)) {}
   int num_clients() const override { return static_cast<int>(infos_.size()); }
   std::vector<fedprof::ClientInfo> Available() override { return infos_; }
-  bool VirtualPopulation(std::vector<fedprof::ClientInfo>* clients,
-                         fedprof::Availability** availability) override {
-    *clients = infos_;
+  const std::vector<fedprof::ClientInfo>* VirtualPopulation(fedprof::Availability** availability) override {
     *availability = nullptr;
-    return true;
+    return &infos_;
   }
   void Fit(const std::vector<fedprof::ClientInstructions>& tasks, const ResultSink& sink) override {
     for (size_t i = 0; i < tasks.size(); ++i) {

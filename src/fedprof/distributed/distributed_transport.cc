@@ -215,8 +215,8 @@ int DistributedTransport::num_clients() const { return local_.num_clients(); }
 
 std::vector<ClientInfo> DistributedTransport::Available() { return local_.Available(); }
 
-bool DistributedTransport::VirtualPopulation(std::vector<ClientInfo>* clients, Availability** availability) {
-  return local_.VirtualPopulation(clients, availability);
+const std::vector<ClientInfo>* DistributedTransport::VirtualPopulation(Availability** availability) {
+  return local_.VirtualPopulation(availability);
 }
 
 namespace {

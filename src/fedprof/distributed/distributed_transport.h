@@ -77,7 +77,7 @@ class DistributedTransport : public Transport {
 
   int num_clients() const override;
   std::vector<ClientInfo> Available() override;
-  bool VirtualPopulation(std::vector<ClientInfo>* clients, Availability** availability) override;
+  const std::vector<ClientInfo>* VirtualPopulation(Availability** availability) override;
   // Trains rank 0's share locally while the others' results arrive; hands
   // each result to `sink` as it comes. Throws fedprof::Error naming the
   // round and the rank when a rank is lost, silent past the timeout or

@@ -39,11 +39,12 @@ class Server::BufferedRun {
     for (const auto& [version, model] : models_) {
       if (version < state.round) server.strategy_.OnEarlierModel(*model, version);
     }
-    std::vector<ClientInfo> population;
     Availability* availability = nullptr;
-    if (!streams_ && server.transport_.VirtualPopulation(&population, &availability)) {
-      for (const ClientInfo& c : population) expected_s_.at(c.id) = std::max(0.0, c.expected_time_s);
-      index_ = std::make_unique<IdleOnlineIndex>(std::move(population), availability);
+    const std::vector<ClientInfo>* population =
+        streams_ ? nullptr : server.transport_.VirtualPopulation(&availability);
+    if (population) {
+      for (const ClientInfo& c : *population) expected_s_.at(c.id) = std::max(0.0, c.expected_time_s);
+      index_ = std::make_unique<IdleOnlineIndex>(*population, availability);
     }
     Restart();
   }

@@ -28,18 +28,14 @@ namespace {
 // run keeps its own index of the idle online ones.
 class ScriptedClients : public Transport {
  public:
-  explicit ScriptedClients(int n, bool population = false) : n_(n), population_(population) {}
-  int num_clients() const override { return n_; }
-  std::vector<ClientInfo> Available() override {
-    std::vector<ClientInfo> infos;
-    for (int k = 0; k < n_; ++k) infos.push_back({k, 1, 1.0 + k});
-    return infos;
+  explicit ScriptedClients(int n, bool population = false) : n_(n), population_(population) {
+    for (int k = 0; k < n_; ++k) infos_.push_back({k, 1, 1.0 + k});
   }
-  bool VirtualPopulation(std::vector<ClientInfo>* clients, Availability** availability) override {
-    if (!population_) return false;
-    *clients = Available();
+  int num_clients() const override { return n_; }
+  std::vector<ClientInfo> Available() override { return infos_; }
+  const std::vector<ClientInfo>* VirtualPopulation(Availability** availability) override {
     *availability = nullptr;
-    return true;
+    return population_ ? &infos_ : nullptr;
   }
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override {
     for (size_t i = 0; i < tasks.size(); ++i) {
@@ -63,6 +59,7 @@ class ScriptedClients : public Transport {
  private:
   int n_;
   bool population_;
+  std::vector<ClientInfo> infos_;
 };
 
 // Picks the lowest idle ids.

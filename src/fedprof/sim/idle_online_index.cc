@@ -10,8 +10,8 @@
 
 namespace fedprof {
 
-IdleOnlineIndex::IdleOnlineIndex(std::vector<ClientInfo> clients, Availability* availability)
-    : clients_(std::move(clients)),
+IdleOnlineIndex::IdleOnlineIndex(const std::vector<ClientInfo>& clients, Availability* availability)
+    : clients_(clients),
       availability_(availability),
       flags_(clients_.size(), 0),
       tree_(clients_.size() + 1, 0) {
@@ -28,7 +28,7 @@ void IdleOnlineIndex::Count(int id, int delta) {
   for (size_t i = static_cast<size_t>(id) + 1; i < tree_.size(); i += i & (~i + 1)) tree_[i] += delta;
 }
 
-void IdleOnlineIndex::Refresh(int id, double t) {
+double IdleOnlineIndex::Refresh(int id, double t) {
   bool online = true;
   double until = INFINITY;
   if (availability_) {
@@ -44,10 +44,22 @@ void IdleOnlineIndex::Refresh(int id, double t) {
     online_samples_ += delta * clients_[static_cast<size_t>(id)].num_samples;
     if (!(f & kBusy)) Count(id, delta);
   }
-  if (std::isfinite(until)) {
-    heap_.emplace_back(until, id);
-    std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+  return until;
+}
+
+void IdleOnlineIndex::ReplaceEarliest(std::pair<double, int> next) {
+  // One sift down where popping and pushing would sift twice; the order is
+  // std::push_heap's with std::greater (a parent never after its children).
+  size_t i = 0;
+  for (;;) {
+    size_t child = 2 * i + 1;
+    if (child >= heap_.size()) break;
+    if (child + 1 < heap_.size() && heap_[child + 1] < heap_[child]) ++child;
+    if (!(heap_[child] < next)) break;
+    heap_[i] = heap_[child];
+    i = child;
   }
+  heap_[i] = next;
 }
 
 void IdleOnlineIndex::AdvanceTo(double t) {
@@ -58,14 +70,22 @@ void IdleOnlineIndex::AdvanceTo(double t) {
   now_ = t;
   if (!started_) {
     started_ = true;
-    for (size_t k = 0; k < clients_.size(); ++k) Refresh(static_cast<int>(k), t);
+    for (size_t k = 0; k < clients_.size(); ++k) {
+      const double until = Refresh(static_cast<int>(k), t);
+      if (std::isfinite(until)) heap_.emplace_back(until, static_cast<int>(k));
+    }
+    std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
     return;
   }
   while (!heap_.empty() && heap_.front().first <= t) {
     const int id = heap_.front().second;
-    std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
-    heap_.pop_back();
-    Refresh(id, t);
+    const double until = Refresh(id, t);
+    if (std::isfinite(until)) {
+      ReplaceEarliest({until, id});
+    } else {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+      heap_.pop_back();
+    }
   }
 }
 
@@ -91,7 +111,7 @@ ClientInfo IdleOnlineIndex::At(int rank) const {
       left -= tree_[pos];
     }
   }
-  return clients_[pos];  // 1-based pos + 1, less 1
+  return clients_[pos];  // tree_ is 1-based: its position pos + 1 is clients_[pos]
 }
 
 std::vector<ClientInfo> IdleOnlineIndex::Idle() const {

@@ -17,15 +17,16 @@ namespace fedprof {
 // last one and O(log N) per client drawn by rank, where a pass over the
 // population costs O(N) (docs/scale.md). Each client's next change sits in
 // a min-heap (16 bytes) and idle ∧ online is a Fenwick tree of counts over
-// ids (4 bytes), so a client costs 21 bytes here beside its availability
-// model's own. What it answers equals a pass over the population at the
-// same virtual time.
+// ids (4 bytes), so a client costs 21 bytes here (with its flags) beside its
+// availability model's own. What it answers equals a pass over the
+// population at the same virtual time.
 class IdleOnlineIndex final : public RankedClients {
  public:
   // `clients`: every client, client k at index k. `availability`: when
-  // each is online (null: always); not owned, and asked only at times that
-  // do not decrease.
-  IdleOnlineIndex(std::vector<ClientInfo> clients, Availability* availability);
+  // each is online (null: always), asked only at times that do not
+  // decrease. Neither is owned; both outlive the index.
+  IdleOnlineIndex(const std::vector<ClientInfo>& clients, Availability* availability);
+  IdleOnlineIndex(std::vector<ClientInfo>&& clients, Availability* availability) = delete;
 
   // Brings the index to virtual time `t` (not before the last one).
   void AdvanceTo(double t);
@@ -42,14 +43,14 @@ class IdleOnlineIndex final : public RankedClients {
   // full participation).
   int online() const { return online_; }
   int64_t online_samples() const { return online_samples_; }
-  const std::vector<ClientInfo>& clients() const { return clients_; }
 
  private:
   static constexpr uint8_t kOnline = 1, kBusy = 2;
-  void Refresh(int id, double t);  // asks the model at t, queues the next change
+  double Refresh(int id, double t);                   // asks the model at t; returns its next change
+  void ReplaceEarliest(std::pair<double, int> next);  // the heap's top, sifted down
   void Count(int id, int delta);   // idle ∧ online changed by delta at id
 
-  std::vector<ClientInfo> clients_;
+  const std::vector<ClientInfo>& clients_;
   Availability* availability_;
   std::vector<uint8_t> flags_;
   std::vector<int32_t> tree_;                 // Fenwick tree, 1-based, of idle ∧ online

@@ -44,7 +44,8 @@ TEST(IdleOnlineIndexTest, AnswersAsAPassOverThePopulationDoes) {
   const int n = 500;
   int kind = 0;
   for (auto& [indexed, asked] : Models(n)) {
-    IdleOnlineIndex index(Population(n), indexed.get());
+    const std::vector<ClientInfo> population = Population(n);
+    IdleOnlineIndex index(population, indexed.get());
     std::vector<char> busy(n, 0);
     Rng rng = MakeRng(4, Stream::kSelection, {static_cast<uint64_t>(kind)});
     double t = 0;
@@ -61,8 +62,7 @@ TEST(IdleOnlineIndexTest, AnswersAsAPassOverThePopulationDoes) {
       std::vector<ClientInfo> expected;
       int online = 0;
       int64_t samples = 0;
-      const std::vector<ClientInfo> all = Population(n);
-      for (const ClientInfo& c : all) {
+      for (const ClientInfo& c : population) {
         if (asked && asked->OnlineUntil(c.id, t) < 0) continue;
         ++online;
         samples += c.num_samples;
@@ -85,7 +85,8 @@ TEST(IdleOnlineIndexTest, AnswersAsAPassOverThePopulationDoes) {
 }
 
 TEST(IdleOnlineIndexTest, RefusesTimeGoingBackAndRanksOutOfRange) {
-  IdleOnlineIndex index(Population(3), nullptr);
+  const std::vector<ClientInfo> three = Population(3);
+  IdleOnlineIndex index(three, nullptr);
   index.AdvanceTo(5);
   EXPECT_EQ(index.size(), 3);
   EXPECT_THROW(index.At(3), Error);

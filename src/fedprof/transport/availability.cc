@@ -32,12 +32,13 @@ std::vector<ClientInfo> AvailabilityTransport::Available() {
   return all;
 }
 
-bool AvailabilityTransport::VirtualPopulation(std::vector<ClientInfo>* clients, Availability** availability) {
-  if (!inner_.VirtualPopulation(clients, availability)) return false;
+const std::vector<ClientInfo>* AvailabilityTransport::VirtualPopulation(Availability** availability) {
+  const std::vector<ClientInfo>* clients = inner_.VirtualPopulation(availability);
+  if (!clients) return nullptr;
   expected_s_.assign(static_cast<size_t>(num_clients()), 0.0);
   for (const ClientInfo& c : *clients) expected_s_.at(c.id) = std::max(0.0, c.expected_time_s);
   *availability = availability_.get();
-  return true;
+  return clients;
 }
 
 void AvailabilityTransport::Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) {

@@ -28,7 +28,7 @@ class AvailabilityTransport final : public ForwardingTransport {
   void SetVirtualTime(double t_s) override;
   std::vector<ClientInfo> Available() override;
   std::vector<ClientInfo> AvailableOrWait() override { return Available(); }
-  bool VirtualPopulation(std::vector<ClientInfo>* clients, Availability** availability) override;
+  const std::vector<ClientInfo>* VirtualPopulation(Availability** availability) override;
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
 
  private:

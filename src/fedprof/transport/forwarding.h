@@ -24,8 +24,8 @@ class ForwardingTransport : public Transport {
   std::vector<ClientInfo> Available() override { return inner_.Available(); }
   std::vector<ClientInfo> AvailableOrWait() override { return inner_.AvailableOrWait(); }
   void SetVirtualTime(double t_s) override { inner_.SetVirtualTime(t_s); }
-  bool VirtualPopulation(std::vector<ClientInfo>* clients, Availability** availability) override {
-    return inner_.VirtualPopulation(clients, availability);
+  const std::vector<ClientInfo>* VirtualPopulation(Availability** availability) override {
+    return inner_.VirtualPopulation(availability);
   }
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override {
     inner_.Fit(tasks, sink);

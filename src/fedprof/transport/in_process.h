@@ -37,10 +37,9 @@ class InProcessTransport : public Transport {
 
   int num_clients() const override { return static_cast<int>(infos_.size()); }
   std::vector<ClientInfo> Available() override { return infos_; }
-  bool VirtualPopulation(std::vector<ClientInfo>* clients, Availability** availability) override {
-    *clients = infos_;
+  const std::vector<ClientInfo>* VirtualPopulation(Availability** availability) override {
     *availability = nullptr;
-    return true;
+    return &infos_;
   }
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
 

@@ -76,13 +76,14 @@ class Transport {
 
   // Where the clients that can be selected change with virtual time alone
   // (a simulation): every client (client k at index k, as Available() names
-  // them when all are online) and when each is online (null: always), so
-  // that an asynchronous run can keep its own index of them
-  // (sim/idle_online_index.h) rather than ask Available() at every instant.
-  // False elsewhere: a deployment's clients come and go as they do.
-  virtual bool VirtualPopulation(std::vector<ClientInfo>* clients, Availability** availability) {
-    (void)clients, (void)availability;
-    return false;
+  // them when all are online; the transport's own list, which outlives the
+  // run) and when each is online (null: always), so that an asynchronous
+  // run can keep its own index of them (sim/idle_online_index.h) rather than
+  // ask Available() at every instant. Null elsewhere: a deployment's clients
+  // come and go as they do.
+  virtual const std::vector<ClientInfo>* VirtualPopulation(Availability** availability) {
+    (void)availability;
+    return nullptr;
   }
 
   // Receives each result of a Fit call exactly once; `index` is the task's
