@@ -160,6 +160,12 @@ class Server::BufferedRun {
     if (index_) index_->SetBusy(id, busy);
   }
 
+  // The transport's clock (and the index, if any) at virtual time `now`.
+  void MoveTo(double now) {
+    server_.transport_.SetVirtualTime(now);
+    if (index_) index_->AdvanceTo(now);
+  }
+
   // The clients online at `now`, their expected times noted (the
   // transport's answer; a simulation's index answers without it).
   std::vector<ClientInfo> Online(double now) {
@@ -183,7 +189,7 @@ class Server::BufferedRun {
     state_.training.clear();
     for (const auto& [start_s, records] : by_start) {
       if (index_) {
-        server_.transport_.SetVirtualTime(start_s);
+        MoveTo(start_s);  // the starts come in order, none after the checkpoint's instant
       } else {
         Online(start_s);
       }
@@ -206,8 +212,7 @@ class Server::BufferedRun {
     const bool by_rank = index_ && !reports && server_.strategy_.DrawsByRank();
     std::vector<ClientInfo> idle;
     if (index_) {
-      server_.transport_.SetVirtualTime(now);
-      index_->AdvanceTo(now);
+      MoveTo(now);
       if (!by_rank) idle = index_->Idle();
     } else {
       idle = Online(now);
@@ -308,8 +313,7 @@ class Server::BufferedRun {
     int64_t total_samples = 0;  // |D| of the clients online
     int online = 0;
     if (index_) {
-      server_.transport_.SetVirtualTime(now);
-      index_->AdvanceTo(now);
+      MoveTo(now);
       online = index_->online();
       total_samples = index_->online_samples();
     } else {
