@@ -16,6 +16,11 @@ AvailabilityTransport::AvailabilityTransport(Transport& inner, std::unique_ptr<A
       overcommit_(overcommit),
       clients_per_round_(clients_per_round) {}
 
+void AvailabilityTransport::NoteExpectedTimes(const std::vector<ClientInfo>& clients) {
+  expected_s_.assign(static_cast<size_t>(num_clients()), 0.0);
+  for (const ClientInfo& c : clients) expected_s_.at(c.id) = std::max(0.0, c.expected_time_s);
+}
+
 void AvailabilityTransport::SetVirtualTime(double t_s) {
   now_s_ = t_s;
   inner_.SetVirtualTime(t_s);
@@ -23,8 +28,7 @@ void AvailabilityTransport::SetVirtualTime(double t_s) {
 
 std::vector<ClientInfo> AvailabilityTransport::Available() {
   std::vector<ClientInfo> all = inner_.Available();
-  expected_s_.assign(static_cast<size_t>(num_clients()), 0.0);
-  for (const ClientInfo& c : all) expected_s_.at(c.id) = std::max(0.0, c.expected_time_s);
+  NoteExpectedTimes(all);
   if (!availability_) return all;
   all.erase(std::remove_if(all.begin(), all.end(),
                            [&](const ClientInfo& c) { return availability_->OnlineUntil(c.id, now_s_) < 0; }),
@@ -35,8 +39,7 @@ std::vector<ClientInfo> AvailabilityTransport::Available() {
 const std::vector<ClientInfo>* AvailabilityTransport::VirtualPopulation(Availability** availability) {
   const std::vector<ClientInfo>* clients = inner_.VirtualPopulation(availability);
   if (!clients) return nullptr;
-  expected_s_.assign(static_cast<size_t>(num_clients()), 0.0);
-  for (const ClientInfo& c : *clients) expected_s_.at(c.id) = std::max(0.0, c.expected_time_s);
+  NoteExpectedTimes(*clients);
   *availability = availability_.get();
   return clients;
 }

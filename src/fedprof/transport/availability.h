@@ -32,6 +32,8 @@ class AvailabilityTransport final : public ForwardingTransport {
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
 
  private:
+  void NoteExpectedTimes(const std::vector<ClientInfo>& clients);  // into expected_s_
+
   std::unique_ptr<Availability> availability_;
   double overcommit_;
   int clients_per_round_;
