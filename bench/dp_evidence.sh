@@ -11,8 +11,9 @@
 # delta = 1/N: the noise multiplier is the smallest that keeps epsilon
 # within it after ROUNDS rounds at the strategy's rate (FedAvg q, FedProf
 # its cap 2q: `fedprof privacy dp --epsilon`); inf = clipping, no noise.
-# FedProf runs with dp.clear_profiles = true: its selections equal Paillier
-# matching's (tests/cli_test.cc), at a fraction of the cost. SEEDS seeds
+# FedProf runs with dp.clear_profiles = true (and secagg.clear_profiles
+# under distributed DP): its selections equal Paillier matching's
+# (tests/cli_test.cc), at a fraction of the cost. SEEDS seeds
 # (default 3), two runs at a time. Prints the noise multipliers and the
 # final and best accuracy, mean ± sample sd, a row per strategy. A folder
 # holding a finished comparison is not run again.
@@ -65,6 +66,8 @@ for s in $strategies; do
   if [[ $s == fedprof ]]; then
     rate=$(awk -v q=$q 'BEGIN { print 2 * q }')
     extra=(--set dp.clear_profiles=true)
+    # Under secure aggregation the profiles' clear channel must be accepted there too.
+    [[ $mode == distributed ]] && extra+=(--set secagg.clear_profiles=true)
   fi
   for e in $epsilons; do
     z=$(noise_for "$e" "$s")
