@@ -19,11 +19,14 @@
 # holding a finished comparison is not run again.
 # MODE=distributed runs distributed DP instead (SecAgg+, each client's
 # share of discrete Gaussian noise, fixed clipping at C = 1, its own
-# ledger: `fedprof privacy dp --config ... --epsilon`); CLIPPING=fixed runs
-# central DP with fixed clipping at C = 1, its like for like.
+# ledger: `fedprof privacy dp --config ... --epsilon`), with CORRUPT
+# (default 0.02) of the fleet assumed to collude with the server: each
+# client's noise is for the honest clients a sum may hold at the fewest;
+# CLIPPING=fixed runs central DP with fixed clipping at C = 1, its like for
+# like.
 # Usage: [SEEDS=3] [DATA=fashion-mnist] [CLIENTS=1000] [ROUNDS=30] [EPSILONS="1 8"]
 #        [STRATEGIES="fedavg"] [MODE=central|distributed] [CLIPPING=adaptive|fixed]
-#        bench/dp_evidence.sh [OUT_DIR]
+#        [CORRUPT=0.02] bench/dp_evidence.sh [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=${SEEDS:-3}
@@ -38,7 +41,7 @@ clipping=${CLIPPING:-adaptive}
 model_values=61706  # LeNet-5 on 28 x 28 images: the distributed encoding's size
 out=${1:-runs/dp-evidence-$data-$clients}
 fedprof=${FEDPROF_BIN:-build/fedprof}
-provenance_env="FEDPROF_BIN SEEDS DATA CLIENTS ROUNDS EPSILONS STRATEGIES MODE CLIPPING"
+provenance_env="FEDPROF_BIN SEEDS DATA CLIENTS ROUNDS EPSILONS STRATEGIES MODE CLIPPING CORRUPT"
 . bench/provenance.sh
 [[ -x $fedprof ]] || make build
 
@@ -48,7 +51,7 @@ common=(--config configs/default.toml --set data.name="$data" --set data.test_li
         --set clients.count="$clients" --set strategy.fraction=$q --set rounds="$rounds"
         --set train.epochs=5 --set train.lr=0.05 --set eval.every=5 --set strategy.aggregation=partial
         --set dp.mode="$mode" --set dp.clipping="$clipping" --set dp.clip_norm=1 --set report.progress=false)
-[[ $mode == distributed ]] && common+=(--set secagg.protocol=secagg+)
+[[ $mode == distributed ]] && common+=(--set secagg.protocol=secagg+ --set secagg.corrupt="${CORRUPT:-0.02}")
 suffix=""
 [[ $mode != central || $clipping != adaptive ]] && suffix="-$mode-$clipping"
 

@@ -101,7 +101,9 @@ Row Measure(Protocol protocol, int clients, double dropout, uint64_t seed,
 }
 
 // One client's distributed-DP encoding of a LeNet-5 update of norm 0.9 in
-// a round of K clients (z = 1, C = 1, b = 32): mean ms over `repeats`.
+// a round of K clients (z = 1, C = 1, b = 32), its rounding and noise drawn
+// as a deployed client draws them (an AES-256-CTR keystream of a secret
+// key): mean ms over `repeats`.
 double EncodeMs(int clients, int repeats) {
   fedprof::DdgParams p;
   p.clip_norm = 1;
@@ -109,9 +111,10 @@ double EncodeMs(int clients, int repeats) {
   p.bits = 32;
   p.rounding_beta = std::exp(-0.5);
   p.dim = kLeNet5Params;
-  p.granularity = fedprof::DdgGranularity(1, p.noise_sd, 32, fedprof::DdgMaxClients(clients), p.padded());
+  p.granularity = fedprof::DdgGranularity(1, p.noise_sd, 32, clients, p.padded());
   p.rotation_seed = 1;
   fedprof::Rng rng(7);
+  fedprof::secagg::Keystream bits(fedprof::secagg::RandomBytes(fedprof::secagg::kKeyBytes));
   std::vector<float> start(kLeNet5Params), w(kLeNet5Params);
   for (size_t i = 0; i < w.size(); ++i) {
     start[i] = static_cast<float>(fedprof::StandardNormal(rng) * 0.1);
@@ -119,7 +122,7 @@ double EncodeMs(int clients, int repeats) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   size_t sink = 0;
-  for (int r = 0; r < repeats; ++r) sink += fedprof::DdgEncode(p, start, w, rng)[0];
+  for (int r = 0; r < repeats; ++r) sink += fedprof::DdgEncode(p, start, w, bits)[0];
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return sink == 1 ? -1 : ms / repeats;  // the sink keeps the work
 }

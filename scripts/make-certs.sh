@@ -19,8 +19,10 @@
 #   scripts/make-certs.sh DIR N [SERVER_NAME ...]
 #
 # DIR/ca.crt, ca.key          the certificate authority (keep ca.key offline)
-# DIR/server.crt, server.key  the server's; valid for localhost, 127.0.0.1, ::1
-#                             and each SERVER_NAME (a host name or an IP address)
+# DIR/server.crt, server.key  the server's; valid for server.fedprof.invalid (the
+#                             name every client and relay checks, whatever
+#                             address it dials), localhost, 127.0.0.1, ::1 and
+#                             each SERVER_NAME (a host name or an IP address)
 # DIR/client-K.crt, .key      client K = 0 .. N-1, subject CN=client-K: the
 #                             server takes the client's id from it, and only
 #                             from a subject of exactly one such CN, K in
@@ -28,7 +30,10 @@
 # DIR/relay-R.crt, .key       with RELAYS=M in the environment, relays R = 0 .. M-1
 #                             (fedprof relay --id R), CN=relay-R: a client of the
 #                             server and a server to its own clients, valid for
-#                             the same names as the server
+#                             relay-R.fedprof.invalid alone (its clients check
+#                             it with fedprof client --relay R): never for the
+#                             server's names, so a relay's key cannot pose as
+#                             the server
 # DIR/client-K.secagg.key     client K's Ed25519 key for secure aggregation's
 #                             signatures (secagg.protocol)
 # DIR/secagg-roster           every client's secure aggregation verification
@@ -36,6 +41,10 @@
 #                             SubjectPublicKeyInfo): clients check the keys the
 #                             server hands out against it, so a server cannot
 #                             pass a key of its own off as a client's
+# DIR/server.dp.key,          one machine only: the DP noise keys of the server
+# DIR/client-K.dp.key         and of each client (dp.noise = keyed); on separate
+#                             machines each party makes its own with fedprof
+#                             keygen, and no one else ever holds it
 # Keys are EC P-256 (Ed25519 for secure aggregation) and readable by the owner
 # only.
 set -euo pipefail
@@ -95,6 +104,11 @@ secagg_key() {
   echo "$1 $(openssl pkey -in "client-$1.secagg.key" -pubout 2>/dev/null | sed -n 2p)" >"client-$1.secagg.pub"
 }
 
+# A DP noise key (dp.noise = keyed): 32 random bytes as 64 hex digits.
+dp_key() {
+  [ -f "$1" ] || openssl rand -hex 32 >"$1"
+}
+
 # The roster's lines "K KEY" from files, sorted, each id and each key once.
 write_roster() {
   sort -n -k1,1 "$@" >secagg-roster.new
@@ -126,25 +140,32 @@ make_ca_and_server() {
     openssl req -x509 -new -key ca.key -out ca.crt -days 3650 -sha256 -subj "/CN=FedProf CA" \
       -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
   fi
-  local san="DNS:localhost,IP:127.0.0.1,IP:::1"
+  local san="DNS:server.fedprof.invalid,DNS:localhost,IP:127.0.0.1,IP:::1"
   for name in "$@"; do
     if [[ $name =~ ^[0-9.]+$ || $name == *:* ]]; then san+=",IP:$name"; else san+=",DNS:$name"; fi
   done
   issue server "/CN=fedprof-server" -addext "extendedKeyUsage=serverAuth" -addext "subjectAltName=$san"
   for ((r = 0; r < ${RELAYS:-0}; r++)); do
     issue "relay-$r" "/CN=relay-$r" -addext "extendedKeyUsage=serverAuth,clientAuth" \
-      -addext "subjectAltName=$san"
+      -addext "subjectAltName=DNS:relay-$r.fedprof.invalid"
   done
 }
 
 case $mode in
   one-machine)
     make_ca_and_server "$@"
+    dp_key server.dp.key
     # The clients' certificates on every core, 200 to a shell (a shell per
     # certificate cost as much as its openssl).
+    # Their DP keys from one openssl call a shell.
     export -f issue secagg_key
     seq 0 $((n - 1)) | xargs -r -P "$(nproc)" -n 200 \
-      bash -c 'for k; do issue "client-$k" "/CN=client-$k" -addext "extendedKeyUsage=clientAuth"; secagg_key "$k"; done' _
+      bash -c 'keys=$(openssl rand -hex $((32 * $#))); i=0
+               for k; do
+                 issue "client-$k" "/CN=client-$k" -addext "extendedKeyUsage=clientAuth"; secagg_key "$k"
+                 [ -f "client-$k.dp.key" ] || echo "${keys:$((64 * i)):64}" >"client-$k.dp.key"
+                 i=$((i + 1))
+               done' _
     if ((n > 0)) && { [ ! -s "client-$((n - 1)).crt" ] || [ ! -s "client-$((n - 1)).secagg.key" ]; }; then
       die "could not write the client certificates"
     fi

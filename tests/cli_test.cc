@@ -29,6 +29,7 @@
 #include "fedprof/privacy/rdp.h"
 #include "fedprof/run/run.h"
 #include "fedprof/server/checkpoint.h"
+#include "fedprof/strategy/strategy.h"
 #include "tests/checkpoints.h"
 #include "tests/csv_columns.h"
 #include "tests/processes.h"
@@ -562,7 +563,7 @@ TEST(DpCliTest, ThreadsAndAKilledRunChangeNoNumberAndTheLedgerStopsTheRun) {
   for (const std::string bad :
        {"--set strategy.name=fedprof", "--set strategy.aggregator=median", "--set strategy.name=fedbuff",
         "--set availability.kind=on_off", "--set secagg.protocol=secagg", "--set eval.federated_every=1",
-        "--set dp.count_noise=0"}) {
+        "--set dp.count_noise=0.3"}) {
     const CliResult refused = RunCli(run + " " + bad + " --out " + ClearedPath("cli", "dp_refused"));
     EXPECT_EQ(refused.code, 1) << bad;
     EXPECT_EQ(CountLines(refused.output), 1) << refused.output;
@@ -576,29 +577,45 @@ TEST(DpCliTest, ThreadsAndAKilledRunChangeNoNumberAndTheLedgerStopsTheRun) {
 // what it cannot run with is refused in one line.
 TEST(DpCliTest, DistributedDpChangesNoNumberAndChargesEachRoundByItsSum) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string run = std::string("simulate ") + kSmallRun +
-                          " --set dp.mode=distributed --set dp.noise_multiplier=0.7 --set dp.clip_norm=0.5 "
-                          "--set secagg.protocol=secagg+ --set secagg.min_clients=2 --set rounds=5";
+  // K = 8 of N = 10 (q = 0.8): a session needs at least 3 invited clients
+  // with one of the 10 colluding, which a Poisson sample at q = 0.4 would
+  // miss in 17% of rounds (refused below).
+  const std::string settings =
+      "--set strategy.fraction=0.8 --set dp.mode=distributed --set dp.noise_multiplier=0.7 "
+      "--set dp.clip_norm=0.5 --set secagg.protocol=secagg+ --set secagg.min_clients=2 --set rounds=5";
+  const std::string run = std::string("simulate ") + kSmallRun + " " + settings;
   const std::string one = ExpectSameWithAnyThreadsAndAcrossAKill(run, "ddp");
   if (HasFatalFailure()) return;
 
-  // LeNet-5's 61,706 values, K = 4 of N = 10 at q = 0.4, δ = 1/10.
-  DpFedAvgOptions o;
-  o.noise_multiplier = 0.7;
-  o.num_clients = 10;
-  o.expected_clients = 4;
-  o.bits = 32;
-  o.rounding_beta = 0.60653066;
-  const DdgParams p = DdgRound(o, 0.5, 1, 61706);
+  // LeNet-5's 61,706 values, δ = 1/10; each round's encoding for the
+  // clients its session invited (selected), charged by those its sum held
+  // (returned), of whom all but the one colluder are honest.
+  Config config;
+  for (const std::string& assignment :
+       {"clients.count=10", "strategy.fraction=0.8", "dp.mode=distributed", "dp.noise_multiplier=0.7",
+        "dp.clip_norm=0.5", "secagg.protocol=secagg+", "secagg.min_clients=2"}) {
+    config.SetAssignment(assignment);
+  }
+  const DpFedAvgOptions o = DpOptionsFrom(config.options());
   const auto m = Columns(one + "/metrics.csv");
   ASSERT_EQ(m.at("dp_epsilon").size(), 5u);
-  std::vector<int64_t> sums;
+  std::vector<DdgRelease> releases;
   for (size_t i = 0; i < 5; ++i) {
-    sums.push_back(std::stoll(m.at("returned")[i]));
-    EXPECT_NEAR(std::stod(m.at("dp_epsilon")[i]), DdgEpsilon(p, 0.4, sums, 0.1).epsilon, 1e-6) << i;
+    const int64_t invited = std::stoll(m.at("selected")[i]), held = std::stoll(m.at("returned")[i]);
+    ASSERT_EQ(o.fewest_in_sum(invited) - o.fewest_honest_in_sum(invited), 1) << "one colluder";
+    releases.push_back({DdgRound(o, 0.5, static_cast<int64_t>(i) + 1, 61706, invited), held, held - 1});
+    EXPECT_NEAR(std::stod(m.at("dp_epsilon")[i]), DdgEpsilon(releases, 0.8, 0.1).epsilon, 1e-6) << i;
+    EXPECT_GT(std::stod(m.at("dp_epsilon_server")[i]), std::stod(m.at("dp_epsilon")[i])) << i;
   }
-  std::set<std::string> returned(m.at("returned").begin(), m.at("returned").end());
-  EXPECT_GT(returned.size(), 1u) << "a Poisson sample's size varies";
+  std::set<std::string> selected(m.at("selected").begin(), m.at("selected").end());
+  EXPECT_GT(selected.size(), 1u) << "a Poisson sample's size varies";
+  const std::string thin = RunCli(std::string("simulate ") + kSmallRun + " " + settings +
+                                  " --set strategy.fraction=0.4 --out " + ClearedPath("cli", "ddp_thin"))
+                               .output;
+  EXPECT_NE(
+      thin.find("draws fewer in 16.7% of rounds, each of which would lose its sum; raise strategy.fraction"),
+      std::string::npos)
+      << thin;
 
   // A target just above round 3's ε: no round's ε passes it, whoever its
   // sum held, and the run says where it stopped.
@@ -914,6 +931,24 @@ TEST(CliTest, PrivacyDpWithoutStepsIsNoLoss) {
       << r.output;
   const CliResult one = RunCli("privacy dp --noise-multiplier 1.1 --sample-rate 0.01 --steps 1");
   EXPECT_EQ(one.output.find("epsilon = 0 "), std::string::npos) << one.output;
+}
+
+// The noise multiplier `privacy dp --epsilon` prints, to its 4 decimals, is
+// one that meets the target: it rounds up, never to the nearest.
+TEST(CliTest, PrivacyDpPrintsANoiseMultiplierThatMeetsTheTarget) {
+  const std::regex printed("noise multiplier = ([0-9.]+): epsilon = ([0-9.e+-]+) ");
+  for (const char* target : {"0.9", "1.7", "2.3", "4.1", "7.9"}) {
+    const std::string of = std::string(" --sample-rate 0.03 --steps 300 --delta 1e-5");
+    const CliResult r = RunCli(std::string("privacy dp --epsilon ") + target + of);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.output, m, printed)) << r.output;
+    EXPECT_LE(std::stod(m[2]), std::stod(target)) << r.output;
+    const CliResult again = RunCli("privacy dp --noise-multiplier " + m[1].str() + of);
+    std::smatch e;
+    const std::regex epsilon("^epsilon = ([0-9.e+-]+) ");
+    ASSERT_TRUE(std::regex_search(again.output, e, epsilon)) << again.output;
+    EXPECT_LE(std::stod(e[1]), std::stod(target)) << "z = " << m[1] << ": " << again.output;
+  }
 }
 
 // One column of a metrics.csv, by name.

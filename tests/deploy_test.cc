@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -26,8 +27,8 @@
 #include "tests/csv_columns.h"
 #include "tests/processes.h"
 #include "tests/run_cli.h"
-#include "tests/torchscript_export.h"
 #include "tests/test_dirs.h"
+#include "tests/torchscript_export.h"
 
 namespace fedprof {
 namespace {
@@ -116,8 +117,12 @@ void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& s
   const std::string dir = FreshDir("deploy", "identity_" + name);
   const std::string certs = MakeCerts(dir, 5);
   const std::string run = SmallRun(5, 0.6, 3) + " " + settings;
+  // Keyed DP noise: the simulation is handed the parties' keys, which the
+  // deployed server and clients read from their own --tls-dir.
+  const std::string keys =
+      settings.find("dp.noise=keyed") != std::string::npos ? " --set dp.key_dir=" + certs : "";
   Processes sim;
-  const int s = sim.Start(kCli, "simulate " + run + " --out " + dir + "/sim", dir + "/sim.log");
+  const int s = sim.Start(kCli, "simulate " + run + keys + " --out " + dir + "/sim", dir + "/sim.log");
   ASSERT_EQ(sim.Wait(s, 120), 0) << sim.Output(s);
 
   Deployment d;
@@ -168,8 +173,8 @@ void ExpectRelayedRunEqualsSimulation(const std::string& name, const std::string
   const std::string relay1 = StartRelay(&d, 1, certs, dir);
   ASSERT_FALSE(relay0.empty());
   ASSERT_FALSE(relay1.empty());
-  StartClients(&d, 0, 2, run + " --tls-dir " + certs, dir, relay0);
-  StartClients(&d, 2, 4, run + " --tls-dir " + certs, dir, relay1);
+  StartClients(&d, 0, 2, run + " --tls-dir " + certs + " --relay 0", dir, relay0);
+  StartClients(&d, 2, 4, run + " --tls-dir " + certs + " --relay 1", dir, relay1);
   StartClients(&d, 4, 5, run + " --tls-dir " + certs, dir);
   ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
   for (int r : d.relays) EXPECT_EQ(d.procs.Wait(r, 30), 0) << d.procs.Output(r);
@@ -217,7 +222,7 @@ TEST(DeployTest, RelayKilledAndRestartedTakesItsClientsBack) {
   ASSERT_GT(port, 0);
   const std::string listen = "127.0.0.1:" + std::to_string(port);
   ASSERT_EQ(StartRelay(&d, 0, certs, dir, listen), listen);
-  StartClients(&d, 0, 3, run + " --tls-dir " + certs, dir, listen);
+  StartClients(&d, 0, 3, run + " --tls-dir " + certs + " --relay 0", dir, listen);
   StartClients(&d, 3, 4, run + " --tls-dir " + certs, dir);
   const std::string metrics = dir + "/server/metrics.csv";
   ASSERT_TRUE(WaitUntil([&] { return CountRows(metrics) >= 3; }, 120)) << d.procs.Output(d.server);
@@ -243,6 +248,58 @@ TEST(DeployTest, RelayKilledAndRestartedTakesItsClientsBack) {
   EXPECT_EQ(cols.at("selected").back(), "3") << ReadFile(metrics);
   EXPECT_EQ(cols.at("returned").back(), "3") << ReadFile(metrics);
   for (int c = 0; c < 3; ++c) EXPECT_EQ(d.procs.Wait(d.clients[c], 60), 0) << d.procs.Output(d.clients[c]);
+}
+
+// A relay's key cannot pose as the server: its certificate names the relay
+// alone (relay-R.fedprof.invalid), and a client checks the name of the
+// role it expects at the address it dials: the server's without --relay,
+// relay R's with --relay R. A client dialling the relay as if it were the
+// server, or the server as if it were the relay, gives up in one line
+// naming the name it missed, having sent nothing; a server whose
+// certificate is a relay's refuses to start. Each side as it should: the run.
+TEST(DeployTest, ARelaysCertificateCannotPoseAsTheServer) {
+  const std::string dir = FreshDir("deploy", "relay_identity");
+  const std::string certs = MakeCerts(dir, 2, "certs", /*relays=*/1);
+  const std::string run = SmallRun(2, 1.0, 1) + kFastFaults;
+  const std::string posing = dir + "/posing";
+  std::filesystem::copy(certs, posing);
+  std::filesystem::copy_file(certs + "/relay-0.crt", posing + "/server.crt",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(certs + "/relay-0.key", posing + "/server.key",
+                             std::filesystem::copy_options::overwrite_existing);
+  Deployment d;
+  const int fake = d.procs.Start(
+      kCli, "server --listen 127.0.0.1:0 " + run + " --tls-dir " + posing + " --out " + dir + "/fake",
+      dir + "/fake.log");
+  EXPECT_EQ(d.procs.Wait(fake, 60), 1);
+  EXPECT_NE(
+      d.procs.Output(fake).find("posing/server.crt does not name server.fedprof.invalid, which its peers "
+                                "check"),
+      std::string::npos)
+      << d.procs.Output(fake);
+
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  const std::string relay = StartRelay(&d, 0, certs, dir);
+  ASSERT_FALSE(relay.empty());
+  const std::string client = "client --id 1 " + run + " --tls-dir " + certs + " --give-up-after 3 --server ";
+  const int as_server = d.procs.Start(kCli, client + relay, dir + "/as-server.log");
+  const int as_relay = d.procs.Start(kCli, client + d.address + " --relay 0", dir + "/as-relay.log");
+  EXPECT_EQ(d.procs.Wait(as_server, 60), 1);
+  EXPECT_EQ(d.procs.Wait(as_relay, 60), 1);
+  EXPECT_NE(d.procs.Output(as_server).find("Peer name server.fedprof.invalid is not in peer certificate"),
+            std::string::npos)
+      << d.procs.Output(as_server);
+  EXPECT_NE(d.procs.Output(as_relay).find("Peer name relay-0.fedprof.invalid is not in peer certificate"),
+            std::string::npos)
+      << d.procs.Output(as_relay);
+  EXPECT_EQ(d.procs.Output(d.server).find("client 1"), std::string::npos)
+      << "nothing of client 1 reached the server";
+
+  StartClients(&d, 0, 1, run + " --tls-dir " + certs + " --relay 0", dir, relay);
+  StartClients(&d, 1, 2, run + " --tls-dir " + certs, dir);
+  ASSERT_EQ(d.procs.Wait(d.server, 120), 0) << d.procs.Output(d.server);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+  EXPECT_EQ(Columns(dir + "/server/metrics.csv").at("returned"), (std::vector<std::string>{"2"}));
 }
 
 // A relay is trusted with its clients' identities and models, not with
@@ -301,7 +358,7 @@ TEST(DeployTest, ARunThatNeedsEveryModelTakesNoRelays) {
     const std::string name = std::string(setting).substr(std::string(setting).find('=') + 1);
     const std::string dir = FreshDir("deploy", "no_relays_" + name);
     const std::string certs = MakeCerts(dir, 2, "certs", /*relays=*/1);
-    const std::string run = SmallRun(2, 1.0, 1) + " --set " + setting;
+    const std::string run = SmallRun(2, 1.0, 1) + " --set " + setting + " --set dp.noise=secret";
     Deployment d;
     StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
     const int relay =
@@ -337,39 +394,81 @@ TEST(DeployTest, StrongAttacksAndRulesOverTheNetworkEqualSimulation) {
 
 // User-level DP over the network: each client clips its own update to the
 // round's clip norm (adaptive, so it changes from round to round), the
-// server draws the noise from the run's seed: the deployment equals its
-// simulation bit for bit, the ledger's columns included.
+// server draws the noise and the sample from its own key (server.dp.key):
+// the deployment equals its simulation handed that key, bit for bit, the
+// ledger's columns included. A deployment refuses noise that the config's
+// seed would give away, in one line.
 TEST(DeployTest, UserLevelDpOverTheNetworkEqualsSimulation) {
   std::string server_dir;
   ExpectSameNumbersAsSimulation(
       "dp",
       "--set dp.mode=central --set dp.noise_multiplier=0.5 --set dp.clipping=adaptive "
-      "--set dp.clip_norm=0.3 --set dp.count_noise=1",
+      "--set dp.clip_norm=0.3 --set dp.count_noise=1 --set dp.noise=keyed",
       &server_dir);
   const auto deployed = Columns(server_dir + "/metrics.csv");
   const auto simulated = Columns(server_dir + "/../sim/metrics.csv");
   EXPECT_EQ(deployed.at("dp_clip_norm"), simulated.at("dp_clip_norm"));
   EXPECT_EQ(deployed.at("dp_unclipped"), simulated.at("dp_unclipped"));
   EXPECT_EQ(deployed.at("dp_epsilon"), simulated.at("dp_epsilon"));
+  EXPECT_EQ(deployed.at("dp_epsilon_server"), (std::vector<std::string>(3, "inf")));
   EXPECT_NE(deployed.at("dp_clip_norm")[0], deployed.at("dp_clip_norm")[2]);
+  // The seeded simulation's model is another: the key, not the seed, made it.
+  const std::string dir = FreshDir("deploy", "dp_seeded");
+  Processes p;
+  const std::string seeded =
+      SmallRun(5, 0.6, 3) +
+      " --set dp.mode=central --set dp.noise_multiplier=0.5 --set dp.clipping=adaptive "
+      "--set dp.clip_norm=0.3 --set dp.count_noise=1";
+  const int sim = p.Start(kCli, "simulate " + seeded + " --out " + dir + "/sim", dir + "/sim.log");
+  ASSERT_EQ(p.Wait(sim, 120), 0) << p.Output(sim);
+  EXPECT_NE(Summary(dir + "/sim").at("final_model_sha256"), Summary(server_dir).at("final_model_sha256"));
+  const int refused =
+      p.Start(kCli, "server --listen 127.0.0.1:0 --insecure " + seeded + " --out " + dir + "/server",
+              dir + "/server.log");
+  EXPECT_EQ(p.Wait(refused, 60), 1);
+  EXPECT_NE(p.Output(refused).find("dp.noise = seeded: whoever knows the config's seed could recompute the "
+                                   "server's noise and sample and subtract it"),
+            std::string::npos)
+      << p.Output(refused);
 }
 
 // Distributed DP over the network: each client clips, encodes and noises
-// its own update (its noise seeded by its own config's seed, round and id)
-// before SecAgg+ masks it; the server decodes the noised sum. The
-// deployment equals its simulation bit for bit, the ledger included. A
-// client whose own config asks for more noise than the server's tasks
-// carry refuses them in one line.
+// its own update (its noise from its own key, client-K.dp.key, for the
+// task) before SecAgg+ masks it; the server decodes the noised sum. The
+// deployment equals its simulation handed the clients' keys, bit for bit,
+// the ledger included, and each client's log states what it spent. A
+// client whose own config asks for more noise than the server's tasks carry
+// refuses them in one line.
 TEST(DeployTest, DistributedDpOverTheNetworkEqualsSimulation) {
+  // Every client every round (q = 1): a session of 5 with one colluder
+  // needs 3.
   const std::string ddp =
-      "--set dp.mode=distributed --set dp.noise_multiplier=0.5 --set dp.clip_norm=0.3 "
-      "--set secagg.protocol=secagg+ --set secagg.min_clients=2";
+      "--set dp.mode=distributed --set dp.noise_multiplier=0.5 --set dp.clip_norm=0.3 --set dp.noise=keyed "
+      "--set secagg.protocol=secagg+ --set secagg.min_clients=2 --set strategy.fraction=1";
   std::string server_dir;
   ExpectSameNumbersAsSimulation("distributed_dp", ddp, &server_dir);
   const auto deployed = Columns(server_dir + "/metrics.csv");
   const auto simulated = Columns(server_dir + "/../sim/metrics.csv");
   EXPECT_EQ(deployed.at("dp_epsilon"), simulated.at("dp_epsilon"));
+  EXPECT_EQ(deployed.at("dp_epsilon_server"), simulated.at("dp_epsilon_server"));
   EXPECT_NE(deployed.at("dp_epsilon")[2], "inf");
+  EXPECT_NE(deployed.at("dp_epsilon_server")[2], "inf");
+  EXPECT_EQ(deployed.at("train_loss"), (std::vector<std::string>(3, "nan"))) << "no loss leaves a client";
+  const std::string client_log = ReadFile(server_dir + "/../client-2.log");
+  EXPECT_NE(client_log.find("client 2: round 3: contributes; its ledger: 3 contributions: epsilon "),
+            std::string::npos)
+      << client_log;
+  // Its status, from the ledger beside its keys: every round of the run,
+  // and what it spent against the server, above what observers learn.
+  const testing_support::CliResult status =
+      testing_support::RunCli("status " + server_dir + "/../certs/client-2.ledger --json");
+  ASSERT_EQ(status.code, 0) << status.output;
+  const auto ledger = nlohmann::json::parse(status.output);
+  EXPECT_EQ(ledger.at("contributions"), 3);
+  ASSERT_EQ(ledger.at("rounds_by_run").size(), 1u);
+  EXPECT_EQ(ledger.at("rounds_by_run").begin().value(), nlohmann::json({1, 2, 3}));
+  EXPECT_GT(ledger.at("epsilon_server").get<double>(), ledger.at("epsilon_observers").get<double>());
+  EXPECT_EQ(ledger.at("delta"), 0.2) << "1 / clients.count";
 
   const std::string dir = FreshDir("deploy", "distributed_dp_less_noise");
   const std::string certs = MakeCerts(dir, 5);
@@ -382,13 +481,30 @@ TEST(DeployTest, DistributedDpOverTheNetworkEqualsSimulation) {
   ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
   for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
   const std::string said = d.procs.Output(d.clients[4]);
-  EXPECT_NE(said.find("refused a task that would send its update with noise sd"), std::string::npos) << said;
-  EXPECT_NE(said.find("its dp.noise_multiplier asks: this client's configuration requires distributed DP"),
+  EXPECT_NE(
+      said.find("refused a task that would send its update in an encoding of the server's: its noise sd"),
+      std::string::npos)
+      << said;
+  EXPECT_NE(said.find("this client's dp.noise_multiplier asks of a sum of at least 3 honest clients: this "
+                      "client's configuration requires distributed DP"),
             std::string::npos)
       << said;
   const auto cols = Columns(dir + "/server/metrics.csv");
   EXPECT_EQ(cols.at("refused"), (std::vector<std::string>{"1"}));
   EXPECT_EQ(cols.at("returned"), (std::vector<std::string>{"4"})) << "the others' sum went on";
+
+  // A deployed client will not draw its noise from the config's seed.
+  Processes p;
+  const int seeded =
+      p.Start(kCli,
+              "client --server 127.0.0.1:1 --id 0 " + SmallRun(5, 1.0, 1) +
+                  " --set dp.mode=distributed --set secagg.protocol=secagg+ --tls-dir " + certs,
+              dir + "/seeded.log");
+  EXPECT_EQ(p.Wait(seeded, 60), 1);
+  EXPECT_NE(p.Output(seeded).find("dp.noise = seeded: whoever knows the config's seed could recompute this "
+                                  "client's noise and subtract it"),
+            std::string::npos)
+      << p.Output(seeded);
 }
 
 // A certificate does not make a client clip: a rogue that sends an update
@@ -397,7 +513,7 @@ TEST(DeployTest, DistributedDpOverTheNetworkEqualsSimulation) {
 TEST(DeployTest, UnderDpAnUnclippedUpdateIsRefused) {
   const std::string dir = FreshDir("deploy", "dp_unclipped");
   const std::string certs = MakeCerts(dir, 5);
-  const std::string run = SmallRun(5, 1.0, 2) + kFastFaults + " --set dp.mode=central";
+  const std::string run = SmallRun(5, 1.0, 2) + kFastFaults + " --set dp.mode=central --set dp.noise=secret";
   Deployment d;
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
   StartClients(&d, 0, 4, run + " --tls-dir " + certs, dir);
@@ -696,15 +812,18 @@ TEST(DeployTest, EachClientsKeysAreMadeOnItsOwnMachine) {
   ASSERT_EQ(std::system((make + "--ca " + ca + " > /dev/null").c_str()), 0);
   std::string requests;
   for (int k = 0; k < 3; ++k) {
+    // keygen makes the directory it is told to write to.
     const std::string machine = dir + "/client-machine-" + std::to_string(k);
-    std::filesystem::create_directories(machine);
     const std::string keygen = std::string(kCli) + " keygen --id " + std::to_string(k) + " --out " + machine +
                                " > /dev/null";
     ASSERT_EQ(std::system(keygen.c_str()), 0);
-    const auto mode =
-        std::filesystem::status(machine + "/client-" + std::to_string(k) + ".secagg.key").permissions();
-    EXPECT_EQ(mode & std::filesystem::perms::all,
-              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    for (const char* secret : {".secagg.key", ".dp.key", ".key"}) {
+      const auto mode =
+          std::filesystem::status(machine + "/client-" + std::to_string(k) + secret).permissions();
+      EXPECT_EQ(mode & std::filesystem::perms::all,
+                std::filesystem::perms::owner_read | std::filesystem::perms::owner_write)
+          << secret;
+    }
     requests += " " + machine + "/client-" + std::to_string(k) + ".csr " + machine + "/client-" +
                 std::to_string(k) + ".secagg.pub";
   }
@@ -920,8 +1039,7 @@ TEST(DeployTest, ForeignCertificatesAndVersionsAreRefused) {
             std::string::npos)
       << d.procs.Output(impostor);
   EXPECT_EQ(d.procs.Wait(old, 60), 1);
-  EXPECT_NE(d.procs.Output(old).find("speaks protocol version 3, this side version 2"),
-            std::string::npos)
+  EXPECT_NE(d.procs.Output(old).find("speaks protocol version 4, this side version 3"), std::string::npos)
       << d.procs.Output(old);
   // Nobody got in: the server gives up waiting, with one line saying so.
   EXPECT_EQ(d.procs.Wait(d.server, 60), 1);

@@ -222,9 +222,12 @@ TEST(DistributedTest, StrongAttacksAndRulesAreIdenticalForAnyRanks) {
 TEST(DistributedTest, UserLevelDpIsIdenticalForAnyRanks) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   ExpectIdenticalForAnyRanks("dp", "--set dp.mode=central --set dp.clipping=adaptive --set dp.count_noise=1");
-  // Distributed DP: each client's noise is keyed by its id, wherever it trains.
+  // Distributed DP: each client's noise is keyed by its id, wherever it
+  // trains (q = 0.8: a sample of fewer than 3 would lose its session).
   ExpectIdenticalForAnyRanks(
-      "distributed_dp", "--set dp.mode=distributed --set secagg.protocol=secagg+ --set secagg.min_clients=2");
+      "distributed_dp",
+      "--set dp.mode=distributed --set secagg.protocol=secagg+ --set secagg.min_clients=2 "
+      "--set strategy.fraction=0.8");
 }
 
 // Clients that come and go in virtual time, some lost mid-round, with

@@ -7,8 +7,10 @@
 
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
-#include "fedprof/run/deployment.h"
+#include "fedprof/core/files.h"
 #include "fedprof/deploy/tls.h"
+#include "fedprof/privacy/noise_source.h"
+#include "fedprof/run/deployment.h"
 #include "tools/fedprof/commands.h"
 
 namespace fedprof::cli {
@@ -81,7 +83,11 @@ Runner AddServer(CLI::App& app) {
 Runner AddClient(CLI::App& app) {
   auto args = std::make_shared<ClientArgs>();
   CLI::App* sub = app.add_subcommand("client", "Serve a federated-training server as client K");
-  sub->add_option("--server", args->client.server, "The server's HOST:PORT")->required();
+  sub->add_option("--server", args->client.server, "The server's HOST:PORT, or a relay's (with --relay)")
+      ->required();
+  sub->add_option("--relay", args->client.relay,
+                  "--server is relay R: under TLS the client accepts only relay R's certificate there (and "
+                  "without --relay only the server's)");
   CLI::Option* id =
       sub->add_option("--id", args->client.id, "This client's id (its certificate's CN client-K)");
   CLI::Option* ids = sub->add_option(
@@ -120,20 +126,36 @@ Runner AddClient(CLI::App& app) {
 Runner AddKeygen(CLI::App& app) {
   struct Args {
     int id = -1;
+    bool server = false;
     std::string out = ".";
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
-      "keygen", "Make this client's keys here, on its own machine: its TLS key and secure aggregation "
-                "signing key (kept here), a certificate request and a roster line (for the CA)");
-  sub->add_option("--id", args->id, "This client's id (its certificate's CN client-K)")->required();
-  sub->add_option("--out", args->out, "Directory to write the keys to")->capture_default_str();
+      "keygen",
+      "Make a party's keys here, on its own machine: a client's TLS key, secure aggregation "
+      "signing key and DP noise key (kept here), a certificate request and a roster line (for "
+      "the CA); or (--server) the server's DP noise key");
+  CLI::Option* id = sub->add_option("--id", args->id, "This client's id (its certificate's CN client-K)");
+  CLI::Option* server =
+      sub->add_flag("--server", args->server, "The server's DP noise key, server.dp.key (dp.noise = keyed)");
+  id->excludes(server);
+  sub->add_option("--out", args->out, "Directory to write the keys to (made if missing)")
+      ->capture_default_str();
   sub->footer("The CA signs the request and lists the roster line: scripts/make-certs.sh --sign CA_DIR "
               "client-K.csr client-K.secagg.pub. Keys are never overwritten.");
-  return [args] {
+  return [args, id] {
+    if (args->server) {
+      MakeDirs(args->out);
+      const std::string path = ServerNoiseKeyPath(args->out);
+      WriteNewNoiseKey(path);
+      std::printf("keep here, readable by this user only: %s\n", path.c_str());
+      return;
+    }
+    if (id->count() == 0) throw Error("keygen: give --id K (a client's keys) or --server");
     const std::vector<std::string> files = GenerateClientKeys(args->out, args->id);
-    std::printf("keep here, readable by this user only: %s, %s\nsend to the certificate authority: %s, %s\n",
-                files[0].c_str(), files[1].c_str(), files[2].c_str(), files[3].c_str());
+    std::printf(
+        "keep here, readable by this user only: %s, %s, %s\nsend to the certificate authority: %s, %s\n",
+        files[0].c_str(), files[1].c_str(), files[2].c_str(), files[3].c_str(), files[4].c_str());
   };
 }
 

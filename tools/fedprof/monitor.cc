@@ -1,5 +1,7 @@
 // --monitor on the commands that run rounds, and fedprof status: a running
 // run's /status, or a run directory's summary.
+#include "fedprof/monitor/monitor.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -9,7 +11,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/monitor/http.h"
-#include "fedprof/monitor/monitor.h"
+#include "fedprof/privacy/client_ledger.h"
 #include "fedprof/report/run_status.h"
 #include "fedprof/run/run_dir_status.h"
 #include "tools/fedprof/commands.h"
@@ -61,8 +63,10 @@ Runner AddStatus(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
-      "status", "A run's status: a running one's (--monitor HOST:PORT) or a run directory's");
-  sub->add_option("target", args->target, "HOST:PORT of a --monitor, or a run directory")
+      "status",
+      "A run's status: a running one's (--monitor HOST:PORT) or a run directory's; or what a "
+      "deployed client has spent (its ledger, client-K.ledger beside its keys)");
+  sub->add_option("target", args->target, "HOST:PORT of a --monitor, a run directory, or a client's ledger")
       ->required();
   sub->add_flag("--json", args->json, "Print JSON");
   sub->add_option("--token-file", args->token_file, "The monitor's bearer token");
@@ -77,8 +81,15 @@ Runner AddStatus(CLI::App& app) {
                  stdout);
       return;
     }
+    if (std::filesystem::is_regular_file(args->target)) {
+      const nlohmann::json status = ClientLedgerStatus(args->target);
+      std::fputs(args->json ? (status.dump(2) + "\n").c_str() : FormatClientLedgerStatus(status).c_str(),
+                 stdout);
+      return;
+    }
     if (args->target.find(':') == std::string::npos) {
-      throw Error("status: '" + args->target + "' is neither a run directory nor HOST:PORT");
+      throw Error("status: '" + args->target +
+                  "' is neither a run directory, a client's ledger nor HOST:PORT");
     }
     std::string token;
     if (!args->token_file.empty()) {

@@ -1,5 +1,6 @@
 // fedprof privacy: privacy analyses of uploads.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -31,46 +32,88 @@ RunOptions RunConfig(const std::string& config_path, const std::vector<std::stri
   return o;
 }
 
-// ε of the run after `rounds` rounds; under distributed DP with K clients in
-// every round's sum, for a model of `model_values` values.
-double RunEpsilon(const DpFedAvgOptions& dp, int64_t model_values, int64_t rounds) {
-  if (!dp.distributed) return DpEpsilon(dp, rounds);
+// The ledger of a run after `rounds` rounds, every round's session
+// inviting K clients and its sum holding them all: ε against observers of
+// the models (who do not know the sample), and against the server of a
+// client in `participations` of the rounds (infinite under central DP).
+struct Ledger {
+  double observers = 0;
+  double server = 0;
+};
+Ledger RunLedger(const DpFedAvgOptions& dp, int64_t model_values, int64_t rounds, int64_t participations) {
+  if (!dp.distributed) return {DpEpsilon(dp, rounds), participations > 0 ? HUGE_VAL : 0.0};
   if (model_values < 1) {
     throw Error(
         "privacy dp: dp.mode = distributed: give --model-values, the run's model size (LeNet-5: "
         "61706), which sets the encoding");
   }
-  const DdgParams p = DdgRound(dp, dp.clip_norm, 1, static_cast<size_t>(model_values));
-  return DdgEpsilon(p, DpSampleRate(dp),
-                    std::vector<int64_t>(static_cast<size_t>(rounds), dp.expected_clients), DpDelta(dp))
-      .epsilon;
+  const int64_t k = dp.expected_clients;
+  if (dp.fewest_honest_in_sum && dp.fewest_honest_in_sum(k) < 1) {
+    throw Error("privacy dp: no secure aggregation session of the " + std::to_string(k) +
+                " clients a round expects can run with the colluders secagg.corrupt and secagg.fleet allow "
+                "(fedprof simulate says which setting to change)");
+  }
+  const DdgRelease one = DdgRoundRelease(dp, dp.clip_norm, 1, static_cast<size_t>(model_values), k, k);
+  Ledger l;
+  l.observers =
+      DdgEpsilon(std::vector<DdgRelease>(static_cast<size_t>(rounds), one), DpSampleRate(dp), DpDelta(dp))
+          .epsilon;
+  l.server = DdgEpsilonUnsampled(std::vector<DdgRelease>(static_cast<size_t>(participations), one), true,
+                                 DpDelta(dp))
+                 .epsilon;
+  return l;
 }
+
+// The participations that 1 client in 100 exceeds over `rounds` rounds at
+// sampling rate q: the 99th percentile of Binomial(rounds, q).
+int64_t Participations99(int64_t rounds, double q) {
+  double below = 0;
+  for (int64_t m = 0; m <= rounds; ++m) {
+    below += std::exp(std::lgamma(rounds + 1.0) - std::lgamma(m + 1.0) - std::lgamma(rounds - m + 1.0) +
+                      (q > 0 ? m * std::log(q) : (m == 0 ? 0 : -HUGE_VAL)) +
+                      (q < 1 ? (rounds - m) * std::log1p(-q) : (m == rounds ? 0 : -HUGE_VAL)));
+    if (below >= 0.99) return m;
+  }
+  return rounds;
+}
+
+std::string Epsilon(double e) { return std::isinf(e) ? "inf" : FormatDouble(e, "%.6g"); }
 
 // The ledger of a run's config, round by round (the rounds printed: the
 // first, every tenth of the run, the last), and where dp.target_epsilon
 // stops it: the numbers the run will write to metrics.csv (under
-// distributed DP, if every round's sum holds K clients).
+// distributed DP, if every round's sum holds K clients), against observers
+// of the models and against the server of the client in the most rounds
+// the sampling gives 1 client in 100.
 void PrintRunLedger(const RunOptions& o, int64_t model_values) {
   const DpFedAvgOptions dp = DpOptionsFrom(o);
-  RunEpsilon(dp, model_values, 1);  // what it lacks, before a line is printed
+  RunLedger(dp, model_values, 1, 1);  // what it lacks, before a line is printed
+  const double q = DpSampleRate(dp);
   std::printf(
       "dp.mode = %s: N = %lld clients, K = %lld expected a round (q = %g charged), noise multiplier %g, "
       "delta = %g, %lld rounds\n",
       o.dp.mode.c_str(), static_cast<long long>(dp.num_clients), static_cast<long long>(dp.expected_clients),
-      DpSampleRate(dp), dp.noise_multiplier,
-      DpDelta(dp), static_cast<long long>(o.rounds));
+      q, dp.noise_multiplier, DpDelta(dp), static_cast<long long>(o.rounds));
+  std::printf(
+      "epsilon against observers of the models (who do not know the sample), and against the server "
+      "(and the colluders secure aggregation allows) of a client in one round and in the rounds 1 "
+      "client in 100 reaches\n");
   const int64_t every = std::max<int64_t>(1, o.rounds / 10);
   int64_t stop = 0;
   double stop_epsilon = 0;
   for (int64_t round = 1; round <= o.rounds; ++round) {
-    const double e = RunEpsilon(dp, model_values, round);
-    if (dp.target_epsilon > 0 && e > dp.target_epsilon) {
+    const int64_t m = Participations99(round, q);
+    const Ledger l = RunLedger(dp, model_values, round, m);
+    if (dp.target_epsilon > 0 && l.observers > dp.target_epsilon) {
       stop = round;
-      stop_epsilon = e;
+      stop_epsilon = l.observers;
       break;
     }
     if (round == 1 || round % every == 0 || round == o.rounds) {
-      std::printf("round %6lld  epsilon %.6g\n", static_cast<long long>(round), e);
+      std::printf("round %6lld  epsilon %s  against the server: %s in one round, %s in %lld\n",
+                  static_cast<long long>(round), Epsilon(l.observers).c_str(),
+                  Epsilon(RunLedger(dp, model_values, round, 1).server).c_str(), Epsilon(l.server).c_str(),
+                  static_cast<long long>(m));
     }
   }
   if (stop > 0) {
@@ -80,8 +123,9 @@ void PrintRunLedger(const RunOptions& o, int64_t model_values) {
   }
 }
 
-// The smallest σ (to 1e-4 relative) for which eps(σ) is at most `target`:
-// ε falls as σ grows, so bisection.
+// The smallest σ, to 4 decimals and rounded up, for which eps(σ) is at most
+// `target`: ε falls as σ grows, so bisection, then up to the printed digits
+// (the σ printed is the one that meets the target).
 double NoiseMultiplierFor(double target, const std::function<double(double)>& eps) {
   if (!(target > 0)) throw Error("--epsilon: expected a value > 0");
   double lo = 0, hi = 1;
@@ -90,11 +134,13 @@ double NoiseMultiplierFor(double target, const std::function<double(double)>& ep
     hi *= 2;
     if (hi > 1e6) throw Error("--epsilon: no noise multiplier up to 1e6 reaches it");
   }
-  while (hi - lo > 1e-4 * hi) {
+  while (hi - lo > 1e-5) {
     const double mid = (lo + hi) / 2;
     (eps(mid) > target ? lo : hi) = mid;
   }
-  return hi;
+  double printed = std::ceil(hi * 1e4) / 1e4;
+  while (eps(printed) > target) printed += 1e-4;  // in case ceil's rounding landed below hi
+  return printed;
 }
 
 }  // namespace
@@ -155,13 +201,18 @@ Runner AddPrivacy(CLI::App& app) {
         // The run's own noise multiplier for the target, over its rounds.
         const double sigma = NoiseMultiplierFor(dp->epsilon, [&](double z) {
           o.dp.noise_multiplier = z;
-          return RunEpsilon(DpOptionsFrom(o), dp->model_values, o.rounds);
+          return RunLedger(DpOptionsFrom(o), dp->model_values, o.rounds, 0).observers;
         });
         o.dp.noise_multiplier = sigma;
+        const DpFedAvgOptions at = DpOptionsFrom(o);
+        const int64_t m = Participations99(o.rounds, DpSampleRate(at));
         std::printf(
-            "noise multiplier = %.4f: epsilon = %.6g at delta = %g after %lld rounds (dp.mode = %s)\n", sigma,
-            RunEpsilon(DpOptionsFrom(o), dp->model_values, o.rounds), DpDelta(DpOptionsFrom(o)),
-            static_cast<long long>(o.rounds), o.dp.mode.c_str());
+            "noise multiplier = %.4f: epsilon = %.6g at delta = %g after %lld rounds (dp.mode = %s) against "
+            "observers of the models; against the server %s for a client in one round, %s in %lld\n",
+            sigma, RunLedger(at, dp->model_values, o.rounds, 0).observers, DpDelta(at),
+            static_cast<long long>(o.rounds), o.dp.mode.c_str(),
+            Epsilon(RunLedger(at, dp->model_values, o.rounds, 1).server).c_str(),
+            Epsilon(RunLedger(at, dp->model_values, o.rounds, m).server).c_str(), static_cast<long long>(m));
         return;
       }
       PrintRunLedger(o, dp->model_values);

@@ -1,7 +1,10 @@
 #include "fedprof/aggregation/dp_fedavg.h"
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
@@ -9,39 +12,27 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/privacy/rdp.h"
-#include "fedprof/secagg/crypto.h"
 
 namespace fedprof {
 namespace {
 
-// A round's noise: standard normals from the run's generator keyed by
-// (seed, round), or from OpenSSL's, a buffer of words at a time.
+// A round's noise, standard normals (Box-Muller) from the server's source:
+// the run's generator keyed by (seed, round), OpenSSL's, or the server's key
+// for (seed, round).
 class RoundNoise {
  public:
   RoundNoise(const DpFedAvgOptions& o, int64_t round)
-      : secret_(o.secret_noise), rng_(MakeRng(o.seed, Stream::kDpNoise, {static_cast<uint64_t>(round)})) {}
+      : bits_(NoiseBits(o.noise, "central", std::to_string(o.seed) + " " + std::to_string(round),
+                        MakeRng(o.seed, Stream::kDpNoise, {static_cast<uint64_t>(round)}))) {}
 
   double Next() {
-    if (!secret_) return StandardNormal(rng_);
-    const uint64_t a = Word();
-    const uint64_t b = Word();
+    const uint64_t a = bits_->Next();
+    const uint64_t b = bits_->Next();
     return StandardNormalFrom(a, b);
   }
 
  private:
-  uint64_t Word() {
-    if (next_ == words_.size()) {
-      const secagg::Bytes bytes = secagg::RandomBytes(words_.size() * sizeof(uint64_t));
-      std::memcpy(words_.data(), bytes.data(), bytes.size());
-      next_ = 0;
-    }
-    return words_[next_++];
-  }
-
-  bool secret_;
-  Rng rng_;
-  std::vector<uint64_t> words_ = std::vector<uint64_t>(4096);
-  size_t next_ = 4096;
+  std::unique_ptr<RandomBits> bits_;
 };
 
 }  // namespace
@@ -110,16 +101,29 @@ double DpEpsilon(const DpFedAvgOptions& o, int64_t rounds) {
   return SampledGaussianEpsilon(DpSampleRate(o), o.noise_multiplier, rounds, DpDelta(o)).epsilon;
 }
 
-DdgParams DdgRound(const DpFedAvgOptions& o, double clip, int64_t round, size_t dim) {
-  DdgParams p;
-  p.clip_norm = clip;
-  p.noise_sd = o.noise_multiplier * clip / std::sqrt(static_cast<double>(o.expected_clients));
-  p.bits = o.bits;
-  p.rounding_beta = o.rounding_beta;
-  p.dim = dim;
-  p.granularity = DdgGranularity(clip, p.noise_sd, o.bits, DdgMaxClients(o.expected_clients), p.padded());
-  p.rotation_seed = DdgRotationSeed(o.seed, round);
-  return p;
+DdgSettings DdgSettingsOf(const DpFedAvgOptions& o, double clip) {
+  DdgSettings s;
+  s.noise_multiplier = o.noise_multiplier;
+  s.clip_norm = clip;
+  s.bits = o.bits;
+  s.rounding_beta = o.rounding_beta;
+  return s;
+}
+
+DdgParams DdgRound(const DpFedAvgOptions& o, double clip, int64_t round, size_t dim, int64_t invited) {
+  const int64_t honest = o.fewest_honest_in_sum ? o.fewest_honest_in_sum(invited) : invited;
+  return DdgEncodingFor(DdgSettingsOf(o, clip), dim, invited, honest, DdgRotationSeed(o.seed, round));
+}
+
+DdgRelease DdgRoundRelease(const DpFedAvgOptions& o, double clip, int64_t round, size_t dim, int64_t invited,
+                           int64_t clients) {
+  const int64_t fewest = o.fewest_in_sum ? o.fewest_in_sum(invited) : invited;
+  const int64_t honest = o.fewest_honest_in_sum ? o.fewest_honest_in_sum(invited) : invited;
+  DdgRelease r;
+  r.encoding = DdgRound(o, clip, round, dim, invited);
+  r.clients = clients;
+  r.honest = std::max<int64_t>(0, clients - (fewest - honest));
+  return r;
 }
 
 DpFedAvg::DpFedAvg(std::unique_ptr<Aggregator> inner, const DpFedAvgOptions& options)
@@ -135,33 +139,63 @@ DpFedAvg::DpFedAvg(std::unique_ptr<Aggregator> inner, const DpFedAvgOptions& opt
         "dp.clipping = adaptive: under dp.mode = distributed the server never sees whether "
         "a client's update needed clipping; use dp.clipping = fixed");
   }
+  // The paper's σ_b = K/20; at small K no more than z, which leaves the
+  // update z_Δ = z·2/√3 (the count takes a quarter of the budget).
   if (options_.adaptive && options_.count_noise == 0) {
-    options_.count_noise = static_cast<double>(options_.expected_clients) / 20;
+    options_.count_noise =
+        std::max(static_cast<double>(options_.expected_clients) / 20, options_.noise_multiplier);
   }
   update_noise_ = options_.adaptive ? UpdateNoiseMultiplier(options_.noise_multiplier, options_.count_noise)
                                     : options_.noise_multiplier;
 }
 
+std::vector<DdgRelease> DpFedAvg::Releases() const {
+  std::vector<DdgRelease> releases;
+  for (size_t i = 0; i < round_clients_.size() && i < static_cast<size_t>(rounds_); ++i) {
+    releases.push_back(DdgRoundRelease(options_, clip_, static_cast<int64_t>(i) + 1, dim_, round_invited_[i],
+                                       round_clients_[i]));
+  }
+  return releases;
+}
+
 double DpFedAvg::Epsilon() const {
   if (!options_.distributed) return DpEpsilon(options_, rounds_);
   if (dim_ == 0) return 0;
-  return DdgEpsilon(RoundEncoding(1), DpSampleRate(options_), round_clients_, DpDelta(options_)).epsilon;
+  return DdgEpsilon(Releases(), DpSampleRate(options_), DpDelta(options_)).epsilon;
+}
+
+double DpFedAvg::EpsilonAgainstServer(int64_t participations) const {
+  if (participations <= 0) return 0;
+  if (!options_.distributed || options_.noise_multiplier == 0) return std::numeric_limits<double>::infinity();
+  if (dim_ == 0) return 0;
+  // Each order's RDP from the client's costliest rounds.
+  std::vector<std::vector<double>> curves;
+  for (const DdgRelease& r : Releases()) curves.push_back(DdgRdpCurve(r, /*honest_only=*/true));
+  const std::vector<double>& orders = DdgOrders();
+  std::vector<double> rdp(orders.size(), 0.0);
+  const size_t m = std::min(curves.size(), static_cast<size_t>(participations));
+  for (size_t i = 0; i < orders.size(); ++i) {
+    std::vector<double> at(curves.size());
+    for (size_t r = 0; r < curves.size(); ++r) at[r] = curves[r][i];
+    std::partial_sort(at.begin(), at.begin() + static_cast<std::ptrdiff_t>(m), at.end(), std::greater<>());
+    for (size_t r = 0; r < m; ++r) rdp[i] += at[r];
+  }
+  return EpsilonFromRdp(orders, rdp, DpDelta(options_)).epsilon;
 }
 
 double DpFedAvg::NextEpsilon() const {
   if (!options_.distributed) return DpEpsilon(options_, rounds_ + 1);
-  return EpsilonWithNextSumOf(options_.expected_clients);
+  return EpsilonWithNextSum(options_.expected_clients, options_.expected_clients);
 }
 
 bool DpFedAvg::MayRunAnotherRound() const {
   return options_.target_epsilon <= 0 || NextEpsilon() <= options_.target_epsilon;
 }
 
-double DpFedAvg::EpsilonWithNextSumOf(int64_t clients) const {
-  std::vector<int64_t> next = round_clients_;
-  next.resize(static_cast<size_t>(rounds_));
-  next.push_back(clients);
-  return DdgEpsilon(RoundEncoding(1), DpSampleRate(options_), next, DpDelta(options_)).epsilon;
+double DpFedAvg::EpsilonWithNextSum(int64_t invited, int64_t clients) const {
+  std::vector<DdgRelease> next = Releases();
+  next.push_back(DdgRoundRelease(options_, clip_, rounds_ + 1, dim_, invited, clients));
+  return DdgEpsilon(next, DpSampleRate(options_), DpDelta(options_)).epsilon;
 }
 
 int64_t DpFedAvg::FewestInSum(int64_t selected) const {
@@ -170,7 +204,7 @@ int64_t DpFedAvg::FewestInSum(int64_t selected) const {
 
 bool DpFedAvg::MayReleaseSumOf(int64_t selected) const {
   return !options_.distributed || options_.target_epsilon <= 0 ||
-         EpsilonWithNextSumOf(FewestInSum(selected)) <= options_.target_epsilon;
+         EpsilonWithNextSum(selected, FewestInSum(selected)) <= options_.target_epsilon;
 }
 
 void DpFedAvg::Aggregate(const FlatParams& global, const ModelSum& sum, int64_t total_samples,
@@ -184,13 +218,16 @@ void DpFedAvg::Aggregate(const FlatParams& global, const ModelSum& sum, int64_t 
   // Under distributed DP the sum arrives noised by its clients (secure
   // aggregation decoded it) and its ledger entry is how many it held;
   // centrally the round's noise is drawn here, in coordinate order, then
-  // the count's: the same wherever and however the round was trained
-  // (unless secret).
+  // the count's: the same wherever and however the round was trained, for
+  // whoever holds the seed (dp.noise = seeded, simulation only) or the
+  // server's key (keyed), and for no one under secret.
   RoundNoise noise(options_, rounds_ + 1);
   const bool central = !options_.distributed;
   const double sd = update_noise_ * clip_;
   if (!central) {
+    round_invited_.resize(static_cast<size_t>(rounds_));
     round_clients_.resize(static_cast<size_t>(rounds_));
+    round_invited_.push_back(invited_);
     round_clients_.push_back(sum.count());
   }
   mean_.resize(d);
@@ -217,7 +254,10 @@ void DpFedAvg::OnGlobalModel(int64_t version) {
 
 std::string DpFedAvg::SaveState() const {
   nlohmann::json j = {{"clip_norm", clip_}, {"inner", inner_->SaveState()}};
-  if (options_.distributed) j["round_clients"] = round_clients_;
+  if (options_.distributed) {
+    j["round_clients"] = round_clients_;
+    j["round_invited"] = round_invited_;
+  }
   return j.dump();
 }
 
@@ -230,10 +270,16 @@ void DpFedAvg::LoadState(const std::string& state) {
     clip_ = clip;
     if (options_.distributed) {
       std::vector<int64_t> clients = j.at("round_clients").get<std::vector<int64_t>>();
-      for (int64_t n : clients) {
-        if (n < 0) throw Error("DP state: a round of " + std::to_string(n) + " clients");
+      std::vector<int64_t> invited = j.at("round_invited").get<std::vector<int64_t>>();
+      if (invited.size() != clients.size()) throw Error("DP state: the invited of some rounds are missing");
+      for (size_t i = 0; i < clients.size(); ++i) {
+        if (clients[i] < 0 || invited[i] < clients[i]) {
+          throw Error("DP state: a round of " + std::to_string(clients[i]) + " clients of " +
+                      std::to_string(invited[i]) + " invited");
+        }
       }
       round_clients_ = std::move(clients);
+      round_invited_ = std::move(invited);
     }
     inner_->LoadState(j.at("inner").get<std::string>());
   } catch (const nlohmann::json::exception& e) {

@@ -28,6 +28,7 @@
 #include "fedprof/aggregation/aggregator.h"
 #include "fedprof/core/params.h"
 #include "fedprof/privacy/distributed_dp.h"
+#include "fedprof/privacy/noise_source.h"
 
 namespace fedprof {
 
@@ -47,7 +48,7 @@ struct DpFedAvgOptions {
   bool adaptive = false;
   double target_quantile = 0.5;  // γ: the share of updates the adapted C should not clip
   double clip_lr = 0.2;          // η_C
-  double count_noise = 0;        // σ_b, the noise sd of the unclipped count; 0 = qN / 20
+  double count_noise = 0;        // σ_b, the noise sd of the unclipped count; 0 = max(qN / 20, z)
   int64_t num_clients = 0;       // N
   int64_t expected_clients = 0;  // K = qN expected a round: the estimator's denominator
   // q: the most probability with which a client is sampled in a round (K/N
@@ -55,18 +56,23 @@ struct DpFedAvgOptions {
   double sample_rate = 0;
   double delta = 0;           // δ of the ledger; 0 = 1 / N
   double target_epsilon = 0;  // > 0: no round that would take ε beyond it
-  uint64_t seed = 0;          // the server's noise comes from (seed, round)
-  // The noise from OpenSSL's generator instead (dp.noise = secret): no one
-  // who knows the seed can remove it, and no run repeats it.
-  bool secret_noise = false;
+  // Each round's rotation under distributed DP, and (dp.noise = seeded) the
+  // server's noise: (seed, round).
+  uint64_t seed = 0;
+  // Where the server's noise comes from (dp.noise): the seed, OpenSSL's
+  // generator, or the server's key (then round r's noise is the key's for
+  // (seed, r): one key, one run).
+  NoiseSource noise;
   // Distributed DP: the clients noise their encoded updates, b bits a value,
   // conditional rounding at β.
   bool distributed = false;
   int bits = 32;
   double rounding_beta = 0;
   // The fewest clients whose updates a sum of `selected` clients can hold
-  // (secure aggregation unmasks no fewer: FewestInSum); null: `selected`.
-  std::function<int64_t(int64_t selected)> fewest_in_sum;
+  // (secure aggregation unmasks no fewer: FewestInSum), and of them the
+  // fewest honest ones (less the colluders it allows: FewestHonestInSum);
+  // null: `selected`.
+  std::function<int64_t(int64_t selected)> fewest_in_sum, fewest_honest_in_sum;
 };
 
 // The noise multiplier of the update when adaptive clipping spends part of
@@ -90,11 +96,17 @@ double UnclippedShare(int64_t within, int64_t n, double noise, double expected_c
 // composed over the rounds and converted (privacy/rdp.h). Infinite when
 // z = 0.
 double DpEpsilon(const DpFedAvgOptions& options, int64_t rounds);
-// The encoding of round `round` for models of `dim` values under distributed
-// DP: clip norm C, each client's noise sd zC/√K (K clients' together make
-// the central mechanism's zC), γ for b bits and DdgMaxClients(K) clients,
-// the round's rotation from the run's seed.
-DdgParams DdgRound(const DpFedAvgOptions& options, double clip, int64_t round, size_t dim);
+// The encoding of round `round`, whose session invites `invited` clients,
+// for models of `dim` values under distributed DP (DdgEncodingFor, the
+// fewest honest clients of the sum from options.fewest_honest_in_sum): each
+// client's noise zC/√h, γ for the sum of all of them in b bits, the round's
+// rotation from the run's seed. Every client computes the same for itself.
+DdgParams DdgRound(const DpFedAvgOptions& options, double clip, int64_t round, size_t dim, int64_t invited);
+DdgSettings DdgSettingsOf(const DpFedAvgOptions& options, double clip);
+// That round's release when its sum holds `clients`, of whom all but the
+// colluders the session allows are honest (all of them may be in it).
+DdgRelease DdgRoundRelease(const DpFedAvgOptions& options, double clip, int64_t round, size_t dim,
+                           int64_t invited, int64_t clients);
 double DpDelta(const DpFedAvgOptions& options);
 double DpSampleRate(const DpFedAvgOptions& options);
 
@@ -110,12 +122,25 @@ class DpFedAvg : public Aggregator {
   double ClipNorm() const { return clip_; }
   // An accepted result's indicator b_k (FitResult::within_clip).
   void Observe(bool within_clip) { within_ += within_clip ? 1 : 0; }
-  // Rounds aggregated so far (the ledger's steps), and ε after them.
+  // Rounds aggregated so far (the ledger's steps), and ε after them against
+  // observers of the models, who do not know the sample.
   int64_t rounds() const { return rounds_; }
   double Epsilon() const;
-  // Distributed DP: the round's encoding (DdgRound), for the model size the
-  // server announced (SetModelSize).
-  DdgParams RoundEncoding(int64_t round) const { return DdgRound(options_, clip_, round, dim_); }
+  // ε against the server (and, under distributed DP, the clients colluding
+  // with it, the most secure aggregation allows) of a client that took part
+  // in `participations` of the rounds so far, charged at the costliest of
+  // them and without amplification (the server knows who is in each sum):
+  // infinite under central DP, whose server sees the clipped updates.
+  double EpsilonAgainstServer(int64_t participations) const;
+  // Distributed DP: round `round`'s encoding for a session of `invited`
+  // clients (DdgRound), for the model size the server announced
+  // (SetModelSize). The round loop says how many it invites before the
+  // tasks are made (Invite); the ledger charges the round by it.
+  void Invite(int64_t invited) { invited_ = invited; }
+  DdgParams RoundEncoding(int64_t round) const { return RoundEncoding(round, invited_); }
+  DdgParams RoundEncoding(int64_t round, int64_t invited) const {
+    return DdgRound(options_, clip_, round, dim_, invited);
+  }
   void SetModelSize(size_t dim) { dim_ = dim; }
   // The last aggregated round's share of accepted updates that were within
   // its clip norm (un-noised: the server's own record; 0 with none).
@@ -124,11 +149,12 @@ class DpFedAvg : public Aggregator {
   // clients), and whether it stays within options().target_epsilon.
   double NextEpsilon() const;
   bool MayRunAnotherRound() const;
-  // Distributed DP: ε after one more round whose sum holds `clients`. The
-  // server asks it for the fewest its selected clients' sum can hold before
-  // any of them trains (MayReleaseSumOf): a round's sum costs more the fewer
-  // it holds, so a check at K alone could let dropouts pass the target.
-  double EpsilonWithNextSumOf(int64_t clients) const;
+  // Distributed DP: ε after one more round whose session invites `invited`
+  // and whose sum holds `clients`. The server asks it for the fewest its
+  // selected clients' sum can hold before any of them trains
+  // (MayReleaseSumOf): a round's sum costs more the fewer it holds, so a
+  // check at K alone could let dropouts pass the target.
+  double EpsilonWithNextSum(int64_t invited, int64_t clients) const;
   int64_t FewestInSum(int64_t selected) const;
   bool MayReleaseSumOf(int64_t selected) const;
 
@@ -147,9 +173,12 @@ class DpFedAvg : public Aggregator {
   int64_t within_ = 0;  // Σ b_k of the round's accepted results
   double last_unclipped_ = 0;
   size_t dim_ = 0;
-  // Distributed DP: the clients in each round's sum (the ledger charges each
-  // round by its own), in round order.
-  std::vector<int64_t> round_clients_;
+  int64_t invited_ = 0;  // the round being trained's session
+  // Distributed DP: the clients each round invited and the clients in its
+  // sum (the ledger charges each round by its own), in round order.
+  std::vector<int64_t> round_invited_, round_clients_;
+  // The releases of the rounds so far.
+  std::vector<DdgRelease> Releases() const;
   FlatParams mean_;  // θ + Δ̃, reused
   ModelSum noised_;  // mean_ as the inner aggregator's one result
 };

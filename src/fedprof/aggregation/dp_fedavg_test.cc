@@ -146,13 +146,16 @@ TEST(DpFedAvgTest, TheNoiseHasTheMechanismsSpreadAndComesFromTheSeedAndRound) {
 }
 
 // dp.noise = secret: the same spread, but from OpenSSL's generator, so the
-// seed does not give it away and no two aggregations repeat it.
+// seed does not give it away and no two aggregations repeat it; keyed: the
+// same spread from the server's key, the same for the same key, another
+// for another key, and not the seed's.
 TEST(DpFedAvgTest, SecretNoiseHasTheSameSpreadAndNeverRepeats) {
   const size_t d = 100000;
   const FlatParams global(d, 0.0f);
-  auto noised = [&](bool secret) {
+  auto noised = [&](NoiseKind kind, const std::string& key = "") {
     DpFedAvgOptions o = Options(2.0, 0.5, 1000, 10);
-    o.secret_noise = secret;
+    o.noise.kind = kind;
+    o.noise.key = key;
     DpFedAvg dp(MakeWeightedAverage(AggregationMode::kPartial), o);
     dp.OnGlobalModel(0);
     ModelSum empty;
@@ -161,13 +164,21 @@ TEST(DpFedAvgTest, SecretNoiseHasTheSameSpreadAndNeverRepeats) {
     dp.Aggregate(global, empty, 0, &next);
     return next;
   };
-  const FlatParams a = noised(true);
+  const FlatParams a = noised(NoiseKind::kSecret);
   double sq = 0;
   for (float v : a) sq += static_cast<double>(v) * v;
   EXPECT_NEAR(std::sqrt(sq / d) / 0.1, 1.0, 0.015);
-  EXPECT_NE(noised(true), a);
-  EXPECT_NE(noised(false), a) << "not the seeded noise";
-  EXPECT_EQ(noised(false), noised(false));
+  EXPECT_NE(noised(NoiseKind::kSecret), a);
+  EXPECT_NE(noised(NoiseKind::kSeeded), a) << "not the seeded noise";
+  EXPECT_EQ(noised(NoiseKind::kSeeded), noised(NoiseKind::kSeeded));
+  const std::string key(32, 'k');
+  const FlatParams keyed = noised(NoiseKind::kKeyed, key);
+  sq = 0;
+  for (float v : keyed) sq += static_cast<double>(v) * v;
+  EXPECT_NEAR(std::sqrt(sq / d) / 0.1, 1.0, 0.015);
+  EXPECT_EQ(noised(NoiseKind::kKeyed, key), keyed) << "whoever holds the key";
+  EXPECT_NE(noised(NoiseKind::kKeyed, std::string(32, 'l')), keyed) << "another key";
+  EXPECT_NE(noised(NoiseKind::kSeeded), keyed) << "not the seed's";
 }
 
 TEST(DpFedAvgTest, AdaptiveClippingMovesTheClipAndCheckpointsIt) {
@@ -175,6 +186,10 @@ TEST(DpFedAvgTest, AdaptiveClippingMovesTheClipAndCheckpointsIt) {
   o.adaptive = true;
   DpFedAvg dp(MakeWeightedAverage(AggregationMode::kPartial), o);
   EXPECT_EQ(dp.options().count_noise, 0.5) << "K / 20";
+  // At a larger z the paper's K / 20 would leave nothing for the update.
+  DpFedAvgOptions small = o;
+  small.noise_multiplier = 1.1;
+  EXPECT_EQ(DpFedAvg(MakeWeightedAverage(AggregationMode::kPartial), small).options().count_noise, 1.1);
   dp.OnGlobalModel(0);
   const FlatParams global = {0, 0};
   ModelSum sum;
@@ -227,19 +242,24 @@ TEST(DpLedgerTest, TheTargetStopsBeforeTheRoundThatWouldPassIt) {
 // Distributed DP charges a round by the clients its sum holds, and secure
 // aggregation may unmask a sum of fewer than were selected: the server
 // checks the fewest before anyone trains, where a check at K would let the
-// round pass the target.
+// round pass the target. Each round's encoding is its session's: the noise
+// for the fewest honest clients of the invited.
 TEST(DpLedgerTest, UnderDistributedDpTheTargetHoldsForTheFewestASumMayHold) {
-  const auto make = [](double target) {
+  // Of n invited, a sum holds at least 4n/5, of whom n/10 may collude.
+  const auto colluders = [](int64_t invited) { return invited / 10; };
+  const auto make = [&](double target) {
     DpFedAvgOptions o = Options(1.0, 1.0, 1000, 100);
     o.distributed = true;
     o.rounding_beta = 0.60653066;
     o.target_epsilon = target;
     o.fewest_in_sum = [](int64_t selected) { return selected - selected / 5; };
+    o.fewest_honest_in_sum = [&](int64_t selected) { return selected - selected / 5 - colluders(selected); };
     auto dp = std::make_unique<DpFedAvg>(MakeWeightedAverage(AggregationMode::kPartial), o);
     dp->SetModelSize(4);
     dp->OnGlobalModel(0);
     const FlatParams global(4, 0.0f);
     for (int64_t round = 1; round <= 3; ++round) {
+      dp->Invite(150);
       ModelSum sum;
       sum.Reset(4);
       for (int c = 0; c < 100 + 10 * round; ++c) sum.Add(global, 1);
@@ -250,26 +270,41 @@ TEST(DpLedgerTest, UnderDistributedDpTheTargetHoldsForTheFewestASumMayHold) {
     return dp;
   };
   const auto ledger = make(0);
-  const DdgParams p = ledger->RoundEncoding(1);
-  const double at_k = DdgEpsilon(p, 0.1, {110, 120, 130, 100}, 1e-3).epsilon;
-  const double at_fewest = DdgEpsilon(p, 0.1, {110, 120, 130, 80}, 1e-3).epsilon;
-  EXPECT_DOUBLE_EQ(ledger->Epsilon(), DdgEpsilon(p, 0.1, {110, 120, 130}, 1e-3).epsilon);
-  EXPECT_DOUBLE_EQ(ledger->NextEpsilon(), at_k);
-  EXPECT_DOUBLE_EQ(ledger->EpsilonWithNextSumOf(80), at_fewest);
-  ASSERT_LT(at_k, at_fewest) << "a sum of fewer clients costs more";
+  const auto release = [&](int64_t round, int64_t invited, int64_t clients) {
+    return DdgRelease{ledger->RoundEncoding(round, invited), clients, clients - colluders(invited)};
+  };
+  std::vector<DdgRelease> rounds = {release(1, 150, 110), release(2, 150, 120), release(3, 150, 130)};
+  EXPECT_DOUBLE_EQ(ledger->RoundEncoding(1, 150).noise_sd, 1.0 / std::sqrt(150.0 - 30 - 15));
+  EXPECT_DOUBLE_EQ(ledger->Epsilon(), DdgEpsilon(rounds, 0.1, 1e-3).epsilon);
+  std::vector<DdgRelease> at_k = rounds, at_fewest = rounds;
+  at_k.push_back(release(4, 100, 100));
+  at_fewest.push_back(release(4, 100, 80));
+  EXPECT_DOUBLE_EQ(ledger->NextEpsilon(), DdgEpsilon(at_k, 0.1, 1e-3).epsilon);
+  EXPECT_DOUBLE_EQ(ledger->EpsilonWithNextSum(100, 80), DdgEpsilon(at_fewest, 0.1, 1e-3).epsilon);
+  const double k = ledger->NextEpsilon(), fewest = ledger->EpsilonWithNextSum(100, 80);
+  ASSERT_LT(k, fewest) << "a sum of fewer clients costs more";
   EXPECT_TRUE(ledger->MayReleaseSumOf(100)) << "no target";
 
-  const auto dp = make((at_k + at_fewest) / 2);
+  // Against the server: a client in one round is charged at the costliest
+  // (the thinnest sum), without amplification and with the honest noise
+  // alone; in every round, at all of them.
+  EXPECT_DOUBLE_EQ(ledger->EpsilonAgainstServer(1), DdgEpsilonUnsampled({rounds[0]}, true, 1e-3).epsilon);
+  EXPECT_DOUBLE_EQ(ledger->EpsilonAgainstServer(3), DdgEpsilonUnsampled(rounds, true, 1e-3).epsilon);
+  EXPECT_DOUBLE_EQ(ledger->EpsilonAgainstServer(9), ledger->EpsilonAgainstServer(3));
+  EXPECT_EQ(ledger->EpsilonAgainstServer(0), 0);
+  EXPECT_GT(ledger->EpsilonAgainstServer(1), ledger->Epsilon()) << "no amplification, fewer noises";
+
+  const auto dp = make((k + fewest) / 2);
   EXPECT_TRUE(dp->MayRunAnotherRound()) << "a round whose sum held K would fit";
   EXPECT_EQ(dp->FewestInSum(100), 80);
   EXPECT_FALSE(dp->MayReleaseSumOf(100)) << "its sum may hold 80";
-  EXPECT_TRUE(dp->MayReleaseSumOf(130)) << "its sum holds at least 104";
   EXPECT_TRUE(dp->MayReleaseSumOf(0)) << "no sum, no cost";
 
   DpFedAvgOptions central = Options(1.0, 1.0, 1000, 100);
   central.target_epsilon = DpEpsilon(central, 1) / 2;
-  EXPECT_TRUE(DpFedAvg(MakeWeightedAverage(AggregationMode::kPartial), central).MayReleaseSumOf(1))
-      << "central DP charges a round alike whoever is in it";
+  DpFedAvg central_dp(MakeWeightedAverage(AggregationMode::kPartial), central);
+  EXPECT_TRUE(central_dp.MayReleaseSumOf(1)) << "central DP charges a round alike whoever is in it";
+  EXPECT_TRUE(std::isinf(central_dp.EpsilonAgainstServer(1))) << "its server sees the clipped updates";
 }
 
 }  // namespace

@@ -461,17 +461,21 @@ std::vector<OptionSpec> MakeTable() {
        "declared dropped by the server): a client refuses a U_1 or U_3 smaller than "
        "n - floor(delta n). With the other secagg.* tolerances it sets k and t."),
       OPTION(secagg, corrupt, "0.1", 0, 0.5, "",
-       "gamma: at most ceil(gamma n) of a session's n invited clients collude with the server "
-       "(at least one whenever gamma > 0); k and t keep every other client's secrets from them."),
+       "gamma: at most ceil(gamma F) clients of the fleet F (secagg.fleet) collude with the server, "
+       "all of them possibly in one session (at most its n, at least one whenever gamma > 0); k, t "
+       "and the distributed-DP noise keep every other client's secrets and noise from them."),
+      OPTION(secagg, fleet, "0", 0, 1e7, "",
+       "F, the clients the colluders are counted among: the server picks whom it invites, so it may "
+       "invite all of its own into one small session. 0: clients.count in a simulation; a deployed "
+       "server or client, the clients its secagg-roster lists (every client the CA certified)."),
       OPTION(secagg, security_bits, "40", 1, 256, "",
        "sigma: the chance that an honest client's secrets leak to the server and gamma n corrupt "
        "clients (SecAgg+'s random graph) is at most 2^-sigma."),
       OPTION(secagg, correctness_bits, "20", 1, 256, "",
        "eta: the chance that a session within the dropout tolerance fails is at most 2^-eta."),
       OPTION(secagg, min_clients, "10", 2, 1e7, "",
-       "The fewest clients a session may invite; smaller ones are refused (by each client too). "
-       "The server picks whom it invites: one that controls more than ceil(gamma * "
-       "min_clients) clients could fill a small session with them."),
+       "The fewest clients a session may invite; smaller ones are refused (by each client too), "
+       "beside those too small for the colluders secagg.corrupt and secagg.fleet allow."),
       OPTION(secagg, neighbors, "0", 0, 1e7, "",
        "k: neighbours each client masks with and shares among (secagg+); 0: the fewest that "
        "the secagg.* tolerances allow."),
@@ -496,10 +500,12 @@ std::vector<OptionSpec> MakeTable() {
        "fedprof by score, each at most at dp.max_inclusion, under fedprof.secure_matching = "
        "paillier), clip their update to dp.clip_norm (the server refuses one beyond it), and the "
        "server adds N(0, z^2 C^2) to the sum of the clipped updates, divides by K and hands the "
-       "result to average or fedadam; metrics.csv gets dp_clip_norm and dp_epsilon. distributed: "
-       "the same sampling and clipping, but under secure aggregation (secagg.protocol) each client "
-       "adds its share of the noise as discrete Gaussian noise to its rotated, quantized update "
-       "(Kairouz et al. 2021) and the server only ever sees the noised sum modulo 2^dp.bits."),
+       "result to average or fedadam; metrics.csv gets dp_clip_norm, dp_epsilon (against observers "
+       "of the models) and dp_epsilon_server (infinite: the server sees the clipped updates). "
+       "distributed: the same sampling and clipping, but under secure aggregation (secagg.protocol) "
+       "each client adds discrete Gaussian noise to its rotated, quantized update (Kairouz et al. "
+       "2021), enough that the honest clients' noise alone makes z C, and the server only ever sees "
+       "the noised sum modulo 2^dp.bits; dp_epsilon_server is then finite."),
       OPTION(dp, noise_multiplier, "1", 0, 1e6, "",
        "z: the noise sd over the clip norm (of update and count together under adaptive "
        "clipping); 0 = clipping without noise (epsilon infinite)."),
@@ -512,19 +518,32 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(dp, clip_lr, "0.2", 0, 10, "", "Adaptive clipping: eta_C."),
       OPTION(dp, count_noise, "0", 0, 1e9, "",
        "Adaptive clipping: sigma_b, the noise sd of the unclipped count; 0 = K / 20 (the "
-       "paper's). The update's multiplier becomes (z^-2 - (2 sigma_b)^-2)^-1/2."),
+       "paper's), or z where that is smaller. The update's multiplier becomes "
+       "(z^-2 - (2 sigma_b)^-2)^-1/2."),
       OPTION(dp, delta, "0", 0, 0.1, "", "delta of the privacy ledger; 0 = 1/N (clients.count)."),
-      OPTION(dp, bits, "32", 8, 62, "",
-       "dp.mode = distributed: b, the bits of each value of the modular sum; the quantization step "
-       "is chosen so that the sum of K + 4 sqrt(K) clients fits in 2^b (Eq. 61 of Kairouz et al.)."),
+      OPTION(dp, bits, "32", 8, 56, "",
+       "dp.mode = distributed: b, the bits of each value of the modular sum, whole bytes (8, 16, ..., "
+       "56); the quantization step is chosen so that the sum of a session's clients fits in 2^b "
+       "(Eq. 61 of Kairouz et al.). Each client computes the step itself and refuses another."),
       OPTION(dp, rounding_beta, "0.60653066", 0, 0.999, "",
        "dp.mode = distributed: beta of conditional randomized rounding (a rounded update is redrawn "
        "until its norm is within the bound beta gives; 0 = unconditional). Default e^-1/2."),
-      OPTION(dp, noise, "seeded", 0, 0, "seeded|secret",
-       "Where the server's noise comes from: seeded, the run's seed and the round (simulate, "
-       "launch and a deployment give the same model; whoever knows the seed can remove the "
-       "noise); secret, OpenSSL's generator (no run repeats it). Under dp.mode = distributed the "
-       "noise is the clients': a client's own config says where it draws it from."),
+      OPTION(dp, noise, "seeded", 0, 0, "seeded|secret|keyed",
+       "Where DP noise and the DP sample come from: seeded, the run's seed (simulate, launch and "
+       "compare only: whoever knows the config can recompute the noise and the sample, and a "
+       "deployment refuses it); secret, OpenSSL's generator (no one can recompute it); keyed, a "
+       "party's own key in dp.key_dir (whoever holds the key can, no one else: a simulation handed "
+       "a deployment's keys gives its model). The server's for central DP and the sample; under "
+       "dp.mode = distributed each client's for its own noise, from its own config."),
+      OPTION(dp, key_dir, "", 0, 0, "",
+       "dp.noise = keyed: the directory of the keys (fedprof keygen): server.dp.key, the server's, "
+       "and client-K.dp.key, client K's. A deployed server or client reads its own from its "
+       "--tls-dir when this is empty."),
+      OPTION(dp, client_budget, "0", 0, 1e9, "",
+       "A deployed client's own limit on its epsilon against the server over everything it "
+       "contributes (every run; each contribution charged without amplification, with the noise "
+       "of the fewest honest clients its sum may hold): it refuses a task that would pass it, and "
+       "any update without noise. 0 = none. Its ledger (client-K.ledger) keeps what it spent."),
       OPTION(dp, max_inclusion, "0", 0, 1, "",
        "FedProf under DP: client k is sampled with probability min(this, c lambda_k), K expected, "
        "and every round is charged at this rate; 0 = 2K/N (at most 1)."),

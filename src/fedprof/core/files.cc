@@ -57,6 +57,32 @@ void WriteFileAtomic(const std::string& path, const std::string& contents) {
   }
 }
 
+void WriteNewFile(const std::string& path, const std::string& contents, unsigned mode) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, static_cast<mode_t>(mode));
+  if (fd < 0) {
+    if (errno == EEXIST) throw Error(path + ": exists already; it is never replaced (move it away first)");
+    throw Error(path + ": cannot be created: " + std::strerror(errno));
+  }
+  const bool written =
+      ::write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size()) &&
+      ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written) {
+    ::unlink(path.c_str());
+    throw Error(path + ": could not be written");
+  }
+}
+
+void AppendLine(const std::string& path, const std::string& line, unsigned mode) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, static_cast<mode_t>(mode));
+  const bool written = fd >= 0 &&
+                       ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+                       ::fsync(fd) == 0;
+  const int error = errno;
+  if (fd >= 0) ::close(fd);
+  if (!written) throw Error(path + ": cannot be appended to: " + std::strerror(error));
+}
+
 std::string ReadFile(const std::string& path) {
   // A directory opens as a stream on Linux but has no meaningful contents.
   std::error_code ec;

@@ -10,6 +10,16 @@ namespace fedprof {
 // the new one, never a half-written one. Throws fedprof::Error naming the path.
 void WriteFileAtomic(const std::string& path, const std::string& contents);
 
+// Writes `contents` to the new file `path` with permissions `mode`, flushed
+// to disk; an existing file is never replaced (the error says so), and a
+// failed write leaves no file. Throws fedprof::Error naming the path.
+void WriteNewFile(const std::string& path, const std::string& contents, unsigned mode);
+
+// Appends `line` (its own newline included) to `path`, created with
+// permissions `mode` if missing, in one write, flushed to disk: a crash
+// leaves every earlier line whole. Throws fedprof::Error naming the path.
+void AppendLine(const std::string& path, const std::string& line, unsigned mode);
+
 // The whole file; throws fedprof::Error naming the path if it cannot be read.
 std::string ReadFile(const std::string& path);
 

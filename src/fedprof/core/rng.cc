@@ -46,14 +46,27 @@ double StandardNormalFrom(uint64_t a, uint64_t b) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
-uint64_t UniformIndex(Rng& rng, uint64_t n) {
-  // Rejection sampling keeps the draw unbiased and portable.
+namespace {
+
+// Rejection sampling keeps the draw unbiased and portable.
+template <class Next>
+uint64_t UniformBelow(Next next, uint64_t n) {
   const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
   uint64_t r;
   do {
-    r = rng();
+    r = next();
   } while (r >= limit);
   return r % n;
+}
+
+}  // namespace
+
+uint64_t UniformIndex(Rng& rng, uint64_t n) {
+  return UniformBelow([&rng] { return rng(); }, n);
+}
+
+uint64_t UniformIndex(RandomBits& bits, uint64_t n) {
+  return UniformBelow([&bits] { return bits.Next(); }, n);
 }
 
 std::vector<int64_t> Permutation(Rng& rng, int64_t n) {

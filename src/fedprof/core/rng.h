@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace fedprof {
@@ -60,6 +61,30 @@ uint64_t UniformIndex(Rng& rng, uint64_t n);
 
 // Fisher-Yates permutation of 0..n-1.
 std::vector<int64_t> Permutation(Rng& rng, int64_t n);
+
+// A source of uniform 64-bit words for what must be reproducible in one run
+// and secret in another (DP noise): a seeded stream (SeededBits), or a
+// keystream no one else can compute (privacy/noise_source.h).
+class RandomBits {
+ public:
+  virtual ~RandomBits() = default;
+  virtual uint64_t Next() = 0;
+};
+
+// The words of a seeded stream, in its order.
+class SeededBits final : public RandomBits {
+ public:
+  explicit SeededBits(Rng rng) : rng_(std::move(rng)) {}
+  uint64_t Next() override { return rng_(); }
+
+ private:
+  Rng rng_;
+};
+
+// Uniform01 and UniformIndex over any source, the same arithmetic: a
+// SeededBits of a generator draws what the generator itself would.
+inline double Uniform01(RandomBits& bits) { return static_cast<double>(bits.Next() >> 11) * 0x1.0p-53; }
+uint64_t UniformIndex(RandomBits& bits, uint64_t n);
 
 }  // namespace fedprof
 

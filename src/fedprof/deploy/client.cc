@@ -43,7 +43,7 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
         swarm_(swarm),
         connection_(options),
         identity_(LoadSecAggIdentity(options.tls_dir, options.id)),
-        ledger_(options.secagg_ledger) {
+        ledger_(options.ledger, options.ledger_delta, options.budget) {
     checks_.client_id = options.id;
     checks_.policy = options.secagg;
     checks_.keys_missing = identity_.missing;
@@ -178,13 +178,23 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
     FitResult result;
     // A task that would break this client's own privacy settings is
     // answered with why, and nothing is computed for it.
-    const std::string refused = RefusedReceivedTask(task, options_.secagg, &ledger_);
+    std::string refused;
+    try {
+      refused = RefusedReceivedTask(task, options_.secagg, &ledger_);
+    } catch (const Error& e) {  // its ledger cannot be read or written
+      End(e.what());
+      return;
+    }
     if (!refused.empty()) {
       LogWarning("client " + std::to_string(options_.id) + ": round " + std::to_string(ins.round) + ": " +
                  refused);
       result.error = refused;
       result.num_samples = options_.num_samples;  // the weight it registered, as every result states
     } else {
+      if (ins.ddg) {
+        LogProgress("client " + std::to_string(options_.id) + ": round " + std::to_string(ins.round) +
+                    ": contributes; its ledger: " + ledger_.Describe());
+      }
       try {
         result = work_.fit(ins);
       } catch (const std::exception& e) {
@@ -434,7 +444,7 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
   ServerConnection connection_;
   const SecAggIdentity identity_;
   TaskChecks checks_;             // what each task's setup is checked against
-  secagg::SessionLedger ledger_;  // the sessions this client joined
+  ClientLedger ledger_;           // what this client contributed to secure sums
 
   // The main flow's own: the result being delivered, and the secure
   // aggregation session its model goes to.

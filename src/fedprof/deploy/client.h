@@ -14,6 +14,9 @@ namespace fedprof {
 
 struct GrpcClientOptions {
   std::string server;   // HOST:PORT
+  // >= 0: `server` is relay `relay`, whose certificate the client expects
+  // there (tls.h's RoleIdentity); else the server's.
+  int relay = -1;
   // Directory of ca.crt, client-<id>.crt and client-<id>.key (mutual TLS);
   // empty: plaintext (loopback experiments only).
   std::string tls_dir;
@@ -35,9 +38,12 @@ struct GrpcClientOptions {
   // What this client demands of secure aggregation, from its own config:
   // a task that breaks it is refused (a failed result saying why).
   SecAggPolicy secagg;
-  // The file of the secure aggregation sessions this client joined (its
-  // SessionLedger); "" keeps them in memory.
-  std::string secagg_ledger;
+  // The file of what this client contributed to secure sums (its
+  // ClientLedger); "" keeps it in memory. Its epsilons are at `ledger_delta`;
+  // `budget` > 0: the most epsilon against the server it spends.
+  std::string ledger;
+  double ledger_delta = 1e-5;
+  double budget = 0;
 };
 
 // What a client computes. `prepare` is called after each registration with

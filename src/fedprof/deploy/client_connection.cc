@@ -53,6 +53,8 @@ ServerConnection::ServerConnection(const GrpcClientOptions& options)
   // gRPC's own reconnection back-off grows to 120 s while the server (or
   // relay) is down; capped, a client is back within seconds of its return.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
+  ExpectPeer(options.tls_dir, options.relay >= 0 ? "relay-" + std::to_string(options.relay) : "server",
+             &args);
   channel_ = grpc::CreateCustomChannel(options.server, ClientCredentials(options.tls_dir, options.id), args);
   stub_ = pb::Federation::NewStub(channel_);
 }

@@ -6,6 +6,7 @@
 #include "fedprof/aggregation/model_sum.h"
 #include "fedprof/core/error.h"
 #include "fedprof/deploy/tls.h"
+#include "fedprof/protocol/wire.h"
 #include "fedprof/secagg/wire.h"
 
 namespace fedprof {
@@ -32,18 +33,41 @@ SecAggIdentity LoadSecAggIdentity(const std::string& tls_dir, int id) {
   return identity;
 }
 
-std::string RefusedReceivedTask(const ReceivedTask& task, const SecAggPolicy& policy,
-                                secagg::SessionLedger* ledger) {
-  if (!task.refused.empty()) return task.refused;
-  std::string refused = RefusedTask(task.instructions, task.secagg.has_value(), policy);
-  if (refused.empty() && task.secagg) {
-    try {
-      ledger->Join(secagg::SessionId(*task.secagg));
-    } catch (const Error& e) {
-      refused = std::string("refused the server's secure aggregation: ") + e.what();
-    }
+Contribution ContributionTo(const ReceivedTask& task, const SecAggPolicy& policy) {
+  Contribution c;
+  c.run = task.secagg->run_id;
+  c.round = task.instructions.round;
+  c.session = secagg::SessionId(*task.secagg);
+  c.task = TaskDigest(task.instructions);
+  if (task.instructions.ddg) {
+    SecureAggregationOptions own;
+    own.protocol = task.secagg->protocol;
+    own.tolerance = policy.tolerance;
+    own.neighbors = policy.neighbors;
+    own.threshold = policy.threshold;
+    const int invited = static_cast<int>(task.secagg->verify_keys.size());
+    DdgRelease r;
+    r.encoding = *task.instructions.ddg;
+    r.clients = FewestInSum(own, invited);
+    r.honest = FewestHonestInSum(own, invited);
+    c.release = r;
   }
-  return refused;
+  return c;
+}
+
+std::string RefusedReceivedTask(const ReceivedTask& task, const SecAggPolicy& policy, ClientLedger* ledger) {
+  if (!task.refused.empty()) return task.refused;
+  std::string refused = RefusedTask(task.instructions, task.secagg ? &*task.secagg : nullptr, policy);
+  if (!refused.empty() || task.instructions.train.epochs == 0) return refused;
+  if (!task.secagg) {
+    if (ledger->budget() > 0) {
+      return "refused a task that would send its model in the clear: this client keeps a privacy budget "
+             "(dp.client_budget), which an update without noise has no bound against";
+    }
+    return "";
+  }
+  refused = ledger->Take(ContributionTo(task, policy));
+  return refused.empty() ? "" : "refused the server's secure aggregation: " + refused;
 }
 
 std::unique_ptr<SecAggParticipation> SecAggParticipation::Join(const ReceivedTask& task, int64_t client_id,
@@ -52,13 +76,15 @@ std::unique_ptr<SecAggParticipation> SecAggParticipation::Join(const ReceivedTas
                                                                const SecAggPolicy& policy) {
   std::vector<secagg::Word> input;
   try {
-    Rng noise = ClientNoise(policy.secret_dp_noise, policy.dp_seed, task.instructions.round, client_id);
-    input = SessionInput(task.instructions, *result, noise);
+    const auto noise =
+        ClientNoise(policy.noise.kind, policy.noise.key, policy.dp_seed, task.instructions, client_id);
+    input = SessionInput(task.instructions, *result, *noise);
   } catch (const Error& e) {
     result->ok = false;
     result->error = std::string("its model cannot be securely aggregated: ") + e.what();
   }
   result->params = FlatParams();
+  KeepOnlyWhatTheTaskAsks(task.instructions, result);
   if (!result->ok) return nullptr;
   return std::unique_ptr<SecAggParticipation>(
       new SecAggParticipation(task, client_id, signing_key, chunk_bytes, std::move(input)));

@@ -15,9 +15,9 @@
 #include "federation.pb.h"
 #include "secagg.pb.h"
 #include "fedprof/deploy/client_task.h"
+#include "fedprof/privacy/client_ledger.h"
 #include "fedprof/protocol/messages.h"
 #include "fedprof/secagg/client.h"
-#include "fedprof/secagg/ledger.h"
 #include "fedprof/transport/secure_aggregation.h"
 
 namespace fedprof {
@@ -35,10 +35,15 @@ SecAggIdentity LoadSecAggIdentity(const std::string& tls_dir, int id);
 
 // Why the client refuses `task`, or "": a session its check of the setup
 // refused, a task that would break its own `policy` (RefusedTask), or a
-// session it joined before (a replay). A session it takes part in is
-// recorded in `ledger` first, before any work.
-std::string RefusedReceivedTask(const ReceivedTask& task, const SecAggPolicy& policy,
-                                secagg::SessionLedger* ledger);
+// contribution its `ledger` refuses (a session, round or task it
+// contributed to before, a round that goes back, or past its budget). A
+// training task's contribution is recorded in the ledger first, before any
+// work. A training task in the clear is refused by a client that keeps a
+// budget.
+std::string RefusedReceivedTask(const ReceivedTask& task, const SecAggPolicy& policy, ClientLedger* ledger);
+// The contribution `task`'s training would make to its session, as client
+// `policy` counts it (its own tolerance and the session's size).
+Contribution ContributionTo(const ReceivedTask& task, const SecAggPolicy& policy);
 
 // The client's part in one session: its model goes into the sum masked,
 // the result to the server without it.
@@ -46,7 +51,8 @@ class SecAggParticipation {
  public:
   // Takes `result`'s model as this client's input to `task`'s session
   // (SessionInput: under distributed DP its update, noised as `policy`
-  // says) and leaves the result without it. Null when the model cannot be
+  // says) and leaves the result without it, and without what the task does
+  // not ask for (KeepOnlyWhatTheTaskAsks). Null when the model cannot be
   // securely aggregated: `result` then failed, saying why.
   static std::unique_ptr<SecAggParticipation> Join(const ReceivedTask& task, int64_t client_id,
                                                    const secagg::Bytes& signing_key, size_t chunk_bytes,

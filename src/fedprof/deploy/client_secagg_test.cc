@@ -155,7 +155,7 @@ TEST(ClientSecAggTest, AModelThatCannotBeSummedFailsItsResult) {
 
 TEST(ClientSecAggTest, ATaskIsRefusedForTheSetupItsPolicyOrAReplayedSession) {
   SessionOfThreeClients session(2);
-  secagg::SessionLedger ledger;
+  ClientLedger ledger("", 1e-5, 0);
   SecAggPolicy policy;
   ReceivedTask plain = session.Task();
   plain.secagg.reset();

@@ -40,9 +40,10 @@ class Relay {
         name_("relay " + std::to_string(options.id)),
         observer_(observer),
         backoff_(options.give_up_s) {
+    grpc::ChannelArguments args = CallerChannelArguments();
+    ExpectPeer(options.tls_dir, "server", &args);
     channel_ = grpc::CreateCustomChannel(
-        options.server, ClientCredentials(options.tls_dir, "relay-" + std::to_string(options.id)),
-        CallerChannelArguments());
+        options.server, ClientCredentials(options.tls_dir, "relay-" + std::to_string(options.id)), args);
     stub_ = pb::Federation::NewStub(channel_);
   }
 

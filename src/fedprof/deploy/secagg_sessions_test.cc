@@ -17,7 +17,6 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/secagg/client.h"
-#include "fedprof/secagg/ledger.h"
 #include "fedprof/deploy/tls.h"
 #include "tests/test_dirs.h"
 
@@ -295,7 +294,7 @@ TEST(SecAggSetupTest, ATasksSetupIsCheckedBeforeUse) {
           "the session's k = 2, t = 1 are not this party's k = 2, t = 2", policy);
   SecAggPolicy stricter = policy;
   stricter.tolerance.corrupt = 0.4;
-  refused(as_is, "no threshold lets 3 clients", stricter);
+  refused(as_is, "no threshold lets 3 invited clients", stricter);
   EXPECT_THROW(SetupFromWire(good, 11, 7, 4, policy), Error);
 
   // Against the keys issued with the certificates (secagg-roster), a key the
@@ -350,10 +349,11 @@ TEST(SecAggPolicyTest, AClientThatRequiresSecureAggregationRefusesADowngrade) {
   SecAggPolicy policy;
   FitInstructions train;
   train.train.epochs = 2;
-  EXPECT_EQ(RefusedTask(train, /*has_setup=*/false, policy), "");  // not required: the server decides
+  const secagg::SessionConfig setup;
+  EXPECT_EQ(RefusedTask(train, nullptr, policy), "");  // not required: the server decides
   policy.required = true;
-  EXPECT_EQ(RefusedTask(train, /*has_setup=*/true, policy), "");
-  const std::string clear = RefusedTask(train, /*has_setup=*/false, policy);
+  EXPECT_EQ(RefusedTask(train, &setup, policy), "");
+  const std::string clear = RefusedTask(train, nullptr, policy);
   EXPECT_NE(clear.find("refused a task that would send its model in the clear"), std::string::npos) << clear;
   EXPECT_EQ(clear.find('\n'), std::string::npos);
   // A report task brings no model back, but a profile in the clear, or a
@@ -361,51 +361,14 @@ TEST(SecAggPolicyTest, AClientThatRequiresSecureAggregationRefusesADowngrade) {
   FitInstructions report;
   report.train.epochs = 0;
   report.report.profile = true;
-  EXPECT_NE(RefusedTask(report, false, policy).find("its profile in the clear"), std::string::npos);
+  EXPECT_NE(RefusedTask(report, nullptr, policy).find("its profile in the clear"), std::string::npos);
   report.report.public_key = std::make_shared<const std::string>("paillier");
-  EXPECT_EQ(RefusedTask(report, false, policy), "");  // encrypted matching: only Enc(q div) leaves
+  EXPECT_EQ(RefusedTask(report, nullptr, policy), "");  // encrypted matching: only Enc(q div) leaves
   report.report.public_key.reset();
   policy.clear_profiles = true;
-  EXPECT_EQ(RefusedTask(report, false, policy), "");
+  EXPECT_EQ(RefusedTask(report, nullptr, policy), "");
   train.report.sketch_dim = 16;
-  EXPECT_NE(RefusedTask(train, true, policy).find("a sketch of its update"), std::string::npos);
-}
-
-// The sessions a client joined are refused a second time, across a restart
-// of the client (the ledger's file), and a damaged ledger is named.
-TEST(SecAggLedgerTest, ASessionIsJoinedOnceEvenAcrossARestart) {
-  const std::string dir = testing_support::ClearedPath("secagg", "ledger");
-  MakeDirs(dir);
-  const std::string path = dir + "/client-3.secagg-sessions";
-  const secagg::Bytes first = secagg::RandomBytes(secagg::kKeyBytes);
-  const secagg::Bytes second = secagg::RandomBytes(secagg::kKeyBytes);
-  {
-    secagg::SessionLedger ledger(path);
-    ledger.Join(first);
-    ledger.Join(second);
-    try {
-      ledger.Join(first);
-      ADD_FAILURE() << "joined a session twice";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("was joined before"), std::string::npos) << e.what();
-    }
-  }
-  secagg::SessionLedger restarted(path);
-  EXPECT_THROW(restarted.Join(second), Error);
-  restarted.Join(secagg::RandomBytes(secagg::kKeyBytes));
-  secagg::SessionLedger in_memory;
-  in_memory.Join(first);
-  EXPECT_THROW(in_memory.Join(first), Error);
-  WriteFileAtomic(path, ReadFile(path) + "not-hex\n");
-  try {
-    secagg::SessionLedger(path).Join(secagg::RandomBytes(secagg::kKeyBytes));
-    ADD_FAILURE() << "read a damaged ledger";
-  } catch (const Error& e) {
-    EXPECT_NE(
-        std::string(e.what()).find("client-3.secagg-sessions line 4: not a secure aggregation session id"),
-        std::string::npos)
-        << e.what();
-  }
+  EXPECT_NE(RefusedTask(train, &setup, policy).find("a sketch of its update"), std::string::npos);
 }
 
 // Every message the session refuses is logged, naming its client, once per

@@ -2,16 +2,13 @@
 
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/security/auth_context.h>
-#include <fcntl.h>
 #include <openssl/bio.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
-#include <unistd.h>
+#include <openssl/x509v3.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -21,6 +18,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/text.h"
+#include "fedprof/privacy/noise_source.h"
 
 namespace fedprof {
 namespace {
@@ -118,24 +116,6 @@ Error KeyExists(const std::string& path) {
   return Error(path + ": exists already; keys are never replaced (move it away first)");
 }
 
-// Writes `contents` to a new file of `mode`; an existing file is left alone
-// and named.
-void WriteNewFile(const std::string& path, const std::string& contents, mode_t mode) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0) {
-    if (errno == EEXIST) throw KeyExists(path);
-    throw Error(path + ": cannot be created: " + std::strerror(errno));
-  }
-  const bool written =
-      ::write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size()) &&
-      ::fsync(fd) == 0;
-  ::close(fd);
-  if (!written) {
-    ::unlink(path.c_str());
-    throw Error(path + ": could not be written");
-  }
-}
-
 Pkey NewKey(const char* algorithm, const char* curve) {
   EVP_PKEY* key = curve == nullptr ? EVP_PKEY_Q_keygen(nullptr, nullptr, algorithm)
                                    : EVP_PKEY_Q_keygen(nullptr, nullptr, algorithm, curve);
@@ -147,7 +127,7 @@ Pkey NewKey(const char* algorithm, const char* curve) {
 
 std::vector<std::string> GenerateClientKeys(const std::string& dir, int id) {
   if (id < 0) throw Error("keygen: a client id >= 0 is required");
-  if (!FileExists(dir)) throw Error(dir + ": no such directory");
+  MakeDirs(dir);
   const std::string stem = dir + "/client-" + std::to_string(id);
   const Pkey tls = NewKey("EC", "P-256");
   const Pkey secagg = NewKey("ED25519", nullptr);
@@ -172,6 +152,7 @@ std::vector<std::string> GenerateClientKeys(const std::string& dir, int id) {
   const std::vector<std::pair<std::string, std::string>> files = {
       {stem + ".key", PrivateKeyPem(tls.get(), "the TLS key")},
       {stem + ".secagg.key", PrivateKeyPem(secagg.get(), "the secure aggregation key")},
+      {stem + ".dp.key", NewNoiseKeyText()},
       {stem + ".csr", Pem([&](BIO* b) { return PEM_write_bio_X509_REQ(b, request.get()); }, "the request")},
       {stem + ".secagg.pub", std::to_string(id) + " " + base64 + "\n"}};
   // Nothing is written if any file exists: no half set of keys.
@@ -196,6 +177,12 @@ void PrepareGrpcRuntime() {
   std::call_once(once, [] { absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore); });
 }
 
+std::string RoleIdentity(const std::string& role) { return role + ".fedprof.invalid"; }
+
+void ExpectPeer(const std::string& tls_dir, const std::string& role, grpc::ChannelArguments* args) {
+  if (!tls_dir.empty()) args->SetSslTargetNameOverride(RoleIdentity(role));
+}
+
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const std::string& tls_dir,
                                                            const std::string& name) {
   PrepareGrpcRuntime();
@@ -203,8 +190,18 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const std::string& tl
   grpc::SslServerCredentialsOptions options(
       GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   options.pem_root_certs = ReadPem(tls_dir, "ca.crt");
-  options.pem_key_cert_pairs.push_back(
-      {ReadPem(tls_dir, name + ".key"), ReadPem(tls_dir, name + ".crt")});
+  const std::string cert = ReadPem(tls_dir, name + ".crt");
+  // Peers check the role's name: a certificate without it serves no one.
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(cert.data(), static_cast<int>(cert.size())),
+                                                BIO_free);
+  std::unique_ptr<X509, decltype(&X509_free)> x509(
+      bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr, X509_free);
+  const std::string identity = RoleIdentity(name);
+  if (!x509 || X509_check_host(x509.get(), identity.data(), identity.size(), 0, nullptr) != 1) {
+    throw Error(tls_dir + "/" + name + ".crt does not name " + identity +
+                ", which its peers check: issue it again with scripts/make-certs.sh");
+  }
+  options.pem_key_cert_pairs.push_back({ReadPem(tls_dir, name + ".key"), cert});
   return grpc::SslServerCredentials(options);
 }
 

@@ -10,6 +10,7 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_context.h>
+#include <grpcpp/support/channel_arguments.h>
 
 #include <cstdint>
 #include <map>
@@ -22,11 +23,23 @@ namespace fedprof {
 // Sets gRPC's runtime up for this process (once; later calls do nothing).
 void PrepareGrpcRuntime();
 
+// The name every peer checks in the certificate of a role, "server" or
+// "relay-<r>": <role>.fedprof.invalid (scripts/make-certs.sh gives the
+// server's certificate and each relay's their own, and only their own). A
+// client or relay connects to whatever host or address it was given, and
+// accepts only the certificate that names the role it expects there: a
+// relay's key cannot pose as the server, nor one relay as another.
+std::string RoleIdentity(const std::string& role);
+// Makes a channel of `args` accept only `role`'s certificate (under TLS,
+// `tls_dir` not empty).
+void ExpectPeer(const std::string& tls_dir, const std::string& role, grpc::ChannelArguments* args);
+
 // The server's credentials from DIR/ca.crt, <name>.crt, <name>.key (the
 // server's, or relay-<r>'s when a relay serves its clients): it presents
 // <name>.crt and requires a client certificate signed by ca.crt. An empty
 // `tls_dir` gives plaintext credentials. Throws fedprof::Error naming a
-// missing or unreadable file.
+// missing or unreadable file, or a certificate that does not name its role
+// (RoleIdentity).
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const std::string& tls_dir,
                                                            const std::string& name = "server");
 
@@ -63,15 +76,16 @@ struct SecAggKeyPair {
 SecAggKeyPair SecAggSigningKey(const std::string& tls_dir, int id);
 std::map<int64_t, std::string> SecAggRoster(const std::string& tls_dir);
 
-// Client `id`'s keys, made on its own machine (fedprof keygen): in `dir`,
-// client-<id>.key (its TLS key, EC P-256) and client-<id>.secagg.key (its
-// Ed25519 signing key), both readable by the owner only and never to leave
-// the machine; client-<id>.csr (a certificate request, CN=client-<id>,
-// signed with the TLS key) and client-<id>.secagg.pub (its roster line "<id>
-// KEY") for the certificate authority, which signs the one and lists the
-// other in secagg-roster (scripts/make-certs.sh --sign). Refuses to replace
-// an existing key; throws fedprof::Error naming the file. Returns the files
-// written, the two for the CA last.
+// Client `id`'s keys, made on its own machine (fedprof keygen): in `dir`
+// (made if missing), client-<id>.key (its TLS key, EC P-256),
+// client-<id>.secagg.key (its Ed25519 signing key) and client-<id>.dp.key
+// (its DP noise key, dp.noise = keyed), each readable by the owner only and
+// never to leave the machine; client-<id>.csr (a certificate request,
+// CN=client-<id>, signed with the TLS key) and client-<id>.secagg.pub (its
+// roster line "<id> KEY") for the certificate authority, which signs the one
+// and lists the other in secagg-roster (scripts/make-certs.sh --sign).
+// Refuses to replace an existing key; throws fedprof::Error naming the file.
+// Returns the files written, the two for the CA last.
 std::vector<std::string> GenerateClientKeys(const std::string& dir, int id);
 
 }  // namespace fedprof

@@ -1,19 +1,22 @@
 #include "fedprof/privacy/distributed_dp.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <string>
+#include <tuple>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/text.h"
 
 namespace fedprof {
 namespace {
 
-bool Bernoulli(Rng& rng, double p) { return Uniform01(rng) < p; }
+bool Bernoulli(RandomBits& rng, double p) { return Uniform01(rng) < p; }
 
 // Bernoulli(exp(−γ)), γ >= 0 (Canonne, Kamath and Steinke, Alg. 1).
-bool BernoulliExp(Rng& rng, double gamma) {
+bool BernoulliExp(RandomBits& rng, double gamma) {
   while (gamma > 1) {
     if (!BernoulliExp(rng, 1)) return false;
     gamma -= 1;
@@ -24,7 +27,7 @@ bool BernoulliExp(Rng& rng, double gamma) {
 }
 
 // The discrete Laplace of scale t (P(x) ∝ exp(−|x| / t)), t >= 1 (Alg. 2).
-int64_t DiscreteLaplace(Rng& rng, int64_t t) {
+int64_t DiscreteLaplace(RandomBits& rng, int64_t t) {
   for (;;) {
     const int64_t u = static_cast<int64_t>(UniformIndex(rng, static_cast<uint64_t>(t)));
     if (!BernoulliExp(rng, static_cast<double>(u) / static_cast<double>(t))) continue;
@@ -101,18 +104,17 @@ void CheckDdgParams(const DdgParams& p) {
   if (!(p.clip_norm > 0 && std::isfinite(p.clip_norm))) bad("clip norm: expected a finite value > 0");
   if (!(p.noise_sd >= 0 && std::isfinite(p.noise_sd))) bad("noise sd: expected a finite value >= 0");
   if (!(p.granularity > 0 && std::isfinite(p.granularity))) bad("granularity: expected a finite value > 0");
-  if (p.bits < 8 || p.bits > 62) bad("bits: expected 8 to 62, not " + std::to_string(p.bits));
+  // Whole bytes: a session sums words of whole bytes, and a sum modulo
+  // 2^b in wider words would keep in its high bits how many values wrapped.
+  if (p.bits < 8 || p.bits > 56 || p.bits % 8 != 0) {
+    bad("bits: expected 8, 16, 24, 32, 40, 48 or 56, not " + std::to_string(p.bits));
+  }
   if (!(p.rounding_beta >= 0 && p.rounding_beta < 1)) bad("rounding beta: expected a value in [0, 1)");
   if (p.dim == 0 || p.dim > (size_t{1} << 31)) bad("dimension: expected 1 to 2^31 values");
   // The rounded update and the noise must stay far inside the int64 range.
   if (!(p.clip_norm / p.granularity < 0x1p52 && p.noise_sd / p.granularity < 0x1p40)) {
     bad("granularity: too fine for the clip norm and noise");
   }
-}
-
-int64_t DdgMaxClients(int64_t expected_clients) {
-  return expected_clients +
-         static_cast<int64_t>(std::ceil(4 * std::sqrt(static_cast<double>(expected_clients))));
 }
 
 double DdgGranularity(double clip_norm, double noise_sd, int bits, int64_t clients, size_t padded) {
@@ -126,7 +128,52 @@ double DdgGranularity(double clip_norm, double noise_sd, int bits, int64_t clien
   return 4 * std::sqrt(spread / room);
 }
 
-int64_t DiscreteGaussian(Rng& rng, double sigma) {
+DdgParams DdgEncodingFor(const DdgSettings& s, size_t dim, int64_t invited, int64_t fewest_honest,
+                         uint64_t rotation_seed) {
+  DdgParams p;
+  p.clip_norm = s.clip_norm;
+  p.noise_sd =
+      s.noise_multiplier * s.clip_norm / std::sqrt(static_cast<double>(std::max<int64_t>(1, fewest_honest)));
+  p.bits = s.bits;
+  p.rounding_beta = s.rounding_beta;
+  p.dim = dim;
+  p.granularity = DdgGranularity(p.clip_norm, p.noise_sd, p.bits, std::max<int64_t>(1, invited), p.padded());
+  p.rotation_seed = rotation_seed;
+  return p;
+}
+
+std::string DdgMismatch(const DdgParams& task, const DdgSettings& own, size_t dim, int64_t invited,
+                        int64_t fewest_honest) {
+  const auto differs = [](const std::string& what, double theirs, double mine) {
+    return "its " + what + " " + FormatDouble(theirs, "%.17g") + " is not this client's " +
+           FormatDouble(mine, "%.17g");
+  };
+  if (task.dim != dim) return differs("model size", static_cast<double>(task.dim), static_cast<double>(dim));
+  if (task.clip_norm != own.clip_norm)
+    return differs("clip norm (dp.clip_norm)", task.clip_norm, own.clip_norm);
+  if (task.bits != own.bits) return differs("word width (dp.bits)", task.bits, own.bits);
+  if (task.rounding_beta != own.rounding_beta) {
+    return differs("rounding bound (dp.rounding_beta)", task.rounding_beta, own.rounding_beta);
+  }
+  const DdgParams mine = DdgEncodingFor(own, dim, invited, fewest_honest, task.rotation_seed);
+  if (!(task.noise_sd >= mine.noise_sd)) {
+    return "its noise sd " + FormatDouble(task.noise_sd, "%.6g") + " is below the " +
+           FormatDouble(mine.noise_sd, "%.6g") +
+           " this client's dp.noise_multiplier asks of a sum of at least " +
+           std::to_string(std::max<int64_t>(1, fewest_honest)) + " honest clients";
+  }
+  double step = 0;
+  try {
+    step =
+        DdgGranularity(own.clip_norm, task.noise_sd, own.bits, std::max<int64_t>(1, invited), mine.padded());
+  } catch (const Error& e) {
+    return e.what();
+  }
+  if (task.granularity != step) return differs("quantization step", task.granularity, step);
+  return "";
+}
+
+int64_t DiscreteGaussian(RandomBits& rng, double sigma) {
   if (!(sigma > 0 && sigma < 0x1p50)) throw Error("discrete Gaussian: expected 0 < sigma < 2^50");
   const int64_t t = static_cast<int64_t>(std::floor(sigma)) + 1;
   const double variance = sigma * sigma;
@@ -161,7 +208,8 @@ double DdgSensitivity(const DdgParams& p) {
   return std::sqrt(bound);
 }
 
-std::vector<uint64_t> DdgEncode(const DdgParams& p, const FlatParams& start, const FlatParams& w, Rng& rng) {
+std::vector<uint64_t> DdgEncode(const DdgParams& p, const FlatParams& start, const FlatParams& w,
+                                RandomBits& rng) {
   CheckDdgParams(p);
   if (start.size() != p.dim || w.size() != p.dim) {
     throw Error("distributed DP: a model of " + std::to_string(w.size()) + " values for an encoding of " +
@@ -241,28 +289,73 @@ double DdgRdp(const DdgParams& p, int64_t clients, int order) {
   return Eq17(s, Tau(p.noise_sd / p.granularity, clients), static_cast<double>(p.padded()), order);
 }
 
-EpsilonAtOrder DdgEpsilon(const DdgParams& p, double sample_rate,
-                          const std::vector<int64_t>& clients_per_round, double delta) {
-  std::map<int64_t, int64_t> rounds_of;  // clients in a sum → rounds
-  for (int64_t n : clients_per_round) {
-    if (n > 0) ++rounds_of[n];
+const std::vector<double>& DdgOrders() {
+  static const std::vector<double> orders = [] {
+    std::vector<double> o;
+    for (int a = 2; a <= 256; ++a) o.push_back(a);
+    return o;
+  }();
+  return orders;
+}
+
+std::vector<double> DdgRdpCurve(const DdgRelease& release, bool honest_only) {
+  const std::vector<double>& orders = DdgOrders();
+  const int64_t n = honest_only ? release.honest : release.clients;
+  std::vector<double> rdp(orders.size(), 0.0);
+  if (n <= 0) return rdp;
+  const DdgParams& p = release.encoding;
+  if (p.noise_sd == 0) return std::vector<double>(orders.size(), std::numeric_limits<double>::infinity());
+  const double s = DdgSensitivity(p) / (std::sqrt(static_cast<double>(n)) * p.noise_sd);
+  const double tau = Tau(p.noise_sd / p.granularity, n);
+  for (size_t i = 0; i < orders.size(); ++i) {
+    rdp[i] = Eq17(s, tau, static_cast<double>(p.padded()), static_cast<int>(orders[i]));
   }
-  std::vector<double> orders, rdp;
-  for (int a = 2; a <= 256; ++a) orders.push_back(a);
-  rdp.assign(orders.size(), 0.0);
-  const double dim = static_cast<double>(p.padded());
-  for (const auto& [n, rounds] : rounds_of) {
-    if (p.noise_sd == 0) {
-      rdp.assign(orders.size(), std::numeric_limits<double>::infinity());
-      break;
-    }
-    const double s = DdgSensitivity(p) / (std::sqrt(static_cast<double>(n)) * p.noise_sd);
-    const double tau = Tau(p.noise_sd / p.granularity, n);
-    const auto one = [&](int order) { return Eq17(s, tau, dim, order); };
+  return rdp;
+}
+
+namespace {
+
+// Releases alike for the accountant (the same clip norm, rounding bound,
+// noise, step, size and counts) grouped: one curve each, however many
+// rounds share it.
+using ReleaseKey = std::tuple<double, double, double, double, size_t, int64_t, int64_t>;
+std::map<ReleaseKey, std::pair<DdgRelease, int64_t>> Grouped(const std::vector<DdgRelease>& releases) {
+  std::map<ReleaseKey, std::pair<DdgRelease, int64_t>> groups;
+  for (const DdgRelease& r : releases) {
+    if (r.clients <= 0) continue;  // nothing released
+    const DdgParams& p = r.encoding;
+    auto& g =
+        groups[{p.clip_norm, p.rounding_beta, p.noise_sd, p.granularity, p.padded(), r.clients, r.honest}];
+    g.first = r;
+    ++g.second;
+  }
+  return groups;
+}
+
+}  // namespace
+
+EpsilonAtOrder DdgEpsilon(const std::vector<DdgRelease>& releases, double sample_rate, double delta) {
+  const std::vector<double>& orders = DdgOrders();
+  std::vector<double> rdp(orders.size(), 0.0);
+  for (const auto& [key, group] : Grouped(releases)) {
+    (void)key;
+    const std::vector<double> one = DdgRdpCurve(group.first, /*honest_only=*/false);
     for (size_t i = 0; i < orders.size(); ++i) {
-      rdp[i] +=
-          static_cast<double>(rounds) * PoissonSubsampledRdp(sample_rate, static_cast<int>(orders[i]), one);
+      const auto curve = [&](int order) { return one[static_cast<size_t>(order - 2)]; };
+      rdp[i] += static_cast<double>(group.second) *
+                PoissonSubsampledRdp(sample_rate, static_cast<int>(orders[i]), curve);
     }
+  }
+  return EpsilonFromRdp(orders, rdp, delta);
+}
+
+EpsilonAtOrder DdgEpsilonUnsampled(const std::vector<DdgRelease>& releases, bool honest_only, double delta) {
+  const std::vector<double>& orders = DdgOrders();
+  std::vector<double> rdp(orders.size(), 0.0);
+  for (const auto& [key, group] : Grouped(releases)) {
+    (void)key;
+    const std::vector<double> one = DdgRdpCurve(group.first, honest_only);
+    for (size_t i = 0; i < orders.size(); ++i) rdp[i] += static_cast<double>(group.second) * one[i];
   }
   return EpsilonFromRdp(orders, rdp, delta);
 }

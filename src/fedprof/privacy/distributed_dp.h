@@ -9,13 +9,17 @@
 // integers at random (conditionally: redrawn until its norm is within the
 // bound of Thm. 1), adds discrete Gaussian noise N_Z(0, σ²/γ²) to each
 // coordinate and reduces it modulo 2^b. Secure aggregation sums the
-// clients' vectors modulo 2^b; the server only ever holds that noised sum,
-// which it maps back to [−2^(b−1), 2^(b−1)), scales by γ and rotates back.
-// The noise of the n clients in the sum adds up to about N(0, nσ²), which
-// the accountant (DdgRdp) charges with the paper's correction τ.
+// clients' vectors modulo 2^b (b whole bytes, so the session's words are
+// exactly b bits); the server only ever holds that noised sum, which it
+// maps back to [−2^(b−1), 2^(b−1)), scales by γ and rotates back. The noise
+// of the n clients in the sum adds up to about N(0, nσ²), which the
+// accountant (DdgRdp) charges with the paper's correction τ. Every client
+// computes σ, γ and b itself (DdgEncodingFor) and refuses a server's other
+// encoding (DdgMismatch).
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "fedprof/core/params.h"
@@ -41,20 +45,45 @@ struct DdgParams {
 // accept (non-finite or out-of-range values).
 void CheckDdgParams(const DdgParams& p);
 
-// The largest number of clients whose sum γ is chosen to fit: the expected
-// count K plus four standard deviations of a Poisson sample's size.
-int64_t DdgMaxClients(int64_t expected_clients);
-
 // γ from Eq. 61 of the paper (ρ = 1, k = 4 standard deviations), solved for
 // γ: 2^(b−1) γ = 4 √(c² n² / D + n (γ²/4 + σ²)) with n = `clients`. Throws
 // fedprof::Error when 2^b is too small for n clients at all.
 double DdgGranularity(double clip_norm, double noise_sd, int bits, int64_t clients, size_t padded);
 
+// What every party of a round computes its encoding from, each from its own
+// configuration: the server's tasks carry an encoding, and each client
+// recomputes it and refuses one that is not its own (DdgMismatch).
+struct DdgSettings {
+  double noise_multiplier = 0;  // z: the noise of the honest clients' sum over C
+  double clip_norm = 0;         // C
+  int bits = 32;                // b
+  double rounding_beta = 0;     // β
+};
+
+// The encoding of a round whose session invites `invited` clients, of which
+// the sum holds at least `fewest_honest` honest ones (secure aggregation's
+// fewest survivors, less the colluders it allows): each client adds
+// σ = zC/√h, so that the honest clients' noise alone makes the central
+// mechanism's zC (the colluders' own noise is the server's to subtract); γ
+// lets the sum of all `invited` fit in b bits (DdgGranularity); the
+// round's public rotation. A `fewest_honest` below 1 (no session of that
+// many can run) is taken as 1.
+DdgParams DdgEncodingFor(const DdgSettings& settings, size_t dim, int64_t invited, int64_t fewest_honest,
+                         uint64_t rotation_seed);
+
+// Why a client with `own` settings refuses `task`'s encoding for a session
+// of `invited` clients with at least `fewest_honest` honest ones in the sum,
+// or "": another clip norm, word width or rounding bound, less noise than
+// its own z asks, or a quantization step that is not the one its noise and
+// the session's size give (a coarse step would round the noise away).
+std::string DdgMismatch(const DdgParams& task, const DdgSettings& own, size_t dim, int64_t invited,
+                        int64_t fewest_honest);
+
 // A sample of the discrete Gaussian N_Z(0, σ²) (σ > 0), by rejection from
 // the discrete Laplace (Canonne, Kamath and Steinke, NeurIPS 2020, Alg. 3,
-// with its Bernoulli(exp(−γ)) trials of Alg. 1 drawn from `rng` in double
+// with its Bernoulli(exp(−γ)) trials of Alg. 1 drawn from `bits` in double
 // precision).
-int64_t DiscreteGaussian(Rng& rng, double sigma);
+int64_t DiscreteGaussian(RandomBits& bits, double sigma);
 
 // The rotation: x ← H D_s x / √D (random signs s from the seed, H the
 // Walsh-Hadamard matrix), and its inverse. x.size() must be a power of two.
@@ -69,16 +98,19 @@ double DdgSensitivity(const DdgParams& p);
 // One client's vector: the update w − start (whose norm must be within c:
 // the client clips first; throws fedprof::Error otherwise), rotated,
 // scaled, rounded at random, noised, modulo 2^b (D values). The rounding
-// and the noise come from `rng`, the client's own.
-std::vector<uint64_t> DdgEncode(const DdgParams& p, const FlatParams& start, const FlatParams& w, Rng& rng);
+// and the noise come from `bits`, the client's own (privacy/noise_source.h).
+std::vector<uint64_t> DdgEncode(const DdgParams& p, const FlatParams& start, const FlatParams& w,
+                                RandomBits& bits);
 
 // The noised sum of the updates, in model units (d values), from the sum
 // modulo 2^b of the clients' vectors (only its low b bits are read).
 std::vector<double> DdgDecode(const DdgParams& p, const std::vector<uint64_t>& sum);
 
-// The round's client streams: a client's rounding and noise in simulation
-// (a deployment's clients draw theirs from OpenSSL unless their own config
-// says dp.noise = seeded), and the rotation's seed.
+// The round's streams of the run's seed: a client's rounding and noise under
+// dp.noise = seeded (simulate, launch and compare only: whoever knows the
+// config can recompute it; a deployed client draws from its key or
+// OpenSSL's generator, privacy/noise_source.h), and the public rotation's
+// seed.
 Rng DdgClientRng(uint64_t seed, int64_t round, int64_t client);
 uint64_t DdgRotationSeed(uint64_t seed, int64_t round);
 
@@ -88,11 +120,31 @@ uint64_t DdgRotationSeed(uint64_t seed, int64_t round);
 // min{α s² / 2 + τ D, (α / 2)(s + √D τ)²}. No clients: 0 (nothing released).
 double DdgRdp(const DdgParams& p, int64_t clients, int order);
 
-// ε at δ after the rounds whose sums held `clients_per_round` clients, each
-// round's client drawn with probability q (Poisson sampling; the general
-// bound of Zhu and Wang, ICML 2019, Thm. 5, at integer orders 2..256).
-EpsilonAtOrder DdgEpsilon(const DdgParams& p, double sample_rate,
-                          const std::vector<int64_t>& clients_per_round, double delta);
+// One release of a distributed-DP sum: its encoding, the clients whose noise
+// it holds, and how many of them are honest at the fewest (the noise a
+// server colluding with the others cannot subtract).
+struct DdgRelease {
+  DdgParams encoding;
+  int64_t clients = 0;
+  int64_t honest = 0;
+};
+
+// The orders 2..256 every ledger is kept at, and one release's RDP at each:
+// with the noise of all its clients (against observers of the models) or
+// of its honest ones alone (against the server).
+const std::vector<double>& DdgOrders();
+std::vector<double> DdgRdpCurve(const DdgRelease& release, bool honest_only);
+
+// ε at δ against observers of the released models: each release's client
+// drawn with probability q (Poisson sampling; the general bound of Zhu and
+// Wang, ICML 2019, Thm. 5), composed over the releases. The amplification
+// holds against whoever does not know the sample.
+EpsilonAtOrder DdgEpsilon(const std::vector<DdgRelease>& releases, double sample_rate, double delta);
+
+// ε at δ of a client in each of `releases`, without amplification (whoever
+// runs the sampling knows it): with the noise of the honest clients alone
+// (against the server and its colluders), or of all of them.
+EpsilonAtOrder DdgEpsilonUnsampled(const std::vector<DdgRelease>& releases, bool honest_only, double delta);
 
 }  // namespace fedprof
 

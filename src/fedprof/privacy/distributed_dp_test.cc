@@ -19,8 +19,15 @@ DdgParams SmallEncoding(size_t dim, double noise_sd, int bits) {
   p.rounding_beta = std::exp(-0.5);
   p.dim = dim;
   p.rotation_seed = 42;
-  p.granularity = DdgGranularity(p.clip_norm, noise_sd, bits, DdgMaxClients(10), p.padded());
+  p.granularity = DdgGranularity(p.clip_norm, noise_sd, bits, 10, p.padded());
   return p;
+}
+
+// Releases of `p` whose sums held each of `clients`, all of them honest.
+std::vector<DdgRelease> Releases(const DdgParams& p, const std::vector<int64_t>& clients) {
+  std::vector<DdgRelease> out;
+  for (int64_t n : clients) out.push_back({p, n, n});
+  return out;
 }
 
 // An update of norm `norm` in a random direction, from `start`.
@@ -41,7 +48,7 @@ FlatParams UpdateOfNorm(const FlatParams& start, double norm, Rng& rng) {
 TEST(DiscreteGaussianTest, MatchesItsDistribution) {
   // σ = 0.7: the sample frequencies of −4..4 against the normalised
   // exp(−x²/2σ²), each within 4 binomial standard deviations.
-  Rng rng(7);
+  SeededBits rng(Rng(7));
   const double sigma = 0.7;
   const int n = 200000;
   std::map<int64_t, int> counts;
@@ -59,7 +66,7 @@ TEST(DiscreteGaussianTest, MeanAndVarianceAtLargeScales) {
   // For σ >= 3 the discrete Gaussian's variance is σ² to within 1e-30
   // (its variance differs from σ² by a term of order exp(−2π²σ²)).
   for (double sigma : {3.0, 40.0, 5e6}) {
-    Rng rng(static_cast<uint64_t>(sigma));
+    SeededBits rng(Rng(static_cast<uint64_t>(sigma)));
     const int n = 100000;
     double sum = 0, sq = 0;
     for (int i = 0; i < n; ++i) {
@@ -72,7 +79,7 @@ TEST(DiscreteGaussianTest, MeanAndVarianceAtLargeScales) {
     // The sample variance's sd is σ²√(2/n): 0.45% at n = 100,000.
     EXPECT_NEAR(sq / n / (sigma * sigma), 1, 0.02) << sigma;
   }
-  Rng rng(1);
+  SeededBits rng(Rng(1));
   EXPECT_THROW(DiscreteGaussian(rng, 0), Error);
 }
 
@@ -101,7 +108,52 @@ TEST(DistributedDpTest, SensitivityAndGranularityByHand) {
   const double g = DdgGranularity(1, 0.1, 16, 10, 64);
   EXPECT_NEAR(32768 * g, 4 * std::sqrt(100.0 / 64 + 10 * (g * g / 4 + 0.01)), 1e-9);
   EXPECT_THROW(DdgGranularity(1, 0.1, 8, 10000, 64), Error);
-  EXPECT_EQ(DdgMaxClients(100), 140);
+}
+
+// The encoding every party computes for itself: each client's noise zC/√h
+// for the h honest clients the sum holds at the fewest (the colluders'
+// noise is the server's to subtract), γ for all the invited; and what a
+// client refuses of a server's: another clip norm, word width or rounding
+// bound, less noise, or a step that is not the one its noise gives (a
+// coarse step rounds the noise away: at 20 σ a client's discrete Gaussian
+// is zero in nearly every draw).
+TEST(DistributedDpTest, EachClientComputesTheEncodingAndRefusesAnother) {
+  DdgSettings own;
+  own.noise_multiplier = 1.5;
+  own.clip_norm = 0.5;
+  own.bits = 32;
+  own.rounding_beta = std::exp(-0.5);
+  const DdgParams p = DdgEncodingFor(own, 1000, 20, 9, 77);
+  EXPECT_DOUBLE_EQ(p.noise_sd, 1.5 * 0.5 / 3);
+  EXPECT_EQ(p.granularity, DdgGranularity(0.5, p.noise_sd, 32, 20, 1024));
+  EXPECT_EQ(p.rotation_seed, 77u);
+  EXPECT_EQ(DdgMismatch(p, own, 1000, 20, 9), "");
+  DdgParams more = p;  // more noise than asked: its step follows
+  more.noise_sd *= 2;
+  more.granularity = DdgGranularity(0.5, more.noise_sd, 32, 20, 1024);
+  EXPECT_EQ(DdgMismatch(more, own, 1000, 20, 9), "");
+  // The session's sum may hold fewer honest clients: each must add more.
+  EXPECT_NE(DdgMismatch(p, own, 1000, 20, 4).find("is below the"), std::string::npos);
+  DdgParams coarse = p;
+  coarse.granularity = 20 * p.noise_sd;
+  const std::string why = DdgMismatch(coarse, own, 1000, 20, 9);
+  EXPECT_NE(why.find("its quantization step"), std::string::npos) << why;
+  SeededBits bits(Rng(3));
+  int nonzero = 0;
+  for (int i = 0; i < 100000; ++i) nonzero += DiscreteGaussian(bits, 1 / 20.0) != 0;
+  EXPECT_EQ(nonzero, 0) << "a step of 20 sd leaves no noise";
+  DdgParams narrow = p;
+  narrow.bits = 24;
+  EXPECT_NE(DdgMismatch(narrow, own, 1000, 20, 9).find("its word width (dp.bits) 24"), std::string::npos);
+  DdgParams clip = p;
+  clip.clip_norm = 5;
+  EXPECT_NE(DdgMismatch(clip, own, 1000, 20, 9).find("clip norm"), std::string::npos);
+  DdgParams beta = p;
+  beta.rounding_beta = 0;
+  EXPECT_NE(DdgMismatch(beta, own, 1000, 20, 9).find("rounding bound"), std::string::npos);
+  // A word width that is not whole bytes is no encoding at all.
+  narrow.bits = 25;
+  EXPECT_THROW(CheckDdgParams(narrow), Error);
 }
 
 TEST(DistributedDpTest, QuantizedSumRoundTrips) {
@@ -117,7 +169,7 @@ TEST(DistributedDpTest, QuantizedSumRoundTrips) {
   std::vector<double> truth(d, 0.0);
   for (int k = 0; k < 10; ++k) {
     const FlatParams w = UpdateOfNorm(start, 1.0, data);
-    Rng client = DdgClientRng(5, 1, k);
+    SeededBits client(DdgClientRng(5, 1, k));
     const std::vector<uint64_t> encoded = DdgEncode(p, start, w, client);
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += encoded[i];  // modulo 2^64, so 2^b too
     for (size_t i = 0; i < d; ++i) truth[i] += static_cast<double>(w[i]) - start[i];
@@ -134,7 +186,7 @@ TEST(DistributedDpTest, QuantizedSumRoundTrips) {
   // An update beyond the clip norm is the client's mistake: refused.
   FlatParams far = start;
   far[0] += 2;
-  Rng client(1);
+  SeededBits client(Rng(1));
   EXPECT_THROW(DdgEncode(p, start, far, client), Error);
 }
 
@@ -144,11 +196,11 @@ TEST(DistributedDpTest, TheNoiseOfTheSumIsTheClientsTogether) {
   const size_t d = 1000;
   const double sigma = 0.05;
   DdgParams p = SmallEncoding(d, sigma, 32);
-  p.granularity = DdgGranularity(1, sigma, 32, DdgMaxClients(20), p.padded());
+  p.granularity = DdgGranularity(1, sigma, 32, 20, p.padded());
   const FlatParams start(d, 0.5f);
   std::vector<uint64_t> sum(p.padded(), 0);
   for (int k = 0; k < 20; ++k) {
-    Rng client = DdgClientRng(8, 2, k);
+    SeededBits client(DdgClientRng(8, 2, k));
     const std::vector<uint64_t> encoded = DdgEncode(p, start, start, client);
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += encoded[i];
   }
@@ -198,17 +250,26 @@ TEST(DistributedDpAccountingTest, AtFineGranularityItIsTheGaussiansLedger) {
   const DdgParams p = SmallEncoding(1000, 0.3, 40);
   const double z = std::sqrt(10.0) * 0.3 / DdgSensitivity(p);
   EXPECT_NEAR(DdgSensitivity(p), 1, 1e-6);
-  const std::vector<int64_t> rounds(20, 10);
-  EXPECT_NEAR(DdgEpsilon(p, 1.0, rounds, 1e-5).epsilon, SampledGaussianEpsilon(1.0, z, 20, 1e-5).epsilon,
-              1e-9);
+  const std::vector<DdgRelease> rounds = Releases(p, std::vector<int64_t>(20, 10));
+  EXPECT_NEAR(DdgEpsilon(rounds, 1.0, 1e-5).epsilon, SampledGaussianEpsilon(1.0, z, 20, 1e-5).epsilon, 1e-9);
+  EXPECT_NEAR(DdgEpsilonUnsampled(rounds, false, 1e-5).epsilon,
+              SampledGaussianEpsilon(1.0, z, 20, 1e-5).epsilon, 1e-9);
   // Sampled: no better than the tight sampled Gaussian, and a round with
   // fewer clients in its sum costs more.
-  const double sampled = DdgEpsilon(p, 0.1, rounds, 1e-5).epsilon;
+  const double sampled = DdgEpsilon(rounds, 0.1, 1e-5).epsilon;
   EXPECT_GE(sampled, SampledGaussianEpsilon(0.1, z, 20, 1e-5).epsilon);
-  std::vector<int64_t> thinner = rounds;
-  thinner[3] = 4;
-  EXPECT_GT(DdgEpsilon(p, 0.1, thinner, 1e-5).epsilon, sampled);
-  EXPECT_EQ(DdgEpsilon(p, 0.1, {0, 0}, 1e-5).epsilon, 0);
+  std::vector<DdgRelease> thinner = rounds;
+  thinner[3].clients = thinner[3].honest = 4;
+  EXPECT_GT(DdgEpsilon(thinner, 0.1, 1e-5).epsilon, sampled);
+  EXPECT_EQ(DdgEpsilon(Releases(p, {0, 0}), 0.1, 1e-5).epsilon, 0);
+  // Against the server only the honest clients' noise counts: with 4 of
+  // the 10 colluding, a release is the Gaussian's at z √(6/10).
+  std::vector<DdgRelease> colluded = rounds;
+  for (DdgRelease& r : colluded) r.honest = 6;
+  EXPECT_NEAR(DdgEpsilonUnsampled(colluded, true, 1e-5).epsilon,
+              SampledGaussianEpsilon(1.0, z * std::sqrt(0.6), 20, 1e-5).epsilon, 1e-9);
+  EXPECT_EQ(DdgEpsilonUnsampled(colluded, false, 1e-5).epsilon,
+            DdgEpsilonUnsampled(rounds, false, 1e-5).epsilon);
 }
 
 }  // namespace

@@ -34,6 +34,9 @@ struct ReportRequest {
   // θ's mean loss on it (AFL's valuation).
   bool profile = false;
   bool loss = false;
+  // The strategy needs the training loss and its RMS of each result (Oort);
+  // under secure aggregation a client sends them only then.
+  bool train_loss = false;
   // Federated evaluation: evaluate θ on the local data (FitResult::eval_*).
   bool evaluate = false;
   // > 0: also return a count sketch of this size of the update w − θ

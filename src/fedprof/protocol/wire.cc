@@ -7,6 +7,7 @@
 
 #include "federation.pb.h"
 #include "fedprof/core/error.h"
+#include "fedprof/core/hash.h"
 #include "fedprof/core/text.h"
 
 namespace fedprof {
@@ -22,6 +23,43 @@ std::string ProtocolMismatch(uint32_t theirs, const std::string& peer) {
          std::to_string(kProtocolVersion);
 }
 
+std::string TaskDigest(const FitInstructions& t) {
+  Sha256Stream digest;
+  const auto add = [&digest](const auto& v) { digest.Update(&v, sizeof(v)); };
+  const std::string label = "fedprof task";
+  digest.Update(label.data(), label.size());
+  add(t.round);
+  add(t.model_version);
+  add(t.seed);
+  add(t.train.epochs);
+  add(t.train.batch_size);
+  add(t.train.lr);
+  add(t.train.momentum);
+  add(t.train.weight_decay);
+  add(t.objective.prox_mu);
+  add(t.objective.keep_local_batch_norm);
+  add(t.clip_norm);
+  add(t.report.profile);
+  add(t.report.loss);
+  add(t.report.train_loss);
+  add(t.report.evaluate);
+  add(t.report.sketch_dim);
+  const bool encoded = t.ddg.has_value();
+  add(encoded);
+  if (encoded) {
+    add(t.ddg->noise_sd);
+    add(t.ddg->granularity);
+    add(t.ddg->bits);
+    add(t.ddg->rounding_beta);
+    add(t.ddg->rotation_seed);
+    add(t.ddg->dim);
+  }
+  const uint64_t values = t.global ? t.global->size() : 0;
+  add(values);
+  if (values > 0) digest.Update(t.global->data(), values * sizeof(float));
+  return ToHex(digest.Finish());
+}
+
 void ToWire(const FitInstructions& ins, int64_t task_id, int64_t num_params, pb::TaskHeader* out) {
   out->set_protocol_version(kProtocolVersion);
   out->set_task_id(task_id);
@@ -30,6 +68,7 @@ void ToWire(const FitInstructions& ins, int64_t task_id, int64_t num_params, pb:
   out->set_num_params(num_params);
   out->set_profile(ins.report.profile);
   out->set_report_loss(ins.report.loss);
+  out->set_report_train_loss(ins.report.train_loss);
   out->set_prox_mu(ins.objective.prox_mu);
   out->set_keep_local_batch_norm(ins.objective.keep_local_batch_norm);
   out->set_sketch_dim(ins.report.sketch_dim);
@@ -97,6 +136,7 @@ FitInstructions FromWire(const pb::TaskHeader& h) {
   ins.model_version = h.model_version();
   ins.report.profile = h.profile();
   ins.report.loss = h.report_loss();
+  ins.report.train_loss = h.report_train_loss();
   ins.objective.prox_mu = h.prox_mu();
   ins.objective.keep_local_batch_norm = h.keep_local_batch_norm();
   ins.report.sketch_dim = h.sketch_dim();

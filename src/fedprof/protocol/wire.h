@@ -26,8 +26,10 @@ class RelayBatchHeader;
 
 // The protocol's version; a peer speaking another one is refused. Version 2:
 // secure aggregation against an active server (round 0′, a setup without
-// the server's tolerance).
-constexpr uint32_t kProtocolVersion = 2;
+// the server's tolerance). Version 3: clients that compute their own
+// distributed-DP encoding and keep a ledger of what they contributed, and
+// send their training loss under secure aggregation only when asked.
+constexpr uint32_t kProtocolVersion = 3;
 
 // "" when `theirs` is this protocol's version, else a message naming both.
 std::string ProtocolMismatch(uint32_t theirs, const std::string& peer);
@@ -39,6 +41,13 @@ constexpr size_t kMaxErrorLength = 1000;
 constexpr size_t kMaxLayerNameLength = 256;
 constexpr size_t kMaxCiphertextBytes = 4096;  // a 16384-bit key's n²
 constexpr size_t kMaxModelValues = size_t{1} << 31;  // 8 GiB of float32
+
+// SHA-256 (hex) of everything in `task` that shapes a client's update: the
+// round, the model (every bit), training, objective, clipping and encoding,
+// and what it must report; the same in a simulation and a deployment (no
+// task id). A client contributes to a task once (privacy/client_ledger.h),
+// and its keyed noise is the key's for this digest.
+std::string TaskDigest(const FitInstructions& task);
 
 // FitInstructions without the model (which travels in chunks).
 void ToWire(const FitInstructions& instructions, int64_t task_id, int64_t num_params,

@@ -192,7 +192,7 @@ TEST(WireTest, MalformedTaskHeadersAreRefused) {
   ASSERT_NO_THROW(FromWire(good));
   pb::TaskHeader h = good;
   h.set_protocol_version(kProtocolVersion + 1);
-  ExpectError([&] { FromWire(h); }, {"protocol version 3", "version 2"});
+  ExpectError([&] { FromWire(h); }, {"protocol version 4", "this side version 3"});
   h = good;
   h.set_num_params(-1);
   ExpectError([&] { FromWire(h); }, "model of -1 values");

@@ -43,12 +43,15 @@ struct RoundMetrics {
   // An asynchronous run's step (strategy.aggregator = fedbuff): the mean
   // staleness of its results, in model versions.
   double staleness = 0;
-  // User-level DP (dp.mode = central): the round's clip norm C, the share
-  // of its accepted updates within C, and ε (at dp.delta) of the rounds so
-  // far; 0 without DP.
+  // User-level DP (dp.mode): the round's clip norm C, the share of its
+  // accepted updates within C, ε (at dp.delta) of the rounds so far against
+  // observers of the models, and against the server of the client that
+  // took part in the most of them (DpFedAvg::EpsilonAgainstServer); 0
+  // without DP.
   double dp_clip_norm = 0;
   double dp_unclipped = 0;
   double dp_epsilon = 0;
+  double dp_epsilon_server = 0;
   double round_time_s = 0;  // Eq. 27: virtual (cost model) in simulation, measured in a deployment
   double virtual_time_s = 0;
   double round_energy_wh = 0;
@@ -65,7 +68,7 @@ struct MetricsColumns {
   bool backdoor = false;    // backdoor_success
   bool online = false;      // online (simulated availability)
   bool buffered = false;    // staleness (asynchronous: one row per server step)
-  bool dp = false;          // dp_clip_norm, dp_unclipped, dp_epsilon (user-level DP)
+  bool dp = false;          // dp_clip_norm, dp_unclipped, dp_epsilon, dp_epsilon_server (user-level DP)
 };
 
 // metrics.csv as text: a header and one row per round. Every column but

@@ -16,7 +16,10 @@
 #include "fedprof/deploy/client.h"
 #include "fedprof/deploy/relay.h"
 #include "fedprof/deploy/server.h"
+#include "fedprof/deploy/tls.h"
 #include "fedprof/models/models.h"
+#include "fedprof/privacy/client_ledger.h"
+#include "fedprof/privacy/noise_source.h"
 #include "fedprof/run/run.h"
 #include "fedprof/server/server.h"
 #include "fedprof/sim/population.h"
@@ -44,9 +47,39 @@ void CheckSecurity(const std::string& flag, const std::string& address, const st
              " can join as any client and read the model. For loopback experiments only.");
 }
 
+// A deployment's DP noise must be no one's to recompute from the config.
+void CheckDeployedNoise(const RunOptions::Dp& dp, const std::string& who) {
+  if (dp.mode == "off" || dp.noise != "seeded") return;
+  throw Error("dp.noise = seeded: whoever knows the config's seed could recompute " + who +
+              " and subtract it; a deployment takes dp.noise = secret (OpenSSL's generator) or keyed "
+              "(a key of its own, fedprof keygen)");
+}
+
+// The number of clients the CA certified (secagg-roster), or, without TLS,
+// 0: the fleet is then the config's clients.count.
+int RosterSize(const std::string& tls_dir) {
+  return tls_dir.empty() ? 0 : static_cast<int>(SecAggRoster(tls_dir).size());
+}
+
+// A server's config as a deployment reads it: the colluders are counted
+// among the roster (secagg.fleet = 0), and its DP key is in its TLS
+// directory (dp.key_dir empty).
+Config DeployedConfig(Config config, const ServeOptions& serve) {
+  const RunOptions& o = config.options();
+  if (o.secagg.protocol != "none" && o.secagg.fleet == 0) {
+    const int roster = RosterSize(serve.tls_dir);
+    if (roster > 0) config.SetAssignment("secagg.fleet=" + std::to_string(roster));
+  }
+  if (o.dp.noise == "keyed" && o.dp.key_dir.empty() && !serve.tls_dir.empty()) {
+    config.SetAssignment("dp.key_dir=" + serve.tls_dir);
+  }
+  return config;
+}
+
 void Serve(RunStart start, const std::string& out_dir, const ServeOptions& serve,
            RunObserver* observer) {
   CheckSecurity("--listen", serve.listen, serve.tls_dir, serve.insecure);
+  CheckDeployedNoise(start.config.options().dp, "the server's noise and sample");
   // Every check is made before any client is waited for.
   const std::unique_ptr<RunPlan> plan = MakePlan(start.config, ClientsLive::kElsewhere, observer);
   const RunOptions::Deploy& d = plan->options().deploy;
@@ -103,7 +136,7 @@ Dataset LoadOwnData(const std::string& dir, const RunOptions::Data& options) {
 
 void RunServer(const Config& config, const std::string& out_dir, const ServeOptions& serve,
                RunObserver* observer) {
-  Serve(StartRun(config, out_dir), out_dir, serve, observer);
+  Serve(StartRun(DeployedConfig(config, serve), out_dir), out_dir, serve, observer);
 }
 
 void ResumeServer(const std::string& out_dir, const std::vector<std::string>& overrides,
@@ -213,6 +246,51 @@ void RunClient(const Config& config, const ClientOptions& options) {
   if (!options.data_dir.empty() && last > first) {
     throw Error("--data-dir holds one client's data: give --id, not a range of --ids");
   }
+  // The client's own demands on secure aggregation and DP: its config's,
+  // never the server's, checked before any data is loaded.
+  SecAggPolicy policy;
+  policy.required = run.secagg.protocol != "none";
+  policy.clear_profiles = run.secagg.clear_profiles;
+  const SecureAggregationOptions own = SecureAggregationFrom(run);
+  policy.tolerance = own.tolerance;
+  // The colluders among every client the CA certified, however few a
+  // session invites.
+  if (run.secagg.fleet == 0 && !options.tls_dir.empty() &&
+      (policy.required || FileExists(options.tls_dir + "/secagg-roster"))) {
+    policy.tolerance.fleet = RosterSize(options.tls_dir);
+  }
+  policy.neighbors = own.neighbors;
+  policy.threshold = own.threshold;
+  const bool distributed = run.dp.mode == "distributed";
+  const std::string key_dir = run.dp.key_dir.empty() ? options.tls_dir : run.dp.key_dir;
+  if (distributed) {
+    CheckDeployedNoise(run.dp, "this client's noise");
+    policy.distributed_dp = true;
+    policy.dp.noise_multiplier = run.dp.noise_multiplier;
+    policy.dp.clip_norm = run.dp.clip_norm;
+    policy.dp.bits = static_cast<int>(run.dp.bits);
+    policy.dp.rounding_beta = run.dp.rounding_beta;
+    policy.dp_clear_profiles = run.dp.clear_profiles;
+    policy.noise.kind = ParseNoiseKind(run.dp.noise);
+    if (policy.noise.kind == NoiseKind::kKeyed && key_dir.empty()) {
+      throw Error("dp.noise = keyed: this client's key is in its --tls-dir or dp.key_dir; give one");
+    }
+  }
+  if (run.dp.client_budget > 0 && !distributed) {
+    throw Error(
+        "dp.client_budget: a client keeps a budget only under dp.mode = distributed (any other "
+        "update reaches the server without noise of its own)");
+  }
+  if (run.dp.client_budget > 0 && options.tls_dir.empty()) {
+    throw Error(
+        "dp.client_budget: the ledger that keeps it lives beside the client's keys (--tls-dir); "
+        "without one it would be forgotten at the next start");
+  }
+  // The δ of its ledger's epsilons: the run's (only distributed DP spends a
+  // finite epsilon; any other δ would do for the rest).
+  const double delta = !distributed       ? 1e-5
+                       : run.dp.delta > 0 ? run.dp.delta
+                                          : 1.0 / static_cast<double>(run.clients.count);
   at::set_num_threads(1);  // as a simulated client trains: the same numbers
   // Only these clients' data stays in memory.
   std::vector<Client> clients;
@@ -227,44 +305,30 @@ void RunClient(const Config& config, const ClientOptions& options) {
   }
   const std::string module_sha256 = run.model.file.empty() ? "" : FileSha256Hex(run.model.file);
   std::vector<std::shared_ptr<Model>> models(clients.size());
-  // The client's own demands on secure aggregation: its config's, never the server's.
-  SecAggPolicy policy;
-  policy.required = run.secagg.protocol != "none";
-  policy.clear_profiles = run.secagg.clear_profiles;
-  const SecureAggregationOptions own = SecureAggregationFrom(run);
-  policy.tolerance = own.tolerance;
-  policy.neighbors = own.neighbors;
-  policy.threshold = own.threshold;
-  if (run.dp.mode == "distributed") {
-    policy.distributed_dp = true;
-    policy.min_dp_noise = run.dp.noise_multiplier / std::sqrt(static_cast<double>(run.clients_per_round()));
-    policy.secret_dp_noise = run.dp.noise == "secret";
-    policy.dp_seed = static_cast<uint64_t>(run.seed);
-    if (!policy.secret_dp_noise) {
-      LogWarning(
-          "dp.mode = distributed: this client's noise comes from its config's seed, so whoever knows "
-          "it can remove the noise: keep the config secret, or set dp.noise = secret");
-    }
-  }
   std::vector<GrpcClientOptions> grpc(clients.size());
   std::vector<GrpcClientWork> work;
   for (size_t i = 0; i < clients.size(); ++i) {
     GrpcClientOptions& o = grpc[i];
     o.server = options.server;
+    o.relay = options.relay;
     o.tls_dir = options.tls_dir;
     o.id = clients[i].id();
-    o.num_samples = clients[i].num_samples();
+    // Under distributed DP a client states no sample count: every update
+    // weighs 1, and the count would be a figure of its own in the clear.
+    o.num_samples = distributed ? 1 : clients[i].num_samples();
     o.speed_ghz = options.speed_ghz;
     o.bandwidth_mhz = options.bandwidth_mhz;
     o.model_sha256 = module_sha256;
     o.give_up_s = options.give_up_s;
     o.progress = clients.size() == 1 && run.report.progress;
     o.secagg = policy;
-    // Under TLS the sessions joined are kept beside the client's keys, so a
-    // restarted client still refuses a replayed session.
-    if (!options.tls_dir.empty()) {
-      o.secagg_ledger = options.tls_dir + "/client-" + std::to_string(o.id) + ".secagg-sessions";
-    }
+    if (policy.noise.kind == NoiseKind::kKeyed)
+      o.secagg.noise.key = ReadNoiseKey(ClientNoiseKeyPath(key_dir, o.id));
+    // Under TLS its ledger is kept beside the client's keys, so a restarted
+    // client still refuses what it contributed to, and knows what it spent.
+    if (!options.tls_dir.empty()) o.ledger = ClientLedgerPath(options.tls_dir, o.id);
+    o.ledger_delta = delta;
+    o.budget = run.dp.client_budget;
     work.push_back(WorkOf(clients[i], models[i], run, options));
   }
   // Clients that train share the cores (run.threads, 0 = one a core); the

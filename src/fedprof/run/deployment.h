@@ -40,6 +40,7 @@ void ResumeServer(const std::string& out_dir, const std::vector<std::string>& ov
 
 struct ClientOptions {
   std::string server;     // HOST:PORT
+  int relay = -1;         // >= 0: `server` is this relay (fedprof client --relay R)
   // Client `id`, or (last_id >= 0, fedprof client --ids) clients id ..
   // last_id in this process, each with its own channel, TLS identity and
   // data; for load tests.

@@ -61,6 +61,35 @@ std::shared_ptr<Model> InitialModel(int64_t seed, const ModelSpec& spec) {
   return MakeModel(spec);
 }
 
+// Under DP a round's session invites however many the Poisson sample drew:
+// a round whose sample is too small for a session loses its sum. Refused
+// when that happens to more than 1 round in 100.
+void CheckPoissonSessions(const RunOptions& o, const SecureAggregationOptions& options) {
+  const int n = static_cast<int>(o.clients.count);
+  const double q = DpSampleRate(DpOptionsFrom(o));
+  const int fewest = FewestInvited(options, n);
+  // P[Binomial(N, q) < fewest], summed in log space.
+  double lost = 0;
+  for (int k = 0; k < fewest && q < 1; ++k) {
+    lost += std::exp(std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0) +
+                     k * std::log(q) + (n - k) * std::log1p(-q));
+  }
+  if (fewest > 0 && lost <= 0.01) return;
+  const std::string option = "dp.mode = " + o.dp.mode + ", secagg.protocol = " + o.secagg.protocol + ": ";
+  const std::string colluders = "secagg.corrupt = " + FormatDouble(o.secagg.corrupt) + " of a fleet of " +
+                                std::to_string(options.tolerance.fleet) + " (secagg.fleet; at most " +
+                                std::to_string(secagg::CorruptBound(n, options.tolerance)) + " colluders)";
+  if (fewest == 0) {
+    throw Error(option + "no session of up to " + std::to_string(n) + " clients can run with " + colluders +
+                " and secagg.dropout = " + FormatDouble(o.secagg.dropout) + "; assume fewer colluders");
+  }
+  throw Error(option + "a session needs at least " + std::to_string(fewest) + " invited clients under " +
+              colluders + ", but a Poisson sample at q = " + FormatDouble(q, "%.4g") + " of " +
+              std::to_string(n) + " draws fewer in " + FormatDouble(100 * lost, "%.3g") +
+              "% of rounds, each of which would lose its sum; raise strategy.fraction, or assume fewer "
+              "colluders");
+}
+
 // Secure aggregation hands the server the round's sum alone: strategies
 // that need each client's model, or a sketch of it, cannot run under it.
 // Its parameters must also be possible for a full round of clients.
@@ -92,6 +121,10 @@ void CheckSecureAggregation(const RunOptions& o, const Strategy& strategy) {
                             " clients per round (strategy.fraction x clients.count)";
   if (per_round < 2) throw Error(option + "a sum of one model is that model: " + round);
   const SecureAggregationOptions options = SecureAggregationFrom(o);
+  if (o.dp.mode != "off") {
+    CheckPoissonSessions(o, options);
+    return;
+  }
   try {
     secagg::ParamsFor(options.protocol, per_round, options.tolerance, options.neighbors, options.threshold);
   } catch (const Error& e) {
@@ -127,7 +160,7 @@ void CheckBuffered(const RunOptions& o, const Strategy& strategy, ClientsLive wh
 // User-level DP: what would break the accounting's assumptions (every
 // client sampled independently at q = K/N each round, once), in one line.
 // The selector and aggregator were checked by MakeStrategy.
-void CheckDp(const RunOptions& o, ClientsLive where) {
+void CheckDp(const RunOptions& o) {
   if (o.dp.mode == "off") return;
   const std::string option = "dp.mode = " + o.dp.mode + ": ";
   if (o.availability.simulated()) {
@@ -145,9 +178,21 @@ void CheckDp(const RunOptions& o, ClientsLive where) {
                 "federated evaluation (eval.federated_every) sends the server each client's "
                 "results on its own data without noise, outside the guarantee");
   }
-  if (where == ClientsLive::kElsewhere && o.dp.noise == "seeded" && o.dp.mode == "central") {
-    LogWarning(option + "the noise comes from the run's seed, so whoever knows it can remove the noise: keep "
-               "the config secret, or set dp.noise = secret");
+  if (o.dp.bits % 8 != 0) {
+    throw Error("dp.bits = " + std::to_string(o.dp.bits) +
+                ": whole bytes (8, 16, ..., 56): a sum modulo 2^b in wider words would keep in its high bits "
+                "how many clients' values wrapped");
+  }
+  if (o.dp.clipping == "adaptive" && o.secagg.protocol != "none") {
+    throw Error(option +
+                "dp.clipping = adaptive needs to know whether each update needed clipping, which "
+                "under secure aggregation no client sends; use dp.clipping = fixed");
+  }
+  if (o.dp.mode == "distributed" && ResolveStrategy(o).selector == "fedprof" && !o.dp.clear_profiles) {
+    throw Error(option +
+                "FedProf has each client send the server its profile or its divergence, a figure "
+                "of its own in the clear, outside the guarantee; set dp.clear_profiles = true to accept that "
+                "(on the clients too)");
   }
 }
 
@@ -215,6 +260,12 @@ ServerOptions ServerOptionsFrom(const RunOptions& options, ClientsLive where) {
   if (where == ClientsLive::kElsewhere && options.dp.mode == "off") {
     so.min_results = static_cast<int>(options.deploy.min_results);
     so.round_attempts = static_cast<int>(options.deploy.round_attempts);
+  }
+  if (options.dp.mode != "off") {
+    so.sample_source.kind = ParseNoiseKind(options.dp.noise);
+    if (so.sample_source.kind == NoiseKind::kKeyed) {
+      so.sample_source.key = ReadNoiseKey(ServerNoiseKeyPath(KeyDir(options.dp)));
+    }
   }
   return so;
 }
@@ -305,7 +356,7 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
   CheckStrategyFitsModel(*plan.strategy, *plan.initial_model, o.model);
   CheckBuffered(o, *plan.strategy, where);
   CheckSecureAggregation(o, *plan.strategy);
-  CheckDp(o, where);
+  CheckDp(o);
   if (plan.strategy->WantedReports().profile || fltrust) {
     plan.reference = ReferenceSet(o.fedprof, plan.data, plan.population.get());
     if (plan.reference.size() == 0) {
@@ -325,6 +376,8 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
   // test set and the reference set (FedProf's D_V), not the rest of it.
   if (where == ClientsLive::kElsewhere) plan.data.train = Dataset();
   plan.rounds = ServerOptionsFrom(o, where);
+  plan.rounds.train_loss_reported =
+      o.dp.mode != "distributed" && (o.secagg.protocol == "none" || plan.strategy->NeedsTrainingLoss());
   return owned;
 }
 

@@ -129,10 +129,13 @@ nlohmann::json Summary(const RunOptions& options, const ServerState& state,
   }
   // User-level DP: the ledger after the last round.
   if (options.dp.mode != "off") {
-    const double epsilon = state.history.empty() ? 0.0 : state.history.back().dp_epsilon;
+    const auto number = [](double v) { return std::isinf(v) ? nlohmann::json("inf") : nlohmann::json(v); };
+    const RoundMetrics none;
+    const RoundMetrics& last = state.history.empty() ? none : state.history.back();
     s["dp_mode"] = options.dp.mode;
     s["dp_noise_multiplier"] = options.dp.noise_multiplier;
-    s["dp_epsilon"] = std::isinf(epsilon) ? nlohmann::json("inf") : nlohmann::json(epsilon);
+    s["dp_epsilon"] = number(last.dp_epsilon);
+    s["dp_epsilon_server"] = number(last.dp_epsilon_server);
     s["dp_delta"] = DpDelta(DpOptionsFrom(options));
   }
   s["virtual_time_s"] = state.virtual_time_s;

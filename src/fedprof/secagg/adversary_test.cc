@@ -20,7 +20,6 @@
 
 #include "fedprof/core/error.h"
 #include "fedprof/secagg/client.h"
-#include "fedprof/secagg/ledger.h"
 #include "fedprof/secagg/messages.h"
 #include "fedprof/secagg/shamir.h"
 #include "fedprof/secagg/wire.h"
@@ -520,9 +519,12 @@ TEST(SecAggAdversary, TheSearchFindsAnInputOnlyWhenEveryMaskIsKnown) {
 // answered (it is a valid U_3), the victim's self mask and the dropped
 // partners' mask keys come off, and the victim's input stays masked by the
 // partners left in: no client is left without an honest neighbour in U_3.
-void SplitSurvivorViews(const Size& size) {
-  SCOPED_TRACE(Name(size));
-  Attack base(size.protocol, size.n, CorruptBound(size.n, Tolerance{}), static_cast<uint32_t>(size.n));
+// The honest clients run `honest` (by default, the default tolerance), and
+// `corrupt` clients collude (by default, as many as it allows).
+void SplitSurvivorViews(const Size& size, const Tolerance& honest = {}, int corrupt = -1) {
+  SCOPED_TRACE(Name(size) + ", " + std::to_string(corrupt) + " colluders");
+  Attack base(size.protocol, size.n, corrupt >= 0 ? corrupt : CorruptBound(size.n, honest),
+              static_cast<uint32_t>(size.n), honest);
   const auto graph = base.RunHonestlyToMaskedInputs();
   ASSERT_TRUE(base.refused().empty()) << base.refused().begin()->second;
   const int64_t v = Victim(base, graph);
@@ -636,6 +638,26 @@ TEST(SecAggAdversary, SplitSurvivorViewsRevealNoInput) {
 // clients of 100 neighbours each).
 TEST(SecAggAdversary, SplitSurvivorViewsRevealNoInputAtAThousand) { SplitSurvivorViews(Sizes().back()); }
 
+// The server picks how many it invites, so it may invite all its clients
+// into a small session: at n = 10, with k and t for ⌈γn⌉ = 1 colluder, two
+// colluders (SecAgg+) or three (SecAgg) split a victim's neighbours. A
+// client counts the colluders among its roster instead (Tolerance::fleet,
+// secagg.fleet): of 30 clients, three at γ = 0.1, so its k and t hold
+// against the same split views with two and three colluders at n = 10; of
+// 100 clients, ten, and no k and t at all for a session of 10, which it
+// refuses before it advertises a key.
+TEST(SecAggAdversary, ASmallCohortDoesNotShrinkTheColluders) {
+  Tolerance roster;
+  roster.fleet = 30;
+  for (const Protocol protocol : {Protocol::kSecAggPlus, Protocol::kSecAgg}) {
+    for (const int corrupt : {2, 3}) SplitSurvivorViews({protocol, 10}, roster, corrupt);
+  }
+  SessionConfig server = Attack(Protocol::kSecAggPlus, 10, 0, 9).config();  // k and t for one colluder
+  server.tolerance.fleet = 100;
+  ExpectError([&] { SecAggClient(server, 0, RandomBytes(kKeyBytes)); },
+              {"no threshold lets 10 invited clients", "10 colluders", "of a fleet of 100"});
+}
+
 // A U_1 too small, or not the one the neighbours were shown (finding 2): the
 // victim is shown only itself and corrupt clients, or U_1 without some
 // honest clients while its neighbours sign the whole. It refuses before
@@ -705,7 +727,7 @@ TEST(SecAggAdversary, ParametersOfTheServersChoosingAreRefused) {
 // of the others (clients it may since have unmasked). Their signatures on
 // U_1 are on a U_1 without the victim's fresh commitment: the victim
 // refuses before sharing anything. A client that was in the first run
-// refuses the session id outright (its ledger).
+// refuses the session id outright (its ledger: ClientLedgerTest).
 TEST(SecAggAdversary, AReplayedSessionIsRefused) {
   for (const Size& size : Sizes()) {
     SCOPED_TRACE(Name(size));
@@ -734,10 +756,6 @@ TEST(SecAggAdversary, AReplayedSessionIsRefused) {
     a.ShowDirectory(victim, d);
     ExpectRefused(a, victim, "with the U_1 this client signed");
   }
-  SessionLedger ledger;
-  const Bytes id = RandomBytes(kKeyBytes);
-  ledger.Join(id);
-  ExpectError([&] { ledger.Join(id); }, "was joined before");
 }
 
 // A ground graph: once U_1 and every commitment are fixed, the graph is the

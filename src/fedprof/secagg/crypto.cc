@@ -196,25 +196,40 @@ bool Verify(const Bytes& public_key, const Bytes& message, const Bytes& signatur
                           message.size()) == 1;
 }
 
-void AddPrg(const Bytes& seed, int sign, std::vector<Word>& out) {
+namespace {
+
+// An AES-256-CTR context of the 32-byte `seed`, zero IV: its keystream.
+CipherCtx CtrOf(const Bytes& seed) {
   CheckSize(seed, kKeyBytes, "PRG seed");
   CipherCtx ctx(EVP_CIPHER_CTX_new());
   const unsigned char iv[16] = {0};
   if (!ctx || EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_ctr(), nullptr, U(seed), iv) != 1) {
     throw Error("secagg: AES-CTR initialisation failed");
   }
-  // The keystream is AES-CTR over zeros, in blocks of a few thousand words so
-  // that the buffer stays in cache.
+  return ctx;
+}
+
+// The keystream's next `bytes` bytes: AES-CTR over zeros.
+void NextKeystream(EVP_CIPHER_CTX* ctx, const std::vector<unsigned char>& zeros, unsigned char* out,
+                   size_t bytes) {
+  int len = 0;
+  if (EVP_EncryptUpdate(ctx, out, &len, zeros.data(), static_cast<int>(bytes)) != 1 ||
+      len != static_cast<int>(bytes)) {
+    throw Error("secagg: AES-CTR keystream failed");
+  }
+}
+
+}  // namespace
+
+void AddPrg(const Bytes& seed, int sign, std::vector<Word>& out) {
+  const CipherCtx ctx = CtrOf(seed);
+  // The keystream comes in blocks of a few thousand words so that the
+  // buffer stays in cache.
   constexpr size_t kBlock = 4096;
   std::vector<unsigned char> zeros(kBlock * sizeof(Word), 0), stream(kBlock * sizeof(Word));
   for (size_t at = 0; at < out.size(); at += kBlock) {
     const size_t n = std::min(kBlock, out.size() - at);
-    int len = 0;
-    if (EVP_EncryptUpdate(ctx.get(), stream.data(), &len, zeros.data(),
-                          static_cast<int>(n * sizeof(Word))) != 1 ||
-        len != static_cast<int>(n * sizeof(Word))) {
-      throw Error("secagg: AES-CTR keystream failed");
-    }
+    NextKeystream(ctx.get(), zeros, stream.data(), n * sizeof(Word));
     for (size_t i = 0; i < n; ++i) {
       // Little-endian bytes to a word, whatever the host's order.
       Word w;
@@ -231,6 +246,30 @@ void AddPrg(const Bytes& seed, int sign, std::vector<Word>& out) {
       }
     }
   }
+}
+
+namespace {
+constexpr size_t kKeystreamWords = 1024;
+}  // namespace
+
+Keystream::Keystream(const Bytes& key)
+    : ctx_(CtrOf(key).release()), words_(kKeystreamWords), next_(kKeystreamWords) {}
+
+Keystream::~Keystream() { EVP_CIPHER_CTX_free(ctx_); }
+
+uint64_t Keystream::Next() {
+  if (next_ == words_.size()) {
+    static const std::vector<unsigned char> zeros(kKeystreamWords * sizeof(uint64_t), 0);
+    std::vector<unsigned char> bytes(zeros.size());
+    NextKeystream(ctx_, zeros, bytes.data(), bytes.size());
+    for (size_t i = 0; i < words_.size(); ++i) {
+      uint64_t w = 0;
+      for (int b = 7; b >= 0; --b) w = (w << 8) | bytes[i * 8 + static_cast<size_t>(b)];
+      words_[i] = w;
+    }
+    next_ = 0;
+  }
+  return words_[next_++];
 }
 
 }  // namespace fedprof::secagg

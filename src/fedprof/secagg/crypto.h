@@ -13,7 +13,10 @@
 #include <string>
 #include <vector>
 
-struct evp_pkey_st;  // OpenSSL's EVP_PKEY
+#include "fedprof/core/rng.h"
+
+struct evp_pkey_st;        // OpenSSL's EVP_PKEY
+struct evp_cipher_ctx_st;  // OpenSSL's EVP_CIPHER_CTX
 
 namespace fedprof::secagg {
 
@@ -81,6 +84,23 @@ bool Verify(const Bytes& public_key, const Bytes& message, const Bytes& signatur
 // client's and the server's memory at one vector however many masks they
 // apply.
 void AddPrg(const Bytes& seed, int sign, std::vector<Word>& out);
+
+// The same keystream read as little-endian 64-bit words, a block at a time:
+// random bits that whoever holds the 32-byte key can recompute and no one
+// else can (DP noise, privacy/noise_source.h).
+class Keystream final : public RandomBits {
+ public:
+  explicit Keystream(const Bytes& key);
+  ~Keystream() override;
+  Keystream(const Keystream&) = delete;
+  Keystream& operator=(const Keystream&) = delete;
+  uint64_t Next() override;
+
+ private:
+  ::evp_cipher_ctx_st* ctx_;
+  std::vector<uint64_t> words_;
+  size_t next_;
+};
 
 }  // namespace fedprof::secagg
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/text.h"
 
 namespace fedprof::secagg {
 namespace {
@@ -52,7 +53,8 @@ double Log2HypergeometricTail(int population, int successes, int draws, int x) {
 }
 
 int CorruptBound(int n, const Tolerance& tol) {
-  return std::min(n, static_cast<int>(std::ceil(tol.corrupt * n - 1e-9)));
+  const double among = std::max(n, tol.fleet);
+  return std::min(n, static_cast<int>(std::ceil(tol.corrupt * among - 1e-9)));
 }
 
 int DropoutBound(int n, const Tolerance& tol) {
@@ -147,9 +149,13 @@ GraphParams ChooseGraph(Protocol protocol, int n, const Tolerance& tol, int neig
   }
   const GraphParams chosen = fits(complete);
   if (chosen.neighbors == 0) {
-    throw Error("secagg: no threshold lets " + std::to_string(n) + " clients tolerate a dropout "
-                "fraction of " + std::to_string(tol.dropout) + " and a corrupt fraction of " +
-                std::to_string(tol.corrupt));
+    throw Error("secagg: no threshold lets " + std::to_string(n) + " invited clients tolerate " +
+                std::to_string(DropoutBound(n, tol)) + " dropouts (secagg.dropout = " +
+                FormatDouble(tol.dropout) + ") and " + std::to_string(CorruptBound(n, tol)) +
+                " colluders (secagg.corrupt = " + FormatDouble(tol.corrupt) +
+                (tol.fleet > n ? " of a fleet of " + std::to_string(tol.fleet) : std::string()) +
+                "): invite more clients (strategy.fraction), or assume fewer colluders (secagg.corrupt, "
+                "secagg.fleet)");
   }
   return chosen;
 }

@@ -32,6 +32,12 @@ struct Tolerance {
   // server that controls more than ⌈γ · min_clients⌉ clients could fill a
   // small session with them; this bounds what it needs.
   int min_clients = 2;
+  // The clients the colluders are counted among: a party's trusted roster
+  // (every client the CA certified) or a fleet size it is configured with.
+  // The server picks whom it invites, so it may invite all ⌈γ · fleet⌉ of
+  // its clients into one session, however small: c never falls with the n
+  // it invites. 0: n itself (every client of the federation is invited).
+  int fleet = 0;
 };
 
 struct GraphParams {
@@ -43,8 +49,8 @@ struct GraphParams {
   bool operator!=(const GraphParams& o) const { return !(*this == o); }
 };
 
-// The clients of n invited that the tolerance lets collude (⌈γn⌉, at least
-// one whenever γ > 0) and drop out (⌊δn⌋).
+// The clients of n invited that the tolerance lets collude (⌈γ max(n,
+// fleet)⌉, at most n, at least one whenever γ > 0) and drop out (⌊δn⌋).
 int CorruptBound(int n, const Tolerance& tolerance);
 int DropoutBound(int n, const Tolerance& tolerance);
 

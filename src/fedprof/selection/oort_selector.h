@@ -64,6 +64,7 @@ class OortSelector : public Selector {
   std::vector<int> Select(const SelectionContext& context, Rng& rng) override;
   // A trained result's loss RMS must be in [0, kMaxLossRms].
   std::string CheckResult(const FitResult& result) const override;
+  bool NeedsTrainingLoss() const override { return true; }  // its utility's loss RMS
   void Observe(const FitResult& result) override;
   std::vector<double> LastScores() const override { return scores_; }
   bool KeepsState() const override { return true; }

@@ -78,6 +78,10 @@ class Selector {
     return true;
   }
 
+  // Whether the selector reads each result's training loss or its RMS
+  // (under secure aggregation a client sends them only then).
+  virtual bool NeedsTrainingLoss() const { return false; }
+
   // > 0: clients return a count sketch of their update of this size.
   virtual int SketchDim() const { return 0; }
 

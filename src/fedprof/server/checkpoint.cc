@@ -126,7 +126,8 @@ json ToJson(const RoundMetrics& m) {
   if (m.dp_clip_norm != 0) {
     j["dp"] = {{"clip_norm", Real(m.dp_clip_norm)},
                {"unclipped", Real(m.dp_unclipped)},
-               {"epsilon", Real(m.dp_epsilon)}};
+               {"epsilon", Real(m.dp_epsilon)},
+               {"epsilon_server", Real(m.dp_epsilon_server)}};
   }
   if (m.fed_evaluated) {
     j["federated"] = {{"clients", m.fed_clients},
@@ -163,6 +164,9 @@ RoundMetrics FromJson(const Reader& r, const json& j, const std::string& p) {
     m.dp_clip_norm = r.Double(j.at("dp"), p + "dp.", "clip_norm");
     m.dp_unclipped = r.Double(j.at("dp"), p + "dp.", "unclipped");
     m.dp_epsilon = r.Double(j.at("dp"), p + "dp.", "epsilon");
+    if (j.at("dp").contains("epsilon_server")) {
+      m.dp_epsilon_server = r.Double(j.at("dp"), p + "dp.", "epsilon_server");
+    }
   }
   if (j.contains("backdoor_success")) {
     m.backdoor_evaluated = true;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 
 #include "fedprof/client/client.h"
@@ -371,7 +372,9 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     m.refused = tally.refused;
     m.timed_out = tally.timed_out;
     m.online = tally.online;
-    m.train_loss = tally.returned == 0 ? 0 : tally.train_loss.value() / tally.returned;
+    m.train_loss = !options_.train_loss_reported ? std::numeric_limits<double>::quiet_NaN()
+                   : tally.returned == 0         ? 0
+                                                 : tally.train_loss.value() / tally.returned;
 
     phase.Next("aggregate");
     FlatParams next;
@@ -383,6 +386,8 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     if (const DpFedAvg* dp = strategy_.Dp()) {
       m.dp_unclipped = dp->LastUnclippedShare();
       m.dp_epsilon = dp->Epsilon();
+      const auto most = std::max_element(state.times_selected.begin(), state.times_selected.end());
+      m.dp_epsilon_server = dp->EpsilonAgainstServer(most == state.times_selected.end() ? 0 : *most);
     }
 
     m.round_time_s = tally.time_s;
@@ -441,8 +446,11 @@ std::optional<int64_t> Server::TrainRound(int64_t round, double lr, ServerState&
                            static_cast<int>(available.size()));
     SelectionContext context{round, k, &available};
     const uint64_t r = static_cast<uint64_t>(round);
-    Rng rng = attempt == 0 ? MakeRng(options_.seed, Stream::kSelection, {r})
-                           : MakeRng(options_.seed, Stream::kSelection, {r, static_cast<uint64_t>(attempt)});
+    Rng rng = NoiseRng(
+        options_.sample_source, "sample",
+        std::to_string(options_.seed) + " " + std::to_string(round) + " " + std::to_string(attempt),
+        attempt == 0 ? MakeRng(options_.seed, Stream::kSelection, {r})
+                     : MakeRng(options_.seed, Stream::kSelection, {r, static_cast<uint64_t>(attempt)}));
     const std::vector<ClientInstructions> selected =
         k > 0 ? strategy_.ConfigureFit(context, rng, setup) : std::vector<ClientInstructions>();
     const auto n = static_cast<int64_t>(selected.size());
@@ -451,7 +459,7 @@ std::optional<int64_t> Server::TrainRound(int64_t round, double lr, ServerState&
       LogProgress("round " + std::to_string(round) + ": the sum of its " + std::to_string(n) +
                   " selected clients may hold as few as " + std::to_string(fewest) +
                   " (secure aggregation unmasks no fewer), which would take epsilon to " +
-                  FormatDouble(dp->EpsilonWithNextSumOf(fewest), "%.4g") +
+                  FormatDouble(dp->EpsilonWithNextSum(n, fewest), "%.4g") +
                   ", beyond dp.target_epsilon = " + FormatDouble(dp->options().target_epsilon) +
                   ": the run stops after round " + std::to_string(round - 1));
       return std::nullopt;

@@ -11,6 +11,7 @@
 #include "fedprof/aggregation/aggregator.h"
 #include "fedprof/aggregation/model_sum.h"
 #include "fedprof/core/params.h"
+#include "fedprof/privacy/noise_source.h"
 #include "fedprof/protocol/messages.h"
 #include "fedprof/report/metrics.h"
 #include "fedprof/transport/transport.h"
@@ -51,6 +52,14 @@ struct ServerOptions {
   // Over-commitment (availability.overcommit): a round asks ceil(overcommit
   // K) clients; the transport keeps the first K to finish.
   double overcommit = 1;
+  // Where each round's sample comes from: (seed, round), or under user-level
+  // DP the server's noise source (dp.noise), so that the amplification by
+  // sampling holds against whoever knows the config.
+  NoiseSource sample_source;
+  // Whether the clients' training losses reach the server (not under secure
+  // aggregation, unless the strategy needs them): if not, metrics.csv's
+  // train_loss is nan.
+  bool train_loss_reported = true;
 };
 
 // A client still training in an asynchronous run (strategy.aggregator =

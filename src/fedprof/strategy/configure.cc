@@ -24,6 +24,7 @@ FitInstructions Strategy::InstructionsFor(int client_id, const TaskSetup& setup)
 FitInstructions Strategy::TrainingInstructions(int client_id, const TaskSetup& setup) const {
   FitInstructions ins = InstructionsFor(client_id, setup);
   ins.report.sketch_dim = selector_->SketchDim();
+  ins.report.train_loss = selector_->NeedsTrainingLoss();
   ins.objective.prox_mu = proximal_mu_;
   ins.objective.keep_local_batch_norm = local_batch_norm_;
   if (dp_) ins.clip_norm = dp_->ClipNorm();
@@ -33,8 +34,11 @@ FitInstructions Strategy::TrainingInstructions(int client_id, const TaskSetup& s
 
 std::vector<ClientInstructions> Strategy::ConfigureFit(const SelectionContext& context, Rng& rng,
                                                        const TaskSetup& setup) {
+  const std::vector<int> selected = selector_->Select(context, rng);
+  // Under distributed DP the encoding depends on how many the session invites.
+  if (dp_) dp_->Invite(static_cast<int64_t>(selected.size()));
   std::vector<ClientInstructions> out;
-  for (int id : selector_->Select(context, rng)) out.push_back({id, TrainingInstructions(id, setup)});
+  for (int id : selected) out.push_back({id, TrainingInstructions(id, setup)});
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include "fedprof/aggregation/fedbuff.h"
 #include "fedprof/config/run_options.h"
 #include "fedprof/core/error.h"
+#include "fedprof/core/text.h"
 #include "fedprof/selection/afl_selector.h"
 #include "fedprof/selection/clustered_selector.h"
 #include "fedprof/selection/fedprof_selector.h"
@@ -324,7 +325,8 @@ std::unique_ptr<Strategy> MakeDpStrategy(const RunOptions& options, const Strate
                 " weighs or keeps individual "
                 "models; DP-FedAvg noises the sum of clipped updates, with average or fedadam on top");
   }
-  const DpFedAvgOptions o = DpOptionsFrom(options);
+  DpFedAvgOptions o = DpOptionsFrom(options);
+  if (o.noise.kind == NoiseKind::kKeyed) o.noise.key = ReadNoiseKey(ServerNoiseKeyPath(KeyDir(options.dp)));
   auto dp = std::make_unique<DpFedAvg>(
       MakeAggregator(spec.aggregator, AggregationMode::kPartial, options, context), o);
   std::unique_ptr<Selector> selector = spec.selector == "uniform"
@@ -356,16 +358,32 @@ DpFedAvgOptions DpOptionsFrom(const RunOptions& options) {
   o.delta = options.dp.delta;
   o.target_epsilon = options.dp.target_epsilon;
   o.seed = static_cast<uint64_t>(options.seed);
-  o.secret_noise = options.dp.noise == "secret";
+  o.noise.kind = ParseNoiseKind(options.dp.noise);
   o.distributed = options.dp.mode == "distributed";
   o.bits = static_cast<int>(options.dp.bits);
   o.rounding_beta = options.dp.rounding_beta;
   if (o.distributed) {
-    o.fewest_in_sum = [secure = SecureAggregationFrom(options)](int64_t selected) -> int64_t {
-      return FewestInSum(secure, static_cast<int>(std::min<int64_t>(selected, INT32_MAX)));
+    const SecureAggregationOptions secure = SecureAggregationFrom(options);
+    const auto invited = [](int64_t selected) {
+      return static_cast<int>(std::min<int64_t>(selected, INT32_MAX));
+    };
+    o.fewest_in_sum = [secure, invited](int64_t selected) -> int64_t {
+      return FewestInSum(secure, invited(selected));
+    };
+    o.fewest_honest_in_sum = [secure, invited](int64_t selected) -> int64_t {
+      return FewestHonestInSum(secure, invited(selected));
     };
   }
   return o;
+}
+
+std::string KeyDir(const RunOptions::Dp& dp) {
+  if (dp.key_dir.empty()) {
+    throw Error(
+        "dp.noise = keyed: dp.key_dir names no directory of keys (fedprof keygen makes them; a "
+        "deployment reads them from its --tls-dir)");
+  }
+  return dp.key_dir;
 }
 
 std::unique_ptr<Strategy> MakeStrategy(const RunOptions& options, const StrategyContext& context) {

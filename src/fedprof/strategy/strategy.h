@@ -136,6 +136,7 @@ class Strategy {
   bool HasReport(int id) const { return selector_->HasReport(id); }
   bool DrawsByRank() const { return selector_->DrawsByRank(); }
   int SketchDim() const { return selector_->SketchDim(); }
+  bool NeedsTrainingLoss() const { return selector_->NeedsTrainingLoss(); }
   void OnGlobalModel(const FlatParams& global, int64_t version) {
     selector_->OnGlobalModel(global, version);
     if (dp_) dp_->SetModelSize(global.size());
@@ -219,8 +220,12 @@ struct StrategyContext {
 };
 
 // The options of user-level DP (the dp section) as DP-FedAvg takes them,
-// with N = clients.count and K = clients_per_round().
+// with N = clients.count and K = clients_per_round(); a keyed server's key
+// is read where it draws noise (MakeStrategy), not here.
 DpFedAvgOptions DpOptionsFrom(const RunOptions& options);
+// The directory of the DP noise keys (dp.key_dir), or an error saying none
+// was given.
+std::string KeyDir(const RunOptions::Dp& dp);
 
 // The strategy the options compose (ResolveStrategy), its parts configured
 // by their sections (fedprof, afl, clustered, fedadam, robust, dp).

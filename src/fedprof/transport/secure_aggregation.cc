@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/rng.h"
+#include "fedprof/protocol/wire.h"
 #include "fedprof/secagg/in_process.h"
 
 namespace fedprof {
@@ -25,21 +27,46 @@ SecureAggregationOptions SecureAggregationFrom(const RunOptions& o) {
   s.tolerance.min_clients = static_cast<int>(o.secagg.min_clients);
   s.neighbors = static_cast<int>(o.secagg.neighbors);
   s.threshold = static_cast<int>(o.secagg.threshold);
+  // The colluders are counted among the whole population: the server may
+  // invite all of its own into one session. A deployment counts them among
+  // its roster (run/deployment.cc).
+  s.tolerance.fleet = static_cast<int>(o.secagg.fleet > 0 ? o.secagg.fleet : o.clients.count);
   s.drop_after_masking = o.secagg.drop_after_masking;
   s.seed = static_cast<uint64_t>(o.seed);
-  s.secret_client_noise = o.dp.noise == "secret";
+  s.client_noise = ParseNoiseKind(o.dp.noise);
+  s.key_dir = o.dp.key_dir;
   s.progress = o.report.progress;
   return s;
 }
 
-int FewestInSum(const SecureAggregationOptions& options, int invited) {
+namespace {
+
+std::optional<secagg::RoundParams> ParamsOf(const SecureAggregationOptions& options, int invited) {
   try {
     return secagg::ParamsFor(options.protocol, invited, options.tolerance, options.neighbors,
-                             options.threshold)
-        .min_survivors;
+                             options.threshold);
   } catch (const Error&) {
-    return 0;
+    return std::nullopt;
   }
+}
+
+}  // namespace
+
+int FewestInSum(const SecureAggregationOptions& options, int invited) {
+  const auto params = ParamsOf(options, invited);
+  return params ? params->min_survivors : 0;
+}
+
+int FewestHonestInSum(const SecureAggregationOptions& options, int invited) {
+  const auto params = ParamsOf(options, invited);
+  return params ? std::max(0, params->min_survivors - params->corrupt) : 0;
+}
+
+int FewestInvited(const SecureAggregationOptions& options, int most) {
+  for (int n = std::max(2, options.tolerance.min_clients); n <= most; ++n) {
+    if (FewestHonestInSum(options, n) > 0) return n;
+  }
+  return 0;
 }
 namespace {
 
@@ -75,10 +102,12 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
   inner_.Fit(tasks, Transport::ResultSink([&](size_t index, FitResult&& r) -> std::string {
     if (!r.ok || r.params.empty() || r.summed) return sink(index, std::move(r));
     std::vector<secagg::Word> words;
+    const FitInstructions& task = tasks[index].instructions;
     try {
-      Rng noise = ClientNoise(options_.secret_client_noise, options_.seed, tasks[index].instructions.round,
-                              r.client_id);
-      words = SessionInput(tasks[index].instructions, r, noise);
+      const std::string& key =
+          options_.client_noise == NoiseKind::kKeyed && task.ddg ? ClientKey(r.client_id) : std::string();
+      const auto noise = ClientNoise(options_.client_noise, key, options_.seed, task, r.client_id);
+      words = SessionInput(task, r, *noise);
     } catch (const Error& e) {
       // An honest client cannot encode such a model; it reports the failure.
       FitResult failed;
@@ -89,6 +118,7 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
     }
     r.params = FlatParams();
     r.summed = true;
+    KeepOnlyWhatTheTaskAsks(task, &r);
     const int64_t id = r.client_id;
     std::string why = sink(index, std::move(r));
     if (why.empty()) {
@@ -159,6 +189,17 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
   if (options_.progress) LogProgress(DescribeSession(round, options_.protocol, cost));
 }
 
+const std::string& SecureAggregationTransport::ClientKey(int64_t id) {
+  auto it = client_keys_.find(id);
+  if (it == client_keys_.end()) {
+    if (options_.key_dir.empty()) {
+      throw Error("dp.noise = keyed: dp.key_dir names no directory of the clients' keys");
+    }
+    it = client_keys_.emplace(id, ReadNoiseKey(ClientNoiseKeyPath(options_.key_dir, id))).first;
+  }
+  return it->second;
+}
+
 SessionLoad SecureAggregationLoad(const SecureAggregationOptions& options, int clients, size_t length,
                                   int word_bits) {
   const secagg::RoundParams params =
@@ -191,18 +232,32 @@ secagg::SessionConfig SessionConfigFor(const SecureAggregationOptions& options, 
   return config;
 }
 
-std::string RefusedTask(const FitInstructions& task, bool has_setup, const SecAggPolicy& policy) {
+std::string RefusedTask(const FitInstructions& task, const secagg::SessionConfig* setup,
+                        const SecAggPolicy& policy) {
   if (!policy.required) return "";
   const std::string prefix = "refused a task that would send ";
   const std::string reason = ": this client's configuration requires secure aggregation (secagg.protocol)";
-  if (task.train.epochs > 0 && !has_setup) return prefix + "its model in the clear" + reason;
+  if (task.train.epochs > 0 && setup == nullptr) return prefix + "its model in the clear" + reason;
   if (task.report.sketch_dim > 0) return prefix + "a sketch of its update" + reason;
-  if (policy.distributed_dp && task.train.epochs > 0) {
+  if (policy.distributed_dp) {
     const std::string dp = ": this client's configuration requires distributed DP (dp.mode = distributed)";
-    if (!task.ddg) return prefix + "its update without noise" + dp;
-    if (task.ddg->noise_sd < policy.min_dp_noise * task.ddg->clip_norm * (1 - 1e-9)) {
-      return prefix + "its update with noise sd " + std::to_string(task.ddg->noise_sd) + ", below the " +
-             std::to_string(policy.min_dp_noise * task.ddg->clip_norm) + " its dp.noise_multiplier asks" + dp;
+    if (task.report.loss || task.report.train_loss) return prefix + "a loss on its data in the clear" + dp;
+    if (task.report.evaluate) return prefix + "its evaluation of the model in the clear" + dp;
+    if (task.report.profile && !policy.dp_clear_profiles) {
+      return prefix + (task.report.public_key ? "the divergence of its profile" : "its profile") +
+             " in the clear" + dp + " (dp.clear_profiles = true on this client allows it)";
+    }
+    if (task.train.epochs > 0) {
+      if (!task.ddg) return prefix + "its update without noise" + dp;
+      const auto invited = static_cast<int64_t>(setup->verify_keys.size());
+      SecureAggregationOptions own;
+      own.protocol = setup->protocol;
+      own.tolerance = policy.tolerance;
+      own.neighbors = policy.neighbors;
+      own.threshold = policy.threshold;
+      const std::string mismatch = DdgMismatch(*task.ddg, policy.dp, static_cast<size_t>(task.ddg->dim),
+                                               invited, FewestHonestInSum(own, static_cast<int>(invited)));
+      if (!mismatch.empty()) return prefix + "its update in an encoding of the server's: " + mismatch + dp;
     }
   }
   if (task.report.profile && !task.report.public_key && !policy.clear_profiles) {
@@ -211,6 +266,18 @@ std::string RefusedTask(const FitInstructions& task, bool has_setup, const SecAg
            "allows it)";
   }
   return "";
+}
+
+void KeepOnlyWhatTheTaskAsks(const FitInstructions& task, FitResult* r) {
+  r->within_clip = false;
+  if (!task.report.train_loss || task.ddg) {
+    r->train_loss = 0;
+    r->train_loss_rms = 0;
+  }
+  if (task.ddg) {
+    r->num_samples = 1;
+    r->pre_train_loss = 0;
+  }
 }
 
 std::map<int64_t, std::string> SessionOutcome::Lost() const {
@@ -230,27 +297,32 @@ size_t SessionLength(const FitInstructions& task, size_t num_params) {
   return task.ddg ? task.ddg->padded() : num_params + 1;
 }
 
-int SessionWordBits(const FitInstructions& task) { return task.ddg ? (task.ddg->bits + 7) / 8 * 8 : 128; }
+int SessionWordBits(const FitInstructions& task) { return task.ddg ? task.ddg->bits : 128; }
 
-std::vector<secagg::Word> SessionInput(const FitInstructions& task, const FitResult& result, Rng& noise) {
+std::vector<secagg::Word> SessionInput(const FitInstructions& task, const FitResult& result,
+                                       RandomBits& noise) {
   if (!task.ddg) return ModelSum::TermWords(result.params, result.num_samples);
   if (!task.global) throw Error("distributed DP: a task without its global model");
   const std::vector<uint64_t> encoded = DdgEncode(*task.ddg, *task.global, result.params, noise);
   return std::vector<secagg::Word>(encoded.begin(), encoded.end());
 }
 
-Rng ClientNoise(bool secret, uint64_t seed, int64_t round, int64_t client) {
-  if (!secret) return DdgClientRng(seed, round, client);
-  const secagg::Bytes bytes = secagg::RandomBytes(32);
-  std::seed_seq seq(bytes.begin(), bytes.end());
-  return Rng(seq);
+std::unique_ptr<RandomBits> ClientNoise(NoiseKind kind, const std::string& key, uint64_t seed,
+                                        const FitInstructions& task, int64_t client) {
+  NoiseSource source;
+  source.kind = kind;
+  source.key = key;
+  const std::string context =
+      kind == NoiseKind::kKeyed ? TaskDigest(task) + " client " + std::to_string(client) : std::string();
+  return NoiseBits(source, "client", context, DdgClientRng(seed, task.round, client));
 }
 
 ModelSum SessionSum(const FitInstructions& task, const std::vector<secagg::Word>& words, int64_t count) {
   const std::string origin = "the secure aggregation's sum";
   if (!task.ddg) return ModelSum::FromTermWords(words, count, origin);
   if (!task.global) throw Error("distributed DP: a round without its global model");
-  // The sum modulo 2^128 is the sum modulo 2^b in its low bits.
+  // The session's words are b bits (dp.bits is whole bytes): the sum is
+  // exactly the sum modulo 2^b.
   const std::vector<uint64_t> low(words.begin(), words.end());
   return ModelSum::FromUpdateSum(*task.global, DdgDecode(*task.ddg, low), count, origin);
 }

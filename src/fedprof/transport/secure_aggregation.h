@@ -14,10 +14,12 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "fedprof/config/run_options.h"
+#include "fedprof/privacy/noise_source.h"
 #include "fedprof/secagg/graph.h"
 #include "fedprof/secagg/messages.h"
 #include "fedprof/sim/cost_model.h"
@@ -37,10 +39,12 @@ struct SecureAggregationOptions {
   // The share of each session's clients that stop answering once their
   // masked input is sent (simulated dropouts; their models still count).
   double drop_after_masking = 0;
-  uint64_t seed = 0;  // picks the dropouts, and the clients' distributed-DP noise
-  // Distributed DP (dp.noise = secret): the clients draw their rounding and
-  // noise from OpenSSL's generator instead of the seed.
-  bool secret_client_noise = false;
+  uint64_t seed = 0;  // picks the dropouts, and (dp.noise = seeded) the clients' distributed-DP noise
+  // Distributed DP: where the clients draw their rounding and noise
+  // (ClientNoise); under dp.noise = keyed, from each client's key in this
+  // directory (privacy/noise_source.h's ClientNoiseKeyPath).
+  NoiseKind client_noise = NoiseKind::kSeeded;
+  std::string key_dir;
   bool progress = false;  // a line per session
 };
 
@@ -53,6 +57,12 @@ SecureAggregationOptions SecureAggregationFrom(const RunOptions& o);
 // `options` can sum: it unmasks no fewer (RoundParams::min_survivors); 0
 // when no session of that many can run (the round's sum is lost).
 int FewestInSum(const SecureAggregationOptions& options, int invited);
+// Of those, the fewest honest ones: less the colluders the tolerance allows
+// (all of them may be in the sum); 0 when no session of that many can run.
+int FewestHonestInSum(const SecureAggregationOptions& options, int invited);
+// The fewest clients a session under `options` can invite at all (2 at
+// least; 0 when none up to `most` can run).
+int FewestInvited(const SecureAggregationOptions& options, int most);
 
 // What one session cost, as secagg/in_process.h measures it.
 struct SecureAggregationCost {
@@ -97,24 +107,39 @@ struct SecAggPolicy {
   // What sets the k and t this client accepts (secagg::ParamsFor).
   secagg::Tolerance tolerance;
   int neighbors = 0, threshold = 0;
-  // Distributed DP (its config's dp.mode = distributed): it refuses to
-  // train for a session without noise, or with a noise sd below
-  // min_dp_noise per unit of clip norm (z/√K of its own config).
+  // Distributed DP (its config's dp.mode = distributed): it trains only for
+  // a session whose encoding is the one it computes itself from `dp` and
+  // the session's size (DdgMismatch: noise for the fewest honest clients
+  // the session's sum may hold, its own clip norm, word width and rounding
+  // bound), and sends the server nothing else of its own: no loss, no
+  // evaluation, no profile or divergence unless dp_clear_profiles.
   bool distributed_dp = false;
-  double min_dp_noise = 0;
-  // Where its noise comes from (its config's dp.noise and seed):
-  // OpenSSL's generator, or (seeded) the seed, round and its id.
-  bool secret_dp_noise = true;
-  uint64_t dp_seed = 0;
+  DdgSettings dp;
+  bool dp_clear_profiles = false;
+  // Where its noise comes from (its config's dp.noise; a deployment refuses
+  // seeded): its key, or OpenSSL's generator.
+  NoiseSource noise;
+  uint64_t dp_seed = 0;  // dp.noise = seeded (tests of the refusal only)
 };
 
 // Why a client under `policy` refuses a task (whose training would go into
-// a secure aggregation session if `has_setup`), or "": under `required`,
-// a training task without a session (its model would go in the clear), a
-// profile asked for in the clear (unless clear_profiles), or a sketch of
-// the update; under min_dp_noise, a training task without distributed DP
-// or with less noise.
-std::string RefusedTask(const FitInstructions& task, bool has_setup, const SecAggPolicy& policy);
+// the secure aggregation session `setup`, or null: none), or "": under
+// `required`, a training task without a session (its model would go in the
+// clear), a profile asked for in the clear (unless clear_profiles), or a
+// sketch of the update; under distributed DP, a training task without it or
+// with an encoding that is not the client's own for the session, and any
+// report of its own (loss, evaluation, or, unless dp_clear_profiles, a
+// profile or divergence).
+std::string RefusedTask(const FitInstructions& task, const secagg::SessionConfig* setup,
+                        const SecAggPolicy& policy);
+
+// What a result under secure aggregation keeps of what its client computed:
+// its model goes into the session, and of its own figures only those the
+// task asks for leave in the clear (docs/secagg.md, what the server learns):
+// the training loss and loss RMS only when asked (report.train_loss), never
+// the clipping indicator; under distributed DP no sample count (its weight
+// is 1) and no loss at all.
+void KeepOnlyWhatTheTaskAsks(const FitInstructions& task, FitResult* result);
 
 // The server's config of round `round`'s session of the clients of
 // `verify_keys`, for `length`-word inputs of `word_bits` each: the run's id, a fresh nonce, the
@@ -129,18 +154,21 @@ secagg::SessionConfig SessionConfigFor(const SecureAggregationOptions& options, 
 // encoding's padded length.
 size_t SessionLength(const FitInstructions& task, size_t num_params);
 // The bits of each word of that input: 128, or under distributed DP the
-// encoding's b rounded up to whole bytes (its sum modulo 2^b is then the
-// low b bits of the session's).
+// encoding's b (whole bytes: the session's sum is exactly modulo 2^b).
 int SessionWordBits(const FitInstructions& task);
 // A client's input to a session for the result of `task`: its model's
 // words of the exact sum (ModelSum::TermWords), or under distributed DP
 // (task.ddg) its clipped update encoded and noised (DdgEncode, a word per
 // value), the rounding and noise drawn from `noise`. Throws fedprof::Error
 // when the model cannot be encoded.
-std::vector<secagg::Word> SessionInput(const FitInstructions& task, const FitResult& result, Rng& noise);
-// The generator of a client's distributed-DP noise: seeded by (seed, round,
-// client), or (secret) from OpenSSL's generator.
-Rng ClientNoise(bool secret, uint64_t seed, int64_t round, int64_t client);
+std::vector<secagg::Word> SessionInput(const FitInstructions& task, const FitResult& result,
+                                       RandomBits& noise);
+// The bits of client `client`'s distributed-DP noise for `task`: seeded by
+// (seed, round, client); from OpenSSL's generator; or keyed by the client's
+// `key` for the task's digest (TaskDigest: a client contributes once to a
+// task, so no two of its contributions share noise).
+std::unique_ptr<RandomBits> ClientNoise(NoiseKind kind, const std::string& key, uint64_t seed,
+                                        const FitInstructions& task, int64_t client);
 // The sum a session's result words make for `count` clients of a round
 // whose tasks were like `task`: the exact model sum, or under distributed DP
 // the decoded noised sum of the updates from task.global. Throws
@@ -183,9 +211,13 @@ class SecureAggregationTransport : public ForwardingTransport {
   const std::vector<SecureAggregationCost>& sessions() const { return sessions_; }
 
  private:
+  // Client `id`'s noise key (dp.noise = keyed), read once.
+  const std::string& ClientKey(int64_t id);
+
   SecureAggregationOptions options_;
   const secagg::Bytes run_id_;  // the sessions' run
   std::vector<SecureAggregationCost> sessions_;
+  std::map<int64_t, std::string> client_keys_;
 };
 
 }  // namespace fedprof
