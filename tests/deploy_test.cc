@@ -430,6 +430,15 @@ TEST(DeployTest, UserLevelDpOverTheNetworkEqualsSimulation) {
                                    "server's noise and sample and subtract it"),
             std::string::npos)
       << p.Output(refused);
+  // The key served that run: a second run on it would repeat its noise.
+  const int again = p.Start(kCli, "server --listen 127.0.0.1:0 " + seeded + " --set dp.noise=keyed --tls-dir " +
+                                      server_dir + "/../certs --out " + dir + "/again",
+                            dir + "/again.log");
+  EXPECT_EQ(p.Wait(again, 60), 1);
+  EXPECT_NE(p.Output(again).find("server.dp.key served run " + std::filesystem::absolute(server_dir).string() +
+                                 " already: one key serves one run"),
+            std::string::npos)
+      << p.Output(again);
 }
 
 // Distributed DP over the network: each client clips, encodes and noises

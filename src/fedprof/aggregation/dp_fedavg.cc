@@ -139,8 +139,8 @@ DpFedAvg::DpFedAvg(std::unique_ptr<Aggregator> inner, const DpFedAvgOptions& opt
         "dp.clipping = adaptive: under dp.mode = distributed the server never sees whether "
         "a client's update needed clipping; use dp.clipping = fixed");
   }
-  // The paper's σ_b = K/20; at small K no more than z, which leaves the
-  // update z_Δ = z·2/√3 (the count takes a quarter of the budget).
+  // The paper's σ_b = K/20, but never below z: at small K the paper's would
+  // leave the update nothing; at σ_b = z the update's z_Δ is 2z/√3.
   if (options_.adaptive && options_.count_noise == 0) {
     options_.count_noise =
         std::max(static_cast<double>(options_.expected_clients) / 20, options_.noise_multiplier);
@@ -149,13 +149,15 @@ DpFedAvg::DpFedAvg(std::unique_ptr<Aggregator> inner, const DpFedAvgOptions& opt
                                     : options_.noise_multiplier;
 }
 
-std::vector<DdgRelease> DpFedAvg::Releases() const {
-  std::vector<DdgRelease> releases;
-  for (size_t i = 0; i < round_clients_.size() && i < static_cast<size_t>(rounds_); ++i) {
-    releases.push_back(DdgRoundRelease(options_, clip_, static_cast<int64_t>(i) + 1, dim_, round_invited_[i],
-                                       round_clients_[i]));
+const std::vector<DdgRelease>& DpFedAvg::Releases() const {
+  const size_t rounds = std::min(round_clients_.size(), static_cast<size_t>(rounds_));
+  if (releases_.size() > rounds) releases_.resize(rounds);  // a checkpoint of fewer rounds was loaded
+  while (releases_.size() < rounds) {
+    const size_t i = releases_.size();
+    releases_.push_back(DdgRoundRelease(options_, clip_, static_cast<int64_t>(i) + 1, dim_, round_invited_[i],
+                                        round_clients_[i]));
   }
-  return releases;
+  return releases_;
 }
 
 double DpFedAvg::Epsilon() const {
@@ -169,8 +171,12 @@ double DpFedAvg::EpsilonAgainstServer(int64_t participations) const {
   if (!options_.distributed || options_.noise_multiplier == 0) return std::numeric_limits<double>::infinity();
   if (dim_ == 0) return 0;
   // Each order's RDP from the client's costliest rounds.
-  std::vector<std::vector<double>> curves;
-  for (const DdgRelease& r : Releases()) curves.push_back(DdgRdpCurve(r, /*honest_only=*/true));
+  const std::vector<DdgRelease>& releases = Releases();
+  if (server_curves_.size() > releases.size()) server_curves_.resize(releases.size());
+  while (server_curves_.size() < releases.size()) {
+    server_curves_.push_back(DdgRdpCurve(releases[server_curves_.size()], /*honest_only=*/true));
+  }
+  const std::vector<std::vector<double>>& curves = server_curves_;
   const std::vector<double>& orders = DdgOrders();
   std::vector<double> rdp(orders.size(), 0.0);
   const size_t m = std::min(curves.size(), static_cast<size_t>(participations));
@@ -193,7 +199,7 @@ bool DpFedAvg::MayRunAnotherRound() const {
 }
 
 double DpFedAvg::EpsilonWithNextSum(int64_t invited, int64_t clients) const {
-  std::vector<DdgRelease> next = Releases();
+  std::vector<DdgRelease> next = Releases();  // a copy: one more round
   next.push_back(DdgRoundRelease(options_, clip_, rounds_ + 1, dim_, invited, clients));
   return DdgEpsilon(next, DpSampleRate(options_), DpDelta(options_)).epsilon;
 }
@@ -280,6 +286,8 @@ void DpFedAvg::LoadState(const std::string& state) {
       }
       round_clients_ = std::move(clients);
       round_invited_ = std::move(invited);
+      releases_.clear();
+      server_curves_.clear();
     }
     inner_->LoadState(j.at("inner").get<std::string>());
   } catch (const nlohmann::json::exception& e) {

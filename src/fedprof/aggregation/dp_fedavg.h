@@ -177,8 +177,11 @@ class DpFedAvg : public Aggregator {
   // Distributed DP: the clients each round invited and the clients in its
   // sum (the ledger charges each round by its own), in round order.
   std::vector<int64_t> round_invited_, round_clients_;
-  // The releases of the rounds so far.
-  std::vector<DdgRelease> Releases() const;
+  // The releases of the rounds so far, each worked out once, and each one's
+  // RDP curve against the server.
+  const std::vector<DdgRelease>& Releases() const;
+  mutable std::vector<DdgRelease> releases_;
+  mutable std::vector<std::vector<double>> server_curves_;
   FlatParams mean_;  // θ + Δ̃, reused
   ModelSum noised_;  // mean_ as the inner aggregator's one result
 };

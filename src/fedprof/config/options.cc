@@ -518,7 +518,7 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(dp, clip_lr, "0.2", 0, 10, "", "Adaptive clipping: eta_C."),
       OPTION(dp, count_noise, "0", 0, 1e9, "",
        "Adaptive clipping: sigma_b, the noise sd of the unclipped count; 0 = K / 20 (the "
-       "paper's), or z where that is smaller. The update's multiplier becomes "
+       "paper's), but never below z. The update's multiplier becomes "
        "(z^-2 - (2 sigma_b)^-2)^-1/2."),
       OPTION(dp, delta, "0", 0, 0.1, "", "delta of the privacy ledger; 0 = 1/N (clients.count)."),
       OPTION(dp, bits, "32", 8, 56, "",

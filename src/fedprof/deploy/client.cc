@@ -209,6 +209,9 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
                   " s" + (result.ok ? "" : " (failed: " + result.error + ")"));
     }
     result.client_id = options_.id;
+    // Under distributed DP no result carries a figure of the client's own,
+    // a report or a failure included.
+    if (options_.secagg.distributed_dp) KeepOnlyWhatTheTaskAsks(ins, true, &result);
     if (task.secagg && result.ok && !result.params.empty()) {
       secagg_ = SecAggParticipation::Join(task, options_.id, identity_.signing_key, connection_.chunk_bytes(),
                                           &result, options_.secagg);

@@ -84,7 +84,7 @@ std::unique_ptr<SecAggParticipation> SecAggParticipation::Join(const ReceivedTas
     result->error = std::string("its model cannot be securely aggregated: ") + e.what();
   }
   result->params = FlatParams();
-  KeepOnlyWhatTheTaskAsks(task.instructions, result);
+  KeepOnlyWhatTheTaskAsks(task.instructions, policy.distributed_dp, result);
   if (!result->ok) return nullptr;
   return std::unique_ptr<SecAggParticipation>(
       new SecAggParticipation(task, client_id, signing_key, chunk_bytes, std::move(input)));

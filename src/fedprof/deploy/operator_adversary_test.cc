@@ -467,13 +467,33 @@ TEST(OperatorAdversary, NothingLeavesInTheClearThatTheDocsDoNotList) {
       r.train_loss = 0.7;
       r.train_loss_rms = 0.9;
       r.within_clip = within;
-      KeepOnlyWhatTheTaskAsks(task, &r);
+      KeepOnlyWhatTheTaskAsks(task, false, &r);
       EXPECT_FALSE(r.within_clip);
       EXPECT_EQ(r.train_loss, asked ? 0.7 : 0);
       EXPECT_EQ(r.train_loss_rms, asked ? 0.9 : 0);
       EXPECT_EQ(r.num_samples, 40) << "the clear weight of the sum";
     }
   }
+  // Under distributed DP a client sends no figure of its own, whatever the
+  // result: a report's or a failure's sample count is 1 too.
+  FitInstructions profile_task;
+  profile_task.report.profile = true;
+  FitResult report_result;
+  report_result.num_samples = 40;
+  report_result.eval_samples = 40;
+  report_result.eval_loss = 0.3;
+  KeepOnlyWhatTheTaskAsks(profile_task, true, &report_result);
+  EXPECT_EQ(report_result.num_samples, 1);
+  EXPECT_EQ(report_result.eval_samples, 0);
+  EXPECT_EQ(report_result.eval_loss, 0);
+  // Nor does it take a task under distributed DP without its own config's.
+  SecAggPolicy plain;
+  plain.required = true;
+  FitInstructions encoded = op.Honest(RunId('c'), 1, 0.1).task;
+  const std::string why = RefusedTask(encoded, nullptr, plain);
+  EXPECT_NE(why.find("does not set dp.mode = distributed, from which a client computes its own"),
+            std::string::npos)
+      << why;
   // Under distributed DP a client sends no report of its own.
   SecAggPolicy policy = op.clients().front().policy;
   FitInstructions report;

@@ -1,8 +1,15 @@
 #include "fedprof/privacy/client_ledger.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <utility>
@@ -69,20 +76,29 @@ ClientLedger::ClientLedger(std::string path, double delta, double budget)
   if (!(budget_ >= 0)) throw Error("client ledger: a budget >= 0 (0: none)");
 }
 
-void ClientLedger::Load() const {
-  loaded_ = true;
-  if (path_.empty() || !FileExists(path_)) return;
-  std::istringstream lines(ReadFile(path_));
+std::vector<Contribution> ClientLedger::Parse(const std::string& text) const {
+  std::vector<Contribution> made;
+  std::istringstream lines(text);
   int number = 0;
   for (std::string line; std::getline(lines, line);) {
     ++number;
     try {
-      made_.push_back(FromJson(json::parse(line)));
+      made.push_back(FromJson(json::parse(line)));
     } catch (const std::exception& e) {
+      // A last line cut short by a crash: the contribution it began was never
+      // sent (it is recorded before the first message), so it counts for nothing.
+      if (lines.eof() && !text.empty() && text.back() != '\n') break;
       throw Error(path_ + " line " + std::to_string(number) +
                   ": not a contribution of this client's ledger (" + Printable(e.what(), 200) + ")");
     }
   }
+  return made;
+}
+
+void ClientLedger::Load() const {
+  loaded_ = true;
+  if (path_.empty() || !FileExists(path_)) return;
+  made_ = Parse(ReadFile(path_));
 }
 
 ClientLedger::Spent ClientLedger::SpentWith(const Contribution* more) const {
@@ -108,9 +124,74 @@ ClientLedger::Spent ClientLedger::SpentWith(const Contribution* more) const {
   return s;
 }
 
+namespace {
+
+// The ledger file, open and locked against every other process of the
+// client (two processes of one id would otherwise both take a task).
+class LockedFile {
+ public:
+  explicit LockedFile(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd_ < 0 || ::flock(fd_, LOCK_EX) != 0) {
+      const int error = errno;
+      if (fd_ >= 0) ::close(fd_);
+      throw Error(path + ": cannot be opened and locked: " + std::strerror(error));
+    }
+  }
+  ~LockedFile() { ::close(fd_); }  // and with it the lock
+  LockedFile(const LockedFile&) = delete;
+  LockedFile& operator=(const LockedFile&) = delete;
+
+  std::string Contents() const {
+    std::string text;
+    char buffer[65536];
+    for (off_t at = 0;;) {
+      const ssize_t n = ::pread(fd_, buffer, sizeof(buffer), at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw Error(path_ + ": cannot be read: " + std::strerror(errno));
+      if (n == 0) return text;
+      text.append(buffer, static_cast<size_t>(n));
+      at += n;
+    }
+  }
+
+  // Drops what follows the last whole line (a line cut short by a crash),
+  // so that the next line starts a line of its own.
+  void DropTornTail(const std::string& contents) const {
+    if (contents.empty() || contents.back() == '\n') return;
+    const size_t whole = contents.rfind('\n') == std::string::npos ? 0 : contents.rfind('\n') + 1;
+    if (::ftruncate(fd_, static_cast<off_t>(whole)) != 0) {
+      throw Error(path_ + ": cannot drop its torn last line: " + std::strerror(errno));
+    }
+  }
+
+  // One write of one whole line, flushed to disk.
+  void Append(const std::string& line) const {
+    if (::write(fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size()) || ::fsync(fd_) != 0) {
+      throw Error(path_ + ": cannot record the contribution: " + std::strerror(errno));
+    }
+  }
+
+ private:
+  const std::string path_;
+  int fd_ = -1;
+};
+
+}  // namespace
+
 std::string ClientLedger::Take(const Contribution& c) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!loaded_) Load();
+  std::unique_ptr<LockedFile> file;
+  if (path_.empty()) {
+    if (!loaded_) Load();
+  } else {
+    // What every process of this client has recorded, read under the lock.
+    file = std::make_unique<LockedFile>(path_);
+    const std::string contents = file->Contents();
+    made_ = Parse(contents);
+    loaded_ = true;
+    file->DropTornTail(contents);
+  }
   int64_t latest = -1;  // the latest round of c's run contributed to
   for (const Contribution& m : made_) {
     if (m.session == c.session) {
@@ -141,11 +222,11 @@ std::string ClientLedger::Take(const Contribution& c) {
                              FormatDouble(budget_) + ")";
     }
   }
-  if (!path_.empty()) {
+  if (file) {
     json line = ToJson(c);
     line["delta"] = delta_;
     line["budget"] = budget_;
-    AppendLine(path_, line.dump() + "\n", 0600);
+    file->Append(line.dump() + "\n");
   }
   made_.push_back(c);
   return "";
@@ -153,7 +234,7 @@ std::string ClientLedger::Take(const Contribution& c) {
 
 ClientLedger::Spent ClientLedger::spent() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!loaded_) Load();
+  if (!loaded_ || !path_.empty()) Load();  // a file: as every process of the client left it
   return SpentWith(nullptr);
 }
 
@@ -172,35 +253,27 @@ std::string ClientLedgerPath(const std::string& dir, int64_t id) {
 
 json ClientLedgerStatus(const std::string& path) {
   if (!FileExists(path)) throw Error(path + ": no such file");
-  // The settings of its last line, read first: the rest is the ledger's own.
+  // Its rounds by run, and the settings of its last line; the ledger itself
+  // checks every line (spent() below).
   double delta = 1e-5, budget = 0;
+  json runs = json::object();
   std::istringstream lines(ReadFile(path));
   for (std::string line; std::getline(lines, line);) {
-    try {
-      const json j = json::parse(line);
-      if (j.contains("delta")) delta = j.at("delta").get<double>();
-      if (j.contains("budget")) budget = j.at("budget").get<double>();
-    } catch (const std::exception&) {
-      break;  // the ledger names the line below
-    }
-  }
-  const ClientLedger ledger(path, delta, budget);
-  const ClientLedger::Spent spent = ledger.spent();
-  const auto number = [](double v) { return std::isinf(v) ? json("inf") : json(v); };
-  json status = {{"ledger", path},
-                 {"contributions", spent.contributions},
-                 {"epsilon_server", number(spent.against_server)},
-                 {"epsilon_observers", number(spent.against_observers)},
-                 {"delta", delta},
-                 {"budget", budget}};
-  json runs = json::object();
-  std::istringstream again(ReadFile(path));
-  for (std::string line; std::getline(again, line);) {
-    const json j = json::parse(line);
+    const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("run") || !j.contains("round")) continue;
     runs[j.at("run").get<std::string>()].push_back(j.at("round"));
+    if (j.contains("delta")) delta = j.at("delta").get<double>();
+    if (j.contains("budget")) budget = j.at("budget").get<double>();
   }
-  status["rounds_by_run"] = runs;
-  return status;
+  const ClientLedger::Spent spent = ClientLedger(path, delta, budget).spent();
+  const auto number = [](double v) { return std::isinf(v) ? json("inf") : json(v); };
+  return {{"ledger", path},
+          {"contributions", spent.contributions},
+          {"epsilon_server", number(spent.against_server)},
+          {"epsilon_observers", number(spent.against_observers)},
+          {"delta", delta},
+          {"budget", budget},
+          {"rounds_by_run", runs}};
 }
 
 std::string FormatClientLedgerStatus(const json& s) {

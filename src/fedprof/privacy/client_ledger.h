@@ -24,8 +24,11 @@
 // the client cannot check the server's sampling).
 //
 // One contribution a line (JSON), appended and flushed to disk before the
-// client sends anything of it, so a restart keeps every rule. Without a file
-// it lives in memory. Thread-safe.
+// client sends anything of it, so a restart keeps every rule; the file is
+// locked (flock) and read again for each contribution, so two processes of
+// one client keep them too. A last line cut short by a crash is ignored:
+// nothing of its contribution was sent. Without a file it lives in memory.
+// Thread-safe.
 
 #include <cstdint>
 #include <mutex>
@@ -75,7 +78,9 @@ class ClientLedger {
   const std::string& path() const { return path_; }
 
  private:
-  void Load() const;                                // mutex_ held
+  void Load() const;  // mutex_ held
+  // The contributions of a ledger file's text.
+  std::vector<Contribution> Parse(const std::string& text) const;
   Spent SpentWith(const Contribution* more) const;  // mutex_ held
 
   const std::string path_;

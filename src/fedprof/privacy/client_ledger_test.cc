@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -73,7 +74,17 @@ TEST(ClientLedgerTest, EachSessionRoundAndTaskOnceAcrossARestart) {
   ExpectRefusal(restarted.Take(Made('t', 9, 'b', '4')), "was joined before");
   EXPECT_EQ(restarted.Take(Made('r', 6, 'd', '4')), "");
 
-  WriteFileAtomic(path, ReadFile(path) + "{\"run\": \"oops\"}\n");
+  // A last line cut short by a crash: its contribution was never sent.
+  const std::string whole = ReadFile(path);
+  WriteFileAtomic(path, whole + "{\"run\": \"7272");
+  EXPECT_EQ(ClientLedger(path, 1e-5, 0).spent().contributions, 4);
+  // The next contribution starts a line of its own.
+  EXPECT_EQ(ClientLedger(path, 1e-5, 0).Take(Made('r', 7, 'e', '5')), "");
+  EXPECT_EQ(ClientLedger(path, 1e-5, 0).spent().contributions, 5);
+  const std::string added = ReadFile(path).substr(whole.size());
+  EXPECT_EQ(std::count(added.begin(), added.end(), '\n'), 1) << added;
+  EXPECT_EQ(added.rfind("{\"budget\"", 0), 0u) << "the torn start is gone: " << added;
+  WriteFileAtomic(path, whole + "{\"run\": \"oops\"}\n");  // a whole line, no contribution
   try {
     ClientLedger(path, 1e-5, 0).spent();
     ADD_FAILURE() << "read a damaged ledger";

@@ -142,20 +142,18 @@ DdgParams DdgEncodingFor(const DdgSettings& s, size_t dim, int64_t invited, int6
   return p;
 }
 
-std::string DdgMismatch(const DdgParams& task, const DdgSettings& own, size_t dim, int64_t invited,
-                        int64_t fewest_honest) {
+std::string DdgMismatch(const DdgParams& task, const DdgSettings& own, int64_t invited, int64_t fewest_honest) {
   const auto differs = [](const std::string& what, double theirs, double mine) {
     return "its " + what + " " + FormatDouble(theirs, "%.17g") + " is not this client's " +
            FormatDouble(mine, "%.17g");
   };
-  if (task.dim != dim) return differs("model size", static_cast<double>(task.dim), static_cast<double>(dim));
   if (task.clip_norm != own.clip_norm)
     return differs("clip norm (dp.clip_norm)", task.clip_norm, own.clip_norm);
   if (task.bits != own.bits) return differs("word width (dp.bits)", task.bits, own.bits);
   if (task.rounding_beta != own.rounding_beta) {
     return differs("rounding bound (dp.rounding_beta)", task.rounding_beta, own.rounding_beta);
   }
-  const DdgParams mine = DdgEncodingFor(own, dim, invited, fewest_honest, task.rotation_seed);
+  const DdgParams mine = DdgEncodingFor(own, task.dim, invited, fewest_honest, task.rotation_seed);
   if (!(task.noise_sd >= mine.noise_sd)) {
     return "its noise sd " + FormatDouble(task.noise_sd, "%.6g") + " is below the " +
            FormatDouble(mine.noise_sd, "%.6g") +
@@ -301,10 +299,11 @@ const std::vector<double>& DdgOrders() {
 std::vector<double> DdgRdpCurve(const DdgRelease& release, bool honest_only) {
   const std::vector<double>& orders = DdgOrders();
   const int64_t n = honest_only ? release.honest : release.clients;
-  std::vector<double> rdp(orders.size(), 0.0);
-  if (n <= 0) return rdp;
+  const std::vector<double> unbounded(orders.size(), std::numeric_limits<double>::infinity());
+  if (release.clients <= 0) return std::vector<double>(orders.size(), 0.0);  // nothing released
   const DdgParams& p = release.encoding;
-  if (p.noise_sd == 0) return std::vector<double>(orders.size(), std::numeric_limits<double>::infinity());
+  if (n <= 0 || p.noise_sd == 0) return unbounded;  // no noise the adversary does not know
+  std::vector<double> rdp(orders.size());
   const double s = DdgSensitivity(p) / (std::sqrt(static_cast<double>(n)) * p.noise_sd);
   const double tau = Tau(p.noise_sd / p.granularity, n);
   for (size_t i = 0; i < orders.size(); ++i) {

@@ -75,9 +75,9 @@ DdgParams DdgEncodingFor(const DdgSettings& settings, size_t dim, int64_t invite
 // of `invited` clients with at least `fewest_honest` honest ones in the sum,
 // or "": another clip norm, word width or rounding bound, less noise than
 // its own z asks, or a quantization step that is not the one its noise and
-// the session's size give (a coarse step would round the noise away).
-std::string DdgMismatch(const DdgParams& task, const DdgSettings& own, size_t dim, int64_t invited,
-                        int64_t fewest_honest);
+// the session's size give (a coarse step would round the noise away). The
+// encoding's size is the model's (DdgEncode refuses another).
+std::string DdgMismatch(const DdgParams& task, const DdgSettings& own, int64_t invited, int64_t fewest_honest);
 
 // A sample of the discrete Gaussian N_Z(0, σ²) (σ > 0), by rejection from
 // the discrete Laplace (Canonne, Kamath and Steinke, NeurIPS 2020, Alg. 3,
@@ -131,7 +131,8 @@ struct DdgRelease {
 
 // The orders 2..256 every ledger is kept at, and one release's RDP at each:
 // with the noise of all its clients (against observers of the models) or
-// of its honest ones alone (against the server).
+// of its honest ones alone (against the server: infinite when a sum holds
+// none).
 const std::vector<double>& DdgOrders();
 std::vector<double> DdgRdpCurve(const DdgRelease& release, bool honest_only);
 

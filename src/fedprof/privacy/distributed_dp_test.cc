@@ -127,16 +127,16 @@ TEST(DistributedDpTest, EachClientComputesTheEncodingAndRefusesAnother) {
   EXPECT_DOUBLE_EQ(p.noise_sd, 1.5 * 0.5 / 3);
   EXPECT_EQ(p.granularity, DdgGranularity(0.5, p.noise_sd, 32, 20, 1024));
   EXPECT_EQ(p.rotation_seed, 77u);
-  EXPECT_EQ(DdgMismatch(p, own, 1000, 20, 9), "");
+  EXPECT_EQ(DdgMismatch(p, own, 20, 9), "");
   DdgParams more = p;  // more noise than asked: its step follows
   more.noise_sd *= 2;
   more.granularity = DdgGranularity(0.5, more.noise_sd, 32, 20, 1024);
-  EXPECT_EQ(DdgMismatch(more, own, 1000, 20, 9), "");
+  EXPECT_EQ(DdgMismatch(more, own, 20, 9), "");
   // The session's sum may hold fewer honest clients: each must add more.
-  EXPECT_NE(DdgMismatch(p, own, 1000, 20, 4).find("is below the"), std::string::npos);
+  EXPECT_NE(DdgMismatch(p, own, 20, 4).find("is below the"), std::string::npos);
   DdgParams coarse = p;
   coarse.granularity = 20 * p.noise_sd;
-  const std::string why = DdgMismatch(coarse, own, 1000, 20, 9);
+  const std::string why = DdgMismatch(coarse, own, 20, 9);
   EXPECT_NE(why.find("its quantization step"), std::string::npos) << why;
   SeededBits bits(Rng(3));
   int nonzero = 0;
@@ -144,13 +144,13 @@ TEST(DistributedDpTest, EachClientComputesTheEncodingAndRefusesAnother) {
   EXPECT_EQ(nonzero, 0) << "a step of 20 sd leaves no noise";
   DdgParams narrow = p;
   narrow.bits = 24;
-  EXPECT_NE(DdgMismatch(narrow, own, 1000, 20, 9).find("its word width (dp.bits) 24"), std::string::npos);
+  EXPECT_NE(DdgMismatch(narrow, own, 20, 9).find("its word width (dp.bits) 24"), std::string::npos);
   DdgParams clip = p;
   clip.clip_norm = 5;
-  EXPECT_NE(DdgMismatch(clip, own, 1000, 20, 9).find("clip norm"), std::string::npos);
+  EXPECT_NE(DdgMismatch(clip, own, 20, 9).find("clip norm"), std::string::npos);
   DdgParams beta = p;
   beta.rounding_beta = 0;
-  EXPECT_NE(DdgMismatch(beta, own, 1000, 20, 9).find("rounding bound"), std::string::npos);
+  EXPECT_NE(DdgMismatch(beta, own, 20, 9).find("rounding bound"), std::string::npos);
   // A word width that is not whole bytes is no encoding at all.
   narrow.bits = 25;
   EXPECT_THROW(CheckDdgParams(narrow), Error);
@@ -270,6 +270,9 @@ TEST(DistributedDpAccountingTest, AtFineGranularityItIsTheGaussiansLedger) {
               SampledGaussianEpsilon(1.0, z * std::sqrt(0.6), 20, 1e-5).epsilon, 1e-9);
   EXPECT_EQ(DdgEpsilonUnsampled(colluded, false, 1e-5).epsilon,
             DdgEpsilonUnsampled(rounds, false, 1e-5).epsilon);
+  // A sum of colluders alone: nothing the server does not know.
+  for (DdgRelease& r : colluded) r.honest = 0;
+  EXPECT_TRUE(std::isinf(DdgEpsilonUnsampled(colluded, true, 1e-5).epsilon));
 }
 
 }  // namespace

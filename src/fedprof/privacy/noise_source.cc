@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <sstream>
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
@@ -76,6 +77,24 @@ std::string ReadNoiseKey(const std::string& path) {
 std::string NewNoiseKeyText() { return HexEncode(secagg::RandomBytes(secagg::kKeyBytes)) + "\n"; }
 
 void WriteNewNoiseKey(const std::string& path) { WriteNewFile(path, NewNoiseKeyText(), 0600); }
+
+void ClaimNoiseKey(const std::string& key_path, const std::string& run, bool resume) {
+  const std::string uses = key_path + ".runs";
+  std::string served;  // the run the key served, if any
+  if (FileExists(uses)) {
+    std::istringstream lines(ReadFile(uses));
+    for (std::string line; std::getline(lines, line);) {
+      if (resume && line == run) return;  // the same run, resumed
+      if (!line.empty() && served.empty()) served = line;
+    }
+  }
+  if (!served.empty()) {
+    throw Error(key_path + " served run " + Printable(served, 200) +
+                " already: one key serves one run, or the two would share their noise (fedprof keygen "
+                "--server --out DIR makes another)");
+  }
+  AppendLine(uses, run + "\n", 0600);
+}
 
 std::string ServerNoiseKeyPath(const std::string& dir) { return dir + "/server.dp.key"; }
 

@@ -57,6 +57,11 @@ void WriteNewNoiseKey(const std::string& path);
 // A fresh key as its file holds it.
 std::string NewNoiseKeyText();
 
+// One key, one run: records that the key at `key_path` serves run `run` (a
+// line of key_path + ".runs"), and throws fedprof::Error naming the run it
+// served when it served another (`resume`: `run` itself may be listed).
+void ClaimNoiseKey(const std::string& key_path, const std::string& run, bool resume);
+
 // The key files' names in a directory of keys: the server's (its central
 // noise and its sample under DP) and client `id`'s (its distributed noise).
 std::string ServerNoiseKeyPath(const std::string& dir);

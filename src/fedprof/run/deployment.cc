@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <thread>
 
 #include "fedprof/client/client.h"
@@ -23,6 +24,7 @@
 #include "fedprof/run/run.h"
 #include "fedprof/server/server.h"
 #include "fedprof/sim/population.h"
+#include "fedprof/strategy/strategy.h"
 
 namespace fedprof {
 namespace {
@@ -79,7 +81,13 @@ Config DeployedConfig(Config config, const ServeOptions& serve) {
 void Serve(RunStart start, const std::string& out_dir, const ServeOptions& serve,
            RunObserver* observer) {
   CheckSecurity("--listen", serve.listen, serve.tls_dir, serve.insecure);
-  CheckDeployedNoise(start.config.options().dp, "the server's noise and sample");
+  const RunOptions::Dp& dp = start.config.options().dp;
+  CheckDeployedNoise(dp, "the server's noise and sample");
+  // A keyed server's noise is the key's for (seed, round): a second run on
+  // the key would repeat it.
+  if (dp.mode != "off" && dp.noise == "keyed") {
+    ClaimNoiseKey(ServerNoiseKeyPath(KeyDir(dp)), std::filesystem::absolute(out_dir).string(), start.resume);
+  }
   // Every check is made before any client is waited for.
   const std::unique_ptr<RunPlan> plan = MakePlan(start.config, ClientsLive::kElsewhere, observer);
   const RunOptions::Deploy& d = plan->options().deploy;
@@ -272,8 +280,13 @@ void RunClient(const Config& config, const ClientOptions& options) {
     policy.dp.rounding_beta = run.dp.rounding_beta;
     policy.dp_clear_profiles = run.dp.clear_profiles;
     policy.noise.kind = ParseNoiseKind(run.dp.noise);
-    if (policy.noise.kind == NoiseKind::kKeyed && key_dir.empty()) {
-      throw Error("dp.noise = keyed: this client's key is in its --tls-dir or dp.key_dir; give one");
+    if (policy.noise.kind == NoiseKind::kKeyed && options.tls_dir.empty()) {
+      throw Error("dp.noise = keyed: this client's ledger, which keeps its key from noising one task twice, "
+                  "lives beside its keys (--tls-dir); without one it would be forgotten at the next start");
+    }
+    if (run.dp.client_budget == 0) {
+      LogWarning("dp.client_budget = 0: this client refuses a round or a task twice, but nothing bounds what "
+                 "reruns under new run ids could average out of its noise; set a budget");
     }
   }
   if (run.dp.client_budget > 0 && !distributed) {

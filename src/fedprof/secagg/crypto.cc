@@ -252,19 +252,21 @@ namespace {
 constexpr size_t kKeystreamWords = 1024;
 }  // namespace
 
-Keystream::Keystream(const Bytes& key)
-    : ctx_(CtrOf(key).release()), words_(kKeystreamWords), next_(kKeystreamWords) {}
+void Keystream::CtxFree::operator()(EVP_CIPHER_CTX* ctx) const { EVP_CIPHER_CTX_free(ctx); }
 
-Keystream::~Keystream() { EVP_CIPHER_CTX_free(ctx_); }
+Keystream::Keystream(const Bytes& key)
+    : ctx_(CtrOf(key).release()),
+      zeros_(kKeystreamWords * sizeof(uint64_t), 0),
+      bytes_(zeros_.size()),
+      words_(kKeystreamWords),
+      next_(kKeystreamWords) {}
 
 uint64_t Keystream::Next() {
   if (next_ == words_.size()) {
-    static const std::vector<unsigned char> zeros(kKeystreamWords * sizeof(uint64_t), 0);
-    std::vector<unsigned char> bytes(zeros.size());
-    NextKeystream(ctx_, zeros, bytes.data(), bytes.size());
+    NextKeystream(ctx_.get(), zeros_, bytes_.data(), bytes_.size());
     for (size_t i = 0; i < words_.size(); ++i) {
-      uint64_t w = 0;
-      for (int b = 7; b >= 0; --b) w = (w << 8) | bytes[i * 8 + static_cast<size_t>(b)];
+      uint64_t w = 0;  // little-endian, whatever the host's order
+      for (int b = 7; b >= 0; --b) w = (w << 8) | bytes_[i * 8 + static_cast<size_t>(b)];
       words_[i] = w;
     }
     next_ = 0;

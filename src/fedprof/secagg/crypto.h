@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -91,13 +92,14 @@ void AddPrg(const Bytes& seed, int sign, std::vector<Word>& out);
 class Keystream final : public RandomBits {
  public:
   explicit Keystream(const Bytes& key);
-  ~Keystream() override;
-  Keystream(const Keystream&) = delete;
-  Keystream& operator=(const Keystream&) = delete;
   uint64_t Next() override;
 
  private:
-  ::evp_cipher_ctx_st* ctx_;
+  struct CtxFree {
+    void operator()(::evp_cipher_ctx_st* ctx) const;
+  };
+  std::unique_ptr<::evp_cipher_ctx_st, CtxFree> ctx_;
+  std::vector<unsigned char> zeros_, bytes_;  // one block of the keystream
   std::vector<uint64_t> words_;
   size_t next_;
 };

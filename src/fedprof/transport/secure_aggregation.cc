@@ -35,6 +35,7 @@ SecureAggregationOptions SecureAggregationFrom(const RunOptions& o) {
   s.seed = static_cast<uint64_t>(o.seed);
   s.client_noise = ParseNoiseKind(o.dp.noise);
   s.key_dir = o.dp.key_dir;
+  s.distributed_dp = o.dp.mode == "distributed";
   s.progress = o.report.progress;
   return s;
 }
@@ -100,9 +101,12 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
   std::map<int64_t, size_t> index_of;
   size_t length = 0;
   inner_.Fit(tasks, Transport::ResultSink([&](size_t index, FitResult&& r) -> std::string {
-    if (!r.ok || r.params.empty() || r.summed) return sink(index, std::move(r));
-    std::vector<secagg::Word> words;
     const FitInstructions& task = tasks[index].instructions;
+    if (!r.ok || r.params.empty() || r.summed) {
+      if (options_.distributed_dp) KeepOnlyWhatTheTaskAsks(task, true, &r);
+      return sink(index, std::move(r));
+    }
+    std::vector<secagg::Word> words;
     try {
       const std::string& key =
           options_.client_noise == NoiseKind::kKeyed && task.ddg ? ClientKey(r.client_id) : std::string();
@@ -118,7 +122,7 @@ void SecureAggregationTransport::Fit(const std::vector<ClientInstructions>& task
     }
     r.params = FlatParams();
     r.summed = true;
-    KeepOnlyWhatTheTaskAsks(task, &r);
+    KeepOnlyWhatTheTaskAsks(task, options_.distributed_dp, &r);
     const int64_t id = r.client_id;
     std::string why = sink(index, std::move(r));
     if (why.empty()) {
@@ -234,8 +238,12 @@ secagg::SessionConfig SessionConfigFor(const SecureAggregationOptions& options, 
 
 std::string RefusedTask(const FitInstructions& task, const secagg::SessionConfig* setup,
                         const SecAggPolicy& policy) {
-  if (!policy.required) return "";
   const std::string prefix = "refused a task that would send ";
+  if (task.ddg && !policy.distributed_dp) {
+    return prefix + "its update in an encoding of the server's: this client's configuration does not set "
+                    "dp.mode = distributed, from which a client computes its own";
+  }
+  if (!policy.required) return "";
   const std::string reason = ": this client's configuration requires secure aggregation (secagg.protocol)";
   if (task.train.epochs > 0 && setup == nullptr) return prefix + "its model in the clear" + reason;
   if (task.report.sketch_dim > 0) return prefix + "a sketch of its update" + reason;
@@ -255,8 +263,8 @@ std::string RefusedTask(const FitInstructions& task, const secagg::SessionConfig
       own.tolerance = policy.tolerance;
       own.neighbors = policy.neighbors;
       own.threshold = policy.threshold;
-      const std::string mismatch = DdgMismatch(*task.ddg, policy.dp, static_cast<size_t>(task.ddg->dim),
-                                               invited, FewestHonestInSum(own, static_cast<int>(invited)));
+      const std::string mismatch =
+          DdgMismatch(*task.ddg, policy.dp, invited, FewestHonestInSum(own, static_cast<int>(invited)));
       if (!mismatch.empty()) return prefix + "its update in an encoding of the server's: " + mismatch + dp;
     }
   }
@@ -268,15 +276,17 @@ std::string RefusedTask(const FitInstructions& task, const secagg::SessionConfig
   return "";
 }
 
-void KeepOnlyWhatTheTaskAsks(const FitInstructions& task, FitResult* r) {
+void KeepOnlyWhatTheTaskAsks(const FitInstructions& task, bool distributed, FitResult* r) {
   r->within_clip = false;
-  if (!task.report.train_loss || task.ddg) {
+  if (!task.report.train_loss || distributed) {
     r->train_loss = 0;
     r->train_loss_rms = 0;
   }
-  if (task.ddg) {
+  if (distributed) {
     r->num_samples = 1;
     r->pre_train_loss = 0;
+    r->eval_samples = r->eval_correct = 0;
+    r->eval_loss = 0;
   }
 }
 

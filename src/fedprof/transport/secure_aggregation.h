@@ -45,6 +45,9 @@ struct SecureAggregationOptions {
   // directory (privacy/noise_source.h's ClientNoiseKeyPath).
   NoiseKind client_noise = NoiseKind::kSeeded;
   std::string key_dir;
+  // dp.mode = distributed: no result leaves a client with a figure of its
+  // own (KeepOnlyWhatTheTaskAsks), report-only ones included.
+  bool distributed_dp = false;
   bool progress = false;  // a line per session
 };
 
@@ -116,20 +119,23 @@ struct SecAggPolicy {
   bool distributed_dp = false;
   DdgSettings dp;
   bool dp_clear_profiles = false;
-  // Where its noise comes from (its config's dp.noise; a deployment refuses
-  // seeded): its key, or OpenSSL's generator.
-  NoiseSource noise;
-  uint64_t dp_seed = 0;  // dp.noise = seeded (tests of the refusal only)
+  // Where its noise comes from (its config's dp.noise): its key, or
+  // OpenSSL's generator. Seeded noise, with `dp_seed`, is a simulation's,
+  // which a deployed client refuses at start.
+  NoiseSource noise{NoiseKind::kSecret, ""};
+  uint64_t dp_seed = 0;
 };
 
 // Why a client under `policy` refuses a task (whose training would go into
-// the secure aggregation session `setup`, or null: none), or "": under
-// `required`, a training task without a session (its model would go in the
-// clear), a profile asked for in the clear (unless clear_profiles), or a
-// sketch of the update; under distributed DP, a training task without it or
-// with an encoding that is not the client's own for the session, and any
-// report of its own (loss, evaluation, or, unless dp_clear_profiles, a
-// profile or divergence).
+// the secure aggregation session `setup`, or null: none), or "": a task
+// under distributed DP when its own config does not say so (it has no
+// encoding of its own to hold the server's to); under `required`, a
+// training task without a session (its model would go in the clear), a
+// profile asked for in the clear (unless clear_profiles), or a sketch of
+// the update; under distributed DP, a training task without it or with an
+// encoding that is not the client's own for the session, and any report of
+// its own (loss, evaluation, or, unless dp_clear_profiles, a profile or
+// divergence).
 std::string RefusedTask(const FitInstructions& task, const secagg::SessionConfig* setup,
                         const SecAggPolicy& policy);
 
@@ -137,9 +143,10 @@ std::string RefusedTask(const FitInstructions& task, const secagg::SessionConfig
 // its model goes into the session, and of its own figures only those the
 // task asks for leave in the clear (docs/secagg.md, what the server learns):
 // the training loss and loss RMS only when asked (report.train_loss), never
-// the clipping indicator; under distributed DP no sample count (its weight
-// is 1) and no loss at all.
-void KeepOnlyWhatTheTaskAsks(const FitInstructions& task, FitResult* result);
+// the clipping indicator. Under distributed DP (`distributed`, a run's or a
+// client's), whatever the task: no sample count (every update weighs 1), no
+// loss and no evaluation.
+void KeepOnlyWhatTheTaskAsks(const FitInstructions& task, bool distributed, FitResult* result);
 
 // The server's config of round `round`'s session of the clients of
 // `verify_keys`, for `length`-word inputs of `word_bits` each: the run's id, a fresh nonce, the
