@@ -402,6 +402,26 @@ def hand_copied_resumable(text, cli):
     return problems
 
 
+GUIDE_STRATEGIES = "docs/guide-strategies.md"
+# The options whose every choice the strategy guide must name.
+STRATEGY_CHOICES = ("strategy.name", "strategy.selector", "strategy.aggregator")
+
+
+def choices(cli, option):
+    """The values `option` takes, from the option table's row."""
+    for row in cli.table.splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if len(cells) > 3 and cells[0] == "`%s`" % option:
+            return [c for c in cells[3].replace(" or empty", "").split(",") if c]
+    return []
+
+
+def uncovered_choices(text, cli):
+    """(line, problem) for each strategy, selector or aggregator the guide does not name."""
+    return [(1, "names no `%s` (a value of %s)" % (c, option))
+            for option in STRATEGY_CHOICES for c in choices(cli, option) if "`%s`" % c not in text]
+
+
 def doc_files(root):
     return ["README.md"] + sorted(os.path.relpath(p, root)
                                   for p in glob.glob(os.path.join(root, "docs", "*.md")))
@@ -433,6 +453,8 @@ def check(root, files, cli):
             elif regenerate(m.group(0), cli) != m.group(0):
                 found.append((number, "generated block %s is stale: run make docs" % m.group(1)))
         found += hand_copied_resumable(text, cli)
+        if name == GUIDE_STRATEGIES:
+            found += uncovered_choices(text, cli)
         out += ["%s:%d: %s" % (name, n, p) for n, p in sorted(found, key=lambda f: f[0])]
     return out
 

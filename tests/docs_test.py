@@ -166,3 +166,13 @@ def test_the_checker_reports_a_made_up_flag_in_a_copy_of_the_readme(cli, tmp_pat
     assert len(added) == 1
     assert added[0].startswith("README.md:%d: unknown flag --made-up-flag of fedprof %s"
                                % (number, words[1]))
+
+
+def test_the_strategy_guide_names_every_strategy_selector_and_aggregator(cli):
+    assert "fedbuff" in docs.choices(cli, "strategy.name")
+    assert "fltrust" in docs.choices(cli, "strategy.aggregator")
+    assert "oort" in docs.choices(cli, "strategy.selector")
+    guide = read(ROOT, docs.GUIDE_STRATEGIES)
+    assert docs.uncovered_choices(guide, cli) == []
+    assert docs.uncovered_choices(guide.replace("`bulyan`", "Bulyan"), cli) == [
+        (1, "names no `bulyan` (a value of strategy.aggregator)")]

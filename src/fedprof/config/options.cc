@@ -195,9 +195,8 @@ std::vector<OptionSpec> MakeTable() {
        "How results become the next global model; empty = the preset's. average: size-weighted "
        "averaging (strategy.aggregation); fedadam: Adam on the server over the average "
        "(fedadam.*); fedbuff: asynchronous, a step every fedbuff.buffer results, each weighted by "
-       "its staleness (fedbuff.*, simulation; rounds counts the steps); fedbn: averaging, clients "
-       "keep their batch-norm layers (needs a model with "
-       "batch norm). Robust to poisoned models (robust.*, docs/robustness.md): median "
+       "its staleness (fedbuff.*, in simulation and deployment; rounds counts the steps); fedbn: "
+       "averaging, clients keep their batch-norm layers (needs a model with batch norm). Robust to poisoned models (robust.*, docs/robustness.md): median "
        "(coordinate-wise), trimmed_mean (coordinate-wise), krum, multi_krum, bulyan, "
        "centered_clipping and fltrust (trust from the server's own update on its root data set); "
        "they replace the average in both aggregation modes."),
