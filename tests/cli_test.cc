@@ -22,6 +22,7 @@
 #include "fedprof/config/config.h"
 #include "fedprof/config/options.h"
 #include "fedprof/core/files.h"
+#include "fedprof/core/hash.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/core/text.h"
 #include "fedprof/models/models.h"
@@ -917,11 +918,23 @@ TEST(CliTest, CifarSetupRunsOnCifarBinaryFiles) {
 namespace fedprof {
 namespace {
 
-TEST(CliTest, VersionNamesTheProjectAndLibTorch) {
+// --version names the project, LibTorch, the commit of the sources the build
+// is of, and the executable's own SHA-256: what shows that two machines run
+// the same build.
+TEST(CliTest, VersionNamesTheProjectLibTorchTheCommitAndTheBuild) {
   const CliResult r = RunCli("--version");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("fedprof " FEDPROF_VERSION " (LibTorch 1.", 0), 0u) << r.output;
   EXPECT_EQ(CountLines(r.output), 1) << r.output;
+  std::string head;
+  if (FILE* git = ::popen("git -C " FEDPROF_SOURCE_DIR " rev-parse --short=12 HEAD 2>/dev/null", "r")) {
+    char line[64] = {0};
+    if (std::fgets(line, sizeof(line), git) != nullptr) head = Split(line, '\n').front();
+    ::pclose(git);
+  }
+  if (!head.empty()) EXPECT_NE(r.output.find("; commit " + head), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("; executable SHA-256 " + FileSha256Hex(testing_support::kCli) + ")"), std::string::npos)
+      << r.output;
 }
 
 TEST(CliTest, PrivacyDpWithoutStepsIsNoLoss) {

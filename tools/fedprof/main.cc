@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "build_info.h"
 #include "fedprof/core/error.h"
+#include "fedprof/core/hash.h"
 #include "fedprof/core/single_threaded_ops.h"
 #include "tools/fedprof/commands.h"
 
@@ -14,8 +16,17 @@ int main(int argc, char** argv) {
   fedprof::EnsureSingleThreadedOps(argv);
   fedprof::SetBlasThreads(1);  // even where OMP_NUM_THREADS asks for more: the numbers must not move
   CLI::App app{"FedProf: federated learning simulator with representation-profiling client selection"};
-  app.set_version_flag("--version", std::string("fedprof ") + FEDPROF_VERSION + " (LibTorch " +
-                                        TORCH_VERSION + ")");
+  // The commit, and the executable's own SHA-256: two machines run the
+  // same build when both match.
+  app.set_version_flag("--version", [] {
+    std::string self = "unknown";
+    try {
+      self = fedprof::FileSha256Hex("/proc/self/exe");
+    } catch (const fedprof::Error&) {
+    }
+    return std::string("fedprof ") + FEDPROF_VERSION + " (LibTorch " + TORCH_VERSION + "; commit " +
+           FEDPROF_COMMIT + "; executable SHA-256 " + self + ")";
+  });
   app.require_subcommand(1);
   std::vector<std::pair<CLI::App*, fedprof::cli::Runner>> commands;
   auto add = [&](fedprof::cli::Runner (*adder)(CLI::App&)) {
