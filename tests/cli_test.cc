@@ -850,6 +850,18 @@ TEST(CliTest, TabularRegressionWithPollutedAndNoisyClients) {
   EXPECT_NE(metrics.find(",accuracy,loss,rmse,"), std::string::npos) << metrics;
   const auto summary = nlohmann::json::parse(ReadFile(dir + "/out/summary.json"));
   EXPECT_GT(summary.at("best_accuracy").get<double>(), 0.8);  // R^2
+  // `loss` is the mean squared error, `rmse` its square root, as outputs.md says.
+  const std::vector<std::string> rows = Split(metrics, '\n');
+  const std::vector<std::string> header = Split(rows.front(), ',');
+  const auto column = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  const std::vector<std::string> final_row = Split(rows[rows.size() - 2], ',');
+  const double loss = std::stod(final_row.at(column("loss"))), rmse = std::stod(final_row.at(column("rmse")));
+  EXPECT_NEAR(rmse, std::sqrt(loss), 1e-4 * rmse) << metrics;
+  EXPECT_NEAR(summary.at("final_rmse").get<double>(), rmse, 1e-8 * rmse);
+  EXPECT_NEAR(summary.at("final_loss").get<double>(), loss, 1e-8 * loss);
+  EXPECT_GE(summary.at("final_rmse").get<double>(), summary.at("best_rmse").get<double>());
   const std::string clients = ReadFile(dir + "/out/clients.csv");
   EXPECT_NE(clients.find(",polluted,"), std::string::npos);
   EXPECT_NE(clients.find(",gaussian_noise,"), std::string::npos);

@@ -86,21 +86,22 @@ nlohmann::json Summary(const RunOptions& options, const ServerState& state,
   // they trained bit for bit the same model.
   s["final_model_sha256"] = Sha256Hex(std::string(
       reinterpret_cast<const char*>(state.global.data()), state.global.size() * sizeof(float)));
-  double best = -1e300;
-  int64_t best_round = 0;
+  const RoundMetrics* best = nullptr;
   const RoundMetrics* last = nullptr;
   for (const auto& m : state.history) {
     if (!m.evaluated) continue;
     last = &m;
-    if (m.accuracy > best) {
-      best = m.accuracy;
-      best_round = m.round;
-    }
+    if (!std::isnan(m.accuracy) && (best == nullptr || m.accuracy > best->accuracy)) best = &m;
   }
-  s["best_accuracy"] = last ? best : 0.0;
-  s["best_round"] = best_round;
+  s["best_accuracy"] = best ? best->accuracy : 0.0;
+  s["best_round"] = best ? best->round : 0;
   s["final_accuracy"] = last ? last->accuracy : 0.0;
   s["final_loss"] = last ? last->loss : 0.0;
+  // Regression: the RMSE beside R² (the best round's R² is also its least RMSE).
+  if (options.data.task == "regression") {
+    s["best_rmse"] = best ? best->rmse : 0.0;
+    s["final_rmse"] = last ? last->rmse : 0.0;
+  }
   // Federated evaluation, when the run has one.
   const RoundMetrics* last_federated = nullptr;
   double best_federated = -1e300;
