@@ -19,7 +19,7 @@ provenance_env=FEDPROF_BIN
 compare() {  # compare SETUP STRATEGIES
   provenance
   "$fedprof" compare --config "configs/$1.toml" --strategies "$2" --seeds 3 \
-    --set report.progress=false --out "$out/$1"
+    --set report.progress=false --overwrite --out "$out/$1"
   provenance_stamp "$out/$1/comparison.md"
 }
 for setup in emnist_style_mnist emnist_style_fmnist; do
@@ -32,6 +32,6 @@ done
 for setup in emnist_style_mnist emnist_style_fmnist; do
   provenance
   "$fedprof" compare --config "configs/$setup.toml" --strategies fedadam,fedprof,fedprof+fedadam \
-    --seeds 3 --jobs 2 --set report.progress=false --out "$out/composition_$setup"
+    --seeds 3 --jobs 2 --set report.progress=false --overwrite --out "$out/composition_$setup"
   provenance_stamp "$out/composition_$setup/comparison.md"
 done

@@ -60,7 +60,7 @@ double MedianRound(int64_t values, int clients, int rounds, const std::string& t
       c.num_samples = 100;
       c.progress = false;
       fedprof::RunGrpcClient(
-          c, [](const fedprof::ModelSpec&, int64_t) {},
+          c, [](const fedprof::ServerSetup&) {},
           [](const fedprof::FitInstructions& ins) {
             fedprof::FitResult r;
             r.ok = true;

@@ -79,7 +79,7 @@ for s in $strategies; do
     [[ -f $dir/comparison.csv ]] && continue
     echo "== $s, epsilon $e: noise multiplier $z"
     "$fedprof" compare "${common[@]}" "${extra[@]}" --set dp.noise_multiplier="$z" --strategies "$s" \
-      --seeds "$seeds" --jobs 2 --out "$dir" >"$dir.log" 2>&1 || { tail -5 "$dir.log"; exit 1; }
+      --seeds "$seeds" --jobs 2 --overwrite --out "$dir" >"$dir.log" 2>&1 || { tail -5 "$dir.log"; exit 1; }
   done
 done
 echo "wall time: $((SECONDS - start)) s"

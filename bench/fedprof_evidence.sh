@@ -13,6 +13,6 @@ for setup in default mnist_prelim; do
   provenance
   build/fedprof compare --config "configs/$setup.toml" \
     --strategies fedavg,fedprof,fedavg:partial,fedprof:partial --seeds 3 \
-    --set report.progress=false --out "$out/$setup"
+    --set report.progress=false --overwrite --out "$out/$setup"
   provenance_stamp "$out/$setup/comparison.md"
 done

@@ -43,7 +43,7 @@ attack() {  # attack NAME STRATEGIES --set ...
   [[ -f $out/$name/comparison.csv ]] && return
   echo "== $name: $*"
   "$fedprof" compare "${common[@]}" "$@" --strategies "$strategies" --seeds 3 --jobs 2 \
-    --out "$out/$name" >"$out/$name.log" 2>&1 || { tail -5 "$out/$name.log"; exit 1; }
+    --overwrite --out "$out/$name" >"$out/$name.log" 2>&1 || { tail -5 "$out/$name.log"; exit 1; }
 }
 flip=(--set attack.kind=sign_flip --set attack.scale=4)
 scale=(--set attack.kind=scale --set attack.scale=10)

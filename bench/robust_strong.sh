@@ -51,7 +51,7 @@ attack() {  # attack DIR --set ...
   [[ -f $out/$name/comparison.csv ]] && return
   echo "== $name: $*"
   "$fedprof" compare "${common[@]}" "$@" --strategies "$rules" --seeds "$seeds" --jobs 2 \
-    --out "$out/$name" >"$out/$name.log" 2>&1 || { tail -5 "$out/$name.log"; exit 1; }
+    --overwrite --out "$out/$name" >"$out/$name.log" 2>&1 || { tail -5 "$out/$name.log"; exit 1; }
 }
 attack none --set attack.share=0
 for s in $shares; do

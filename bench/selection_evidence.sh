@@ -30,7 +30,7 @@ for setup in $setups; do
   "$fedprof" compare --config "configs/$setup.toml" --strategies "$strategies" --seeds 3 --jobs 2 \
     --set availability.kind=on_off --set availability.online_mean_s="$online_s" \
     --set availability.offline_mean_s="$online_s" --set fedbuff.concurrency=$((2 * k)) \
-    --set fedbuff.buffer="$k" --set report.progress=false --out "$out/$setup" >/dev/null
+    --set fedbuff.buffer="$k" --set report.progress=false --overwrite --out "$out/$setup" >/dev/null
   provenance_stamp "$out/$setup/comparison.md"
   cat "$out/$setup/comparison.md"
   # Selections by data kind and by the clients' speed quintile (clients.csv:

@@ -22,6 +22,9 @@
 namespace fedprof::python {
 namespace {
 
+// overwrite=True replaces a run already in `out`; without it the run is refused.
+ExistingRun Existing(bool overwrite) { return overwrite ? ExistingRun::kReplace : ExistingRun::kRefuse; }
+
 std::string InterruptedAfter(int64_t round) {
   return "interrupted after round " + std::to_string(round) + "; fedprof.resume(out) continues the run";
 }
@@ -165,20 +168,20 @@ PYBIND11_MODULE(_fedprof, m) {
   m.def(
       "simulate",
       [](const std::string& config_path, const std::vector<std::string>& assignments, const std::string& out,
-         py::object progress, const py::list& selectors, const py::list& aggregators) {
+         py::object progress, const py::list& selectors, const py::list& aggregators, bool overwrite) {
         PendingException pending;
         const PythonParts parts(selectors, aggregators, &pending);
         const fedprof::Config config = ConfigFrom(config_path, assignments);
         PythonObserver observer(std::move(progress), &pending);
-        RunReleased(pending, [&] { fedprof::RunSimulation(config, out, &observer); });
+        RunReleased(pending, [&] { fedprof::RunSimulation(config, out, &observer, Existing(overwrite)); });
       },
       py::arg("config_path"), py::arg("assignments"), py::arg("out"), py::arg("progress"),
-      py::arg("selectors"), py::arg("aggregators"));
+      py::arg("selectors"), py::arg("aggregators"), py::arg("overwrite"));
   m.def(
       "compare",
       [](const std::string& config_path, const std::vector<std::string>& assignments,
          const std::vector<std::string>& strategies, int seeds, const std::string& out, py::object progress,
-         const py::list& selectors, const py::list& aggregators) {
+         const py::list& selectors, const py::list& aggregators, bool overwrite) {
         PendingException pending;
         const PythonParts parts(selectors, aggregators, &pending);
         const fedprof::Config config = ConfigFrom(config_path, assignments);
@@ -186,11 +189,13 @@ PYBIND11_MODULE(_fedprof, m) {
         PythonObserver observer(std::move(progress), &pending);
         std::string table;
         RunReleased(pending,
-                    [&] { table = fedprof::RunComparison(config, strategies, seeds, out, &observer); });
+                    [&] {
+                      table = fedprof::RunComparison(config, strategies, seeds, out, &observer, Existing(overwrite));
+                    });
         return table;
       },
       py::arg("config_path"), py::arg("assignments"), py::arg("strategies"), py::arg("seeds"), py::arg("out"),
-      py::arg("progress"), py::arg("selectors"), py::arg("aggregators"));
+      py::arg("progress"), py::arg("selectors"), py::arg("aggregators"), py::arg("overwrite"));
   m.def(
       "resume",
       [](const std::string& out, const std::vector<std::string>& assignments, py::object progress,
@@ -208,7 +213,7 @@ PYBIND11_MODULE(_fedprof, m) {
       "serve",
       [](const std::string& config_path, const std::vector<std::string>& assignments, const std::string& out,
          const std::string& listen, const std::string& tls_dir, bool insecure, py::object progress,
-         const py::list& selectors, const py::list& aggregators) {
+         const py::list& selectors, const py::list& aggregators, bool overwrite) {
         PendingException pending;
         const PythonParts parts(selectors, aggregators, &pending);
         const fedprof::Config config = ConfigFrom(config_path, assignments);
@@ -217,10 +222,10 @@ PYBIND11_MODULE(_fedprof, m) {
         serve.tls_dir = tls_dir;
         serve.insecure = insecure;
         PythonObserver observer(std::move(progress), &pending);
-        RunReleased(pending, [&] { fedprof::RunServer(config, out, serve, &observer); });
+        RunReleased(pending, [&] { fedprof::RunServer(config, out, serve, &observer, Existing(overwrite)); });
       },
       py::arg("config_path"), py::arg("assignments"), py::arg("out"), py::arg("listen"), py::arg("tls_dir"),
-      py::arg("insecure"), py::arg("progress"), py::arg("selectors"), py::arg("aggregators"));
+      py::arg("insecure"), py::arg("progress"), py::arg("selectors"), py::arg("aggregators"), py::arg("overwrite"));
   // The names of rank 0's Python parts are registered so that the config it
   // sends validates here; their hooks run on rank 0 only.
   m.def(

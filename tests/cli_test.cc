@@ -233,6 +233,18 @@ TEST(CliTest, CorruptDataFileEndsTheRunWithOneLine) {
   EXPECT_EQ(CountLines(r.output), 1) << r.output;
   EXPECT_NE(r.output.find("train-images-idx3-ubyte"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("magic"), std::string::npos) << r.output;
+  // The run never finished a round: status offers no resume (there is no
+  // checkpoint) but the command that starts it again, which runs (and meets
+  // the same bad file).
+  const CliResult status = RunCli("status " + dir + "/out");
+  ASSERT_EQ(status.code, 0) << status.output;
+  EXPECT_NE(status.output.find(": not started, round 0"), std::string::npos) << status.output;
+  EXPECT_EQ(status.output.find("--resume"), std::string::npos) << status.output;
+  const std::string again = "simulate --config " + dir + "/out/config.toml --out " + dir + "/out";
+  EXPECT_NE(status.output.find("start again: fedprof " + again + " "), std::string::npos) << status.output;
+  const CliResult rerun = RunCli(again);
+  EXPECT_EQ(rerun.code, 1);
+  EXPECT_NE(rerun.output.find("magic"), std::string::npos) << rerun.output;
 }
 
 TEST(CliTest, WritesTheDocumentedOutputs) {
@@ -254,6 +266,23 @@ TEST(CliTest, WritesTheDocumentedOutputs) {
   EXPECT_GT(summary.at("best_accuracy").get<double>(), 0.15);  // chance is 0.1
   EXPECT_EQ(summary.at("selection_by_kind").at("blurred").at("clients"), 2);
   EXPECT_NE(ReadFile(out + "/config.toml").find("train_limit = 3000"), std::string::npos);
+
+  // A new run into the folder is refused in one line, changing nothing...
+  const std::string before = ReadFile(out + "/summary.json") + ReadFile(out + "/config.toml");
+  const std::string again = std::string("simulate ") + kSmallRun +
+                            " --set rounds=1 --set strategy.name=fedprof --set data.holdout_share=0.05";
+  const CliResult refused = RunCli(again + " --out " + out);
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_EQ(CountLines(refused.output), 1) << refused.output;
+  EXPECT_NE(refused.output.find(out + ": holds a run already"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("--overwrite"), std::string::npos) << refused.output;
+  EXPECT_EQ(ReadFile(out + "/summary.json") + ReadFile(out + "/config.toml"), before);
+  // ... and replaces it with --overwrite: the new run's outputs only.
+  ASSERT_EQ(RunCli(again + " --overwrite --out " + out).code, 0);
+  EXPECT_EQ(CountLines(ReadFile(out + "/metrics.csv")), 2);
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(out + "/summary.json")).at("strategy"), "fedprof");
+  ASSERT_EQ(RunCli(again + " --set report.per_client_limit=0 --overwrite --out " + out).code, 0);
+  EXPECT_FALSE(FileExists(out + "/scores.csv"));  // the earlier FedProf run's, not this one's
 }
 
 TEST(CliTest, OneAndTwoThreadsGiveIdenticalMetrics) {
@@ -592,7 +621,7 @@ TEST(DpCliTest, DistributedDpChangesNoNumberAndChargesEachRoundByItsSum) {
   // clients its session invited (selected), charged by those its sum held
   // (returned), of whom all but the one colluder are honest.
   Config config;
-  for (const std::string& assignment :
+  for (const char* assignment :
        {"clients.count=10", "strategy.fraction=0.8", "dp.mode=distributed", "dp.noise_multiplier=0.7",
         "dp.clip_norm=0.5", "secagg.protocol=secagg+", "secagg.min_clients=2"}) {
     config.SetAssignment(assignment);
@@ -783,7 +812,7 @@ TEST(FedProfCliTest, EveryStrategyRunsInBothAggregationModes) {
 
 TEST(FedProfCliTest, CompareRunsEveryStrategyOnTheSameClients) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string out = ClearedPath("cli", "compare");
+  const std::string out = ClearedPath("cli", "compare"), jobs_out = ClearedPath("cli", "compare-jobs");
   const CliResult r = RunCli(std::string("compare ") + kFedProfRun +
                           " --set rounds=2 --set report.target=0.2 --seeds 2 "
                           "--strategies fedavg,fedprof:partial --out " + out);
@@ -802,10 +831,10 @@ TEST(FedProfCliTest, CompareRunsEveryStrategyOnTheSameClients) {
   // The same runs as two concurrent processes give the same table.
   const CliResult jobs = RunCli(std::string("compare ") + kFedProfRun +
                              " --set rounds=2 --set report.target=0.2 --seeds 2 --jobs 2 "
-                             "--strategies fedavg,fedprof:partial --out " + out + "-jobs");
+                             "--strategies fedavg,fedprof:partial --out " + jobs_out);
   ASSERT_EQ(jobs.code, 0) << jobs.output;
   EXPECT_EQ(WithoutLastColumn(out + "/comparison.csv"),
-            WithoutLastColumn(out + "-jobs/comparison.csv"));  // all but wall_s
+            WithoutLastColumn(jobs_out + "/comparison.csv"));  // all but wall_s
   const CliResult bad = RunCli("compare --strategies fedavg,fedbogus --out " + out + "/bad");
   EXPECT_FALSE(FileExists(out + "/bad/fedavg-full"));  // refused before any run started
   EXPECT_EQ(bad.code, 1);
@@ -862,6 +891,25 @@ TEST(CliTest, TabularRegressionWithPollutedAndNoisyClients) {
   EXPECT_NEAR(summary.at("final_rmse").get<double>(), rmse, 1e-8 * rmse);
   EXPECT_NEAR(summary.at("final_loss").get<double>(), loss, 1e-8 * loss);
   EXPECT_GE(summary.at("final_rmse").get<double>(), summary.at("best_rmse").get<double>());
+  // The test file's columns are taken by name: in another order they give
+  // the same numbers; under another name they are refused, naming both.
+  std::string reordered = "y,x3,x1,x2\n";
+  for (const std::string& line : Split(RegressionCsv(400, 2), '\n')) {
+    const std::vector<std::string> c = Split(line, ',');
+    if (c.size() == 4 && c[0] != "x1") reordered += c[3] + "," + c[2] + "," + c[0] + "," + c[1] + "\n";
+  }
+  WriteFileAtomic(dir + "/reordered.csv", reordered);
+  const std::string with_reordered = std::regex_replace(run, std::regex("/test.csv"), "/reordered.csv");
+  ASSERT_EQ(RunCli(std::regex_replace(with_reordered, std::regex("/out$"), "/reordered_out")).code, 0);
+  EXPECT_EQ(MetricsWithoutWall(dir + "/reordered_out"), MetricsWithoutWall(dir + "/out"));
+  WriteFileAtomic(dir + "/renamed.csv", std::regex_replace(RegressionCsv(400, 2), std::regex("^x1,x2,"), "x1,x9,"));
+  const std::string with_renamed = std::regex_replace(run, std::regex("/test.csv"), "/renamed.csv");
+  const CliResult renamed = RunCli(std::regex_replace(with_renamed, std::regex("/out$"), "/renamed_out"));
+  EXPECT_EQ(renamed.code, 1);
+  EXPECT_EQ(CountLines(renamed.output), 1) << renamed.output;
+  EXPECT_NE(renamed.output.find("renamed.csv: feature columns x1, x9, x3; the training file's are x1, x2, x3"),
+            std::string::npos)
+      << renamed.output;
   const std::string clients = ReadFile(dir + "/out/clients.csv");
   EXPECT_NE(clients.find(",polluted,"), std::string::npos);
   EXPECT_NE(clients.find(",gaussian_noise,"), std::string::npos);
@@ -944,7 +992,9 @@ TEST(CliTest, VersionNamesTheProjectLibTorchTheCommitAndTheBuild) {
     if (std::fgets(line, sizeof(line), git) != nullptr) head = Split(line, '\n').front();
     ::pclose(git);
   }
-  if (!head.empty()) EXPECT_NE(r.output.find("; commit " + head), std::string::npos) << r.output;
+  if (!head.empty()) {
+    EXPECT_NE(r.output.find("; commit " + head), std::string::npos) << r.output;
+  }
   EXPECT_NE(r.output.find("; executable SHA-256 " + FileSha256Hex(testing_support::kCli) + ")"), std::string::npos)
       << r.output;
 }

@@ -2,6 +2,7 @@
 // processes on loopback, with mutual TLS from scripts/make-certs.sh.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,7 +24,9 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/text.h"
+#include "fedprof/config/config.h"
 #include "fedprof/deploy/client.h"
+#include "fedprof/sim/population.h"
 #include "tests/csv_columns.h"
 #include "tests/processes.h"
 #include "tests/run_cli.h"
@@ -885,6 +888,16 @@ TEST(DeployTest, EachClientsKeysAreMadeOnItsOwnMachine) {
       0);
   EXPECT_NE(ReadFile(log).find("secagg-roster already lists another key for client 0"), std::string::npos)
       << ReadFile(log);
+  // Client 0 re-keyed as guide-deploy.md says: its roster line removed,
+  // its new request and key signed; the roster lists the new key alone.
+  ASSERT_EQ(std::system(("sed -i '/^0 /d' " + ca + "/secagg-roster").c_str()), 0);
+  ASSERT_EQ(std::system((make + "--sign " + ca + " " + other + "/client-0.csr " + other +
+                         "/client-0.secagg.pub > " + log + " 2>&1").c_str()),
+            0)
+      << ReadFile(log);
+  const std::string roster = ReadFile(ca + "/secagg-roster");
+  EXPECT_NE(roster.find(ReadFile(other + "/client-0.secagg.pub")), std::string::npos) << roster;
+  EXPECT_EQ(std::count(roster.begin(), roster.end(), '\n'), 3) << roster;
 }
 
 // A model over gRPC's default 4 MiB message limit (an MLP of 1.2 M values,
@@ -1048,7 +1061,7 @@ TEST(DeployTest, ForeignCertificatesAndVersionsAreRefused) {
             std::string::npos)
       << d.procs.Output(impostor);
   EXPECT_EQ(d.procs.Wait(old, 60), 1);
-  EXPECT_NE(d.procs.Output(old).find("speaks protocol version 4, this side version 3"), std::string::npos)
+  EXPECT_NE(d.procs.Output(old).find("speaks protocol version 5, this side version 4"), std::string::npos)
       << d.procs.Output(old);
   // Nobody got in: the server gives up waiting, with one line saying so.
   EXPECT_EQ(d.procs.Wait(d.server, 60), 1);
@@ -1441,7 +1454,7 @@ TEST(DeployTest, ClientBringsItsOwnData) {
                                             " --data-dir " + dir + "/small " + run,
                                   dir + "/small.log");
   EXPECT_EQ(d.procs.Wait(small, 60), 1);
-  EXPECT_NE(d.procs.Output(small).find("on samples of another shape than this client's data"),
+  EXPECT_NE(d.procs.Output(small).find("on samples of shape [1 x 28 x 28], this client's data has [1 x 16 x 16]"),
             std::string::npos)
       << d.procs.Output(small);
   // Client 3 has gone silent; the round starts with the three that train.
@@ -1455,6 +1468,109 @@ TEST(DeployTest, ClientBringsItsOwnData) {
   ASSERT_EQ(cols.at("round").size(), 2u);
   EXPECT_EQ(cols.at("returned").back(), "3");
   EXPECT_EQ(Columns(dir + "/server/clients.csv").at("size")[2], "200");
+}
+
+// A table of `rows` rows with columns of very different scales,
+// "x1,x2,x3,y" (y a linear function of them plus noise), as CSV; its lines
+// without the header are appended to `lines`.
+std::string ScaledTable(int rows, uint64_t seed, std::vector<std::string>* lines) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> normal;
+  std::string csv = "x1,x2,x3,y\n";
+  for (int i = 0; i < rows; ++i) {
+    const double x1 = 100 + 20 * normal(gen), x2 = -5000 + 1000 * normal(gen), x3 = normal(gen);
+    const double y = 0.05 * x1 + 0.002 * x2 - x3 + 0.1 * normal(gen);
+    const std::string line = FormatDouble(x1, "%.6f") + "," + FormatDouble(x2, "%.4f") + "," +
+                             FormatDouble(x3, "%.8f") + "," + FormatDouble(y, "%.8f");
+    if (lines) lines->push_back(line);
+    csv += line + "\n";
+  }
+  return csv;
+}
+
+// `line` ("x1,x2,x3,y") with its cells in the order `order` names them.
+std::string Reordered(const std::string& line, const std::vector<int>& order) {
+  const std::vector<std::string> cells = Split(line, ',');
+  std::string out;
+  for (int c : order) out += (out.empty() ? "" : ",") + cells.at(c);
+  return out;
+}
+
+// Clients with tables of their own (--data-dir DIR/train.csv, unscaled, one
+// with its columns in another order) take the server's feature scaling:
+// given the rows simulated client k holds, the deployment trains the
+// simulation's model bit for bit, though the test file's columns come in
+// yet another order. A client whose columns are named otherwise is refused,
+// naming both lists.
+TEST(DeployTest, ClientsOwnTablesGoThroughTheServersFeatureScaling) {
+  const std::string dir = FreshDir("deploy", "own_tables");
+  const std::string certs = MakeCerts(dir, 3);
+  std::vector<std::string> rows;
+  WriteFileAtomic(dir + "/train.csv", ScaledTable(600, 1, &rows));
+  std::vector<std::string> test_rows;
+  ScaledTable(200, 2, &test_rows);
+  std::string test = "y,x3,x1,x2\n";
+  for (const std::string& line : test_rows) test += Reordered(line, {3, 2, 0, 1}) + "\n";
+  WriteFileAtomic(dir + "/test.csv", test);
+  const std::vector<std::string> sets = {
+      "data.name=csv", "data.train_file=" + dir + "/train.csv", "data.test_file=" + dir + "/test.csv",
+      "data.targets=y", "data.task=regression", "model.name=mlp", "model.hidden=16", "partition.kind=iid",
+      "clients.count=3", "strategy.fraction=1", "rounds=3", "train.epochs=1", "train.batch_size=16",
+      "report.progress=false"};
+  std::string run = kFastFaults;
+  Config config;
+  for (const std::string& s : sets) {
+    run += " --set " + s;
+    config.SetAssignment(s);
+  }
+  Processes sim;
+  const int s = sim.Start(kCli, "simulate " + run + " --out " + dir + "/sim", dir + "/sim.log");
+  ASSERT_EQ(sim.Wait(s, 120), 0) << sim.Output(s);
+
+  // Each simulated client's rows, found by their scaled values, written as
+  // that client's own file, unscaled; client 1's columns in another order.
+  const TrainTest data = LoadData(config.options().data, static_cast<uint64_t>(config.options().seed));
+  const Population population(data.train, config.options());
+  for (int k = 0; k < 3; ++k) {
+    const torch::Tensor x = population.MakeClient(k).data().x;
+    const std::vector<int> order = k == 1 ? std::vector<int>{1, 3, 2, 0} : std::vector<int>{0, 1, 2, 3};
+    std::string own = Reordered("x1,x2,x3,y", order) + "\n";
+    for (int64_t i = 0; i < x.size(0); ++i) {
+      const torch::Tensor same = (data.train.x == x[i]).all(1).nonzero();
+      ASSERT_EQ(same.size(0), 1) << "row " << i << " of client " << k;
+      own += Reordered(rows.at(same[0][0].item<int64_t>()), order) + "\n";
+    }
+    MakeDirs(dir + "/client-" + std::to_string(k));
+    WriteFileAtomic(dir + "/client-" + std::to_string(k) + "/train.csv", own);
+  }
+  MakeDirs(dir + "/renamed");
+  WriteFileAtomic(dir + "/renamed/train.csv", "x1,x9,x3,y\n" + rows[0] + "\n");
+
+  {  // a server of its own, so that the refused client is no client of the run
+    Deployment refusing;
+    StartServer(&refusing, run + " --tls-dir " + certs + " --out " + dir + "/refusing", dir + "/refusing.log");
+    const int renamed = refusing.procs.Start(kCli, "client --server " + refusing.address + " --id 0 --tls-dir " +
+                                                       certs + " --data-dir " + dir + "/renamed " + run,
+                                             dir + "/renamed.log");
+    EXPECT_EQ(refusing.procs.Wait(renamed, 60), 1);
+    EXPECT_NE(refusing.procs.Output(renamed).find("feature columns x1, x9, x3; the training file's are x1, x2, x3"),
+              std::string::npos)
+        << refusing.procs.Output(renamed);
+  }
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  for (int k = 0; k < 3; ++k) {
+    d.clients.push_back(d.procs.Start(kCli,
+                                      "client --server " + d.address + " --id " + std::to_string(k) +
+                                          " --tls-dir " + certs + " --data-dir " + dir + "/client-" +
+                                          std::to_string(k) + " " + run,
+                                      dir + "/client-" + std::to_string(k) + ".log"));
+  }
+  ASSERT_EQ(d.procs.Wait(d.server, 120), 0) << d.procs.Output(d.server);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+  EXPECT_EQ(Columns(dir + "/server/metrics.csv").at("rmse"), Columns(dir + "/sim/metrics.csv").at("rmse"));
+  EXPECT_EQ(Summary(dir + "/server").at("final_model_sha256"), Summary(dir + "/sim").at("final_model_sha256"));
+  EXPECT_GT(Summary(dir + "/server").at("best_accuracy").get<double>(), 0.8);  // R^2
 }
 
 // Federated evaluation over the network: every round each client evaluates
@@ -1525,7 +1641,7 @@ TEST(DeployTest, ResultForALostServerIsRetriedThenGivenUp) {
     return report;
   };
   try {
-    RunGrpcClient(options, [](const ModelSpec&, int64_t) {}, fit);
+    RunGrpcClient(options, [](const ServerSetup&) {}, fit);
     ADD_FAILURE() << "the client ended normally without its server";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot deliver a result to " + d.address), std::string::npos)

@@ -176,3 +176,39 @@ def test_the_strategy_guide_names_every_strategy_selector_and_aggregator(cli):
     assert docs.uncovered_choices(guide, cli) == []
     assert docs.uncovered_choices(guide.replace("`bulyan`", "Bulyan"), cli) == [
         (1, "names no `bulyan` (a value of strategy.aggregator)")]
+
+
+def test_the_guides_idx_writer_writes_the_files_the_data_sets_come_in(tmp_path):
+    """guide-data.md's write_client_data, run as a reader would: the images
+    and labels of Debian's Fashion-MNIST come out as the very bytes of its
+    own IDX files (their first n records)."""
+    import gzip
+    import re
+
+    import numpy as np
+
+    source = "/usr/share/datasets/fashion-mnist"
+    if not os.path.isdir(source):
+        pytest.skip("Fashion-MNIST not installed")
+    guide = read(ROOT, "docs/guide-data.md")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", guide, re.S) if "def write_client_data" in b)
+    names = {}
+    exec(block, names)
+    n = 300
+    with gzip.open(f"{source}/train-images-idx3-ubyte.gz") as f:
+        images_file = f.read()
+    with gzip.open(f"{source}/train-labels-idx1-ubyte.gz") as f:
+        labels_file = f.read()
+    images = np.frombuffer(images_file, np.uint8, n * 28 * 28, 16).reshape(n, 28, 28)
+    labels = np.frombuffer(labels_file, np.uint8, n, 8)
+    out = str(tmp_path / "client-3")
+    names["write_client_data"](out, images, labels.astype(np.int64))
+    with open(os.path.join(out, "train-images-idx3-ubyte"), "rb") as f:
+        written_images = f.read()
+    with open(os.path.join(out, "train-labels-idx1-ubyte"), "rb") as f:
+        written_labels = f.read()
+    count = n.to_bytes(4, "big")
+    assert written_images == images_file[:4] + count + images_file[8:16 + n * 28 * 28]
+    assert written_labels == labels_file[:4] + count + labels_file[8:8 + n]
+    with pytest.raises(ValueError, match="0 .. 255"):
+        names["write_client_data"](out, images.astype(np.int64) * 2, labels)

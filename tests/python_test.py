@@ -88,6 +88,12 @@ def test_keywords_and_a_config_file_are_options_too(tmp_path):
     b = fedprof.simulate(dict(rest, **{"rounds": 2, "train.epochs": 1}), out=tmp_path / "b")
     assert a.summary["final_model_sha256"] == b.summary["final_model_sha256"]
     assert len(a.metrics["round"]) == 2
+    # A run already in `out` is kept unless overwrite=True replaces it.
+    one_round = dict(rest, **{"rounds": 1, "train.epochs": 1})
+    with pytest.raises(RuntimeError, match=r"holds a run already.*overwrite=True"):
+        fedprof.simulate(one_round, out=tmp_path / "b")
+    assert len(fedprof.Run(tmp_path / "b").metrics["round"]) == 2
+    assert len(fedprof.simulate(one_round, out=tmp_path / "b", overwrite=True).metrics["round"]) == 1
 
 
 def test_a_bad_option_is_one_value_error_naming_it(tmp_path):

@@ -488,7 +488,7 @@ int main(int argc, char** argv) {
     int64_t size = 0;
     int results = 0;
     fedprof::RunGrpcClient(
-        o, [&](const fedprof::ModelSpec&, int64_t num_params) { size = num_params; },
+        o, [&](const fedprof::ServerSetup& setup) { size = setup.num_params; },
         [&](const fedprof::FitInstructions& ins) {
           fedprof::FitResult r;
           r.ok = true;

@@ -293,12 +293,13 @@ class _Parts:
 
 
 def simulate(config=None, out=None, progress=None, *, strategy=None, selector=None, aggregator=None, data=None,
-             model=None, **overrides):
+             model=None, overwrite=False, **overrides):
     """Runs one simulated federated training and returns its Run.
 
     config      a TOML file's path, a dict of options (nested by section or
                 dotted keys), or None for the defaults
-    out         the run directory (default runs/python-<time>)
+    out         the run directory (default runs/python-<time>); one that
+                holds a run already is refused unless overwrite=True
     progress    a callable given each completed round's metrics (a dict),
                 True for a line per round (a tqdm bar where tqdm is
                 installed), or None
@@ -321,7 +322,7 @@ def simulate(config=None, out=None, progress=None, *, strategy=None, selector=No
     rounds = overrides.get("rounds", (config or {}).get("rounds") if isinstance(config, dict) else None)
     with _progress(progress, rounds) as callback:
         _fedprof.simulate(_config_path(config), _assignments(config, overrides) + parts.assignments, out,
-                          callback, parts.selectors, parts.aggregators)
+                          callback, parts.selectors, parts.aggregators, bool(overwrite))
     return Run(out, data, parts)
 
 
@@ -390,7 +391,7 @@ def launch(config=None, nproc=2, out=None, progress=None, *, strategy=None, sele
 
 
 def serve(config=None, out=None, progress=None, *, listen="127.0.0.1:50051", tls_dir=None, insecure=False,
-          strategy=None, selector=None, aggregator=None, **overrides):
+          strategy=None, selector=None, aggregator=None, overwrite=False, **overrides):
     """Runs a deployment's server in this process, as `fedprof server`
     does, and returns its Run when the run is over: clients on other
     machines (`fedprof client --server HOST:PORT --id K`) connect over gRPC
@@ -398,13 +399,14 @@ def serve(config=None, out=None, progress=None, *, listen="127.0.0.1:50051", tls
     plaintext with insecure=True on a loopback address only. Python
     selectors and aggregators run here, on the server, on the results in
     the order they arrive (their numbers are a simulation's when the
-    clients are the simulation's)."""
+    clients are the simulation's). An `out` that holds a run already is
+    refused unless overwrite=True."""
     out = os.fspath(out) if out is not None else _default_out("python-server")
     parts = _Parts(overrides, selector, aggregator, strategy=strategy)
     with _progress(progress, overrides.get("rounds")) as callback:
         _fedprof.serve(_config_path(config), _assignments(config, overrides) + parts.assignments, out, listen,
                        os.fspath(tls_dir) if tls_dir else "", bool(insecure), callback, parts.selectors,
-                       parts.aggregators)
+                       parts.aggregators, bool(overwrite))
     return Run(out, None, parts)
 
 
@@ -527,7 +529,7 @@ class Comparison:
         return f"Comparison({self.out!r}, {sorted(self.runs)})"
 
 
-def compare(strategies, seeds=1, config=None, out=None, progress=None, *, data=None, **overrides):
+def compare(strategies, seeds=1, config=None, out=None, progress=None, *, data=None, overwrite=False, **overrides):
     """Runs each strategy over `seeds` seeds on otherwise identical runs, one
     after the other, as `fedprof compare --jobs 1` does, and returns the
     Comparison.
@@ -538,6 +540,7 @@ def compare(strategies, seeds=1, config=None, out=None, progress=None, *, data=N
                 parts; or a comma-separated string of names
     progress    as simulate's; each round's dict also names its "run"
     data        a fedprof.Dataset, as simulate's
+    overwrite   replace the runs already in `out` (refused without it)
     """
     if isinstance(strategies, str):
         strategies = [s for s in strategies.split(",") if s]
@@ -551,5 +554,5 @@ def compare(strategies, seeds=1, config=None, out=None, progress=None, *, data=N
         specs.append(spec)
     with _progress(progress, None) as callback:
         table = _fedprof.compare(_config_path(config), _assignments(config, overrides) + parts.assignments, specs,
-                                 int(seeds), out, callback, parts.selectors, parts.aggregators)
+                                 int(seeds), out, callback, parts.selectors, parts.aggregators, bool(overwrite))
     return Comparison(out, table, data, parts)

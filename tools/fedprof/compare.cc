@@ -79,6 +79,7 @@ Runner AddCompare(CLI::App& app) {
     int seeds = 1;
     int jobs = 1;
     std::string out;
+    bool overwrite = false;
     MonitorArgs monitor;
   };
   auto args = std::make_shared<Args>();
@@ -95,6 +96,7 @@ Runner AddCompare(CLI::App& app) {
                   "Runs at a time, as separate processes sharing the threads; 0 = one per core")
       ->capture_default_str();
   sub->add_option("--out", args->out, "Output directory (default runs/<config>-compare-<time>)");
+  sub->add_flag("--overwrite", args->overwrite, "Replace the runs already in --out (refused without it)");
   AddMonitorOptions(sub, &args->monitor);
   return [args] {
     if (ReadDistEnv().distributed()) {
@@ -114,11 +116,12 @@ Runner AddCompare(CLI::App& app) {
       throw Error("--monitor watches the runs of one process: use it with --jobs 1");
     }
     const std::unique_ptr<RunMonitor> monitor = StartMonitor(args->monitor, "compare");
+    const ExistingRun existing = args->overwrite ? ExistingRun::kReplace : ExistingRun::kRefuse;
     std::string table;
     if (jobs == 1) {
-      table = RunComparison(config, strategies, args->seeds, out, monitor.get());
+      table = RunComparison(config, strategies, args->seeds, out, monitor.get(), existing);
     } else {
-      const std::vector<PlannedRun> runs = PlanComparison(config, strategies, args->seeds, out);
+      const std::vector<PlannedRun> runs = PlanComparison(config, strategies, args->seeds, out, existing);
       const int threads = config.options().threads > 0 ? static_cast<int>(config.options().threads) : cores;
       RunAsProcesses(runs, jobs, std::max(1, threads / jobs));
       std::vector<RunRecord> records;

@@ -21,6 +21,7 @@ struct ServerArgs {
   std::vector<std::string> sets;
   std::string out;
   std::string resume;
+  bool overwrite = false;
   ServeOptions serve;
   MonitorArgs monitor;
 };
@@ -50,7 +51,10 @@ Runner AddServer(CLI::App& app) {
   sub->add_option("--listen", args->serve.listen, "HOST:PORT to serve on (port 0: any free port)")
       ->capture_default_str();
   sub->add_option("--out", args->out, "Output directory (default runs/<config>-server-<time>)");
-  sub->add_option("--resume", args->resume, "Continue the server run in this output directory");
+  CLI::Option* resume =
+      sub->add_option("--resume", args->resume, "Continue the server run in this output directory");
+  sub->add_flag("--overwrite", args->overwrite, "Replace the run already in --out (refused without it)")
+      ->excludes(resume);
   AddSecurity(sub, &args->serve.tls_dir, &args->serve.insecure, "ca.crt, server.crt, server.key");
   AddMonitorOptions(sub, &args->monitor);
   sub->footer("Clients: fedprof client --server HOST:PORT --id K --config FILE. Options: fedprof "
@@ -74,7 +78,8 @@ Runner AddServer(CLI::App& app) {
     if (!args->config.empty()) config.MergeTomlFile(args->config);
     for (const auto& s : args->sets) config.SetAssignment(s);
     const std::string out = args->out.empty() ? DefaultOutDir(args->config, "server") : args->out;
-    RunServer(config, out, args->serve, monitor_server.get());
+    RunServer(config, out, args->serve, monitor_server.get(),
+              args->overwrite ? ExistingRun::kReplace : ExistingRun::kRefuse);
     std::printf("outputs in %s (metrics.csv, clients.csv, summary.json, config.toml)\n",
                 out.c_str());
   };

@@ -13,7 +13,7 @@
 #include "fedprof/monitor/http.h"
 #include "fedprof/privacy/client_ledger.h"
 #include "fedprof/report/run_status.h"
-#include "fedprof/run/run_dir_status.h"
+#include "fedprof/run/run_dir.h"
 #include "tools/fedprof/commands.h"
 
 namespace fedprof::cli {

@@ -21,6 +21,7 @@ struct SimulateArgs {
   std::vector<std::string> sets;
   std::string out;
   std::string resume;
+  bool overwrite = false;
   MonitorArgs monitor;
 };
 
@@ -42,7 +43,10 @@ Runner AddSimulate(CLI::App& app) {
   sub->add_option("--config", args->config, "Experiment config (TOML)");
   sub->add_option("--set", args->sets, "Override a config key: --set key=value (repeatable)");
   sub->add_option("--out", args->out, "Output directory (default runs/<config>-<time>)");
-  sub->add_option("--resume", args->resume, "Continue the killed run in this output directory");
+  CLI::Option* resume =
+      sub->add_option("--resume", args->resume, "Continue the killed run in this output directory");
+  sub->add_flag("--overwrite", args->overwrite, "Replace the run already in --out (refused without it)")
+      ->excludes(resume);
   AddMonitorOptions(sub, &args->monitor);
   sub->footer(
       "Every option: fedprof options\n"
@@ -72,7 +76,7 @@ Runner AddSimulate(CLI::App& app) {
     if (!args->config.empty()) config.MergeTomlFile(args->config);
     for (const auto& s : args->sets) config.SetAssignment(s);
     const std::string out = args->out.empty() ? DefaultOutDir(args->config) : args->out;
-    RunSimulation(config, out, monitor.get());
+    RunSimulation(config, out, monitor.get(), args->overwrite ? ExistingRun::kReplace : ExistingRun::kRefuse);
     std::printf("outputs in %s (metrics.csv, clients.csv, summary.json, config.toml)\n",
                 out.c_str());
   };

@@ -266,6 +266,9 @@ Dataset ParseCsv(const NamedBytes& file, const CsvOptions& options) {
     data.num_classes = 0;
   }
   data.name = path;
+  for (size_t c = 0; c < num_columns; ++c) {
+    if (role[c] >= 0) data.feature_names.push_back(header[c]);
+  }
   return data;
 }
 

@@ -23,6 +23,7 @@ Dataset Subset(const Dataset& data, const std::vector<int64_t>& indices) {
   Dataset out;
   out.num_classes = data.num_classes;
   out.name = data.name;
+  out.feature_names = data.feature_names;
   if (data.x.defined()) out.x = data.x.index_select(0, index);
   if (data.y.defined()) out.y = data.y.index_select(0, index);
   return out;

@@ -23,6 +23,8 @@ struct Dataset {
   int64_t num_classes = 0;
   // Where the data came from, for messages ("fashion-mnist", a file path).
   std::string name;
+  // Tabular data from a file: its feature columns' names, in x's order.
+  std::vector<std::string> feature_names;
 
   int64_t size() const { return x.defined() ? x.size(0) : 0; }
   bool is_regression() const { return num_classes == 0; }

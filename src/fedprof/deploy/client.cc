@@ -102,7 +102,7 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
   // On a worker: the client builds the server's model, then is registered.
   void Prepared(const pb::RegisterReply& reply) {
     try {
-      if (work_.prepare) work_.prepare(FromWire(reply.model()), reply.num_params());
+      if (work_.prepare) work_.prepare({FromWire(reply.model()), reply.num_params(), FromWire(reply.features())});
     } catch (const std::exception& e) {
       End(e.what());
       return;
@@ -491,8 +491,7 @@ std::vector<std::string> RunGrpcClients(const std::vector<GrpcClientOptions>& cl
   return errors;
 }
 
-void RunGrpcClient(const GrpcClientOptions& options,
-                   const std::function<void(const ModelSpec& model, int64_t num_params)>& prepare,
+void RunGrpcClient(const GrpcClientOptions& options, const std::function<void(const ServerSetup& setup)>& prepare,
                    const std::function<FitResult(const FitInstructions&)>& fit) {
   const std::vector<std::string> errors = RunGrpcClients({options}, {{prepare, fit}}, 1);
   if (!errors.front().empty()) throw Error(errors.front());

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "fedprof/data/feature_scaling.h"
 #include "fedprof/models/spec.h"
 #include "fedprof/protocol/messages.h"
 #include "fedprof/transport/secure_aggregation.h"
@@ -46,12 +47,19 @@ struct GrpcClientOptions {
   double budget = 0;
 };
 
+// What a client learns at each registration: the model the server trains,
+// its size, and the scaling of tabular features (empty for images).
+struct ServerSetup {
+  ModelSpec model;
+  int64_t num_params = 0;
+  FeatureScaling features;
+};
+
 // What a client computes. `prepare` is called after each registration with
-// the model the server trains and its size, before any task; `fit` computes
-// a task. Both run on a worker thread and may throw (the client ends with
-// that error).
+// the server's setup, before any task; `fit` computes a task. Both run on a
+// worker thread and may throw (the client ends with that error).
 struct GrpcClientWork {
-  std::function<void(const ModelSpec& model, int64_t num_params)> prepare;
+  std::function<void(const ServerSetup& setup)> prepare;
   std::function<FitResult(const FitInstructions&)> fit;
 };
 
@@ -73,8 +81,7 @@ std::vector<std::string> RunGrpcClients(const std::vector<GrpcClientOptions>& cl
 
 // One client (RunGrpcClients of one, one worker); throws fedprof::Error
 // with the error that ended it.
-void RunGrpcClient(const GrpcClientOptions& options,
-                   const std::function<void(const ModelSpec& model, int64_t num_params)>& prepare,
+void RunGrpcClient(const GrpcClientOptions& options, const std::function<void(const ServerSetup& setup)>& prepare,
                    const std::function<FitResult(const FitInstructions&)>& fit);
 
 }  // namespace fedprof

@@ -243,6 +243,7 @@ void ClientRegistry::FillRegisterReply(const std::string& session, pb::RegisterR
   m->set_profile_layer(options_.model.profile_layer);
   m->set_width(options_.model.width);
   m->set_file_sha256(options_.model.file_sha256);
+  ToWire(options_.features, reply->mutable_features());
 }
 
 std::string ClientRegistry::ModuleMismatch(int id, const std::string& sha256) const {

@@ -138,6 +138,7 @@ class Relay {
     o.num_clients = reply.num_clients();
     o.model = FromWire(setup.model());
     o.num_params = setup.num_params();
+    o.features = FromWire(setup.features());
     heartbeat_s_ = std::clamp(setup.heartbeat_s(), 0.05, 3600.0);
     o.heartbeat_s = heartbeat_s_;
     o.heartbeat_timeout_s = std::clamp(reply.heartbeat_timeout_s(), 2 * heartbeat_s_, 36000.0);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "fedprof/data/feature_scaling.h"
 #include "fedprof/models/spec.h"
 #include "fedprof/transport/secure_aggregation.h"
 #include "fedprof/transport/transport.h"
@@ -25,6 +26,7 @@ struct GrpcServerOptions {
   int num_clients = 0;  // client ids are 0 .. num_clients - 1
   ModelSpec model;      // what clients build
   int64_t num_params = 0;
+  FeatureScaling features;  // tabular data: what a client's own table goes through
   double heartbeat_s = 2;
   double heartbeat_timeout_s = 10;  // silent this long = gone
   double round_timeout_s = 600;

@@ -157,6 +157,26 @@ FitInstructions FromWire(const pb::TaskHeader& h) {
   return ins;
 }
 
+void ToWire(const FeatureScaling& scaling, pb::FeatureScaling* out) {
+  *out->mutable_names() = {scaling.names.begin(), scaling.names.end()};
+  *out->mutable_mean() = {scaling.mean.begin(), scaling.mean.end()};
+  *out->mutable_sd() = {scaling.sd.begin(), scaling.sd.end()};
+}
+
+FeatureScaling FromWire(const pb::FeatureScaling& wire) {
+  if (static_cast<size_t>(wire.names_size()) > kMaxFeatures) {
+    throw Error("register reply: feature scaling of " + std::to_string(wire.names_size()) + " columns, over " +
+                std::to_string(kMaxFeatures));
+  }
+  FeatureScaling s;
+  s.names = {wire.names().begin(), wire.names().end()};
+  s.mean = {wire.mean().begin(), wire.mean().end()};
+  s.sd = {wire.sd().begin(), wire.sd().end()};
+  const std::string problem = FeatureScalingProblem(s);
+  if (!problem.empty()) throw Error("register reply: feature scaling: " + problem);
+  return s;
+}
+
 ModelSpec FromWire(const pb::ModelSpec& m) {
   static const char* const kNames[] = {"lenet5",   "cnn",      "mlp",
                                        "shufflenet_v2", "resnet18", "torchscript"};

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fedprof/data/feature_scaling.h"
 #include "fedprof/models/spec.h"
 #include "fedprof/protocol/messages.h"
 
@@ -20,6 +21,7 @@ namespace federation::v1 {
 class TaskHeader;
 class ResultHeader;
 class ModelSpec;
+class FeatureScaling;
 class RelaySyncRequest;
 class RelayBatchHeader;
 }  // namespace federation::v1
@@ -29,7 +31,9 @@ class RelayBatchHeader;
 // the server's tolerance). Version 3: clients that compute their own
 // distributed-DP encoding and keep a ledger of what they contributed, and
 // send their training loss under secure aggregation only when asked.
-constexpr uint32_t kProtocolVersion = 3;
+// Version 4: the server's feature scaling, which a client applies to a table
+// of its own.
+constexpr uint32_t kProtocolVersion = 4;
 
 // "" when `theirs` is this protocol's version, else a message naming both.
 std::string ProtocolMismatch(uint32_t theirs, const std::string& peer);
@@ -63,6 +67,11 @@ FitInstructions FromWire(const federation::v1::TaskHeader& header);
 // 1..2^20 units, a profiled layer name over 256 bytes, or a width outside
 // model.width's 0.5..2.
 ModelSpec FromWire(const federation::v1::ModelSpec& spec);
+
+// The feature scaling in a Register reply. FromWire throws fedprof::Error
+// saying why one is not a scaling (FeatureScalingProblem).
+void ToWire(const FeatureScaling& scaling, federation::v1::FeatureScaling* out);
+FeatureScaling FromWire(const federation::v1::FeatureScaling& scaling);
 
 // FitResult without the model; the header says how many values follow.
 void ToWire(const FitResult& result, federation::v1::ResultHeader* out);

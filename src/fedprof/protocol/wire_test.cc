@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -192,7 +193,7 @@ TEST(WireTest, MalformedTaskHeadersAreRefused) {
   ASSERT_NO_THROW(FromWire(good));
   pb::TaskHeader h = good;
   h.set_protocol_version(kProtocolVersion + 1);
-  ExpectError([&] { FromWire(h); }, {"protocol version 4", "this side version 3"});
+  ExpectError([&] { FromWire(h); }, {"protocol version 5", "this side version 4"});
   h = good;
   h.set_num_params(-1);
   ExpectError([&] { FromWire(h); }, "model of -1 values");
@@ -318,6 +319,34 @@ TEST(WireTest, FloatChunksThatDoNotFitAreRefused) {
   AppendFloats(bytes, 5, &received);  // exactly up to the count
   EXPECT_EQ(received.size(), 5u);
   ExpectError([&] { AppendFloats(std::string(4, '\0'), 5, &received); }, "exceed the 5 values");
+}
+
+// The feature scaling a server sends round-trips; one no training file could
+// give (lengths that differ, a NaN mean, an SD of 0, a name twice or with a
+// control character, too many columns) is refused, saying why.
+TEST(WireTest, FeatureScalingRoundTripsAndImpossibleOnesAreRefused) {
+  const FeatureScaling good{{"age", "income", "température"}, {41.5F, 52000.0F, 11.25F}, {12.0F, 9000.5F, 1e-12F}};
+  pb::FeatureScaling wire;
+  ToWire(good, &wire);
+  EXPECT_TRUE(FromWire(wire) == good);
+  EXPECT_TRUE(FromWire(pb::FeatureScaling()).empty());  // images: none
+  const auto refused = [&](const std::function<void(pb::FeatureScaling&)>& change, const std::string& why) {
+    pb::FeatureScaling bad = wire;
+    change(bad);
+    ExpectError([&] { FromWire(bad); }, {"feature scaling", why});
+  };
+  refused([](pb::FeatureScaling& w) { w.add_mean(1); }, "3 names, 4 means and 3 standard deviations");
+  refused([](pb::FeatureScaling& w) { w.set_mean(1, std::nanf("")); }, "column 2 has mean");
+  refused([](pb::FeatureScaling& w) { w.set_sd(0, 0); }, "column 1 has mean");
+  refused([](pb::FeatureScaling& w) { w.set_sd(2, -1); }, "column 3 has mean");
+  refused([](pb::FeatureScaling& w) { w.set_names(2, "age"); }, "column 3's name is given twice");
+  refused([](pb::FeatureScaling& w) { w.set_names(1, "in\x1b[2Jcome"); }, "column 2's name is not");
+  refused([](pb::FeatureScaling& w) { w.set_names(0, ""); }, "column 1's name is not");
+  refused(
+      [](pb::FeatureScaling& w) {
+        for (size_t k = 0; k < kMaxFeatures; ++k) w.add_names("c" + std::to_string(k));
+      },
+      "over 10000");
 }
 
 }  // namespace

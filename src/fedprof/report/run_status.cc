@@ -26,7 +26,12 @@ std::string FormatRunDirStatus(const nlohmann::json& s) {
            std::to_string(s["best_round"].get<int64_t>()) + "), last " +
            Number(s["last_accuracy"], "%.4f") + ", wall " + Number(s["wall_s"], "%.1f") + " s\n";
   }
-  if (s["state"] != "finished") {
+  if (s["state"] == "not started") {
+    // No round finished: nothing to resume; the same config starts again.
+    const std::string dir = s["dir"].get<std::string>();
+    out += "start again: fedprof simulate --config " + dir + "/config.toml --out " + dir +
+           " (fedprof server for a deployment)\n";
+  } else if (s["state"] != "finished") {
     out += "resume: fedprof simulate --resume " + s["dir"].get<std::string>() +
            " (continues with round " + std::to_string(s["resume_from_round"].get<int64_t>()) +
            "; fedprof server --resume for a deployment)\n";

@@ -9,7 +9,7 @@ namespace fedprof {
 // A run's status as a few lines of text, from plain JSON: report/ reads no
 // run directory or checkpoint itself.
 
-// A run directory's status, as RunDirStatus (run/run_dir_status.h) gives it.
+// A run directory's status, as RunDirStatus (run/run_dir.h) gives it.
 std::string FormatRunDirStatus(const nlohmann::json& status);
 
 // A monitor's /status as a few lines of text.

@@ -11,7 +11,7 @@
 namespace fedprof {
 
 std::vector<PlannedRun> PlanComparison(const Config& base, const std::vector<std::string>& strategies,
-                                       int seeds, const std::string& out_dir) {
+                                       int seeds, const std::string& out_dir, ExistingRun existing) {
   if (strategies.empty()) throw Error("--strategies: name at least one strategy");
   if (seeds < 1) throw Error("--seeds: expected at least 1, got " + std::to_string(seeds));
   // Validate every strategy before the first (long) run starts.
@@ -48,18 +48,27 @@ std::vector<PlannedRun> PlanComparison(const Config& base, const std::vector<std
                       out_dir + "/" + labels[j] + "/seed-" + std::to_string(first_seed + i)},
                      configs[j]};
       run.config.Set("seed", std::to_string(first_seed + i), "--seeds");
-      MakeDirs(run.record.dir);
-      WriteFileAtomic(run.record.dir + "/config.toml", run.config.ToToml());
       runs.push_back(std::move(run));
     }
+  }
+  // Every folder checked before any is written: a refused comparison
+  // changes nothing.
+  if (existing == ExistingRun::kRefuse) {
+    for (const PlannedRun& run : runs) ClaimRunDir(run.record.dir, ExistingRun::kRefuse);
+  }
+  for (const PlannedRun& run : runs) {
+    ClaimRunDir(run.record.dir, existing);
+    MakeDirs(run.record.dir);
+    WriteFileAtomic(run.record.dir + "/config.toml", run.config.ToToml());
   }
   return runs;
 }
 
 std::string RunComparison(const Config& base, const std::vector<std::string>& strategies,
-                          int seeds, const std::string& out_dir, RunObserver* observer) {
+                          int seeds, const std::string& out_dir, RunObserver* observer,
+                          ExistingRun existing) {
   std::vector<RunRecord> records;
-  for (const PlannedRun& run : PlanComparison(base, strategies, seeds, out_dir)) {
+  for (const PlannedRun& run : PlanComparison(base, strategies, seeds, out_dir, existing)) {
     std::printf("== %s, seed %lld -> %s\n", run.record.label.c_str(),
                 static_cast<long long>(run.record.seed), run.record.dir.c_str());
     std::fflush(stdout);

@@ -9,6 +9,7 @@
 
 #include "fedprof/config/config.h"
 #include "fedprof/report/comparison.h"
+#include "fedprof/run/run_dir.h"
 
 namespace fedprof {
 
@@ -24,19 +25,21 @@ class RunObserver;
 // is `base`'s. The label is the preset's name, or the composition's
 // (StrategySpec::Label); two entries with the same label are refused. Runs
 // go into out_dir/<label>-<aggregation>/seed-<s>/ for seeds seed, seed+1,
-// ..., seed+seeds-1.
+// ..., seed+seeds-1, each claimed as a new run's folder (ClaimRunDir:
+// `existing` says what becomes of an earlier run there).
 struct PlannedRun {
   RunRecord record;
   Config config;
 };
 std::vector<PlannedRun> PlanComparison(const Config& base, const std::vector<std::string>& strategies,
-                                       int seeds, const std::string& out_dir);
+                                       int seeds, const std::string& out_dir, ExistingRun existing);
 
 // Runs the planned runs one after the other in this process, each watched
 // by `observer` (null: none), then writes the comparison. Returns its
 // Markdown table.
 std::string RunComparison(const Config& base, const std::vector<std::string>& strategies,
-                          int seeds, const std::string& out_dir, RunObserver* observer = nullptr);
+                          int seeds, const std::string& out_dir, RunObserver* observer = nullptr,
+                          ExistingRun existing = ExistingRun::kRefuse);
 
 }  // namespace fedprof
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "fedprof/client/client.h"
@@ -97,6 +98,12 @@ void Serve(RunStart start, const std::string& out_dir, const ServeOptions& serve
   o.num_clients = plan->num_clients();
   o.model = plan->spec;
   o.num_params = plan->num_values;
+  o.features = plan->data.features;
+  const std::string features_problem = FeatureScalingProblem(o.features);
+  if (!features_problem.empty()) {
+    throw Error(plan->options().data.train_file + ": its feature columns cannot be sent to the clients: " +
+                features_problem);
+  }
   o.heartbeat_s = d.heartbeat_s;
   o.heartbeat_timeout_s = d.heartbeat_timeout_s;
   o.round_timeout_s = d.round_timeout_s;
@@ -143,8 +150,8 @@ Dataset LoadOwnData(const std::string& dir, const RunOptions::Data& options) {
 }  // namespace
 
 void RunServer(const Config& config, const std::string& out_dir, const ServeOptions& serve,
-               RunObserver* observer) {
-  Serve(StartRun(DeployedConfig(config, serve), out_dir), out_dir, serve, observer);
+               RunObserver* observer, ExistingRun existing) {
+  Serve(StartRun(DeployedConfig(config, serve), out_dir, existing), out_dir, serve, observer);
 }
 
 void ResumeServer(const std::string& out_dir, const std::vector<std::string>& overrides,
@@ -154,16 +161,56 @@ void ResumeServer(const std::string& out_dir, const std::vector<std::string>& ov
 
 namespace {
 
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string out;
+  for (int64_t d : shape) out += (out.empty() ? "" : " x ") + std::to_string(d);
+  return "[" + out + "]";
+}
+
+// Tabular data goes through the server's feature scaling, as the server's
+// test set did. A table of the client's own (`own_data`, --data-dir) is
+// scaled at the first registration; the config's data, which the client has scaled as it
+// loaded it (`loaded`), must have been scaled alike: else its copy of
+// data.train_file is not the server's. A later registration must bring the
+// same scaling.
+void TakeFeatureScaling(Client& client, bool own_data, const FeatureScaling& loaded, const FeatureScaling& server,
+                        std::optional<FeatureScaling>* taken) {
+  if (*taken) {
+    if (!(**taken == server)) throw Error("the server's feature scaling changed since this client registered");
+    return;
+  }
+  const bool table = !client.data().feature_names.empty();
+  if (own_data && table != !server.empty()) {
+    throw Error(table ? "this client's data is a table (train.csv), the server's is not"
+                      : "the server's data is a table, this client's (IDX images) is not");
+  }
+  if (own_data && table) {
+    Dataset scaled = client.data();
+    scaled.x = ScaleFeatures(scaled.x, scaled.feature_names, server, scaled.name);
+    scaled.feature_names = server.names;
+    client = Client(client.id(), std::move(scaled));
+  } else if (!(loaded == server)) {
+    throw Error("this client's data.train_file does not have the server's feature columns and statistics: "
+                "give it the same file");
+  }
+  *taken = server;
+}
+
 // What client `client` computes for the server's tasks; `model` is its own
-// copy of the server's model, built at registration.
+// copy of the server's model, built at registration. `loaded`: the feature
+// scaling the client gave the config's data as it loaded it.
 GrpcClientWork WorkOf(Client& client, std::shared_ptr<Model>& model, const RunOptions& run,
-                      const ClientOptions& options) {
+                      const ClientOptions& options, const FeatureScaling& loaded) {
   GrpcClientWork work;
   // The server sends a TorchScript module's hash, never the module: this
   // client builds it from its own copy (model.file), which must hash alike.
   const std::string module_file = run.model.file;
-  work.prepare = [&client, &model, module_file, fit_none = options.fit_none](ModelSpec spec,
-                                                                             int64_t num_params) {
+  auto taken = std::make_shared<std::optional<FeatureScaling>>();
+  work.prepare = [&client, &model, module_file, fit_none = options.fit_none, own_data = !options.data_dir.empty(),
+                  loaded, taken](const ServerSetup& setup) {
+    TakeFeatureScaling(client, own_data, loaded, setup.features, taken.get());
+    ModelSpec spec = setup.model;
+    const int64_t num_params = setup.num_params;
     const std::string what = spec.name == "torchscript" ? "its TorchScript module" : spec.name;
     if (spec.name == "torchscript") {
       if (module_file.empty()) {
@@ -174,8 +221,8 @@ GrpcClientWork WorkOf(Client& client, std::shared_ptr<Model>& model, const RunOp
     }
     const std::vector<int64_t> shape = client.data().x.sizes().slice(1).vec();
     if (shape != spec.input_shape) {
-      throw Error("the server trains " + what + " on samples of another shape than this "
-                  "client's data");
+      throw Error("the server trains " + what + " on samples of shape " + ShapeText(spec.input_shape) +
+                  ", this client's data has " + ShapeText(shape));
     }
     if (!client.data().is_regression() &&
         client.data().y.max().item<int64_t>() >= spec.outputs) {
@@ -307,10 +354,13 @@ void RunClient(const Config& config, const ClientOptions& options) {
   at::set_num_threads(1);  // as a simulated client trains: the same numbers
   // Only these clients' data stays in memory.
   std::vector<Client> clients;
+  FeatureScaling loaded;  // of the config's data as loaded here; none for own data
   if (!options.data_dir.empty()) {
     clients.emplace_back(first, LoadOwnData(options.data_dir, run.data));
   } else {
-    const Population population(LoadData(run.data, static_cast<uint64_t>(run.seed)).train, run);
+    TrainTest data = LoadData(run.data, static_cast<uint64_t>(run.seed));
+    loaded = std::move(data.features);
+    const Population population(data.train, run);
     for (int id = first; id <= last; ++id) clients.push_back(population.MakeClient(id));
   }
   for (const Client& client : clients) {
@@ -342,7 +392,7 @@ void RunClient(const Config& config, const ClientOptions& options) {
     if (!options.tls_dir.empty()) o.ledger = ClientLedgerPath(options.tls_dir, o.id);
     o.ledger_delta = delta;
     o.budget = run.dp.client_budget;
-    work.push_back(WorkOf(clients[i], models[i], run, options));
+    work.push_back(WorkOf(clients[i], models[i], run, options, loaded));
   }
   // Clients that train share the cores (run.threads, 0 = one a core); the
   // many clients of a load test mostly wait, on no thread at all.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fedprof/config/config.h"
+#include "fedprof/run/run_dir.h"
 
 namespace fedprof {
 
@@ -28,9 +29,10 @@ struct ServeOptions {
 // measured times, clients.csv, summary.json, checkpoint.bin, plots) into
 // `out_dir`. Waits (deploy.start_timeout_s at most) for deploy.min_clients
 // clients before round 1, and tells the clients when the run is over.
-// `observer` (null: none) watches the run and the transport.
+// `observer` (null: none) watches the run and the transport. A run already
+// in `out_dir` is refused, or replaced (`existing`).
 void RunServer(const Config& config, const std::string& out_dir, const ServeOptions& serve,
-               RunObserver* observer = nullptr);
+               RunObserver* observer = nullptr, ExistingRun existing = ExistingRun::kRefuse);
 
 // Continues the server run in `out_dir` (after a crash or kill -9) from its
 // last checkpoint; clients reconnect by themselves. `overrides` are --set

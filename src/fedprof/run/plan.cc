@@ -18,6 +18,7 @@
 #include "fedprof/core/rng.h"
 #include "fedprof/core/text.h"
 #include "fedprof/profiling/profiler.h"
+#include "fedprof/run/run_dir.h"
 #include "fedprof/secagg/messages.h"
 #include "fedprof/server/checkpoint.h"
 
@@ -395,7 +396,8 @@ Config ResumeConfig(const std::string& out_dir, const std::vector<std::string>& 
   return config;
 }
 
-RunStart StartRun(const Config& config, const std::string& out_dir) {
+RunStart StartRun(const Config& config, const std::string& out_dir, ExistingRun existing) {
+  ClaimRunDir(out_dir, existing);
   MakeDirs(out_dir);
   WriteFileAtomic(out_dir + "/config.toml", config.ToToml());
   return {config, ServerState(), /*resume=*/false};

@@ -16,6 +16,7 @@
 #include "fedprof/config/config.h"
 #include "fedprof/models/models.h"
 #include "fedprof/models/replicas.h"
+#include "fedprof/run/run_dir.h"
 #include "fedprof/server/server.h"
 #include "fedprof/sim/population.h"
 #include "fedprof/strategy/strategy.h"
@@ -102,14 +103,15 @@ ServerOptions ServerOptionsFrom(const RunOptions& options, ClientsLive where);
 Config ResumeConfig(const std::string& out_dir, const std::vector<std::string>& overrides);
 
 // Where a run starts: round 0 of a new run, or the checkpoint of the run in
-// `out_dir`. Start writes the config to out_dir/config.toml; Resume reads it
-// (with `overrides`), checks it against the checkpoint and writes it back.
+// `out_dir`. Start claims the folder (ClaimRunDir) and writes the config to
+// out_dir/config.toml; Resume reads it (with `overrides`), checks it against
+// the checkpoint and writes it back.
 struct RunStart {
   Config config;
   ServerState state;
   bool resume = false;
 };
-RunStart StartRun(const Config& config, const std::string& out_dir);
+RunStart StartRun(const Config& config, const std::string& out_dir, ExistingRun existing);
 RunStart ResumeRun(const std::string& out_dir, const std::vector<std::string>& overrides);
 
 }  // namespace fedprof

@@ -132,11 +132,11 @@ nlohmann::json Summary(const RunOptions& options, const ServerState& state,
   if (options.dp.mode != "off") {
     const auto number = [](double v) { return std::isinf(v) ? nlohmann::json("inf") : nlohmann::json(v); };
     const RoundMetrics none;
-    const RoundMetrics& last = state.history.empty() ? none : state.history.back();
+    const RoundMetrics& final_round = state.history.empty() ? none : state.history.back();
     s["dp_mode"] = options.dp.mode;
     s["dp_noise_multiplier"] = options.dp.noise_multiplier;
-    s["dp_epsilon"] = number(last.dp_epsilon);
-    s["dp_epsilon_server"] = number(last.dp_epsilon_server);
+    s["dp_epsilon"] = number(final_round.dp_epsilon);
+    s["dp_epsilon_server"] = number(final_round.dp_epsilon_server);
     s["dp_delta"] = DpDelta(DpOptionsFrom(options));
   }
   s["virtual_time_s"] = state.virtual_time_s;

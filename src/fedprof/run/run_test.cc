@@ -152,7 +152,7 @@ TEST(RunTest, ProfiledUnitsAreThoseOfTheProfiledLayer) {
 }
 
 TEST(RunTest, ReferenceSetIsTheOneConfigured) {
-  TrainTest data{Blobs(40, 1), Blobs(10, 2), Blobs(5, 3)};
+  TrainTest data{Blobs(40, 1), Blobs(10, 2), Blobs(5, 3), FeatureScaling()};
   Config c = TinyConfig();
   EXPECT_TRUE(torch::equal(ReferenceSet(c.options().fedprof, data, nullptr).x, data.holdout.x)) << "default";
   c.Set("fedprof.reference", "test");
@@ -195,7 +195,7 @@ class RunRoundsTest : public ::testing::Test {
   static constexpr int kClients = 4;
 
   void SetUp() override {
-    data_ = TrainTest{Blobs(40, 1), Blobs(20, 2), Dataset()};
+    data_ = TrainTest{Blobs(40, 1), Blobs(20, 2), Dataset(), FeatureScaling()};
     for (int k = 0; k < kClients; ++k) {
       clients_.emplace_back(k, Subset(data_.train, {2 * k, 2 * k + 1, 2 * k + 8, 2 * k + 9,
                                                     2 * k + 16, 2 * k + 17}));

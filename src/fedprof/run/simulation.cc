@@ -208,13 +208,14 @@ void RunSimulationWorker(double rendezvous_timeout_s) {
   });
 }
 
-void RunSimulation(const Config& config, const std::string& out_dir, RunObserver* observer) {
+void RunSimulation(const Config& config, const std::string& out_dir, RunObserver* observer,
+                   ExistingRun existing) {
   const DistEnv env = ReadDistEnv();
   if (env.distributed() && env.rank > 0) {
     RunSimulationWorker(config.options().dist.timeout_s);
     return;
   }
-  Run(StartRun(config, out_dir), out_dir, observer);
+  Run(StartRun(config, out_dir, existing), out_dir, observer);
 }
 
 std::shared_ptr<Model> LoadRunModel(const std::string& run, const Dataset& data,

@@ -7,6 +7,7 @@
 
 #include "fedprof/config/config.h"
 #include "fedprof/data/dataset.h"
+#include "fedprof/run/run_dir.h"
 
 namespace fedprof {
 
@@ -17,12 +18,14 @@ class RunObserver;
 // `out_dir`: config.toml (the resolved config), metrics.csv (a row per
 // round), clients.csv, summary.json and checkpoint.bin (updated every round).
 // Every file is replaced atomically. `observer` (null: none) watches it.
+// A run already in `out_dir` is refused, or replaced (`existing`).
 //
 // In a distributed run (the torchrun environment, WORLD_SIZE > 1; see
 // distributed/rank_group.h) rank 0 does this with the clients spread over
 // the ranks (distributed/distributed_transport.h) and the same results; a
 // rank > 0 runs RunSimulationWorker instead and writes nothing.
-void RunSimulation(const Config& config, const std::string& out_dir, RunObserver* observer = nullptr);
+void RunSimulation(const Config& config, const std::string& out_dir, RunObserver* observer = nullptr,
+                   ExistingRun existing = ExistingRun::kRefuse);
 
 // The part of a rank > 0 in a distributed simulation: joins the group
 // (waiting at most `rendezvous_timeout_s`), takes the run's config from

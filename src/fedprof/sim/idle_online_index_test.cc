@@ -16,7 +16,7 @@
 namespace fedprof {
 namespace {
 
-std::vector<ClientInfo> Population(int n) {
+std::vector<ClientInfo> ClientsOnline(int n) {
   std::vector<ClientInfo> clients;
   for (int k = 0; k < n; ++k) clients.push_back({k, 1 + k % 7, 10.0 + k % 5});
   return clients;
@@ -44,7 +44,7 @@ TEST(IdleOnlineIndexTest, AnswersAsAPassOverThePopulationDoes) {
   const int n = 500;
   int kind = 0;
   for (auto& [indexed, asked] : Models(n)) {
-    const std::vector<ClientInfo> population = Population(n);
+    const std::vector<ClientInfo> population = ClientsOnline(n);
     IdleOnlineIndex index(population, indexed.get());
     std::vector<char> busy(n, 0);
     Rng rng = MakeRng(4, Stream::kSelection, {static_cast<uint64_t>(kind)});
@@ -85,14 +85,14 @@ TEST(IdleOnlineIndexTest, AnswersAsAPassOverThePopulationDoes) {
 }
 
 TEST(IdleOnlineIndexTest, RefusesTimeGoingBackAndRanksOutOfRange) {
-  const std::vector<ClientInfo> three = Population(3);
+  const std::vector<ClientInfo> three = ClientsOnline(3);
   IdleOnlineIndex index(three, nullptr);
   index.AdvanceTo(5);
   EXPECT_EQ(index.size(), 3);
   EXPECT_THROW(index.At(3), Error);
   EXPECT_THROW(index.At(-1), Error);
   EXPECT_THROW(index.AdvanceTo(4), Error);
-  std::vector<ClientInfo> gap = Population(3);
+  std::vector<ClientInfo> gap = ClientsOnline(3);
   gap[1].id = 2;
   EXPECT_THROW(IdleOnlineIndex(gap, nullptr), Error);
 }

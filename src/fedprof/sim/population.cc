@@ -81,6 +81,47 @@ Dataset Head(const Dataset& d, int64_t limit) {
 
 }  // namespace
 
+FeatureScaling FeatureScalingOf(const at::Tensor& x, const std::vector<std::string>& names) {
+  if (x.dim() != 2 || x.size(1) != static_cast<int64_t>(names.size())) {
+    throw Error("feature scaling: " + std::to_string(names.size()) + " column names for a table of " +
+                std::to_string(x.dim() == 2 ? x.size(1) : 0) + " columns");
+  }
+  const torch::Tensor mean = x.mean(0).contiguous();
+  const torch::Tensor sd = x.std(0, /*unbiased=*/false).clamp_min(1e-12).contiguous();
+  FeatureScaling s;
+  s.names = names;
+  s.mean.assign(mean.data_ptr<float>(), mean.data_ptr<float>() + mean.numel());
+  s.sd.assign(sd.data_ptr<float>(), sd.data_ptr<float>() + sd.numel());
+  return s;
+}
+
+at::Tensor ScaleFeatures(const at::Tensor& x, const std::vector<std::string>& names, const FeatureScaling& scaling,
+                         const std::string& what) {
+  std::vector<int64_t> order;  // order[k]: the column of `x` named scaling.names[k]
+  for (const std::string& want : scaling.names) {
+    const auto at = std::find(names.begin(), names.end(), want);
+    if (at == names.end()) break;
+    order.push_back(at - names.begin());
+  }
+  if (order.size() != scaling.names.size() || names.size() != scaling.names.size()) {
+    const auto listed = [](const std::vector<std::string>& columns) {
+      std::string out;
+      for (const std::string& c : columns) out += (out.empty() ? "" : ", ") + Printable(c);
+      return out;
+    };
+    throw Error(what + ": feature columns " + listed(names) + "; the training file's are " +
+                listed(scaling.names));
+  }
+  const auto row = [](const std::vector<float>& values) {
+    return torch::tensor(at::ArrayRef<float>(values), torch::kFloat32).reshape({1, -1});
+  };
+  torch::Tensor arranged = x;
+  if (!std::is_sorted(order.begin(), order.end())) {
+    arranged = x.index_select(1, torch::tensor(at::ArrayRef<int64_t>(order), torch::kInt64));
+  }
+  return (arranged - row(scaling.mean)) / row(scaling.sd);
+}
+
 std::string DefaultDataDir(const std::string& name) {
   if (const char* root = std::getenv("FEDPROF_DATA")) {
     if (FileExists(std::string(root) + "/" + name)) return std::string(root) + "/" + name;
@@ -121,20 +162,17 @@ TrainTest LoadData(const RunOptions::Data& options, uint64_t seed) {
     }
     tt.train = LoadCsv(train_file, csv);
     tt.test = LoadCsv(test_file, csv);
-    if (tt.train.x.size(1) != tt.test.x.size(1)) {
-      throw Error(test_file + ": has " + std::to_string(tt.test.x.size(1)) +
-                  " feature columns, the training file " + std::to_string(tt.train.x.size(1)));
-    }
     if (csv.classification) {
       const int64_t classes = std::max(tt.train.num_classes, tt.test.num_classes);
       tt.train.num_classes = tt.test.num_classes = classes;
     }
     // Standardise features with training statistics (features of very
-    // different scales otherwise stall SGD).
-    const torch::Tensor mean = tt.train.x.mean(0, true);
-    const torch::Tensor sd = tt.train.x.std(0, /*unbiased=*/false, true).clamp_min(1e-12);
-    tt.train.x = (tt.train.x - mean) / sd;
-    tt.test.x = (tt.test.x - mean) / sd;
+    // different scales otherwise stall SGD); the test file's columns are
+    // matched to the training file's by name.
+    tt.features = FeatureScalingOf(tt.train.x, tt.train.feature_names);
+    tt.train.x = ScaleFeatures(tt.train.x, tt.train.feature_names, tt.features, train_file);
+    tt.test.x = ScaleFeatures(tt.test.x, tt.test.feature_names, tt.features, test_file);
+    tt.test.feature_names = tt.features.names;
   } else if (name == "memory") {
     const std::shared_ptr<const MemoryData> data = FindMemoryData(options.memory_key);
     tt.train = data->train;

@@ -10,6 +10,7 @@
 #include "fedprof/client/client.h"
 #include "fedprof/config/run_options.h"
 #include "fedprof/data/dataset.h"
+#include "fedprof/data/feature_scaling.h"
 #include "fedprof/data/quality.h"
 
 namespace fedprof {
@@ -18,13 +19,26 @@ struct TrainTest {
   Dataset train;    // what the clients share out
   Dataset test;
   Dataset holdout;  // data.holdout_share of the training set, kept on the server
+  // Tabular data: the scaling train and test went through, which a
+  // deployed client's own table goes through too.
+  FeatureScaling features;
 };
 
 // Loads the training and test sets named by the data.* options (applying
 // data.train_limit / data.test_limit, then setting aside a data.holdout_share
 // of the training set drawn from `seed`). Tabular features are
-// standardised with the training set's column means and standard deviations.
+// standardised with the training set's column means and standard deviations
+// (`features`), the test file's columns taken by name.
 TrainTest LoadData(const RunOptions::Data& options, uint64_t seed);
+
+// The scaling of a training table `x` [n, features] with columns `names`.
+FeatureScaling FeatureScalingOf(const at::Tensor& x, const std::vector<std::string>& names);
+
+// `x` [n, names.size()], columns `names` as read from `what`, put in the
+// scaling's column order and standardised. Throws, naming both lists of
+// columns, unless `names` are the scaling's in some order.
+at::Tensor ScaleFeatures(const at::Tensor& x, const std::vector<std::string>& names, const FeatureScaling& scaling,
+                         const std::string& what);
 
 // Where a named data set lives when data.dir is empty: $FEDPROF_DATA/<name>,
 // then data/<name> under the working directory, then under the directory

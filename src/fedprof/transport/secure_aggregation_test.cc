@@ -362,7 +362,8 @@ TEST(SecureAggregationRunTest, WhatItCannotServeIsRefusedBeforeARound) {
   ExpectError(
       [&] {
         MakePlan(config, ClientsLive::kElsewhere,
-                 TrainTest{testing_support::DrawBlobs(20), testing_support::DrawBlobs(10), Dataset()});
+                 TrainTest{testing_support::DrawBlobs(20), testing_support::DrawBlobs(10), Dataset(),
+                           FeatureScaling()});
       },
       {"secagg.protocol = secagg+: the server sees only the sum", "strategy.aggregator"});
 }

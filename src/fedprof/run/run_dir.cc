@@ -1,6 +1,9 @@
-#include "fedprof/run/run_dir_status.h"
+#include "fedprof/run/run_dir.h"
 
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
@@ -8,6 +11,21 @@
 #include "fedprof/server/checkpoint.h"
 
 namespace fedprof {
+
+void ClaimRunDir(const std::string& dir, ExistingRun existing) {
+  for (const char* done : {"checkpoint.bin", "summary.json"}) {
+    if (existing == ExistingRun::kRefuse && FileExists(dir + "/" + done)) {
+      throw Error(dir + ": holds a run already (" + done + "); continue it with --resume " + dir +
+                  ", give another --out, or replace it with --overwrite (overwrite=True in Python)");
+    }
+  }
+  for (const char* output : kRunOutputs) {
+    const std::string path = dir + "/" + output;
+    if (std::remove(path.c_str()) != 0 && errno != ENOENT) {
+      throw Error(path + ": cannot remove the earlier run's file: " + std::strerror(errno));
+    }
+  }
+}
 
 nlohmann::json RunDirStatus(const std::string& dir) {
   const std::string config_path = dir + "/config.toml";
