@@ -29,7 +29,7 @@ std::string InterruptedAfter(int64_t round) {
   return "interrupted after round " + std::to_string(round) + "; fedprof.resume(out) continues the run";
 }
 
-py::dict RoundDict(const std::string& run, const RoundMetrics& m) {
+py::dict RoundDict(const std::string& run, int64_t rounds, const RoundMetrics& m) {
   py::dict d;
   d["run"] = run;
   d["round"] = m.round;
@@ -47,6 +47,7 @@ py::dict RoundDict(const std::string& run, const RoundMetrics& m) {
   d["virtual_time_s"] = m.virtual_time_s;
   d["energy_wh"] = m.energy_wh;
   d["wall_s"] = m.wall_s;
+  d["line"] = ProgressLine(m, rounds);
   return d;
 }
 
@@ -67,7 +68,7 @@ class PythonObserver final : public RunObserver {
     py::gil_scoped_acquire gil;
     if (!progress_.is_none()) {
       try {
-        progress_(RoundDict(run_, m));
+        progress_(RoundDict(run_, rounds_, m));
       } catch (py::error_already_set& e) {
         // A Ctrl-C while the callback ran surfaces there: it stops the run
         // as one between rounds does.
@@ -86,7 +87,10 @@ class PythonObserver final : public RunObserver {
   }
 
   // The run the next rounds belong to (a comparison runs several).
-  void BeginRun(const RunStartInfo& info) override { run_ = info.run_id; }
+  void BeginRun(const RunStartInfo& info) override {
+    run_ = info.run_id;
+    rounds_ = info.rounds;
+  }
   void EndRun(const std::string&) override {}
   void AddPhase(const std::string&, double) override {}
   void AddResult(int, bool, bool, const std::string&, double) override {}
@@ -99,6 +103,7 @@ class PythonObserver final : public RunObserver {
   py::object progress_;
   PendingException* pending_;
   std::string run_;  // its output directory
+  int64_t rounds_ = 0;  // planned
 };
 
 // Runs `run` (which computes) with the GIL released, and turns how it ends

@@ -999,6 +999,27 @@ TEST(CliTest, VersionNamesTheProjectLibTorchTheCommitAndTheBuild) {
       << r.output;
 }
 
+// reproducibility.md's runs that agree across kinds of CPU: the kernels
+// pinned in the environment reach OpenBLAS (through the binary's start,
+// which sets its threads), and two pinned runs train one model.
+TEST(CliTest, PinnedKernelsReachOpenBlasAndRepeat) {
+  std::string said;
+  if (FILE* p = ::popen("OPENBLAS_VERBOSE=2 OPENBLAS_CORETYPE=Haswell " FEDPROF_CLI " --version 2>&1", "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) said.append(buf, n);
+    ::pclose(p);
+  }
+  EXPECT_NE(said.find("Core: Haswell"), std::string::npos) << said;
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string a = ClearedPath("cli", "pinned_a"), b = ClearedPath("cli", "pinned_b");
+  const std::string run = "env OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 " FEDPROF_CLI " simulate " +
+                          std::string(kSmallRun) + " --set rounds=2 --out ";
+  ASSERT_EQ(std::system((run + a + " > /dev/null 2>&1").c_str()), 0);
+  ASSERT_EQ(std::system((run + b + " > /dev/null 2>&1").c_str()), 0);
+  EXPECT_EQ(Summary(a).at("final_model_sha256"), Summary(b).at("final_model_sha256"));
+}
+
 TEST(CliTest, PrivacyDpWithoutStepsIsNoLoss) {
   const CliResult r = RunCli("privacy dp --noise-multiplier 1.1 --sample-rate 0.01 --steps 0");
   ASSERT_EQ(r.code, 0) << r.output;

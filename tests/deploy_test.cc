@@ -133,12 +133,23 @@ void ExpectSameNumbersAsSimulation(const std::string& name, const std::string& s
   if (ranges.empty()) StartClients(&d, 0, 5, run + " --tls-dir " + certs, dir);
   for (const auto& [a, b] : ranges) {
     const std::string ids = std::to_string(a) + "-" + std::to_string(b);
-    d.clients.push_back(d.procs.Start(
-        kCli, "client --server " + d.address + " --ids " + ids + " " + run + " --tls-dir " + certs,
-        dir + "/clients-" + ids + ".log"));
+    d.clients.push_back(d.procs.Start(kCli,
+                                      "client --server " + d.address + " --ids " + ids + " " + run +
+                                          " --set report.progress=true --tls-dir " + certs,
+                                      dir + "/clients-" + ids + ".log"));
   }
   ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
   for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+  // A process of several clients says a line a round for them all: what
+  // they computed of each of the 3 rounds.
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const std::string output = d.procs.Output(d.clients[i]);
+    const std::string label = "clients " + std::to_string(ranges[i].first) + "-" + std::to_string(ranges[i].second);
+    for (int round = 1; round <= 3; ++round) {
+      EXPECT_NE(output.find(label + ": round " + std::to_string(round) + ": "), std::string::npos) << output;
+    }
+    EXPECT_EQ(output.find("client " + std::to_string(ranges[i].first) + ": round"), std::string::npos) << output;
+  }
 
   const auto simulated = Columns(dir + "/sim/metrics.csv");
   const auto deployed = Columns(dir + "/server/metrics.csv");

@@ -212,3 +212,20 @@ def test_the_guides_idx_writer_writes_the_files_the_data_sets_come_in(tmp_path):
     assert written_labels == labels_file[:4] + count + labels_file[8:8 + n]
     with pytest.raises(ValueError, match="0 .. 255"):
         names["write_client_data"](out, images.astype(np.int64) * 2, labels)
+
+
+def test_the_docs_python_examples_import_only_what_is_installed():
+    """Every module a Python example in the docs imports is there after
+    scripts/install-deps.sh (and the build, for fedprof itself)."""
+    import importlib.util
+    import re
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(BINARY)), "python"))
+    missing = []
+    for name in docs.doc_files(ROOT):
+        for block in re.findall(r"```python\n(.*?)```", read(ROOT, name), re.S):
+            for module in re.findall(r"^(?:>>> )?\s*(?:import|from)\s+([A-Za-z_]\w*)", block, re.M):
+                if importlib.util.find_spec(module) is None:
+                    missing.append(f"{name}: {module}")
+    assert not missing, missing

@@ -80,6 +80,24 @@ def test_the_numbers_do_not_depend_on_the_processs_thread_settings(tmp_path):
     assert fedprof.Run(str(tmp_path / "omp2")).summary["final_model_sha256"] == reference.summary["final_model_sha256"]
 
 
+def test_from_another_directory_it_finds_the_data_and_shows_each_round_once(tmp_path):
+    """As a reader of python.md runs it, outside the repository: MNIST is
+    found beside the repository the package was built in (not beside
+    /usr/bin/python3), and progress=True prints each round's line once."""
+    import importlib.util
+
+    env = {k: v for k, v in os.environ.items() if k != "FEDPROF_DATA"}
+    options = {k: v for k, v in SMALL.items() if k != "report.progress"}
+    options.update({"data.name": "mnist", "rounds": 2})
+    script = f"import fedprof; fedprof.simulate({options!r}, out='run', progress=True)"
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("round")]
+    # With tqdm installed the rounds go to its bar on stderr instead.
+    assert shown == ([] if importlib.util.find_spec("tqdm") else ["1/2", "2/2"]), done.stdout
+
+
 def test_keywords_and_a_config_file_are_options_too(tmp_path):
     config = tmp_path / "small.toml"
     config.write_text("rounds = 2\n[train]\nepochs = 1\n")

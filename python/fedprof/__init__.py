@@ -72,6 +72,10 @@ def _assignments(config, overrides):
 
 
 class _NoProgress:
+    # Python shows whatever progress is asked for: the engine prints no
+    # line of its own (in a notebook its stdout would not show anyway).
+    assignments = ["report.progress=false"]
+
     def __enter__(self):
         return None
 
@@ -79,9 +83,9 @@ class _NoProgress:
         return False
 
 
-class _Progress:
+class _Progress(_NoProgress):
     """progress=True: a tqdm bar where tqdm is installed, else a line per
-    round."""
+    round (the one fedprof simulate prints)."""
 
     def __init__(self, rounds):
         self.rounds = rounds
@@ -104,9 +108,9 @@ class _Progress:
     def _accuracy(m):
         return "-" if m["accuracy"] is None else f"{m['accuracy']:.4f}"
 
-    def line(self, m):
-        print(f"round {m['round']}: accuracy {self._accuracy(m)}, {m['returned']}/{m['selected']} clients",
-              flush=True)
+    @staticmethod
+    def line(m):
+        print(m["line"], flush=True)
 
     def tick(self, m):
         self.bar.set_postfix(accuracy=self._accuracy(m), refresh=False)
@@ -320,9 +324,10 @@ def simulate(config=None, out=None, progress=None, *, strategy=None, selector=No
     out = os.fspath(out) if out is not None else _default_out()
     parts = _Parts(overrides, selector, aggregator, data, model, out, strategy)
     rounds = overrides.get("rounds", (config or {}).get("rounds") if isinstance(config, dict) else None)
-    with _progress(progress, rounds) as callback:
-        _fedprof.simulate(_config_path(config), _assignments(config, overrides) + parts.assignments, out,
-                          callback, parts.selectors, parts.aggregators, bool(overwrite))
+    shown = _progress(progress, rounds)
+    with shown as callback:
+        _fedprof.simulate(_config_path(config), shown.assignments + _assignments(config, overrides) + parts.assignments,
+                          out, callback, parts.selectors, parts.aggregators, bool(overwrite))
     return Run(out, data, parts)
 
 
@@ -403,8 +408,10 @@ def serve(config=None, out=None, progress=None, *, listen="127.0.0.1:50051", tls
     refused unless overwrite=True."""
     out = os.fspath(out) if out is not None else _default_out("python-server")
     parts = _Parts(overrides, selector, aggregator, strategy=strategy)
-    with _progress(progress, overrides.get("rounds")) as callback:
-        _fedprof.serve(_config_path(config), _assignments(config, overrides) + parts.assignments, out, listen,
+    shown = _progress(progress, overrides.get("rounds"))
+    with shown as callback:
+        _fedprof.serve(_config_path(config), shown.assignments + _assignments(config, overrides) + parts.assignments,
+                       out, listen,
                        os.fspath(tls_dir) if tls_dir else "", bool(insecure), callback, parts.selectors,
                        parts.aggregators, bool(overwrite))
     return Run(out, None, parts)
@@ -420,8 +427,10 @@ def resume(out, progress=None, *, strategy=None, selector=None, aggregator=None,
     parts = _Parts({}, selector, aggregator, strategy=strategy)
     if data is not None and not isinstance(data, Dataset):
         raise TypeError(f"data: expected a fedprof.Dataset, got {type(data).__name__}")
-    with _progress(progress, overrides.get("rounds")) as callback:
-        _fedprof.resume(out, _assignments(None, overrides), callback, parts.selectors, parts.aggregators)
+    shown = _progress(progress, overrides.get("rounds"))
+    with shown as callback:
+        _fedprof.resume(out, shown.assignments + _assignments(None, overrides), callback, parts.selectors,
+                        parts.aggregators)
     return Run(out, data, parts)
 
 
@@ -552,7 +561,9 @@ def compare(strategies, seeds=1, config=None, out=None, progress=None, *, data=N
         for part in python_parts:
             parts.add(part)
         specs.append(spec)
-    with _progress(progress, None) as callback:
-        table = _fedprof.compare(_config_path(config), _assignments(config, overrides) + parts.assignments, specs,
-                                 int(seeds), out, callback, parts.selectors, parts.aggregators, bool(overwrite))
+    shown = _progress(progress, None)
+    with shown as callback:
+        table = _fedprof.compare(_config_path(config), shown.assignments + _assignments(config, overrides)
+                                 + parts.assignments, specs, int(seeds), out, callback, parts.selectors,
+                                 parts.aggregators, bool(overwrite))
     return Comparison(out, table, data, parts)

@@ -203,7 +203,9 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
       }
     }
     const double compute_s = std::chrono::duration<double>(Clock::now() - start).count();
-    if (options_.progress) {
+    if (options_.progress && swarm_->many()) {
+      swarm_->Computed(ins.round, ins.train.epochs > 0, result.ok, compute_s);
+    } else if (options_.progress) {
       LogProgress("client " + std::to_string(options_.id) + ": round " + std::to_string(ins.round) +
                   (ins.train.epochs > 0 ? " trained" : " reported") + " in " + std::to_string(compute_s) +
                   " s" + (result.ok ? "" : " (failed: " + result.error + ")"));
@@ -280,7 +282,7 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
       LeaveSecAgg(std::string("refused the server's secure aggregation: ") + e.what());
       return;
     }
-    if (next.delivered && options_.progress) {
+    if (next.delivered && options_.progress && !swarm_->many()) {
       LogProgress("client " + std::to_string(options_.id) + ": round " + std::to_string(secagg_->round()) +
                   " masked model delivered");
     }
@@ -327,7 +329,7 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
     if (reply.reason().rfind("unknown session", 0) == 0) connection_.Forget();
     const int64_t round = secagg_->round();
     LeaveSecAgg(reply.reason().empty() ? "" : "secure aggregation ended: " + Printable(reply.reason(), 400));
-    if (reply.reason().empty() && options_.progress) {
+    if (reply.reason().empty() && options_.progress && !swarm_->many()) {
       LogProgress("client " + std::to_string(options_.id) + ": round " + std::to_string(round) +
                   " model in the secure sum");
     }
@@ -468,10 +470,14 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
 std::vector<std::string> RunGrpcClients(const std::vector<GrpcClientOptions>& clients,
                                         const std::vector<GrpcClientWork>& work, int workers) {
   if (clients.size() != work.size()) throw Error("RunGrpcClients: one work per client");
+  if (clients.empty()) return {};
   for (const GrpcClientOptions& o : clients) {
     if (o.id < 0) throw Error("--id: a client id >= 0 is required");
   }
-  ClientSwarm swarm(workers, static_cast<int>(clients.size()));
+  const auto [lowest, highest] = std::minmax_element(
+      clients.begin(), clients.end(), [](const GrpcClientOptions& a, const GrpcClientOptions& b) { return a.id < b.id; });
+  ClientSwarm swarm(workers, static_cast<int>(clients.size()),
+                    "clients " + std::to_string(lowest->id) + "-" + std::to_string(highest->id));
   std::vector<std::shared_ptr<DeploymentClient>> running;
   running.reserve(clients.size());
   for (size_t i = 0; i < clients.size(); ++i) {

@@ -35,7 +35,7 @@ struct GrpcClientOptions {
   // How long one task request may wait at the server (which caps it at
   // 30 s); heartbeats pause while one waits.
   double pull_wait_s = 25;
-  bool progress = true;     // a line per task on stdout
+  bool progress = true;     // a line per task on stdout; of several clients, a line a round
   // What this client demands of secure aggregation, from its own config:
   // a task that breaks it is refused (a failed result saying why).
   SecAggPolicy secagg;

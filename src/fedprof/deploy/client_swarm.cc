@@ -1,8 +1,12 @@
 #include "fedprof/deploy/client_swarm.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <string>
 #include <utility>
 
+#include "fedprof/core/log.h"
 #include "fedprof/deploy/tls.h"
 
 namespace fedprof {
@@ -82,8 +86,30 @@ void TimerThread::Loop() {
   }
 }
 
-ClientSwarm::ClientSwarm(int workers, int clients)
-    : many_(clients > 1), work_(workers), unfinished_(clients) {}
+ClientSwarm::ClientSwarm(int workers, int clients, std::string label)
+    : many_(clients > 1), work_(workers), unfinished_(clients), label_(std::move(label)) {}
+
+void ClientSwarm::Computed(int64_t round, bool trained, bool ok, double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (round <= printed_) return;
+  Tally& t = tallies_[round];
+  ++(ok ? (trained ? t.trained : t.reported) : t.failed);
+  t.slowest_s = std::max(t.slowest_s, seconds);
+  PrintRoundsBefore(round);
+}
+
+void ClientSwarm::PrintRoundsBefore(int64_t round) {
+  while (!tallies_.empty() && tallies_.begin()->first < round) {
+    const auto& [r, t] = *tallies_.begin();
+    char slowest[32];
+    std::snprintf(slowest, sizeof(slowest), "%.2f", t.slowest_s);
+    LogProgress(label_ + ": round " + std::to_string(r) + ": " + std::to_string(t.trained) + " trained, " +
+                std::to_string(t.reported) + " reported, " + std::to_string(t.failed) + " failed (slowest " +
+                slowest + " s)");
+    printed_ = r;
+    tallies_.erase(tallies_.begin());
+  }
+}
 
 void ClientSwarm::Finished() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -93,6 +119,7 @@ void ClientSwarm::Finished() {
 void ClientSwarm::AwaitAll() {
   std::unique_lock<std::mutex> lock(mutex_);
   finished_cv_.wait(lock, [&] { return unfinished_ == 0; });
+  PrintRoundsBefore(std::numeric_limits<int64_t>::max());
 }
 
 std::shared_ptr<const ClientSwarm::Roster> ClientSwarm::RosterOf(const std::string& tls_dir) {

@@ -65,10 +65,19 @@ class ClientSwarm {
  public:
   using Roster = std::map<int64_t, std::string>;
 
-  ClientSwarm(int workers, int clients);
+  // `label` names the clients in progress lines ("clients 0-4").
+  ClientSwarm(int workers, int clients, std::string label = "");
 
-  // More than one client: each says why it ended as it ends.
+  // More than one client: each says why it ended as it ends, and their
+  // tasks are told a line a round (Computed), not a line a task.
   bool many() const { return many_; }
+
+  // A task of round `round` computed by one of the clients: a training
+  // task (`trained`) or a report, `ok` or failed, in `seconds`. The tally
+  // of a round is printed in one line once a later round's task is
+  // computed, or when the clients have all ended; what comes for a round
+  // already printed is left out.
+  void Computed(int64_t round, bool trained, bool ok, double seconds);
   WorkerPool& work() { return work_; }
   TimerThread& timers() { return timers_; }
 
@@ -89,6 +98,15 @@ class ClientSwarm {
   std::condition_variable finished_cv_;
   int unfinished_;
   std::map<std::string, std::shared_ptr<const Roster>> rosters_;
+
+  struct Tally {
+    int trained = 0, reported = 0, failed = 0;
+    double slowest_s = 0;
+  };
+  void PrintRoundsBefore(int64_t round);  // with mutex_ held
+  const std::string label_;
+  std::map<int64_t, Tally> tallies_;  // rounds not printed yet
+  int64_t printed_ = 0;               // the last round printed
 };
 
 }  // namespace fedprof

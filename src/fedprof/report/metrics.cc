@@ -75,4 +75,18 @@ int64_t FirstRoundReaching(const std::vector<RoundMetrics>& rows, double target)
   return -1;
 }
 
+std::string ProgressLine(const RoundMetrics& m, int64_t rounds) {
+  char acc[64] = "      -", loss[64] = "      -", line[256];
+  if (m.evaluated) {
+    std::snprintf(acc, sizeof(acc), "%.4f", m.accuracy);
+    std::snprintf(loss, sizeof(loss), "%.4f", m.loss);
+  }
+  std::snprintf(line, sizeof(line),
+                "round %4lld/%lld  acc %s  loss %s  clients %d/%d  time %9.1f s  energy "
+                "%8.3f Wh  wall %6.1f s",
+                static_cast<long long>(m.round), static_cast<long long>(rounds), acc, loss, m.returned,
+                m.selected, m.virtual_time_s, m.energy_wh, m.wall_s);
+  return line;
+}
+
 }  // namespace fedprof

@@ -78,6 +78,10 @@ struct MetricsColumns {
 // come federated evaluation's.
 std::string MetricsCsv(const std::vector<RoundMetrics>& rows, const MetricsColumns& columns);
 
+// The line a run prints after round m of `rounds` (report.progress), and
+// that Python's progress=True prints.
+std::string ProgressLine(const RoundMetrics& m, int64_t rounds);
+
 // evaluation.csv: its header, and the rows of one round's evaluations.
 std::string EvaluationHeader();
 std::string EvaluationRows(int64_t round, const std::vector<ClientEvaluation>& evaluations);

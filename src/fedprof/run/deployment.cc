@@ -383,7 +383,7 @@ void RunClient(const Config& config, const ClientOptions& options) {
     o.bandwidth_mhz = options.bandwidth_mhz;
     o.model_sha256 = module_sha256;
     o.give_up_s = options.give_up_s;
-    o.progress = clients.size() == 1 && run.report.progress;
+    o.progress = run.report.progress;  // of several clients, one line a round for them all
     o.secagg = policy;
     if (policy.noise.kind == NoiseKind::kKeyed)
       o.secagg.noise.key = ReadNoiseKey(ClientNoiseKeyPath(key_dir, o.id));

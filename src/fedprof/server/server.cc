@@ -503,18 +503,6 @@ void Server::EvaluateRound(int64_t round, const FlatParams& global, RoundMetrics
   }
 }
 
-void Server::LogRound(const RoundMetrics& m) const {
-  char acc[64] = "      -", loss[64] = "      -", line[256];
-  if (m.evaluated) {
-    std::snprintf(acc, sizeof(acc), "%.4f", m.accuracy);
-    std::snprintf(loss, sizeof(loss), "%.4f", m.loss);
-  }
-  std::snprintf(line, sizeof(line),
-                "round %4lld/%lld  acc %s  loss %s  clients %d/%d  time %9.1f s  energy "
-                "%8.3f Wh  wall %6.1f s",
-                static_cast<long long>(m.round), static_cast<long long>(options_.rounds), acc, loss,
-                m.returned, m.selected, m.virtual_time_s, m.energy_wh, m.wall_s);
-  LogProgress(line);
-}
+void Server::LogRound(const RoundMetrics& m) const { LogProgress(ProgressLine(m, options_.rounds)); }
 
 }  // namespace fedprof

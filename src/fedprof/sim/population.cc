@@ -1,6 +1,7 @@
 #include "fedprof/sim/population.h"
 
 #include <torch/torch.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,11 +21,14 @@
 namespace fedprof {
 namespace {
 
-std::string ExecutableDir() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string path(buf, static_cast<size_t>(n));
+// The directory of the file this code was loaded from: build/fedprof's,
+// or the Python extension's (whose process is /usr/bin/python3).
+std::string CodeDir() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&DefaultDataDir), &info) == 0 || info.dli_fname == nullptr) return ".";
+  char resolved[PATH_MAX];
+  if (::realpath(info.dli_fname, resolved) == nullptr) return ".";
+  const std::string path(resolved);
   return path.substr(0, path.rfind('/'));
 }
 
@@ -130,7 +134,14 @@ std::string DefaultDataDir(const std::string& name) {
     return "/usr/share/datasets/fashion-mnist";
   }
   if (FileExists("data/" + name)) return "data/" + name;
-  return ExecutableDir() + "/../data/" + name;
+  // data/NAME in the directories above the code: the repository's data/
+  // for build/fedprof and for build/python/fedprof/_fedprof*.so alike.
+  std::string dir = CodeDir();
+  for (int up = 0; up < 4 && dir.size() > 1; ++up) {
+    dir = dir.substr(0, std::max<size_t>(dir.rfind('/'), 1));
+    if (FileExists(dir + "/data/" + name)) return dir + "/data/" + name;
+  }
+  return CodeDir() + "/../data/" + name;
 }
 
 TrainTest LoadData(const RunOptions::Data& options, uint64_t seed) {

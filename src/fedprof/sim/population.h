@@ -41,9 +41,10 @@ at::Tensor ScaleFeatures(const at::Tensor& x, const std::vector<std::string>& na
                          const std::string& what);
 
 // Where a named data set lives when data.dir is empty: $FEDPROF_DATA/<name>,
-// then data/<name> under the working directory, then under the directory
-// above the executable's; Fashion-MNIST defaults to Debian's
-// /usr/share/datasets/fashion-mnist.
+// then data/<name> under the working directory, then data/<name> in the
+// nearest of the four directories above the code's file (the fedprof
+// binary, or the Python extension: the repository's data/ for both);
+// Fashion-MNIST defaults to Debian's /usr/share/datasets/fashion-mnist.
 std::string DefaultDataDir(const std::string& name);
 
 // The simulated clients of a config: who holds which samples of `train`
