@@ -13,7 +13,7 @@ CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON
 # thread (see tools/fedprof/main.cc).
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: all deps build run test docs bench clean asan-build test-asan fuzz
+.PHONY: all deps build run test test-unit docs bench clean asan-build test-asan fuzz
 
 # The sanitizer build: clang-14 with AddressSanitizer, UndefinedBehaviorSanitizer
 # and libFuzzer's coverage instrumentation (CMakeLists.txt, FEDPROF_FUZZ), at
@@ -44,8 +44,14 @@ run: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS) --target fedprof_cli
 	$(BUILD)/fedprof compare --config configs/default.toml --strategies fedavg,fedprof --seeds 1
 
+# Every test, then the ten slowest (scripts/slowest_tests.py).
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -O ctest.log; status=$$?; \
+	  /usr/bin/python3 $(CURDIR)/scripts/slowest_tests.py ctest.log; exit $$status
+
+# The inner loop: the in-process unit tests only (ctest -L unit).
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
 
 docs: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS) --target fedprof_cli fedprof_python fedprof_python_package
@@ -58,10 +64,11 @@ bench: build
 $(ASAN_BUILD)/build.ninja:
 	cmake -S . -B $(ASAN_BUILD) $(ASAN_CMAKE_FLAGS)
 
-# The test binary lists its tests at build time (gtest_discover_tests), so
+# The test binary lists its tests at build time (cmake/gtest_suites.cmake), so
 # the sanitizer settings apply to the build too.
 asan-build: deps $(ASAN_BUILD)/build.ninja
-	$(SANITIZER_ENV) cmake --build $(ASAN_BUILD) -j $(JOBS) --target fedprof_tests fedprof_cli rogue_client fuzz_targets
+	$(SANITIZER_ENV) cmake --build $(ASAN_BUILD) -j $(JOBS) --target fedprof_tests_ctest fedprof_cli rogue_client \
+	  fuzz_targets
 
 test-asan: asan-build
 	cd $(ASAN_BUILD) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS)

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "fedprof/core/single_threaded_ops.h"
-#include "fedprof/deploy/client.h"
-#include "fedprof/deploy/server.h"
+#include "fedprof/deploy/client/client.h"
+#include "fedprof/deploy/server/grpc_transport.h"
 
 namespace {
 

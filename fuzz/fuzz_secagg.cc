@@ -15,7 +15,7 @@
 //   11:   a task's SecAggSetup (proto/federation.proto) as a client checks
 //         it, and what it accepts back through SetupToWire;
 //   12:   a SecAggRequest from client 0 to the server's side of a
-//         deployment's session (deploy/secagg_sessions.h), which must
+//         deployment's session (deploy/server/secagg_sessions.h), which must
 //         answer it exactly once;
 //   13, 14: a Roster, a RosterSignature, through FromWire and back;
 //   15:   a Roster given to an honest client at round 0′ of that session:
@@ -26,10 +26,10 @@
 
 #include <memory>
 
+#include "fedprof/deploy/server/secagg_sessions.h"
 #include "fedprof/secagg/client.h"
 #include "fedprof/secagg/server.h"
 #include "fedprof/secagg/wire.h"
-#include "fedprof/deploy/secagg_sessions.h"
 #include "fuzz/fuzz_common.h"
 
 namespace {

@@ -13,6 +13,7 @@
 #include "fedprof/config/options.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/run_observer.h"
+#include "fedprof/distributed/rank_environment.h"
 #include "fedprof/report/metrics.h"
 #include "fedprof/run/comparison.h"
 #include "fedprof/run/deployment.h"
@@ -136,10 +137,7 @@ void RunReleased(PendingException& pending, F run) {
 // message (the key, the valid values, the nearest option's name).
 Config ConfigFrom(const std::string& path, const std::vector<std::string>& assignments) {
   try {
-    Config config;
-    if (!path.empty()) config.MergeTomlFile(path);
-    for (const std::string& a : assignments) config.SetAssignment(a, "fedprof.simulate");
-    return config;
+    return Config::Load(path, assignments, "fedprof.simulate");
   } catch (const Error& e) {
     throw py::value_error(e.what());
   }
@@ -168,6 +166,8 @@ PYBIND11_MODULE(_fedprof, m) {
   using namespace fedprof::python;  // NOLINT: this module's own helpers
   m.doc() = "The FedProf engine (use the fedprof package, not this module).";
   m.def("options", &Options, "Every option of a run: name, type, default, valid values, description.");
+  m.def("rank_environment", &fedprof::LocalRankEnvironment,
+        "The torchrun variables of rank `rank` of `nproc` on this machine, as fedprof launch sets them.");
   // Each run takes the Python selectors and aggregators its options name
   // (registered for the call), and progress, a callable or None.
   m.def(

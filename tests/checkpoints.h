@@ -3,6 +3,11 @@
 
 // Watching a running process's checkpoint from a test.
 
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -33,6 +38,23 @@ inline int64_t WaitForCheckpoint(const std::string& dir, int64_t round, double t
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return at;
+}
+
+// Runs `fedprof <arguments>` and SIGKILLs it once round `round` of `out` is
+// checkpointed; fails when the run ended first.
+inline void KillOnceCheckpointed(const std::string& arguments, const std::string& out, int64_t round) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = std::string("exec ") + FEDPROF_CLI + " " + arguments + " >/dev/null 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  WaitForCheckpoint(out, round, 120);
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it could be killed";
 }
 
 }  // namespace fedprof::testing_support

@@ -45,6 +45,17 @@ inline std::string FirstColumns(const std::string& path, int n) {
   return out;
 }
 
+// A CSV file without its last column.
+inline std::string WithoutLastColumn(const std::string& path) {
+  std::istringstream in(ReadFile(path));
+  std::string line, out;
+  while (std::getline(in, line)) out += line.substr(0, line.rfind(',')) + "\n";
+  return out;
+}
+
+// metrics.csv without wall_s, the one column that is not reproducible.
+inline std::string MetricsWithoutWall(const std::string& dir) { return WithoutLastColumn(dir + "/metrics.csv"); }
+
 }  // namespace fedprof::testing_support
 
 #endif  // FEDPROF_TESTS_CSV_COLUMNS_H_

@@ -286,9 +286,9 @@ TEST(MonitorTest, DeploymentShowsConnectedClientsAndAKilledOneTimingOut) {
   ASSERT_EQ(std::system(("bash " FEDPROF_SOURCE_DIR "/scripts/make-certs.sh " + certs +
                          " 4 > /dev/null 2>&1").c_str()),
             0);
-  // Enough rounds (about 0.15 s each) for the scrapes to see the run go on
-  // with one client fewer before it ends.
-  const std::string run = SmallRun(4, 1.0, 100) +
+  // Enough rounds (about 0.15 s each, 9 s in all) for the scrapes to see the
+  // run go on with one client fewer (2 s of heartbeats) before it ends.
+  const std::string run = SmallRun(4, 1.0, 60) +
                           " --set deploy.heartbeat_s=0.2 --set deploy.heartbeat_timeout_s=2 "
                           "--set deploy.round_timeout_s=60 --set deploy.start_timeout_s=60";
   Processes procs;

@@ -46,8 +46,8 @@
 #include "federation.grpc.pb.h"
 #include "fedprof/aggregation/model_sum.h"
 #include "fedprof/core/error.h"
-#include "fedprof/deploy/client.h"
-#include "fedprof/deploy/tls.h"
+#include "fedprof/deploy/client/client.h"
+#include "fedprof/deploy/shared/tls.h"
 #include "fedprof/protocol/wire.h"
 
 namespace {

@@ -5,6 +5,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -23,6 +24,25 @@ inline std::string SmallRun(int clients, double fraction, int rounds) {
          "--set quality.salt_pepper=0.2 --set quality.irrelevant=0.1 "
          "--set data.holdout_share=0.1 --set report.progress=false";
 }
+
+// A small but real run without rounds or a partition of its own: 3000
+// Fashion-MNIST images among 10 clients, 4 of them a round, some of them
+// blurred, noisy or irrelevant.
+inline constexpr const char* kSmallRun =
+    "--set data.train_limit=3000 --set data.test_limit=500 --set clients.count=10 "
+    "--set strategy.fraction=0.4 --set train.epochs=1 --set quality.blurred=0.2 "
+    "--set quality.salt_pepper=0.2 --set quality.irrelevant=0.1 --set report.progress=false";
+
+// FedProf's run of the CLI tests: 20 clients, 5 a round, 55% of them with
+// blurred, noisy or irrelevant (MNIST) data, a reference set held out.
+inline constexpr const char* kFedProfRun =
+    "--set data.train_limit=4000 --set data.test_limit=500 --set clients.count=20 "
+    "--set strategy.fraction=0.25 --set train.epochs=1 --set quality.blurred=0.25 "
+    "--set quality.salt_pepper=0.25 --set quality.irrelevant=0.15 --set quality.irrelevant_source=mnist "
+    "--set strategy.name=fedprof --set data.holdout_share=0.1 --set report.progress=false";
+
+// The lines of a text (its newlines).
+inline int CountLines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
 struct CliResult {
   int code = -1;       // exit status; -1 when the tool did not exit normally

@@ -16,12 +16,11 @@
 #include "fedprof/config/config.h"
 #include "fedprof/core/files.h"
 #include "fedprof/run/simulation.h"
+#include "tests/test_dirs.h"
 
 namespace fedprof::testing_support {
 
 using Settings = std::vector<std::pair<std::string, std::string>>;
-
-inline bool HaveFashionMnist() { return FileExists("/usr/share/datasets/fashion-mnist"); }
 
 // Runs `simulate` with `defaults`, then `sets`, applied in order, into a
 // fresh directory of the test's temporary directory named `name`; returns

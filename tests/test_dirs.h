@@ -29,6 +29,10 @@ inline std::string FreshDir(const std::string& suite, const std::string& name) {
   return dir;
 }
 
+// Whether Debian's Fashion-MNIST (install-deps) is here; tests of real runs
+// skip without it.
+inline bool HaveFashionMnist() { return FileExists("/usr/share/datasets/fashion-mnist"); }
+
 }  // namespace fedprof::testing_support
 
 #endif  // FEDPROF_TESTS_TEST_DIRS_H_

@@ -338,8 +338,8 @@ def _free_port():
 
 
 def _rank_environment(rank, nproc, port):
-    return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(nproc),
-            "RANK": str(rank), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(nproc)}
+    # The CLI's own (fedprof launch): one home for what a rank is given.
+    return dict(_fedprof.rank_environment(rank, nproc, port))
 
 
 def launch(config=None, nproc=2, out=None, progress=None, *, strategy=None, selector=None, aggregator=None,

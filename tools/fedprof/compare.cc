@@ -14,8 +14,8 @@
 
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
-#include "fedprof/distributed/rank_group.h"
 #include "fedprof/core/text.h"
+#include "fedprof/distributed/rank_group.h"
 #include "fedprof/run/comparison.h"
 #include "tools/fedprof/commands.h"
 
@@ -103,9 +103,7 @@ Runner AddCompare(CLI::App& app) {
       throw Error("compare: runs in one process (WORLD_SIZE is set); launch each run with "
                   "fedprof launch --nproc N -- simulate ...");
     }
-    Config config;
-    if (!args->config.empty()) config.MergeTomlFile(args->config);
-    for (const auto& s : args->sets) config.SetAssignment(s);
+    Config config = Config::Load(args->config, args->sets);
     const std::vector<std::string> strategies = SplitList(args->strategies);
     const std::string out =
         args->out.empty() ? DefaultOutDir(args->config, "compare") : args->out;

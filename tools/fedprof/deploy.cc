@@ -8,7 +8,7 @@
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
-#include "fedprof/deploy/tls.h"
+#include "fedprof/deploy/shared/tls.h"
 #include "fedprof/privacy/noise_source.h"
 #include "fedprof/run/deployment.h"
 #include "tools/fedprof/commands.h"
@@ -74,9 +74,7 @@ Runner AddServer(CLI::App& app) {
       std::printf("outputs in %s\n", args->resume.c_str());
       return;
     }
-    Config config;
-    if (!args->config.empty()) config.MergeTomlFile(args->config);
-    for (const auto& s : args->sets) config.SetAssignment(s);
+    Config config = Config::Load(args->config, args->sets);
     const std::string out = args->out.empty() ? DefaultOutDir(args->config, "server") : args->out;
     RunServer(config, out, args->serve, monitor_server.get(),
               args->overwrite ? ExistingRun::kReplace : ExistingRun::kRefuse);
@@ -121,9 +119,7 @@ Runner AddClient(CLI::App& app) {
     if (id->count() + ids->count() == 0) throw Error("client: give --id K (or --ids A-B)");
     if (ids->count() > 0) std::tie(args->client.id, args->client.last_id) = ParseIdRange(args->ids);
     args->client.fit_none = args->fit == "none";
-    Config config;
-    if (!args->config.empty()) config.MergeTomlFile(args->config);
-    for (const auto& s : args->sets) config.SetAssignment(s);
+    Config config = Config::Load(args->config, args->sets);
     RunClient(config, args->client);
   };
 }

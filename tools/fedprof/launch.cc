@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fedprof/core/error.h"
+#include "fedprof/distributed/rank_environment.h"
 #include "tools/fedprof/commands.h"
 
 extern char** environ;
@@ -67,23 +68,16 @@ double Now() {
 
 // The environment of rank `rank`: this one's, with the torchrun variables set.
 std::vector<std::string> RankEnvironment(int rank, int nproc, int port) {
-  const std::vector<std::string> ours = {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK",
-                                         "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"};
+  const auto ours = LocalRankEnvironment(rank, nproc, port);
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
     const std::string name = entry.substr(0, entry.find('='));
     bool replaced = false;
-    for (const std::string& o : ours) replaced = replaced || name == o;
+    for (const auto& [key, value] : ours) replaced = replaced || name == key;
     if (!replaced) env.push_back(entry);
   }
-  env.push_back("MASTER_ADDR=127.0.0.1");
-  env.push_back("MASTER_PORT=" + std::to_string(port));
-  env.push_back("WORLD_SIZE=" + std::to_string(nproc));
-  env.push_back("RANK=" + std::to_string(rank));
-  env.push_back("LOCAL_RANK=" + std::to_string(rank));
-  env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(nproc));
-  env.push_back("GROUP_RANK=0");
+  for (const auto& [key, value] : ours) env.push_back(key + "=" + value);
   return env;
 }
 

@@ -23,9 +23,7 @@ namespace {
 
 // A run's DP options from its config (--config/--set).
 RunOptions RunConfig(const std::string& config_path, const std::vector<std::string>& sets) {
-  Config config;
-  if (!config_path.empty()) config.MergeTomlFile(config_path);
-  for (const auto& s : sets) config.SetAssignment(s);
+  Config config = Config::Load(config_path, sets);
   const RunOptions& o = config.options();
   if (o.dp.mode == "off")
     throw Error("privacy dp: the run has dp.mode = off: it releases its models without noise");

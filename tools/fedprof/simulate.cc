@@ -72,9 +72,7 @@ Runner AddSimulate(CLI::App& app) {
       std::printf("outputs in %s\n", args->resume.c_str());
       return;
     }
-    Config config;
-    if (!args->config.empty()) config.MergeTomlFile(args->config);
-    for (const auto& s : args->sets) config.SetAssignment(s);
+    Config config = Config::Load(args->config, args->sets);
     const std::string out = args->out.empty() ? DefaultOutDir(args->config) : args->out;
     RunSimulation(config, out, monitor.get(), args->overwrite ? ExistingRun::kReplace : ExistingRun::kRefuse);
     std::printf("outputs in %s (metrics.csv, clients.csv, summary.json, config.toml)\n",

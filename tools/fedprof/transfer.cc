@@ -28,10 +28,7 @@ struct TransferArgs {
 };
 
 Config ReadConfig(const TransferArgs& args) {
-  Config config;
-  if (!args.config.empty()) config.MergeTomlFile(args.config);
-  for (const auto& s : args.sets) config.SetAssignment(s);
-  return config;
+  return Config::Load(args.config, args.sets);
 }
 
 CLI::App* AddCommon(CLI::App& app, const char* name, const char* help, TransferArgs* args,

@@ -5,7 +5,7 @@
 // "User-level DP"): DP-FedAvg (McMahan, Ramage, Talwar and Zhang, ICLR
 // 2018) with fixed or adaptive clipping (Andrew, Thakkar, McMahan and
 // Ramaswamy, NeurIPS 2021). Each client clips its update w_k − θ to the
-// round's clip norm C (ClipUpdate); the server re-checks the norm, adds the
+// round's clip norm C (privacy/update_clipping.h); the server re-checks the norm, adds the
 // clipped updates with weight 1 (never the claimed sample counts), adds
 // N(0, z_Δ² C²) to each coordinate of the sum once, and divides by the
 // expected number of clients qN (the fixed-denominator estimator). The
@@ -29,18 +29,9 @@
 #include "fedprof/core/params.h"
 #include "fedprof/privacy/distributed_dp.h"
 #include "fedprof/privacy/noise_source.h"
+#include "fedprof/privacy/update_clipping.h"
 
 namespace fedprof {
-
-// ||w − start||₂, summed in index order in double: the same bits wherever
-// it is computed (client, server, any thread).
-double UpdateNorm(const FlatParams& start, const FlatParams& w);
-
-// Clips the update w − start to L2 norm `clip` (> 0), keeping its
-// direction: afterwards UpdateNorm(start, *w) <= clip holds exactly, float
-// rounding included. Returns whether the update was within `clip` before
-// (Andrew et al.'s indicator b_k; then *w is unchanged).
-bool ClipUpdate(const FlatParams& start, double clip, FlatParams* w);
 
 struct DpFedAvgOptions {
   double noise_multiplier = 1.0;  // z: noise sd over the clip norm (of the whole mechanism)

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "fedprof/aggregation/dp_fedavg.h"
+#include "fedprof/privacy/update_clipping.h"
 #include "fedprof/protocol/sketch.h"
 
 namespace fedprof {

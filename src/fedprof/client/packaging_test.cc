@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "fedprof/aggregation/dp_fedavg.h"
+#include "fedprof/privacy/update_clipping.h"
 #include "fedprof/protocol/sketch.h"
 
 namespace fedprof {

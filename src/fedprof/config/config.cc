@@ -129,6 +129,14 @@ void Config::MergeTomlString(const std::string& text, const std::string& origin)
   Flatten(table, "", origin, *this);
 }
 
+Config Config::Load(const std::string& path, const std::vector<std::string>& assignments,
+                    const std::string& origin) {
+  Config config;
+  if (!path.empty()) config.MergeTomlFile(path);
+  for (const std::string& a : assignments) config.SetAssignment(a, origin);
+  return config;
+}
+
 void Config::MergeTomlFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error(path + ": cannot open config file");

@@ -18,6 +18,10 @@ namespace fedprof {
 class Config {
  public:
   Config();  // all defaults
+  // The defaults, then the TOML file at `path` (none when empty), then each
+  // "key=value" of `assignments` in order: what --config and --set give.
+  static Config Load(const std::string& path, const std::vector<std::string>& assignments,
+                     const std::string& origin = "--set");
 
   // Merges a TOML file; [section] key = value sets "section.key".
   void MergeTomlFile(const std::string& path);

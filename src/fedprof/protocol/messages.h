@@ -27,6 +27,14 @@ struct TrainOptions {
   double weight_decay = 0;
 };
 
+// What the server knows about a client without seeing its data: what it
+// registered with (a deployment) or the population says (a simulation).
+struct ClientInfo {
+  int id = -1;
+  int64_t num_samples = 0;      // |D_k| as the client states it (bounded by the transport)
+  double expected_time_s = -1;  // a round's expected duration; < 0 when unknown
+};
+
 // What a client reports besides its model, computed with θ as received
 // before training (and, for the sketch, from what training changed).
 struct ReportRequest {

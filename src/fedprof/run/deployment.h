@@ -2,8 +2,8 @@
 #define FEDPROF_RUN_DEPLOYMENT_H_
 
 // Federated training with the clients on other machines: `fedprof server`
-// and `fedprof client` over gRPC (deploy/server.h,
-// deploy/client.h), secured by mutual TLS unless told otherwise.
+// and `fedprof client` over gRPC (deploy/server/grpc_transport.h,
+// deploy/client/client.h), secured by mutual TLS unless told otherwise.
 
 #include <string>
 #include <utility>
@@ -80,7 +80,7 @@ struct RelayOptions {
 };
 
 // Relays between the server and the clients that connect to it
-// (deploy/relay.h), until the server says the run is done. Needs no
+// (deploy/relay/relay.h), until the server says the run is done. Needs no
 // config: the server says what its clients train. `observer` (null: none)
 // hears of its clients and their results.
 void RunRelay(const RelayOptions& options, RunObserver* observer = nullptr);

@@ -9,7 +9,6 @@
 #include "fedprof/core/params.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/protocol/messages.h"
-#include "fedprof/transport/transport.h"
 
 namespace fedprof {
 

@@ -176,9 +176,9 @@ void Server::EvaluateFederated(int64_t round, const FlatParams& global, RoundMet
 // One attempt's results as they arrive: each checked and folded into the
 // server's sum and the tally; a relay's partial sum checked against the
 // accepted results it names, whose models it carries.
-class Server::Intake {
+class Server::ResultFold {
  public:
-  Intake(Server& server, int64_t round, const FlatParams& global, Tally* tally)
+  ResultFold(Server& server, int64_t round, const FlatParams& global, Tally* tally)
       : server_(server), round_(round), global_(global), tally_(tally) {}
 
   std::string Take(size_t index, FitResult&& r) {
@@ -290,12 +290,12 @@ class Server::Intake {
 void Server::TrainSelected(int64_t round, const std::vector<ClientInstructions>& selected,
                            const FlatParams& global, Tally* tally) {
   tally->selected += static_cast<int>(selected.size());
-  Intake intake(*this, round, global, tally);
+  ResultFold fold(*this, round, global, tally);
   transport_.Fit(selected, Transport::ResultSink(
-                               [&](size_t index, FitResult&& r) { return intake.Take(index, std::move(r)); },
+                               [&](size_t index, FitResult&& r) { return fold.Take(index, std::move(r)); },
                                [&](const std::vector<size_t>& indices, const ModelSum* part,
-                                   const std::string& lost) { return intake.TakeSum(indices, part, lost); }));
-  intake.LoseAwaiting();
+                                   const std::string& lost) { return fold.TakeSum(indices, part, lost); }));
+  fold.LoseAwaiting();
 }
 
 void Server::CollectReports(const std::vector<ClientInfo>& available, const FlatParams& global,

@@ -146,7 +146,7 @@ class Server {
 
  private:
   struct Tally;
-  class Intake;
+  class ResultFold;
   class BufferedRun;
   // Run's asynchronous form (aggregation/fedbuff.h, docs/fedbuff.md): up to
   // fedbuff.concurrency clients train at once, each on the model version it

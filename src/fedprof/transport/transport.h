@@ -14,13 +14,6 @@ namespace fedprof {
 
 class Availability;
 
-// What the server knows about a client without seeing its data.
-struct ClientInfo {
-  int id = -1;
-  int64_t num_samples = 0;      // |D_k| as the client states it (bounded by the transport)
-  double expected_time_s = -1;  // a round's expected duration; < 0 when unknown
-};
-
 // One client as clients.csv describes it, client k at index k.
 struct ClientDescription {
   int64_t size = 0;
