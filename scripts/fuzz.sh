@@ -15,8 +15,9 @@ seconds=$2
 shift 2
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  # Every target CMake builds: one a fuzz/fuzz_*.cc.
-  for source in "$here"/fuzz/fuzz_*.cc; do targets+=("$(basename "$source" .cc)"); done
+  # Every target the build has: CMakeLists.txt's list, as the build wrote it.
+  [ -f "$build/fuzz_targets.txt" ] || { echo "fuzz: $build/fuzz_targets.txt is missing: configure with -DFEDPROF_FUZZ=ON" >&2; exit 1; }
+  mapfile -t targets <"$build/fuzz_targets.txt"
 fi
 
 # Every finding aborts the run with a report; LeakSanitizer runs in each.
