@@ -18,8 +18,8 @@ there and fails in a file-by-file build (the sanitizer and fuzz builds);
 this finds such a source in a second. It reads names, not types: a use is
 an identifier, not after `.`, `->` or another namespace's `::`, and it is
 satisfied when the name appears in any header of the file's include
-closure, so it can miss a missing include, never invent one the compiler
-would not also report.
+closure, so it can miss a missing include (a name used through a macro,
+or one the closure mentions in passing).
 """
 
 import argparse

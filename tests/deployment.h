@@ -123,11 +123,16 @@ inline void ExpectSameNumbersAsSimulation(const std::string& name, const std::st
   ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
   for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
   // A process of several clients says a line a round for them all: what
-  // they computed of each of the 3 rounds.
+  // they computed of each of the 3 rounds. A process of every client has a
+  // task in each round that selected any (a DP sample drawn from a key may
+  // select none); ClientsSharingAProcessEqualSimulation's seeded sample gives
+  // each of its ranges a task each round.
+  const auto selected = Columns(dir + "/server/metrics.csv").at("selected");
   for (size_t i = 0; i < ranges.size(); ++i) {
     const std::string output = d.procs.Output(d.clients[i]);
     const std::string label = "clients " + std::to_string(ranges[i].first) + "-" + std::to_string(ranges[i].second);
     for (int round = 1; round <= 3; ++round) {
+      if (ranges.size() == 1 && selected.at(static_cast<size_t>(round - 1)) == "0") continue;
       EXPECT_NE(output.find(label + ": round " + std::to_string(round) + ": "), std::string::npos) << output;
     }
     EXPECT_EQ(output.find("client " + std::to_string(ranges[i].first) + ": round"), std::string::npos) << output;
