@@ -142,9 +142,9 @@ class Tree:
                         with open(os.path.join(root, path), encoding="utf-8") as f:
                             raw = f.read()
                         self.text[path] = blank(raw)
-                        self.includes[path] = [self.resolve(path, inc)
-                                               for inc in INCLUDE.findall(raw)]
-        self.includes = {p: [i for i in incs if i] for p, incs in self.includes.items()}
+                        resolved = (self.resolve(path, inc) for inc in INCLUDE.findall(raw))
+                        self.includes[path] = [inc for inc in resolved if inc]
+        self.idents = {p: set(IDENT.findall(t)) for p, t in self.text.items()}  # every word of a file
         self._closure = {}
         self.declares = {p: declared_names(namespace_scope(t))
                          for p, t in self.text.items() if p.endswith(".h")}
@@ -213,9 +213,7 @@ def check_own_includes(tree):
     for path, code in sorted(tree.text.items()):
         closure = tree.closure(path)
         own = own_names(code)
-        visible = set()
-        for header in closure:
-            visible.update(IDENT.findall(tree.text[header]))
+        visible = set().union(*(tree.idents[header] for header in closure))
         for name in sorted(used_names(code, tree.namespaces) & homes.keys()):
             if name in own or name in visible:
                 continue

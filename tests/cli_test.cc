@@ -51,7 +51,6 @@ using testing_support::kFedProfRun;
 using testing_support::kSmallRun;
 using testing_support::KillOnceCheckpointed;
 using testing_support::MetricsWithoutWall;
-using testing_support::WithoutLastColumn;
 using testing_support::RunCli;
 using testing_support::Summary;
 

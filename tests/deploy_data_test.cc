@@ -1,11 +1,8 @@
 // End-to-end tests of deployed clients that bring their own data: IDX
 // images and CSV tables of their own, standardised as the server's are,
 // and federated evaluation on them.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -40,22 +37,15 @@ namespace {
 
 using testing_support::FreshDir;
 using testing_support::Columns;
-using testing_support::FreePort;
 using testing_support::kCli;
-using testing_support::kTimeScale;
 using testing_support::Processes;
 using testing_support::SmallRun;
 using testing_support::Summary;
-using testing_support::WaitUntil;
 using testing_support::Deployment;
 using testing_support::kFastFaults;
 using testing_support::MakeCerts;
 using testing_support::StartClients;
-using testing_support::StartRelay;
 using testing_support::StartServer;
-using testing_support::CountRows;
-using testing_support::ExpectSameNumbersAsSimulation;
-using testing_support::kProcessPerClient;
 
 // IDX files in the classic layout: `n` images of side x side pixels and
 // labels in [0, 10).

@@ -40,7 +40,6 @@ namespace {
 
 using testing_support::FreshDir;
 using testing_support::Columns;
-using testing_support::FreePort;
 using testing_support::kCli;
 using testing_support::kTimeScale;
 using testing_support::Processes;
@@ -51,7 +50,6 @@ using testing_support::Deployment;
 using testing_support::kFastFaults;
 using testing_support::MakeCerts;
 using testing_support::StartClients;
-using testing_support::StartRelay;
 using testing_support::StartServer;
 using testing_support::CountRows;
 using testing_support::ExpectSameNumbersAsSimulation;

@@ -1,10 +1,7 @@
 // End-to-end tests of relays (`fedprof relay`) between the server and its
 // clients, processes on loopback with mutual TLS.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -41,7 +38,6 @@ using testing_support::FreshDir;
 using testing_support::Columns;
 using testing_support::FreePort;
 using testing_support::kCli;
-using testing_support::kTimeScale;
 using testing_support::Processes;
 using testing_support::SmallRun;
 using testing_support::Summary;
@@ -53,7 +49,6 @@ using testing_support::StartClients;
 using testing_support::StartRelay;
 using testing_support::StartServer;
 using testing_support::CountRows;
-using testing_support::ExpectSameNumbersAsSimulation;
 
 // Server, two relays and clients behind each (one client direct): every
 // relay sends one exact partial sum of its clients' models a round, and the

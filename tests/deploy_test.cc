@@ -2,11 +2,8 @@
 // processes on loopback, with mutual TLS from scripts/make-certs.sh, give
 // the numbers of `fedprof simulate`, whatever the strategy, DP or secure
 // aggregation.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -41,9 +38,7 @@ namespace {
 
 using testing_support::FreshDir;
 using testing_support::Columns;
-using testing_support::FreePort;
 using testing_support::kCli;
-using testing_support::kTimeScale;
 using testing_support::Processes;
 using testing_support::SmallRun;
 using testing_support::Summary;
@@ -52,7 +47,6 @@ using testing_support::Deployment;
 using testing_support::kFastFaults;
 using testing_support::MakeCerts;
 using testing_support::StartClients;
-using testing_support::StartRelay;
 using testing_support::StartServer;
 using testing_support::CountRows;
 using testing_support::ExpectSameNumbersAsSimulation;
