@@ -8,7 +8,10 @@
 # Run after each build of the binary (and of this script):
 #   cmake -DBINARY=... -DOUT=... -DPER_TEST=Suite=label,... -DENVIRONMENT=VAR=value,...
 #         -P cmake/gtest_suites.cmake
-# Each test is labelled: its suite's label from PER_TEST, else `unit`.
+# Each test is labelled: its suite's label from PER_TEST, else `unit`. On a
+# build tree's first run, before CTest has measured any test, the tests of
+# PER_TEST start first (COST): they take seconds each, and the quick unit
+# suites fill in at the end, so that no long test starts last.
 execute_process(COMMAND ${BINARY} --gtest_list_tests OUTPUT_VARIABLE listing RESULT_VARIABLE failed
                 TIMEOUT 60)
 if(failed)
@@ -36,7 +39,7 @@ foreach(line ${lines})
     set(name ${suite}.${CMAKE_MATCH_1})
     string(APPEND text "add_test([=[${name}]=] [==[${BINARY}]==] --gtest_filter=${name} "
                        "--gtest_also_run_disabled_tests)\n"
-                       "set_tests_properties([=[${name}]=] PROPERTIES LABELS ${label_of_${suite}} "
+                       "set_tests_properties([=[${name}]=] PROPERTIES LABELS ${label_of_${suite}} COST 10 "
                        "ENVIRONMENT \"${environment}\")\n")
   endif()
 endforeach()

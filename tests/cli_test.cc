@@ -250,7 +250,7 @@ TEST(CliTest, WritesTheDocumentedOutputs) {
   EXPECT_EQ(summary.at("rounds"), 2);
   EXPECT_GT(summary.at("best_accuracy").get<double>(), 0.15);  // chance is 0.1
   EXPECT_EQ(summary.at("selection_by_kind").at("blurred").at("clients"), 2);
-  EXPECT_NE(ReadFile(out + "/config.toml").find("train_limit = 3000"), std::string::npos);
+  EXPECT_NE(ReadFile(out + "/config.toml").find("train_limit = 1000"), std::string::npos);
 
   // A new run into the folder is refused in one line, changing nothing...
   const std::string before = ReadFile(out + "/summary.json") + ReadFile(out + "/config.toml");

@@ -100,7 +100,7 @@ TEST(DeployTest, FleetLosesAProcessOfItsClientsMidRound) {
   const std::string run = SmallRun(300, 1.0, 4) +
                           " --set deploy.heartbeat_s=0.5 --set deploy.heartbeat_timeout_s=5 "
                           "--set deploy.round_timeout_s=120 --set deploy.start_timeout_s=120 "
-                          "--set data.train_limit=30000 --set deploy.min_results=150";
+                          "--set deploy.min_results=150";
   Deployment d;
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
   for (const char* ids : {"0-104", "105-194", "195-299"}) {

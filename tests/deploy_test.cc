@@ -266,7 +266,7 @@ TEST(DeployTest, FedBuffOfWholeStepsOverTheNetworkIsFedAvg) {
 TEST(DeployTest, FedBuffOverTheNetworkLearnsWhileClientsComeAndGo) {
   const std::string dir = FreshDir("deploy", "fedbuff_arrival");
   const std::string certs = MakeCerts(dir, 6);
-  const std::string run = SmallRun(6, 0.5, 12) +
+  const std::string run = SmallRun(6, 0.5, 12, /*images=*/3000) +
                           " --set strategy.name=fedprof --set strategy.aggregator=fedbuff "
                           "--set fedbuff.buffer=2 --set train.lr=0.05 --set deploy.min_clients=5" +
                           kFastFaults;

@@ -8,8 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,12 +30,30 @@ inline constexpr const char* kFastFaults =
     " --set deploy.heartbeat_s=0.2 --set deploy.heartbeat_timeout_s=2 "
     "--set deploy.round_timeout_s=60 --set deploy.start_timeout_s=60";
 
-// Certificates for `n` clients (and `relays` relays) under dir/certs.
-inline std::string MakeCerts(const std::string& dir, int n, const std::string& name = "certs", int relays = 0) {
+// Certificates for `n` clients (and `relays` relays, and the operators of
+// the comma-separated `operators`) under dir/<name>: a
+// copy of one set per build tree, name and size, which
+// scripts/make-certs.sh makes for the first test that asks (the first to
+// finish renames its set into place). Sets of two names have two CAs. Each
+// test writes into its own copy (the clients' ledgers live beside their
+// keys); a test of make-certs.sh itself runs it.
+inline std::string MakeCerts(const std::string& dir, int n, const std::string& name = "certs", int relays = 0,
+                             const std::string& operators = "") {
+  const std::string shared = ::testing::TempDir() + "/certs-" + name + "-" + std::to_string(n) + "-" +
+                             std::to_string(relays) + (operators.empty() ? "" : "-" + operators);
+  if (!FileExists(shared + "/ca.crt")) {
+    const std::string mine = shared + ".made." + std::to_string(::getpid());
+    std::filesystem::remove_all(mine);
+    const std::string cmd = "RELAYS=" + std::to_string(relays) + " OPERATORS=" + operators + " bash " FEDPROF_SOURCE_DIR
+                            "/scripts/make-certs.sh " + mine + " " + std::to_string(n) + " > /dev/null 2>&1";
+    const int made = std::system(cmd.c_str());
+    EXPECT_EQ(made, 0);
+    std::error_code ignored;
+    if (made == 0) std::filesystem::rename(mine, shared, ignored);  // fails if another test's came first
+    std::filesystem::remove_all(mine, ignored);
+  }
   const std::string certs = dir + "/" + name;
-  const std::string cmd = "RELAYS=" + std::to_string(relays) + " bash " FEDPROF_SOURCE_DIR
-                          "/scripts/make-certs.sh " + certs + " " + std::to_string(n) + " > /dev/null 2>&1";
-  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  std::filesystem::copy(shared, certs, std::filesystem::copy_options::recursive);
   return certs;
 }
 

@@ -40,7 +40,7 @@ double SecondsSince(Clock::time_point start) {
 }
 
 
-// tests/cli_test.cc's small but real run: 3000 Fashion-MNIST images among
+// tests/cli_test.cc's small but real run: 1000 Fashion-MNIST images among
 // 10 clients, 4 per round.
 // The CLI with `args` as a process of its own process group (so that the
 // launcher and its ranks can all be killed), output into `log`.

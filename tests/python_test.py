@@ -19,7 +19,7 @@ CLI = os.environ.get("FEDPROF_CLI", "build/fedprof")
 # A small run of each kind (as the C++ tests' SmallRun): 10 clients, 3 of
 # them a round, 3 rounds.
 SMALL = {
-    "data.train_limit": 3000,
+    "data.train_limit": 1000,
     "data.test_limit": 500,
     "clients.count": 10,
     "strategy.fraction": 0.3,

@@ -9,6 +9,7 @@
 #include "build_info.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/hash.h"
+#include "fedprof/core/process_exit.h"
 #include "fedprof/core/single_threaded_ops.h"
 #include "tools/fedprof/commands.h"
 
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return fedprof::EndProcess(app.exit(e));
   }
   try {
     for (auto& [sub, run] : commands) {
@@ -61,10 +62,10 @@ int main(int argc, char** argv) {
     }
   } catch (const fedprof::Error& e) {
     std::fprintf(stderr, "fedprof: error: %s\n", e.what());
-    return 1;
+    return fedprof::EndProcess(1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fedprof: internal error: %s\n", e.what());
-    return 2;
+    return fedprof::EndProcess(2);
   }
-  return 0;
+  return fedprof::EndProcess(0);
 }

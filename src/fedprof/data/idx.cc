@@ -22,7 +22,10 @@ constexpr uint32_t kIdxLabelsMagic = 0x00000801;  // unsigned bytes, 1 dim
 constexpr size_t kImagesHeaderBytes = 16;
 constexpr size_t kLabelsHeaderBytes = 8;
 
-std::string Gunzip(const std::string& path, const std::string& compressed) {
+// The whole stream, or (`prefix` > 0) its first `prefix` bytes at most: the
+// decoder stops there, so the rest of the stream and its checksum are not
+// read.
+std::string Gunzip(const std::string& path, const std::string& compressed, size_t prefix = 0) {
   // The gzip trailer holds the uncompressed size mod 2^32: a good first guess.
   // Deflate expands at most ~1032:1, which bounds the guess when the trailer
   // is garbage (a truncated or corrupt file).
@@ -34,6 +37,7 @@ std::string Gunzip(const std::string& path, const std::string& compressed) {
         t[0] | (t[1] << 8) | (t[2] << 16) | (static_cast<uint32_t>(t[3]) << 24);
     guess = std::min<size_t>(isize, compressed.size() * 1032);
   }
+  if (prefix > 0) guess = std::min(guess, prefix);
   std::string out(std::max<size_t>(guess, 1024), '\0');
 
   z_stream zs{};
@@ -45,12 +49,14 @@ std::string Gunzip(const std::string& path, const std::string& compressed) {
   size_t produced = 0;
   int rc = Z_OK;
   for (;;) {
+    if (prefix > 0 && produced >= prefix) break;
     if (produced == out.size()) out.resize(out.size() * 2);
     // zlib counts in uInt; feed at most 1 GiB per call.
     const uInt in_chunk =
         static_cast<uInt>(std::min<size_t>(in_left, size_t{1} << 30));
-    const uInt out_chunk = static_cast<uInt>(
-        std::min<size_t>(out.size() - produced, size_t{1} << 30));
+    size_t room = out.size() - produced;
+    if (prefix > 0) room = std::min(room, prefix - produced);
+    const uInt out_chunk = static_cast<uInt>(std::min<size_t>(room, size_t{1} << 30));
     zs.avail_in = in_chunk;
     zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
     zs.avail_out = out_chunk;
@@ -85,6 +91,11 @@ std::string Gunzip(const std::string& path, const std::string& compressed) {
   inflateEnd(&zs);
   out.resize(produced);
   return out;
+}
+
+bool IsGzip(const std::string& bytes) {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+         static_cast<unsigned char>(bytes[1]) == 0x8b;
 }
 
 uint32_t ReadBigEndian32(const std::string& bytes, size_t offset) {
@@ -126,10 +137,7 @@ void CheckHeader(const std::string& path, const std::string& bytes,
 }  // namespace
 
 std::string MaybeGunzip(const std::string& name, std::string bytes) {
-  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
-      static_cast<unsigned char>(bytes[1]) == 0x8b) {
-    return Gunzip(name, bytes);
-  }
+  if (IsGzip(bytes)) return Gunzip(name, bytes);
   return bytes;
 }
 
@@ -138,17 +146,21 @@ std::string ReadMaybeGzipped(const std::string& path) {
 }
 
 Dataset LoadIdx(const std::string& images_path, const std::string& labels_path,
-                int64_t num_classes) {
+                int64_t num_classes, int64_t first) {
   NamedBytes images{images_path, ReadFile(images_path)};
   NamedBytes labels{labels_path, ReadFile(labels_path)};
-  return DecodeIdx(images, labels, num_classes);
+  return DecodeIdx(images, labels, num_classes, first);
 }
 
 Dataset DecodeIdx(const NamedBytes& images_file, const NamedBytes& labels_file,
-                  int64_t num_classes) {
+                  int64_t num_classes, int64_t first) {
   const std::string& images_path = images_file.name;
   const std::string& labels_path = labels_file.name;
-  const std::string images = MaybeGunzip(images_path, images_file.bytes);
+  // A gzipped file is decoded only as far as the images kept: its header
+  // first, which says how far that is.
+  const bool gzipped = IsGzip(images_file.bytes);
+  std::string images = gzipped && first > 0 ? Gunzip(images_path, images_file.bytes, kImagesHeaderBytes)
+                                            : MaybeGunzip(images_path, images_file.bytes);
   CheckHeader(images_path, images, kImagesHeaderBytes, kIdxImagesMagic,
               "IDX images");
   const uint64_t n = ReadBigEndian32(images, 4);
@@ -161,13 +173,21 @@ Dataset DecodeIdx(const NamedBytes& images_file, const NamedBytes& labels_file,
   }
   // Each factor is below 2^32, so rows * cols fits; n * pixels may not.
   const uint64_t pixels = rows * cols;
+  const uint64_t kept = first > 0 ? std::min<uint64_t>(n, static_cast<uint64_t>(first)) : n;
+  // The prefix decoded holds at most the kept images: a shorter one is a
+  // truncated file, and what lies past it is not read (nor its checksum).
+  const bool prefix_only = gzipped && first > 0 && kept < n;
+  if (gzipped && first > 0) {
+    images = prefix_only ? Gunzip(images_path, images_file.bytes, kImagesHeaderBytes + kept * pixels)
+                         : MaybeGunzip(images_path, images_file.bytes);
+  }
   const uint64_t available = images.size() - kImagesHeaderBytes;
-  if (n > available / pixels || available != n * pixels) {
-    const bool short_file = n > available / pixels;
+  const uint64_t needed = prefix_only ? kept : n;
+  if (needed > available / pixels || (!prefix_only && available != n * pixels)) {
     const std::string promised = std::to_string(n) + " images of " +
                                  std::to_string(rows) + "x" +
                                  std::to_string(cols);
-    if (short_file) {
+    if (needed > available / pixels) {
       throw Error(images_path + ": byte " + std::to_string(images.size()) +
                   ": truncated file, header promises " + promised +
                   " after the 16-byte header, found only " +
@@ -214,7 +234,7 @@ Dataset DecodeIdx(const NamedBytes& images_file, const NamedBytes& labels_file,
     max_label = std::max(max_label, label);
   }
 
-  const auto count = static_cast<int64_t>(n);
+  const auto count = static_cast<int64_t>(kept);
   Dataset data;
   data.x = torch::empty(
       {count, 1, static_cast<int64_t>(rows), static_cast<int64_t>(cols)},
@@ -224,10 +244,10 @@ Dataset DecodeIdx(const NamedBytes& images_file, const NamedBytes& labels_file,
   const auto* pixel_data = reinterpret_cast<const unsigned char*>(
       images.data() + kImagesHeaderBytes);
   float* x = data.x.data_ptr<float>();
-  const uint64_t total = n * pixels;
+  const uint64_t total = kept * pixels;
   for (uint64_t i = 0; i < total; ++i) x[i] = unit[pixel_data[i]];
   int64_t* y = data.y.data_ptr<int64_t>();
-  for (uint64_t i = 0; i < n; ++i) y[i] = label_data[i];
+  for (uint64_t i = 0; i < kept; ++i) y[i] = label_data[i];
   data.num_classes = num_classes > 0 ? num_classes : max_label + 1;
   data.name = images_path;
   return data;

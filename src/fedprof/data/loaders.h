@@ -17,9 +17,12 @@ namespace fedprof {
 // may be gzip-compressed (detected by content, not by name). Images become
 // float32 [n, 1, rows, cols] in [0, 1]; labels int64 [n]. num_classes is
 // max(label) + 1 unless `num_classes` > 0, in which case a label >= num_classes
-// is an error naming its index.
+// is an error naming its index. `first` > 0 keeps only the first `first`
+// images (every label is still read and checked, so num_classes is the whole
+// file's); of a gzipped image file only as much is decoded, so the rest of
+// it, and its checksum, are never read.
 Dataset LoadIdx(const std::string& images_path, const std::string& labels_path,
-                int64_t num_classes = 0);
+                int64_t num_classes = 0, int64_t first = 0);
 
 // CIFAR-10 binary format: records of 1 label byte + 3072 pixel bytes
 // (3x32x32, channel-major). Images float32 [n, 3, 32, 32] in [0, 1].
@@ -50,7 +53,8 @@ struct NamedBytes {
   std::string bytes;
 };
 std::string MaybeGunzip(const std::string& name, std::string bytes);
-Dataset DecodeIdx(const NamedBytes& images, const NamedBytes& labels, int64_t num_classes = 0);
+Dataset DecodeIdx(const NamedBytes& images, const NamedBytes& labels, int64_t num_classes = 0,
+                  int64_t first = 0);
 Dataset DecodeCifar10(std::vector<NamedBytes> files);
 Dataset ParseCsv(const NamedBytes& file, const CsvOptions& options);
 

@@ -126,6 +126,41 @@ TEST_F(LoadersTest, IdxGzippedMatchesPlain) {
   EXPECT_EQ(ReadMaybeGzipped(Path("img.bin")), img);
 }
 
+// The first k images, from a plain or a gzipped file, are those of the
+// whole file; every label is still read and checked, so the class count is
+// the whole file's. Of a gzipped file only the kept images are decoded: a
+// file cut after them loads, one cut before them does not.
+TEST_F(LoadersTest, IdxFirstImagesAreTheWholeFilesAndOnlyTheyAreDecoded) {
+  const std::string img = IdxImages(40, 5, 6);
+  std::vector<int> label_values(40, 1);
+  label_values[30] = 7;
+  const std::string lab = IdxLabels(label_values);
+  const Dataset whole = LoadIdx(Write("img", img), Write("lab", lab));
+  const std::string gz_path = WriteGzip("img.gz", img);
+  for (const std::string& images : {Path("img"), gz_path}) {
+    const Dataset first = LoadIdx(images, Path("lab"), 0, 12);
+    ASSERT_EQ(first.x.sizes(), (std::vector<int64_t>{12, 1, 5, 6})) << images;
+    EXPECT_TRUE(torch::equal(first.x, whole.x.narrow(0, 0, 12))) << images;
+    EXPECT_TRUE(torch::equal(first.y, whole.y.narrow(0, 0, 12))) << images;
+    EXPECT_EQ(first.num_classes, 8) << images;
+    EXPECT_TRUE(torch::equal(LoadIdx(images, Path("lab"), 0, 40).x, whole.x)) << images;
+    EXPECT_TRUE(torch::equal(LoadIdx(images, Path("lab"), 0, 99).x, whole.x)) << images;
+  }
+  // A gzip stream of the first 12 images and a header promising 40: the
+  // first 12 load (the rest is never read), the first 13 are truncated.
+  const std::string cut = ReadBytes(WriteGzip("cut.gz", img.substr(0, 16 + 12 * 30)));
+  const std::string cut_path = Write("cut.gz", cut);
+  EXPECT_TRUE(torch::equal(LoadIdx(cut_path, Path("lab"), 0, 12).x, whole.x.narrow(0, 0, 12)));
+  ExpectError([&] { LoadIdx(cut_path, Path("lab"), 0, 13); },
+              {cut_path, "truncated file, header promises 40 images of 5x6", "found only 360 data bytes"});
+  ExpectError([&] { LoadIdx(cut_path, Path("lab")); }, {cut_path, "truncated file"});
+  // The labels are checked whole whatever is kept.
+  std::vector<int> bad = label_values;
+  bad[35] = 10;
+  ExpectError([&] { LoadIdx(gz_path, Write("bad", IdxLabels(bad)), 10, 12); },
+              {"label 10 of sample 35 is out of range"});
+}
+
 TEST_F(LoadersTest, IdxBadMagic) {
   const auto labels = Write("lab", IdxLabels({1, 2}));
   const auto images = Write("img", IdxImages(2, 2, 2, 0x00000801));

@@ -202,15 +202,16 @@ TEST_F(TorchvisionModelsTest, FedBnFindsTheirBatchNorms) {
 
 // FedProf, profiling each model at its default layer, trains each for two
 // rounds on Fashion-MNIST (FedProf with FedBN keeps ShuffleNet's batch norms
-// local). In two rounds of 135 samples of 28x28, ResNet-18 learns (about
-// 0.23); MobileNet V2 and ShuffleNet V2 stay near chance at this budget, so
-// of them the test asks that they profile and train to a finite loss.
+// local). In two rounds of 90 samples of 28x28, ResNet-18 learns (about
+// 0.3 on 100 test images); MobileNet V2 and ShuffleNet V2 stay near chance
+// at this budget, so of them the test asks that they profile and train to a
+// finite loss.
 TEST_F(TorchvisionModelsTest, FedProfTrainsEachModel) {
   if (!FileExists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::string run =
-      "simulate --set data.train_limit=600 --set data.test_limit=200 --set data.holdout_share=0.1 "
+      "simulate --set data.train_limit=400 --set data.test_limit=100 --set data.holdout_share=0.1 "
       "--set clients.count=4 --set strategy.fraction=0.5 --set rounds=2 --set train.epochs=1 "
-      "--set partition.kind=iid --set train.lr=0.05 --set threads=2 --set report.progress=false "
+      "--set partition.kind=iid --set train.lr=0.05 --set threads=1 --set report.progress=false "
       "--set strategy.name=fedprof";
   const std::vector<std::pair<std::string, std::string>> runs = {
       {"resnet18", ""}, {"mobilenet_v2", ""}, {"shufflenet_v2", ""},

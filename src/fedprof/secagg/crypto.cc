@@ -9,8 +9,11 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <unordered_set>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/hash.h"
 
 namespace fedprof::secagg {
 namespace {
@@ -186,14 +189,64 @@ Bytes Sign(const Bytes& secret, const Bytes& message) {
   return out;
 }
 
-bool Verify(const Bytes& public_key, const Bytes& message, const Bytes& signature) {
-  if (public_key.size() != kKeyBytes || signature.size() != kSignatureBytes) return false;
+namespace {
+
+// The signatures this process has verified. The clients of one process (a
+// simulation's, secagg/in_process.h, or a `fedprof client --ids` swarm's)
+// check the same signatures, each of them: a client's key signatures by
+// every neighbour, the U_3 signatures by every survivor. Only a triple
+// OpenSSL accepted is kept, under the SHA-256 of its exact bytes (key and
+// signature have fixed sizes, so the message follows them unambiguously),
+// so a hit is a verification that succeeded; a triple that failed is
+// checked again each time. Bounded: emptied at kMaxEntries.
+class VerifiedSignatures {
+ public:
+  static VerifiedSignatures& Of() {
+    static VerifiedSignatures* cache = new VerifiedSignatures;  // never destroyed: used at exit
+    return *cache;
+  }
+
+  static std::string KeyOf(const Bytes& public_key, const Bytes& message, const Bytes& signature) {
+    const Sha256Digest digest = Sha256(public_key + signature + message);
+    return std::string(digest.begin(), digest.end());
+  }
+
+  bool Holds(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return entries_.count(key) != 0;
+  }
+
+  void Add(std::string key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+    entries_.insert(std::move(key));
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = size_t{1} << 20;  // about 100 MB
+  std::mutex mutex_;
+  std::unordered_set<std::string> entries_;
+};
+
+bool VerifyWithOpenSsl(const Bytes& public_key, const Bytes& message, const Bytes& signature) {
   Pkey key(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, U(public_key), kKeyBytes));
   if (!key) return false;
   MdCtx ctx(EVP_MD_CTX_new());
   return ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) == 1 &&
          EVP_DigestVerify(ctx.get(), U(signature), signature.size(), U(message),
                           message.size()) == 1;
+}
+
+}  // namespace
+
+bool Verify(const Bytes& public_key, const Bytes& message, const Bytes& signature) {
+  if (public_key.size() != kKeyBytes || signature.size() != kSignatureBytes) return false;
+  VerifiedSignatures& verified = VerifiedSignatures::Of();
+  std::string key = VerifiedSignatures::KeyOf(public_key, message, signature);
+  if (verified.Holds(key)) return true;
+  if (!VerifyWithOpenSsl(public_key, message, signature)) return false;
+  verified.Add(std::move(key));
+  return true;
 }
 
 namespace {

@@ -77,6 +77,8 @@ constexpr size_t SealedSize(size_t plaintext) { return kNonceBytes + plaintext +
 // Ed25519 key pair and signatures (SIG of Bonawitz et al., Fig. 4).
 KeyPair GenerateEd25519();
 Bytes Sign(const Bytes& secret, const Bytes& message);
+// Verify remembers the signatures it accepted in this process (crypto.cc),
+// so that the many clients of one process verify each signature once.
 bool Verify(const Bytes& public_key, const Bytes& message, const Bytes& signature);
 
 // PRG: the AES-256-CTR keystream of the 32-byte `seed` (zero IV), read as

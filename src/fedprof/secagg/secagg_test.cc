@@ -202,6 +202,22 @@ TEST(SecAggPrimitives, KeyAgreementEncryptionSignaturesAndPrg) {
   EXPECT_FALSE(Verify(s.public_key, "U_4", sig));
   EXPECT_FALSE(Verify(GenerateEd25519().public_key, "U_3", sig));
   EXPECT_FALSE(Verify(s.public_key, "U_3", sig.substr(1)));
+  // Verified before, and remembered (crypto.cc): each of its bytes still
+  // counts, in the key, the message and the signature, asked again and
+  // again, and a signature that failed fails each time.
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    EXPECT_TRUE(Verify(s.public_key, "U_3", sig));
+    for (size_t i = 0; i < sig.size(); i += 7) {
+      Bytes bad = sig;
+      bad[i] ^= 0x01;
+      EXPECT_FALSE(Verify(s.public_key, "U_3", bad)) << i;
+      Bytes other_key = s.public_key;
+      other_key[i % kKeyBytes] ^= 0x01;
+      EXPECT_FALSE(Verify(other_key, "U_3", sig)) << i;
+    }
+    EXPECT_FALSE(Verify(s.public_key, "U_3 ", sig));
+    EXPECT_FALSE(Verify(s.public_key, "U_", sig));
+  }
 
   // The PRG is a function of its seed; +1 then −1 cancels exactly.
   const Bytes seed = RandomBytes(kKeyBytes);

@@ -41,7 +41,7 @@ std::string FindFile(const std::string& dir, const std::string& stem) {
 }
 
 Dataset LoadIdxSet(const std::string& name, const std::string& dir_option,
-                   const std::string& emnist_split, bool train) {
+                   const std::string& emnist_split, bool train, int64_t first = 0) {
   const std::string dir = dir_option.empty() ? DefaultDataDir(name) : dir_option;
   std::string images, labels;
   if (name == "emnist") {
@@ -53,7 +53,7 @@ Dataset LoadIdxSet(const std::string& name, const std::string& dir_option,
     images = FindFile(dir, prefix + "images-idx3-ubyte");
     labels = FindFile(dir, prefix + "labels-idx1-ubyte");
   }
-  Dataset d = LoadIdx(images, labels, name == "emnist" ? 0 : 10);
+  Dataset d = LoadIdx(images, labels, name == "emnist" ? 0 : 10, first);
   d.name = name;
   return d;
 }
@@ -150,8 +150,9 @@ TrainTest LoadData(const RunOptions::Data& options, uint64_t seed) {
   TrainTest tt;
   if (name == "fashion-mnist" || name == "mnist" || name == "emnist") {
     const std::string& split = options.emnist_split;
-    tt.train = LoadIdxSet(name, dir, split, /*train=*/true);
-    tt.test = LoadIdxSet(name, dir, split, /*train=*/false);
+    // Only the images a limit keeps are decoded (Head below keeps them).
+    tt.train = LoadIdxSet(name, dir, split, /*train=*/true, options.train_limit);
+    tt.test = LoadIdxSet(name, dir, split, /*train=*/false, options.test_limit);
     // EMNIST label ranges come from the data; keep train and test agreeing.
     const int64_t classes = std::max(tt.train.num_classes, tt.test.num_classes);
     tt.train.num_classes = tt.test.num_classes = classes;
