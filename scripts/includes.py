@@ -36,7 +36,7 @@ ROOMS = [
     "core", "config", "report", "models", "secagg", "data", "monitor", "profiling", "privacy",
     "aggregation", "protocol", "fbftl", "client", "selection", "sim", "transport",
     "deploy/shared", "deploy/client", "deploy/server", "deploy/relay", "distributed", "strategy",
-    "server", "run",
+    "server", "run", "federation",
 ]
 # Folders whose C++ files are checked for their own includes (rooms are
 # checked for order too).

@@ -12,6 +12,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libgloo-dev openssl libssl-dev
+  # A federation's state (fedprof federation serve): its runs, nodes and audit log.
+  libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libgmp-dev
   gnuplot-nox dataset-fashion-mnist
   python3-torch python3-torchvision

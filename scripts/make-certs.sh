@@ -34,6 +34,11 @@
 #                             it with fedprof client --relay R): never for the
 #                             server's names, so a relay's key cannot pose as
 #                             the server
+# DIR/operator-NAME.crt, .key with OPERATORS=alice,bob in the environment, each
+#                             operator's certificate for a federation (fedprof
+#                             federation ...), CN=operator-NAME: the only
+#                             certificates whose calls submit, stop, fetch,
+#                             enrol or revoke (NAME: 1 to 32 of a-z 0-9 - _)
 # DIR/client-K.secagg.key     client K's Ed25519 key for secure aggregation's
 #                             signatures (secagg.protocol)
 # DIR/secagg-roster           every client's secure aggregation verification
@@ -57,6 +62,10 @@ usage() {
   exit 2
 }
 command -v openssl >/dev/null || die "openssl is not installed"
+OPERATORS=${OPERATORS:-}
+for operator in ${OPERATORS//,/ }; do
+  [[ $operator =~ ^[a-z0-9_-]{1,32}$ ]] || die "OPERATORS: '$operator' is not 1 to 32 of a-z 0-9 - _"
+done
 if ! [[ ${RELAYS:-0} =~ ^[0-9]+$ ]]; then
   echo "make-certs: RELAYS=${RELAYS} is not a number of relays" >&2
   exit 2
@@ -149,6 +158,10 @@ make_ca_and_server() {
     issue "relay-$r" "/CN=relay-$r" -addext "extendedKeyUsage=serverAuth,clientAuth" \
       -addext "subjectAltName=DNS:relay-$r.fedprof.invalid"
   done
+  local operator
+  for operator in ${OPERATORS//,/ }; do
+    issue "operator-$operator" "/CN=operator-$operator" -addext "extendedKeyUsage=clientAuth"
+  done
 }
 
 case $mode in
@@ -177,7 +190,7 @@ case $mode in
       die "could not write secagg-roster"
     fi
     find . -maxdepth 1 -name '*.crt' -exec chmod 644 {} +
-    echo "make-certs: CA, server, ${RELAYS:-0} relay and $n client certificates in $(pwd) (one machine: every key is here)"
+    echo "make-certs: CA, server, ${RELAYS:-0} relay, $(wc -w <<<"${OPERATORS//,/ }") operator and $n client certificates in $(pwd) (one machine: every key is here)"
     ;;
   ca)
     make_ca_and_server "$@"

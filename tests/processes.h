@@ -60,6 +60,20 @@ inline int FreePort() {
   return bound ? ntohs(address.sin_port) : -1;
 }
 
+// Whether nothing listens on loopback port `port` now (a bind succeeds).
+inline bool PortIsFree(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int yes = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  ::close(fd);
+  return free;
+}
+
 class Processes {
  public:
   ~Processes() {

@@ -28,6 +28,8 @@ Runner AddServer(CLI::App& app);
 Runner AddClient(CLI::App& app);
 Runner AddRelay(CLI::App& app);
 Runner AddKeygen(CLI::App& app);
+Runner AddFederation(CLI::App& app);
+Runner AddNode(CLI::App& app);
 Runner AddOptions(CLI::App& app);
 Runner AddStatus(CLI::App& app);
 // Hidden: fedprof help [--flags] (every command with its flags, for the docs' checker).

@@ -1,5 +1,7 @@
 // fedprof server / fedprof client: federated training with the clients on
 // other machines, over gRPC with mutual TLS.
+#include <signal.h>
+
 #include <memory>
 #include <string>
 #include <tuple>
@@ -8,6 +10,7 @@
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
+#include "fedprof/core/stop_request.h"
 #include "fedprof/deploy/shared/tls.h"
 #include "fedprof/privacy/noise_source.h"
 #include "fedprof/run/deployment.h"
@@ -56,10 +59,18 @@ Runner AddServer(CLI::App& app) {
   sub->add_flag("--overwrite", args->overwrite, "Replace the run already in --out (refused without it)")
       ->excludes(resume);
   AddSecurity(sub, &args->serve.tls_dir, &args->serve.insecure, "ca.crt, server.crt, server.key");
+  sub->add_option("--access", args->serve.access_file,
+                  "A federation's list of the nodes it serves (fedprof federation serve gives it)");
   AddMonitorOptions(sub, &args->monitor);
   sub->footer("Clients: fedprof client --server HOST:PORT --id K --config FILE. Options: fedprof "
-              "options (deploy.*)");
+              "options (deploy.*). SIGTERM: stop after the round in progress");
   return [args] {
+    // SIGTERM (a federation's operator stopping the run, or a service
+    // manager): the run ends after its round in progress, its clients told.
+    struct sigaction stop {};
+    stop.sa_handler = [](int) { RequestStopAtRoundEnd(); };
+    sigemptyset(&stop.sa_mask);
+    sigaction(SIGTERM, &stop, nullptr);
     // Off loopback the monitor speaks HTTPS with the server's own certificate.
     MonitorArgs monitor = args->monitor;
     if (monitor.tls_dir.empty() && !args->serve.insecure && !monitor.token_file.empty()) {

@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
   add(fedprof::cli::AddClient);
   add(fedprof::cli::AddRelay);
   add(fedprof::cli::AddKeygen);
+  add(fedprof::cli::AddFederation);
+  add(fedprof::cli::AddNode);
   add(fedprof::cli::AddOptions);
   add(fedprof::cli::AddStatus);
   add(fedprof::cli::AddHelp);

@@ -109,6 +109,14 @@ void Config::Set(const std::string& key, const std::string& value, const std::st
   values_[key] = std::move(canonical);
 }
 
+std::string Config::Value(const std::string& key) const {
+  const auto it = values_.find(key);
+  if (it == values_.end()) {
+    throw Error("config key '" + Printable(key) + "' is unknown; did you mean '" + NearestOption(key) + "'?");
+  }
+  return it->second;
+}
+
 void Config::SetAssignment(const std::string& assignment, const std::string& origin) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {

@@ -33,6 +33,9 @@ class Config {
 
   // Every option's value in its typed field: what the rest of the code reads.
   const RunOptions& options() const { return options_; }
+  // Option `key`'s value as canonical text; throws fedprof::Error for a key
+  // that is no option.
+  std::string Value(const std::string& key) const;
 
   // The resolved config as TOML (every option, grouped by section), which
   // MergeTomlString reads back to an equal Config.

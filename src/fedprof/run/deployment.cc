@@ -120,6 +120,13 @@ void Serve(RunStart start, const std::string& out_dir, const ServeOptions& serve
     o.relays_refused = "its clients' models are aggregated securely (secagg.protocol), which a "
                        "relay's plaintext partial sums would undo";
   }
+  o.access_file = serve.access_file;
+  if (!o.access_file.empty()) {
+    if (!FileExists(o.access_file)) throw Error("--access " + o.access_file + ": no such file");
+    // A relay answers for its clients' certificates, which the list pins.
+    o.relays_refused = "a federation's runs take no relays: its access list holds each node to the "
+                       "certificate it was enrolled with, which a relay's clients do not show the server";
+  }
   if (o.heartbeat_timeout_s <= o.heartbeat_s) {
     throw Error("deploy.heartbeat_timeout_s: " + std::to_string(o.heartbeat_timeout_s) +
                 " must exceed deploy.heartbeat_s (" + std::to_string(o.heartbeat_s) + ")");

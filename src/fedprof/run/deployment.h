@@ -22,6 +22,10 @@ struct ServeOptions {
   std::string listen = "127.0.0.1:50051";
   std::string tls_dir;    // ca.crt, server.crt, server.key (scripts/make-certs.sh)
   bool insecure = false;  // plaintext; refused unless `listen` is a loopback address
+  // A federation's access list (deploy/server/access_list.h): the nodes it
+  // serves, each under its enrolled certificate. Empty: every client the CA
+  // certified.
+  std::string access_file;
 };
 
 // Runs the config's rounds with its clients connecting over the network,

@@ -5,7 +5,9 @@
 
 #include "fedprof/client/attack.h"
 #include "fedprof/core/error.h"
+#include "fedprof/core/log.h"
 #include "fedprof/core/run_observer.h"
+#include "fedprof/core/stop_request.h"
 #include "fedprof/run/recorder.h"
 #include "fedprof/transport/colluding.h"
 #include "fedprof/transport/transport.h"
@@ -65,6 +67,10 @@ void RunRounds(RunPlan& plan, const std::string& out_dir, ServerState state, boo
                        plan.data.test.is_regression(), state, resume);
   const double wall_offset = state.history.empty() ? 0.0 : state.history.back().wall_s;
   if (observer) observer->BeginRun(StartInfo(plan.config, out_dir, state.round, transport.Describe()));
+  // Thrown after a round whose end a stop was asked for (SIGTERM: fedprof
+  // server), once its outputs and checkpoint are written.
+  struct StoppedAtRoundEnd {};
+  bool stopped = false;
   try {
     server.Run(
         state,
@@ -79,11 +85,18 @@ void RunRounds(RunPlan& plan, const std::string& out_dir, ServerState state, boo
                                               .count());
             observer->EndRound(s.history.back(), s.times_selected, scores);
           }
+          if (StopAtRoundEndRequested() && s.round < o.rounds) throw StoppedAtRoundEnd{};
         },
         wall_offset);
+  } catch (const StoppedAtRoundEnd&) {
+    stopped = true;
   } catch (const std::exception& e) {
     if (observer) observer->EndRun(e.what());
     throw;
+  }
+  if (stopped) {
+    LogProgress("stopped after round " + std::to_string(state.round) + " of " + std::to_string(o.rounds) +
+                ", as asked; its checkpoint holds that round");
   }
   recorder.OnEnd(state, transport.Describe(), plan.num_params);
   if (observer) observer->EndRun("");

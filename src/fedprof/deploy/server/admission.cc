@@ -45,7 +45,7 @@ grpc::Status CheckSession(const std::string& session) {
 }
 
 grpc::Status Authenticate(const grpc::ServerContextBase& context, bool tls, int num_clients, uint32_t version,
-                          int claimed, int* id) {
+                          int claimed, int* id, AccessList* access) {
   const std::string mismatch = ProtocolMismatch(version, "the client");
   if (!mismatch.empty()) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, mismatch);
   if (tls) {
@@ -56,6 +56,8 @@ grpc::Status Authenticate(const grpc::ServerContextBase& context, bool tls, int 
                           "certificate of client " + std::to_string(peer.id) + " used to speak as client " +
                               std::to_string(claimed));
     }
+    const std::string refused = access ? access->Refusal(peer.id, peer.sha256) : "";
+    if (!refused.empty()) return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, refused);
   }
   if (claimed < 0 || claimed >= num_clients) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

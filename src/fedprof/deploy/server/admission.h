@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "fedprof/deploy/server/access_list.h"
 #include "fedprof/deploy/server/refusal_log.h"
 #include "fedprof/protocol/messages.h"
 
@@ -55,9 +56,11 @@ grpc::Status CheckSession(const std::string& session);
 
 // The id of the calling client (*id): its certificate's under TLS, which
 // must equal the id it claims, or the claim itself without TLS; one of
-// 0 .. num_clients − 1; speaking this protocol version.
+// 0 .. num_clients − 1; speaking this protocol version; served by the
+// federation's access list (`access`: enrolled with this certificate, not
+// revoked), when the server has one.
 grpc::Status Authenticate(const grpc::ServerContextBase& context, bool tls, int num_clients, uint32_t version,
-                          int claimed, int* id);
+                          int claimed, int* id, AccessList* access);
 // The same for a relay (*relay), whose certificate names it relay-<r>.
 grpc::Status AuthenticateRelay(const grpc::ServerContextBase& context, bool tls, uint32_t version,
                                int claimed, int* relay);

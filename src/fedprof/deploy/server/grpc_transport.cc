@@ -10,6 +10,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/run_observer.h"
+#include "fedprof/core/stop_request.h"
 #include "fedprof/core/text.h"
 #include "fedprof/deploy/server/admission.h"
 #include "fedprof/deploy/server/client_registry.h"
@@ -113,7 +114,7 @@ class FederationService : public pb::Federation::CallbackService {
     const auto deadline = Clock::now() + Seconds(timeout_s);
     while (true) {
       if (registry_.CountAlive(Clock::now()) >= count) return true;
-      if (Clock::now() >= deadline) return false;
+      if (Clock::now() >= deadline || StopAtRoundEndRequested()) return false;
       lock.unlock();
       state_.Tidy();
       lock.lock();
@@ -258,7 +259,7 @@ class FederationService : public pb::Federation::CallbackService {
     reply->set_protocol_version(kProtocolVersion);
     int id = -1;
     grpc::Status refused = Authenticate(*context, state_.tls(), state_.options.num_clients,
-                                        request->protocol_version(), request->client_id(), &id);
+                                        request->protocol_version(), request->client_id(), &id, &state_.access);
     if (refused.ok()) refused = CheckSession(request->session());
     if (!refused.ok()) {
       call->Finish(refused);
@@ -352,7 +353,7 @@ class FederationService : public pb::Federation::CallbackService {
     int id = -1;
     if (refused.ok()) {
       refused = Authenticate(context, state_.tls(), state_.options.num_clients, request.protocol_version(),
-                             request.client_id(), &id);
+                             request.client_id(), &id, &state_.access);
     }
     if (refused.ok()) refused = registry_.CheckRegistration(id, request);
     if (!refused.ok()) return refused;
@@ -372,7 +373,7 @@ class FederationService : public pb::Federation::CallbackService {
                      int* id) {
     grpc::Status refused = CheckSize(request, kMaxSmallRequestBytes, what);
     if (refused.ok())
-      refused = Authenticate(context, state_.tls(), state_.options.num_clients, version, claimed, id);
+      refused = Authenticate(context, state_.tls(), state_.options.num_clients, version, claimed, id, &state_.access);
     if (refused.ok()) refused = CheckSession(session);
     return refused;
   }
@@ -427,6 +428,7 @@ void GrpcTransport::Open() {
 void GrpcTransport::Close() { Finish(2 * impl_->options().heartbeat_s + 1); }
 void GrpcTransport::WaitForClients(int count, double timeout_s) {
   if (impl_->WaitForClients(count, timeout_s)) return;
+  if (StopAtRoundEndRequested()) throw Error("asked to stop (SIGTERM) while it waited for its clients");
   throw Error("only " + std::to_string(impl_->Available().size()) + " of the " + std::to_string(count) +
               " clients needed (deploy.min_clients) were available within " + std::to_string(timeout_s) +
               " s (deploy.start_timeout_s)");
@@ -438,6 +440,7 @@ std::vector<ClientInfo> GrpcTransport::AvailableOrWait() {
   LogWarning("every client has left; waiting up to " + FormatDouble(timeout_s) +
              " s (deploy.start_timeout_s) for one to come back");
   if (!impl_->WaitForClients(1, timeout_s)) {
+    if (StopAtRoundEndRequested()) throw Error("asked to stop (SIGTERM) while it waited for its clients");
     throw Error("every client has left and none came back within " + FormatDouble(timeout_s) +
                 " s (deploy.start_timeout_s)");
   }

@@ -47,6 +47,9 @@ struct GrpcServerOptions {
   // secagg_phase_timeout_s for the clients' messages.
   std::optional<SecureAggregationOptions> secure_aggregation;
   double secagg_phase_timeout_s = 60;
+  // A federation's access list (deploy/server/access_list.h): which client
+  // certificates are served. Empty: every certificate of the CA.
+  std::string access_file;
 };
 
 }  // namespace fedprof

@@ -85,7 +85,7 @@ grpc::Status ResultIntake::Begin(const grpc::CallbackServerContext& context, con
   *read_on = false;
   int id = -1;
   grpc::Status refused = Authenticate(context, state_.tls(), state_.options.num_clients,
-                                      header.protocol_version(), header.client_id(), &id);
+                                      header.protocol_version(), header.client_id(), &id, &state_.access);
   if (refused.ok()) refused = CheckSession(header.session());
   if (!refused.ok()) return refused;
   // The header's own checks come before anything is looked up for it, so a

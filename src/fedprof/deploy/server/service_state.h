@@ -22,6 +22,7 @@
 
 #include "federation.pb.h"
 #include "fedprof/aggregation/model_sum.h"
+#include "fedprof/deploy/server/access_list.h"
 #include "fedprof/deploy/server/admission.h"
 #include "fedprof/deploy/server/options.h"
 #include "fedprof/deploy/server/refusal_log.h"
@@ -35,7 +36,8 @@ namespace fedprof::deploy {
 namespace pb = federation::v1;
 
 struct ServiceState {
-  ServiceState(const GrpcServerOptions& o, RunObserver* m) : options(o), monitor(m), refusals(m) {}
+  ServiceState(const GrpcServerOptions& o, RunObserver* m)
+      : options(o), monitor(m), refusals(m), access(o.access_file) {}
 
   bool tls() const { return !options.tls_dir.empty(); }
   // The largest message of any call: a model chunk, or a result header.
@@ -54,6 +56,7 @@ struct ServiceState {
   const GrpcServerOptions options;
   RunObserver* const monitor;  // the run's observer (--monitor), or null
   RefusalLog refusals;
+  AccessList access;  // a federation's enrolled and revoked nodes (--access), or none
 
   mutable std::mutex mutex;
   std::condition_variable arrive_cv;  // a result arrived, a client registered or heard DONE

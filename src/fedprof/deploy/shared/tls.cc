@@ -9,6 +9,7 @@
 #include <openssl/x509v3.h>
 
 #include <algorithm>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,7 @@
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
+#include "fedprof/core/hash.h"
 #include "fedprof/core/text.h"
 #include "fedprof/privacy/noise_source.h"
 
@@ -220,22 +222,33 @@ std::shared_ptr<grpc::ChannelCredentials> ClientCredentials(const std::string& t
   return grpc::SslCredentials(options);
 }
 
-CertifiedPeer CertifiedClient(const grpc::ServerContextBase& context) {
-  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (!auth || !auth->IsPeerAuthenticated()) return {-1, -1, "no verified client certificate"};
-  // gRPC names only the first CN (x509_common_name): read the certificate.
-  const std::vector<grpc::string_ref> pems = auth->FindPropertyValues("x509_pem_cert");
-  if (pems.size() != 1) return {-1, -1, "no client certificate"};
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
-      BIO_new_mem_buf(pems[0].data(), static_cast<int>(pems[0].size())), BIO_free);
-  std::unique_ptr<X509, decltype(&X509_free)> cert(
-      bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr, X509_free);
-  if (!cert) return {-1, -1, "an unreadable client certificate"};
-  const X509_NAME* subject = X509_get_subject_name(cert.get());
+namespace {
+
+using Certificate = std::unique_ptr<X509, decltype(&X509_free)>;
+
+Certificate ParsePem(const char* data, size_t size) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(data, static_cast<int>(size)), BIO_free);
+  return Certificate(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr, X509_free);
+}
+
+// Who `cert` names, strictly (CertifiedClient), and its fingerprint.
+CertifiedPeer PeerOf(X509* cert) {
+  CertifiedPeer peer;
+  unsigned char* der = nullptr;
+  const int length = i2d_X509(cert, &der);
+  if (length > 0) {
+    peer.sha256 = ToHex(Sha256(std::string(reinterpret_cast<const char*>(der), static_cast<size_t>(length))));
+    OPENSSL_free(der);
+  }
+  const X509_NAME* subject = X509_get_subject_name(cert);
   const int first = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
-  if (first < 0) return {-1, -1, "a certificate without a common name"};
+  if (first < 0) {
+    peer.problem = "a certificate without a common name";
+    return peer;
+  }
   if (X509_NAME_get_index_by_NID(subject, NID_commonName, first) >= 0) {
-    return {-1, -1, "a certificate with more than one common name"};
+    peer.problem = "a certificate with more than one common name";
+    return peer;
   }
   const ASN1_STRING* data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, first));
   const std::string cn(reinterpret_cast<const char*>(ASN1_STRING_get0_data(data)),
@@ -245,15 +258,80 @@ CertifiedPeer CertifiedClient(const grpc::ServerContextBase& context) {
     return cn.compare(0, prefix.size(), prefix) == 0 ? ParseClientId(cn.substr(prefix.size()), 1000000000)
                                                      : -1;
   };
-  CertifiedPeer peer;
   peer.id = numbered("client-");
   peer.relay = numbered("relay-");
-  if (peer.id < 0 && peer.relay < 0) {
+  const std::string role = "operator-";
+  if (cn.compare(0, role.size(), role) == 0 && IsOperatorName(cn.substr(role.size()))) {
+    peer.operator_name = cn.substr(role.size());
+  }
+  if (!peer.operator_name.empty()) {
+    peer.problem = "an operator's certificate (operator-" + peer.operator_name + ")";
+  } else if (peer.id < 0 && peer.relay < 0) {
     peer.problem = "certificate CN '" + Printable(cn, 64) + "' is not client-<id> (canonical decimal)";
   } else if (peer.id < 0) {
     peer.problem = "a relay's certificate (relay-" + std::to_string(peer.relay) + ")";
   }
   return peer;
+}
+
+}  // namespace
+
+bool IsOperatorName(const std::string& name) {
+  return !name.empty() && name.size() <= 32 &&
+         name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_") == std::string::npos;
+}
+
+CertifiedPeer CertifiedClient(const grpc::ServerContextBase& context) {
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  CertifiedPeer none;
+  if (!auth || !auth->IsPeerAuthenticated()) {
+    none.problem = "no verified client certificate";
+    return none;
+  }
+  // gRPC names only the first CN (x509_common_name): read the certificate.
+  const std::vector<grpc::string_ref> pems = auth->FindPropertyValues("x509_pem_cert");
+  if (pems.size() != 1) {
+    none.problem = "no client certificate";
+    return none;
+  }
+  const Certificate cert = ParsePem(pems[0].data(), pems[0].size());
+  if (!cert) {
+    none.problem = "an unreadable client certificate";
+    return none;
+  }
+  return PeerOf(cert.get());
+}
+
+CertificateFacts ReadCertificate(const std::string& pem, const std::string& ca_pem) {
+  CertificateFacts facts;
+  const Certificate cert = ParsePem(pem.data(), pem.size());
+  if (!cert) {
+    facts.problem = "not a PEM certificate";
+    return facts;
+  }
+  facts.peer = PeerOf(cert.get());
+  if (const ASN1_TIME* end = X509_get0_notAfter(cert.get())) {
+    std::tm t{};
+    if (ASN1_TIME_to_tm(end, &t) == 1) {
+      char text[32];
+      std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &t);
+      facts.not_after = text;
+    }
+  }
+  const Certificate ca = ParsePem(ca_pem.data(), ca_pem.size());
+  std::unique_ptr<X509_STORE, decltype(&X509_STORE_free)> store(X509_STORE_new(), X509_STORE_free);
+  std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> context(X509_STORE_CTX_new(),
+                                                                          X509_STORE_CTX_free);
+  if (!ca || !store || !context || X509_STORE_add_cert(store.get(), ca.get()) != 1 ||
+      X509_STORE_CTX_init(context.get(), store.get(), cert.get(), nullptr) != 1) {
+    facts.problem = "the CA's certificate (ca.crt) cannot be read";
+    return facts;
+  }
+  if (X509_verify_cert(context.get()) != 1) {
+    facts.problem = std::string("not a certificate of this federation's CA (") +
+                    X509_verify_cert_error_string(X509_STORE_CTX_get_error(context.get())) + ")";
+  }
+  return facts;
 }
 
 }  // namespace fedprof

@@ -59,9 +59,26 @@ std::shared_ptr<grpc::ChannelCredentials> ClientCredentials(const std::string& t
 struct CertifiedPeer {
   int id = -1;     // a client's certificate
   int relay = -1;  // a relay's
+  std::string operator_name;  // an operator's, "operator-<name>" (a federation's)
   std::string problem;
+  std::string sha256;  // of the certificate's DER encoding (hex), when there is one
 };
 CertifiedPeer CertifiedClient(const grpc::ServerContextBase& context);
+
+// What a federation reads of a node's certificate before it enrols it: who
+// it names (as CertifiedClient reads it) and when it expires, its
+// fingerprint, and whether `ca_pem` signed it and it is valid now (`problem`
+// says why not). Never throws on bad input.
+struct CertificateFacts {
+  CertifiedPeer peer;
+  std::string not_after;  // ISO 8601, UTC
+  std::string problem;    // "" when it is sound and the CA's
+};
+CertificateFacts ReadCertificate(const std::string& pem, const std::string& ca_pem);
+
+// An operator's name as its certificate gives it (operator-<name>): 1 to 32
+// of a-z, 0-9, '-' and '_'.
+bool IsOperatorName(const std::string& name);
 
 // Secure aggregation's keys, issued with the certificates so that they do
 // not depend on the server: client <id>'s Ed25519 signing key

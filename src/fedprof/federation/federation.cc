@@ -1,0 +1,102 @@
+#include "fedprof/federation/federation.h"
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <memory>
+
+#include "fedprof/core/error.h"
+#include "fedprof/core/log.h"
+#include "fedprof/deploy/shared/tls.h"
+#include "fedprof/federation/federation_state.h"
+#include "fedprof/federation/node_service.h"
+#include "fedprof/federation/operator_service.h"
+#include "fedprof/federation/run_supervisor.h"
+#include "fedprof/federation/store.h"
+
+namespace fedprof::federation {
+namespace {
+
+bool IsLoopback(const std::string& address) {
+  const std::string host = address.substr(0, address.rfind(':'));
+  return host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
+// The largest message of the port: a submission's model chunk and its
+// framing (every other message is bounded smaller by its handler).
+constexpr int kMessageLimit = (1 << 20) + 64 * 1024;
+
+std::string SelfPath() {
+  char path[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) throw Error("federation: cannot find its own executable (/proc/self/exe)");
+  return std::string(path, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+void ServeFederation(const FederationOptions& options) {
+  if (options.state_dir.empty()) throw Error("federation serve: give --state DIR (where it keeps its runs)");
+  if (options.insecure == !options.tls_dir.empty()) {
+    throw Error("--tls-dir DIR (mutual TLS; scripts/make-certs.sh writes DIR) or --insecure "
+                "(plaintext, loopback only): give exactly one");
+  }
+  if (options.insecure && !IsLoopback(options.listen)) {
+    throw Error("--listen " + options.listen + ": --insecure is for loopback addresses only; use --tls-dir");
+  }
+  if (options.insecure) {
+    LogWarning("--insecure: NO TLS. Anyone who can reach " + options.listen +
+               " can act as any node or operator. For loopback experiments only.");
+  }
+  // SIGTERM and SIGINT end it, read by this thread alone (sigwait): every
+  // thread made from here on blocks them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  Store store(options.state_dir);
+  FederationState state(options, &store);
+  RunHost host;
+  host.fedprof = SelfPath();
+  host.state_dir = options.state_dir;
+  host.host = options.listen.substr(0, options.listen.rfind(':'));
+  host.first_port = options.first_run_port;
+  host.last_port = options.last_run_port;
+  host.tls_dir = options.tls_dir;
+  host.insecure = options.insecure;
+  host.max_runs = options.max_runs;
+  host.stop_grace_s = options.stop_grace_s;
+  NodeService nodes(&state);
+  RunSupervisor runs(&store, host, [&state] { state.Changed(); });
+  OperatorService operators(&state, &runs);
+
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen, ServerCredentials(options.tls_dir), &port);
+  builder.RegisterService(&nodes);
+  builder.RegisterService(&operators);
+  builder.SetMaxReceiveMessageSize(kMessageLimit);
+  builder.SetMaxSendMessageSize(kMessageLimit);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    throw Error("--listen " + options.listen + ": cannot listen there (in use, or not an address of this machine)");
+  }
+  state.Changed();
+  const std::string address = options.listen.substr(0, options.listen.rfind(':')) + ":" + std::to_string(port);
+  LogProgress("federation: listening on " + address + (options.insecure ? " (INSECURE)" : " (mutual TLS)") +
+              "; state in " + options.state_dir);
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  LogProgress(std::string("federation: stopping (") + ::strsignal(signal) +
+              "); its runs go on from their checkpoints when it starts again");
+  nodes.Stop();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server->Wait();
+}
+
+}  // namespace fedprof::federation

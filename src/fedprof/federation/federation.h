@@ -1,0 +1,33 @@
+#ifndef FEDPROF_FEDERATION_FEDERATION_H_
+#define FEDPROF_FEDERATION_FEDERATION_H_
+
+// A federation that outlives its runs (fedprof federation serve): one port
+// for its nodes (Nodes) and its operators (Operator), proto/operator.proto;
+// its runs, each a `fedprof server` on a port of its own
+// (run_supervisor.h); and its state (store.h) in --state DIR, which a
+// restart takes up again. docs/federation.md.
+
+#include <string>
+
+namespace fedprof::federation {
+
+struct FederationOptions {
+  std::string state_dir;
+  std::string listen = "127.0.0.1:50050";  // HOST:PORT for nodes and operators (port 0: any)
+  // ca.crt, server.crt, server.key (scripts/make-certs.sh): operators
+  // present operator-<name> certificates, nodes client-<k> ones.
+  std::string tls_dir;
+  bool insecure = false;   // loopback experiments only: no roles can be told apart
+  int first_run_port = 0;  // --run-ports A-B: where runs' servers listen (0: any free port)
+  int last_run_port = 0;
+  int max_runs = 4;        // at once
+  double stop_grace_s = 60;
+};
+
+// Serves until SIGTERM or SIGINT; prints "federation: listening on HOST:PORT"
+// once it does. Throws fedprof::Error (one line) when it cannot start.
+void ServeFederation(const FederationOptions& options);
+
+}  // namespace fedprof::federation
+
+#endif  // FEDPROF_FEDERATION_FEDERATION_H_

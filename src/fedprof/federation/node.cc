@@ -1,0 +1,319 @@
+#include "fedprof/federation/node.h"
+
+#include <dirent.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "fedprof/config/config.h"
+#include "fedprof/core/error.h"
+#include "fedprof/core/hash.h"
+#include "fedprof/core/log.h"
+#include "fedprof/core/text.h"
+#include "fedprof/deploy/shared/tls.h"
+#include "fedprof/federation/policy.h"
+#include "fedprof/protocol/wire.h"
+#include "fedprof/run/deployment.h"
+#include "operator.grpc.pb.h"
+
+namespace fedprof::federation {
+namespace {
+
+namespace pb = federation::v1;
+
+// How long the node's sync waits at the federation for the runs to change,
+// and the longest pause between two tries when the federation is away.
+constexpr double kSyncWaitS = 10;
+constexpr double kMaxBackOffS = 10;
+
+// The first file of `dir` whose SHA-256 is `sha256`, or "".
+std::string FindModule(const std::string& dir, const std::string& sha256) {
+  if (dir.empty()) return "";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return "";
+  std::string found;
+  while (const dirent* entry = ::readdir(d)) {
+    const std::string path = dir + "/" + entry->d_name;
+    struct stat info {};
+    if (entry->d_name[0] == '.' || ::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) continue;
+    try {
+      if (FileSha256Hex(path) == sha256) {
+        found = path;
+        break;
+      }
+    } catch (const Error&) {
+    }
+  }
+  ::closedir(d);
+  return found;
+}
+
+std::string Range(int first, int last) {
+  return first == last ? "client " + std::to_string(first)
+                       : "clients " + std::to_string(first) + "-" + std::to_string(last);
+}
+
+struct Served {
+  std::thread thread;
+  std::shared_ptr<std::atomic<bool>> done = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<std::string> error = std::make_shared<std::string>();
+};
+
+class Node {
+ public:
+  explicit Node(const NodeOptions& options) : o_(options) {
+    if (!o_.policy_file.empty()) policy_ = LoadPolicy(o_.policy_file);
+    if (o_.policy_file.empty()) {
+      LogWarning("node: no --policy: it serves every run the federation offers it");
+    }
+    host_ = o_.server.substr(0, o_.server.rfind(':'));
+    last_ = o_.last_id < 0 ? o_.id : o_.last_id;
+    for (int id = o_.id; id <= last_; ++id) {
+      grpc::ChannelArguments args;
+      ExpectPeer(o_.tls_dir, "server", &args);
+      stubs_[id] = pb::Nodes::NewStub(grpc::CreateCustomChannel(
+          o_.server, o_.insecure ? grpc::InsecureChannelCredentials() : ClientCredentials(o_.tls_dir, id), args));
+    }
+  }
+
+  ~Node() {
+    // Runs still served end with the process.
+    for (auto& [run, served] : served_) {
+      if (served.thread.joinable()) served.thread.detach();
+    }
+  }
+
+  // Syncs until `stop`; the sync in flight is in *in_flight, so that a signal can cancel it.
+  void Run(const std::atomic<bool>& stop, std::mutex* cancel_mutex, grpc::ClientContext** in_flight) {
+    auto last_contact = std::chrono::steady_clock::now();
+    double back_off = 0.25;
+    while (!stop) {
+      bool reached = false;
+      std::vector<pb::RunOffer> offers;
+      bool have_offers = false;
+      for (int id = o_.id; id <= last_ && !stop; ++id) {
+        if (refused_.count(id)) continue;
+        const bool lead = !have_offers;  // the first of its clients that can speak waits
+        pb::NodeSyncRequest request;
+        request.set_protocol_version(kProtocolVersion);
+        request.set_client_id(id);
+        request.set_version(o_version_);
+        request.set_build(o_build_);
+        for (const auto& [run, served] : served_) request.add_serving(run);
+        for (const pb::NodeRefusal& r : pending_[id]) *request.add_refusals() = r;
+        request.set_generation(lead ? generation_ : 0);
+        request.set_wait_s(lead && generation_ > 0 ? kSyncWaitS : 0);
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(static_cast<int>(kSyncWaitS) + 15));
+        {
+          std::lock_guard<std::mutex> lock(*cancel_mutex);
+          *in_flight = &context;
+        }
+        pb::NodeSyncReply reply;
+        const grpc::Status status = stubs_.at(id)->Sync(&context, request, &reply);
+        {
+          std::lock_guard<std::mutex> lock(*cancel_mutex);
+          *in_flight = nullptr;
+        }
+        if (status.ok()) {
+          reached = true;
+          pending_[id].clear();
+          if (lead) {
+            offers.assign(reply.runs().begin(), reply.runs().end());
+            generation_ = reply.generation();
+            have_offers = true;
+          }
+          continue;
+        }
+        if (stop) break;
+        const grpc::StatusCode code = status.error_code();
+        if (code == grpc::StatusCode::PERMISSION_DENIED || code == grpc::StatusCode::UNAUTHENTICATED ||
+            code == grpc::StatusCode::FAILED_PRECONDITION || code == grpc::StatusCode::INVALID_ARGUMENT) {
+          refused_.insert(id);
+          LogWarning("node: client " + std::to_string(id) + " refused by the federation: " +
+                     Printable(status.error_message(), 400));
+        } else if (!warned_unreachable_) {
+          LogWarning("node: cannot reach the federation at " + o_.server + " (" +
+                     Printable(status.error_message(), 200) + "); trying again");
+          warned_unreachable_ = true;
+        }
+      }
+      if (static_cast<int>(refused_.size()) == last_ - o_.id + 1) {
+        throw Error("node: every client of this node was refused by the federation (each logged above)");
+      }
+      Reap();
+      if (have_offers) Consider(offers);
+      if (reached) {
+        last_contact = std::chrono::steady_clock::now();
+        back_off = 0.25;
+        warned_unreachable_ = false;
+        continue;
+      }
+      if (o_.give_up_s > 0 &&
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - last_contact).count() > o_.give_up_s) {
+        throw Error("node: no answer from the federation at " + o_.server + " for " + FormatDouble(o_.give_up_s) +
+                    " s (--give-up-after); giving up");
+      }
+      std::this_thread::sleep_for(std::chrono::duration<double>(back_off));
+      back_off = std::min(kMaxBackOffS, back_off * 2);
+    }
+  }
+
+  void set_build(const std::string& version, const std::string& build) {
+    o_version_ = version;
+    o_build_ = build;
+  }
+
+ private:
+  void Refuse(int64_t run, int first, int last, const std::string& rule) {
+    LogWarning("node: " + Range(first, last) + ": refused run " + std::to_string(run) + ": " + rule);
+    for (int id = first; id <= last; ++id) {
+      pb::NodeRefusal refusal;
+      refusal.set_run(run);
+      refusal.set_rule(rule);
+      pending_[id].push_back(refusal);
+    }
+  }
+
+  void Consider(const std::vector<pb::RunOffer>& offers) {
+    for (const pb::RunOffer& offer : offers) {
+      // A run is taken once; again only if it moved (its server started anew
+      // elsewhere: the federation restarted) once its client here has given
+      // up on the old address.
+      const auto seen = seen_.find(offer.run());
+      if (seen != seen_.end() &&
+          (seen->second == offer.address() || seen->second.empty() || served_.count(offer.run()) != 0)) {
+        continue;
+      }
+      seen_[offer.run()] = "";  // refused, unless served below
+      Config config;
+      try {
+        config.MergeTomlString(offer.config(), "run " + std::to_string(offer.run()));
+      } catch (const Error& e) {
+        Refuse(offer.run(), o_.id, last_, std::string("its config does not parse on this node: ") + e.what());
+        continue;
+      }
+      const int last = std::min<int>(last_, static_cast<int>(config.options().clients.count) - 1);
+      if (last < o_.id) continue;  // none of its clients takes part
+      std::string rule = o_.policy_file.empty() ? "" : PolicyRefusal(policy_, config);
+      if (rule.empty() && !offer.model_sha256().empty()) {
+        const std::string module = FindModule(o_.models_dir, offer.model_sha256());
+        if (module.empty()) {
+          rule = "it trains a TorchScript module (SHA-256 " + offer.model_sha256() +
+                 ") of which --models-dir " + (o_.models_dir.empty() ? "(none given)" : o_.models_dir) +
+                 " holds no copy";
+        } else {
+          config.Set("model.file", module, "the node's --models-dir");
+        }
+      }
+      if (!rule.empty()) {
+        Refuse(offer.run(), o_.id, last, rule);
+        continue;
+      }
+      Serve(offer, config, last);
+    }
+  }
+
+  void Serve(const pb::RunOffer& offer, const Config& config, int last) {
+    ClientOptions c;
+    const std::string address = offer.address();
+    c.server = host_ + ":" + address.substr(address.rfind(':') + 1);
+    c.id = o_.id;
+    c.last_id = last > o_.id ? last : -1;
+    c.tls_dir = o_.tls_dir;
+    c.insecure = o_.insecure;
+    c.data_dir = o_.data_dir;
+    c.give_up_s = 60;
+    c.fit_none = o_.fit_none;
+    const int64_t run = offer.run();
+    const RunOptions& r = config.options();
+    LogProgress("node: " + Range(o_.id, last) + ": serving run " + std::to_string(run) + " (" + r.strategy.name +
+                ", " + std::to_string(r.rounds) + " rounds) at " + c.server);
+    seen_[run] = address;
+    Served& served = served_[run];
+    served.thread = std::thread([config, c, run, done = served.done, error = served.error] {
+      try {
+        RunClient(config, c);
+      } catch (const std::exception& e) {
+        *error = e.what();
+      }
+      done->store(true);
+    });
+  }
+
+  void Reap() {
+    for (auto it = served_.begin(); it != served_.end();) {
+      if (!it->second.done->load()) {
+        ++it;
+        continue;
+      }
+      it->second.thread.join();
+      const std::string& error = *it->second.error;
+      if (error.empty()) {
+        LogProgress("node: run " + std::to_string(it->first) + " is over");
+      } else {
+        LogWarning("node: run " + std::to_string(it->first) + " ended with an error: " + error);
+      }
+      it = served_.erase(it);
+    }
+  }
+
+  const NodeOptions o_;
+  NodePolicy policy_;
+  std::string host_;
+  int last_ = -1;
+  std::string o_version_, o_build_;
+  std::map<int, std::unique_ptr<pb::Nodes::Stub>> stubs_;
+  std::map<int, std::vector<pb::NodeRefusal>> pending_;
+  std::set<int> refused_;
+  std::map<int64_t, std::string> seen_;  // each run considered, and the address served ("": refused)
+  std::map<int64_t, Served> served_;
+  uint64_t generation_ = 0;
+  bool warned_unreachable_ = false;
+};
+
+}  // namespace
+
+void RunNode(const NodeOptions& options) {
+  if (options.insecure == !options.tls_dir.empty()) {
+    throw Error("--tls-dir DIR (mutual TLS) or --insecure (plaintext, loopback only): give exactly one");
+  }
+  if (options.id < 0) throw Error("node: give --id K (or --ids A-B)");
+  // SIGTERM and SIGINT stop it: a thread of its own waits for them and
+  // cancels the sync in flight.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Shared with the thread that waits for the signal, which may outlive
+  // this call.
+  struct Stopping {
+    std::atomic<bool> stop{false};
+    std::mutex mutex;
+    grpc::ClientContext* in_flight = nullptr;
+  };
+  const auto stopping = std::make_shared<Stopping>();
+  std::thread([stopping, stop_signals] {
+    int signal = 0;
+    sigwait(&stop_signals, &signal);
+    stopping->stop = true;
+    std::lock_guard<std::mutex> lock(stopping->mutex);
+    if (stopping->in_flight) stopping->in_flight->TryCancel();
+  }).detach();  // the process ends with it waiting, when no signal came
+  Node node(options);
+  node.set_build(options.version, options.build);
+  node.Run(stopping->stop, &stopping->mutex, &stopping->in_flight);
+  LogProgress("node: stopping");
+}
+
+}  // namespace fedprof::federation

@@ -1,0 +1,378 @@
+#include "fedprof/federation/operator_service.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "fedprof/config/config.h"
+#include "fedprof/core/error.h"
+#include "fedprof/core/files.h"
+#include "fedprof/core/hash.h"
+#include "fedprof/core/text.h"
+#include "fedprof/deploy/shared/tls.h"
+#include "fedprof/protocol/wire.h"
+
+namespace fedprof::federation {
+namespace {
+
+constexpr size_t kMaxConfigBytes = size_t{1} << 20;
+constexpr int64_t kMaxModelBytes = int64_t{256} << 20;
+constexpr size_t kChunkBytes = size_t{1} << 20;
+constexpr int kMaxLinesPerMessage = 256;
+constexpr size_t kMaxNameBytes = 100;
+
+grpc::Status Invalid(const std::string& why) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why); }
+
+std::vector<std::string> Lines(const std::string& path) {
+  std::vector<std::string> lines;
+  if (!FileExists(path)) return lines;
+  std::istringstream in(ReadFile(path));
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The regular files of `dir`, by name.
+std::vector<std::string> FilesIn(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (const dirent* entry = ::readdir(d)) {
+    const std::string name = entry->d_name;
+    struct stat info {};
+    if (name[0] != '.' && ::stat((dir + "/" + name).c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+        name.find(".tmp") == std::string::npos) {
+      names.push_back(name);
+    }
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+grpc::Status OperatorService::Operator(const grpc::ServerContext& context, uint32_t version, std::string* name) {
+  const std::string mismatch = ProtocolMismatch(version, "the operator");
+  if (!mismatch.empty()) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, mismatch);
+  if (!state_->tls()) {
+    *name = "operator-local";  // --insecure: loopback, and no one to tell apart
+    return grpc::Status::OK;
+  }
+  const CertifiedPeer peer = CertifiedClient(context);
+  if (peer.operator_name.empty()) {
+    const std::string who = peer.id >= 0      ? "client " + std::to_string(peer.id) + "'s"
+                            : peer.relay >= 0 ? "relay " + std::to_string(peer.relay) + "'s"
+                                              : peer.problem;
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "only an operator's certificate (operator-<name>) may make an operator's calls; this is " +
+                            who);
+  }
+  *name = "operator-" + peer.operator_name;
+  return grpc::Status::OK;
+}
+
+grpc::Status OperatorService::Submit(grpc::ServerContext* context, grpc::ServerReader<pb::SubmitChunk>* reader,
+                                     pb::RunInfo* reply) {
+  pb::SubmitChunk chunk;
+  if (!reader->Read(&chunk) || !chunk.has_header()) return Invalid("a submission starts with its header");
+  const pb::SubmitHeader header = chunk.header();
+  std::string by;
+  grpc::Status refused = Operator(*context, header.protocol_version(), &by);
+  if (!refused.ok()) return refused;
+  if (header.config().size() > kMaxConfigBytes) return Invalid("a config over 1 MiB");
+  if (header.model_bytes() < 0 || header.model_bytes() > kMaxModelBytes) {
+    return Invalid("a model file of " + std::to_string(header.model_bytes()) + " bytes (at most 256 MiB)");
+  }
+  std::string model;
+  model.reserve(static_cast<size_t>(header.model_bytes()));
+  while (reader->Read(&chunk)) {
+    if (!chunk.has_model() || chunk.model().size() > kChunkBytes ||
+        static_cast<int64_t>(model.size() + chunk.model().size()) > header.model_bytes()) {
+      return Invalid("the model file's chunks are not the " + std::to_string(header.model_bytes()) +
+                     " bytes the header announced, in chunks of at most 1 MiB");
+    }
+    model += chunk.model();
+  }
+  if (static_cast<int64_t>(model.size()) != header.model_bytes()) {
+    return Invalid("the model file came with " + std::to_string(model.size()) + " of its " +
+                   std::to_string(header.model_bytes()) + " bytes");
+  }
+  RunRecord record;
+  try {
+    Config config;
+    config.MergeTomlString(header.config(), "the submitted config");
+    if (!config.options().model.file.empty() && model.empty()) {
+      return Invalid("the config names model.file " + Printable(config.options().model.file, 200) +
+                     ": submit the file with it (fedprof federation submit sends it)");
+    }
+    record.config = config.ToToml();
+    record.strategy = config.options().strategy.name;
+    record.rounds = config.options().rounds;
+  } catch (const Error& e) {
+    return Invalid(e.what());
+  }
+  if (!model.empty()) {
+    record.model_sha256 = Sha256Hex(model);
+    if (record.model_sha256 != header.model_sha256()) {
+      return Invalid("the model file's SHA-256 is " + record.model_sha256 + ", the header says " +
+                     Printable(header.model_sha256(), 64));
+    }
+  }
+  record.name = Printable(header.name().empty() ? "run" : header.name(), kMaxNameBytes);
+  record.submitted_by = by;
+  try {
+    return Describe(runs_->Submit(record, model), reply);
+  } catch (const Error& e) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, e.what());
+  }
+}
+
+grpc::Status OperatorService::Describe(int64_t id, pb::RunInfo* info) {
+  const std::optional<RunRecord> run = state_->store().Run(id);
+  if (!run) return grpc::Status(grpc::StatusCode::NOT_FOUND, "there is no run " + std::to_string(id));
+  info->set_protocol_version(kProtocolVersion);
+  info->set_run(run->id);
+  info->set_name(run->name);
+  info->set_state(run->state);
+  info->set_detail(run->detail);
+  info->set_submitted_by(run->submitted_by);
+  info->set_submitted_at(run->submitted_at);
+  info->set_started_at(run->started_at);
+  info->set_finished_at(run->finished_at);
+  info->set_rounds(run->rounds);
+  info->set_strategy(run->strategy);
+  info->set_address(run->address);
+  const auto [done, accuracy] = runs_->Progress(id);
+  info->set_rounds_done(done);
+  info->set_accuracy(accuracy);
+  for (const RefusalRecord& r : state_->store().Refusals(id)) {
+    pb::NodeRefusalInfo* refusal = info->add_refusals();
+    refusal->set_node(r.node);
+    refusal->set_rule(r.rule);
+    refusal->set_at(r.at);
+  }
+  for (const int node : state_->store().ServedBy(id)) info->add_nodes(node);
+  return grpc::Status::OK;
+}
+
+grpc::Status OperatorService::ListRuns(grpc::ServerContext* context, const pb::ListRunsRequest* request,
+                                       pb::RunList* reply) {
+  std::string by;
+  grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  if (!refused.ok()) return refused;
+  reply->set_protocol_version(kProtocolVersion);
+  for (const RunRecord& run : state_->store().Runs()) {
+    refused = Describe(run.id, reply->add_runs());
+    if (!refused.ok()) return refused;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status OperatorService::ShowRun(grpc::ServerContext* context, const pb::RunRequest* request,
+                                      pb::RunInfo* reply) {
+  std::string by;
+  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  if (!refused.ok()) return refused;
+  return Describe(request->run(), reply);
+}
+
+grpc::Status OperatorService::FollowLog(grpc::ServerContext* context, const pb::LogRequest* request,
+                                        grpc::ServerWriter<pb::LogLines>* writer) {
+  std::string by;
+  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  if (!refused.ok()) return refused;
+  if (!state_->store().Run(request->run())) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "there is no run " + std::to_string(request->run()));
+  }
+  if (request->from() < 0) return Invalid("from " + std::to_string(request->from()));
+  const std::string path = RunDir(state_->options().state_dir, request->run()) + "/log.txt";
+  int64_t next = request->from();
+  while (!context->IsCancelled()) {
+    // Read before looking at the state: lines written before it ended are
+    // all sent.
+    const std::vector<std::string> lines = Lines(path);
+    const bool ended = Ended(state_->store().Run(request->run())->state);
+    while (next < static_cast<int64_t>(lines.size())) {
+      pb::LogLines message;
+      for (int i = 0; i < kMaxLinesPerMessage && next < static_cast<int64_t>(lines.size()); ++i, ++next) {
+        message.add_lines(lines[static_cast<size_t>(next)]);
+      }
+      message.set_next(next);
+      if (!writer->Write(message)) return grpc::Status::OK;
+    }
+    if (!request->follow() || ended) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status OperatorService::StopRun(grpc::ServerContext* context, const pb::RunRequest* request,
+                                      pb::RunInfo* reply) {
+  std::string by;
+  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  if (!refused.ok()) return refused;
+  const std::string problem = runs_->Stop(request->run(), by);
+  if (!problem.empty()) {
+    const bool missing = problem.rfind("there is no run", 0) == 0;
+    return grpc::Status(missing ? grpc::StatusCode::NOT_FOUND : grpc::StatusCode::FAILED_PRECONDITION, problem);
+  }
+  return Describe(request->run(), reply);
+}
+
+grpc::Status OperatorService::Fetch(grpc::ServerContext* context, const pb::RunRequest* request,
+                                    grpc::ServerWriter<pb::FileChunk>* writer) {
+  std::string by;
+  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  if (!refused.ok()) return refused;
+  if (!state_->store().Run(request->run())) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "there is no run " + std::to_string(request->run()));
+  }
+  const std::string out = RunDir(state_->options().state_dir, request->run()) + "/out";
+  for (const std::string& name : FilesIn(out)) {
+    std::ifstream in(out + "/" + name, std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t at = 0;
+    do {
+      pb::FileChunk chunk;
+      if (at == 0) {
+        chunk.set_name(name);
+        chunk.set_size(static_cast<int64_t>(data.size()));
+      }
+      const size_t n = std::min(kChunkBytes, data.size() - at);
+      chunk.set_data(data.substr(at, n));
+      at += n;
+      if (!writer->Write(chunk)) return grpc::Status::OK;
+    } while (at < data.size());
+  }
+  state_->store().Audit(by, "fetch", "run-" + std::to_string(request->run()), "");
+  return grpc::Status::OK;
+}
+
+void OperatorService::Describe(const NodeRecord& node, pb::NodeInfo* info) {
+  info->set_protocol_version(kProtocolVersion);
+  info->set_id(node.id);
+  info->set_state(node.state);
+  info->set_connected(state_->Connected(node.id));
+  info->set_last_seen(node.last_seen);
+  info->set_version(node.version);
+  info->set_build(node.build);
+  if (const std::optional<NodeContact> contact = state_->LastContact(node.id)) {
+    const auto ago = std::chrono::steady_clock::now() - contact->at;
+    const std::time_t seen = std::time(nullptr) - std::chrono::duration_cast<std::chrono::seconds>(ago).count();
+    std::tm utc{};
+    gmtime_r(&seen, &utc);
+    char text[32];
+    std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+    info->set_last_seen(text);
+    info->set_version(contact->version);
+    info->set_build(contact->build);
+    for (const int64_t run : contact->serving) info->add_serving(run);
+  }
+  info->set_cert_sha256(node.cert_sha256);
+  info->set_cert_expires(node.cert_expires);
+  info->set_runs_served(state_->store().RunsServed(node.id));
+  info->set_enrolled_by(node.enrolled_by);
+  info->set_enrolled_at(node.enrolled_at);
+  info->set_revoked_by(node.revoked_by);
+  info->set_revoked_at(node.revoked_at);
+}
+
+grpc::Status OperatorService::ListNodes(grpc::ServerContext* context, const pb::ListNodesRequest* request,
+                                        pb::NodeList* reply) {
+  std::string by;
+  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  if (!refused.ok()) return refused;
+  reply->set_protocol_version(kProtocolVersion);
+  for (const NodeRecord& node : state_->store().Nodes()) Describe(node, reply->add_nodes());
+  return grpc::Status::OK;
+}
+
+grpc::Status OperatorService::Enrol(grpc::ServerContext* context, const pb::EnrolRequest* request,
+                                    pb::NodeInfo* reply) {
+  std::string by;
+  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  if (!refused.ok()) return refused;
+  if (!state_->tls()) return Invalid("enrolment needs the federation's CA (--tls-dir), not --insecure");
+  if (request->certificate().size() > 64 * 1024) return Invalid("a certificate over 64 KiB");
+  const CertificateFacts facts = ReadCertificate(request->certificate(), state_->ca_pem());
+  if (!facts.problem.empty()) return Invalid(facts.problem);
+  if (facts.peer.id < 0) {
+    return Invalid("not a node's certificate (client-<k>): " + facts.peer.problem);
+  }
+  const int id = facts.peer.id;
+  std::optional<NodeRecord> node = state_->store().Node(id);
+  const std::string target = "client-" + std::to_string(id);
+  std::string action = "enrol", detail = "certificate " + facts.peer.sha256.substr(0, 16);
+  if (node && node->cert_sha256 == facts.peer.sha256 && node->state != "revoked") {
+    Describe(*node, reply);  // enrolled with it already
+    return grpc::Status::OK;
+  }
+  if (node && node->state == "revoked") {
+    detail += ", after its revocation by " + node->revoked_by;
+  } else if (node) {
+    action = "rekey";
+    detail = "certificate " + node->cert_sha256.substr(0, 16) + " replaced by " + facts.peer.sha256.substr(0, 16);
+  }
+  NodeRecord record = node.value_or(NodeRecord{});
+  record.id = id;
+  record.state = "enrolled";
+  record.cert_sha256 = facts.peer.sha256;
+  record.cert_expires = facts.not_after;
+  record.enrolled_by = by;
+  record.enrolled_at = UtcNow();
+  record.revoked_by.clear();
+  record.revoked_at.clear();
+  state_->store().PutNode(record);
+  state_->store().Audit(by, action, target, detail);
+  state_->WriteAccess();
+  Describe(record, reply);
+  return grpc::Status::OK;
+}
+
+grpc::Status OperatorService::Revoke(grpc::ServerContext* context, const pb::RevokeRequest* request,
+                                     pb::NodeInfo* reply) {
+  std::string by;
+  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  if (!refused.ok()) return refused;
+  std::optional<NodeRecord> node = state_->store().Node(request->node());
+  if (!node) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no node " + std::to_string(request->node()) +
+                                                                   " is enrolled");
+  if (node->state != "revoked") {
+    node->state = "revoked";
+    node->revoked_by = by;
+    node->revoked_at = UtcNow();
+    state_->store().PutNode(*node);
+    state_->store().Audit(by, "revoke", "client-" + std::to_string(node->id),
+                          Printable(request->reason(), 200));
+    state_->WriteAccess();
+    state_->Changed();
+  }
+  Describe(*node, reply);
+  return grpc::Status::OK;
+}
+
+grpc::Status OperatorService::Audit(grpc::ServerContext* context, const pb::AuditRequest* request,
+                                    pb::AuditList* reply) {
+  std::string by;
+  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  if (!refused.ok()) return refused;
+  reply->set_protocol_version(kProtocolVersion);
+  for (const AuditRecord& r : state_->store().AuditAfter(request->after())) {
+    pb::AuditEntry* e = reply->add_entries();
+    e->set_seq(r.seq);
+    e->set_at(r.at);
+    e->set_actor(r.actor);
+    e->set_action(r.action);
+    e->set_target(r.target);
+    e->set_detail(r.detail);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace fedprof::federation

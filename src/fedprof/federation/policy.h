@@ -1,0 +1,64 @@
+#ifndef FEDPROF_FEDERATION_POLICY_H_
+#define FEDPROF_FEDERATION_POLICY_H_
+
+// A node's own rules for the runs it serves (fedprof node --policy FILE): a
+// file on the node that no run can override. The node reads each run's
+// config as the federation sends it and serves it only if every rule holds;
+// a run it refuses gets one line naming the rule, in the node's log and in
+// the run's status at the federation. docs/federation.md#a-nodes-policy.
+//
+//   [allow]                          # the run's value must be one of these
+//   "strategy.name" = ["fedavg", "fedprof"]
+//   "secagg.protocol" = ["secagg+"]  # secure aggregation required
+//   "dp.mode" = ["distributed"]      # this node's own noise
+//   "data.name" = ["fashion-mnist"]
+//   [at_least]                       # numeric options, inclusive
+//   "secagg.corrupt" = 0.05
+//   [at_most]
+//   "rounds" = 200
+//   [limits]
+//   min_cohort = 10        # clients a round: strategy.fraction × clients.count, rounded
+//   max_epsilon = 4.0      # ε against the server's operator over the run (see below)
+//
+// max_epsilon bounds what the run's DP noise lets the server's operator
+// learn of this node's updates: the Gaussian mechanism of dp.noise_multiplier
+// over every round of the run, as if the node took part in each, without
+// amplification by sampling (the operator knows whom it sampled), at the
+// run's δ. A run without DP noise of the clients' own (dp.mode other than
+// distributed) gives the operator every update: ε is infinite.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fedprof/config/config.h"
+
+namespace fedprof::federation {
+
+struct NodePolicy {
+  std::string file;  // where it was read, "" = none: every run is served
+  std::map<std::string, std::vector<std::string>> allow;
+  std::map<std::string, double> at_least;
+  std::map<std::string, double> at_most;
+  int64_t min_cohort = 0;
+  double max_epsilon = 0;  // 0 = no bound
+};
+
+// Reads a policy; throws fedprof::Error naming the file and the key that is
+// wrong (an unknown option, a value of the wrong type, a table that is no
+// rule), so that a policy that does not say what its writer meant never
+// serves anything.
+NodePolicy LoadPolicy(const std::string& path);
+
+// "" when `run` meets every rule, else the first rule it breaks and how, in
+// one line: "policy allow \"secagg.protocol\" = [secagg+]: the run has none".
+std::string PolicyRefusal(const NodePolicy& policy, const Config& run);
+
+// ε against the server's operator of `run` (see above); infinity without
+// distributed DP.
+double EpsilonAgainstTheServer(const Config& run);
+
+}  // namespace fedprof::federation
+
+#endif  // FEDPROF_FEDERATION_POLICY_H_

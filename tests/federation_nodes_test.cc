@@ -1,0 +1,202 @@
+// A federation's nodes: revoked mid-run (refused at their next call, the run
+// going on under its quorum), re-keyed (the new key serves, the old one is
+// refused), refusing a run by their own policy, and the roles certificates
+// give (a node's or a relay's key makes no operator's call).
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "fedprof/core/files.h"
+#include "tests/federation.h"
+#include "tests/test_dirs.h"
+
+namespace fedprof {
+namespace {
+
+using testing_support::Federation;
+using testing_support::kCli;
+using testing_support::MakeCerts;
+using testing_support::SmallRun;
+using testing_support::WaitUntil;
+
+void EnrolAll(Federation& f, int n) {
+  std::string certs;
+  for (int k = 0; k < n; ++k) certs += " " + f.certs + "/client-" + std::to_string(k) + ".crt";
+  ASSERT_EQ(f.Operator("enrol" + certs).size(), static_cast<size_t>(n));
+}
+
+// Node 2 revoked while a run needs 2 of its 3 clients a round: its next
+// call is refused, in its run and at the federation (it stops, saying
+// why), and the run finishes with the other two; the audit log names who
+// revoked it. Re-keyed (a new key, its certificate signed by the CA and
+// enrolled), it serves the next run; its old key is refused.
+TEST(FederationTest, ARevokedNodeIsRefusedAndARekeyedOneServesUnderItsNewKeyOnly) {
+  Federation f;
+  f.dir = testing_support::FreshDir("federation", "revoke");
+  f.certs = MakeCerts(f.dir, 3, "certs", 0, "alice");
+  f.Start();
+  EnrolAll(f, 3);
+  for (int k = 0; k < 3; ++k) f.StartNode(std::to_string(k));
+  const std::string run = SmallRun(3, 1.0, 30) + testing_support::kFastFaults +
+                          " --set strategy.name=fedavg --set deploy.min_results=2";
+  ASSERT_FALSE(f.Operator("submit " + run).is_null());
+  const nlohmann::json reached = f.WaitFor(1, 120, 2);
+  ASSERT_FALSE(reached.is_null()) << f.procs.Output(f.server);
+  ASSERT_GE(reached.at("rounds_done").get<int>(), 2) << reached;
+  const nlohmann::json revoked = f.Operator("revoke 2 --reason 'its key leaked'");
+  ASSERT_FALSE(revoked.is_null());
+  EXPECT_EQ(revoked.at("state"), "revoked");
+  EXPECT_EQ(revoked.at("revoked_by"), "operator-alice");
+  // The node hears it at its next sync and stops, saying why.
+  EXPECT_EQ(f.procs.Wait(f.nodes[2], 60), 1);
+  const std::string node_log = f.procs.Output(f.nodes[2]);
+  EXPECT_NE(node_log.find("client 2 is revoked (by operator-alice"), std::string::npos) << node_log;
+  // Its key is refused by the run's server too (the federation's access
+  // list), should it come there as a client of the run's: one line.
+  const nlohmann::json running = f.Operator("status 1");
+  ASSERT_EQ(running.at("state"), "running") << running;
+  const int direct = f.procs.Start(kCli,
+                                   "client --server " + running.at("address").get<std::string>() +
+                                       " --id 2 --give-up-after 5 --tls-dir " + f.certs + " " + run,
+                                   f.dir + "/direct.log");
+  EXPECT_EQ(f.procs.Wait(direct, 60), 1);
+  EXPECT_NE(f.procs.Output(direct).find("client 2 is revoked (by operator-alice"), std::string::npos)
+      << f.procs.Output(direct);
+  const nlohmann::json done = f.WaitFor(1, 180);
+  ASSERT_EQ(done.at("state"), "finished") << done;
+  const auto metrics = testing_support::Columns(f.dir + "/state/runs/1/out/metrics.csv");
+  EXPECT_EQ(metrics.at("returned").back(), "2") << "the run went on with nodes 0 and 1";
+  EXPECT_EQ(metrics.at("selected").back(), "2");
+  bool named = false;
+  for (const auto& entry : f.Operator("audit")) {
+    named = named || (entry.at("action") == "revoke" && entry.at("actor") == "operator-alice" &&
+                      entry.at("target") == "client-2" && entry.at("detail") == "its key leaked");
+  }
+  EXPECT_TRUE(named);
+
+  // Re-keying: a new TLS key made by the node, signed by the CA, enrolled.
+  const std::string old_keys = f.dir + "/old-keys", new_keys = f.dir + "/new-keys";
+  std::filesystem::copy(f.certs, old_keys);
+  ASSERT_EQ(testing_support::RunCli("keygen --id 2 --out " + new_keys).code, 0);
+  ASSERT_EQ(std::system(("bash " FEDPROF_SOURCE_DIR "/scripts/make-certs.sh --sign " + f.certs + " " + new_keys +
+                         "/client-2.csr > /dev/null 2>&1")
+                            .c_str()),
+            0);
+  for (const char* file : {"client-2.crt", "ca.crt", "secagg-roster"}) {
+    std::filesystem::copy_file(f.certs + "/" + file, new_keys + "/" + file,
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  const nlohmann::json rekeyed = f.Operator("enrol " + new_keys + "/client-2.crt");
+  ASSERT_EQ(rekeyed.size(), 1u);
+  EXPECT_EQ(rekeyed[0].at("state"), "enrolled");
+  const int old_node = f.StartNode("2", "", old_keys);
+  EXPECT_EQ(f.procs.Wait(old_node, 60), 1);
+  EXPECT_NE(f.procs.Output(old_node).find("certificate is not the one it is enrolled with"), std::string::npos)
+      << f.procs.Output(old_node);
+  const int new_node = f.StartNode("2", "", new_keys);
+  ASSERT_FALSE(f.Operator("submit " + SmallRun(3, 1.0, 2) + " --set strategy.name=fedavg").is_null());
+  const nlohmann::json second = f.WaitFor(2, 120);
+  ASSERT_EQ(second.at("state"), "finished") << second;
+  EXPECT_EQ(second.at("nodes"), nlohmann::json::array({0, 1, 2}));
+  EXPECT_TRUE(f.procs.Running(new_node));
+  bool rekey = false;
+  for (const auto& entry : f.Operator("audit")) rekey = rekey || entry.at("action") == "enrol";
+  EXPECT_TRUE(rekey);
+}
+
+// Node 0's policy asks for secure aggregation: a run without it is refused
+// there with the rule named, in the node's log and in the run's status,
+// while nodes 1 and 2 serve it; the next run, under SecAgg, node 0 serves.
+TEST(FederationTest, ANodesPolicyRefusesARunWithoutSecureAggregationAndServesTheNext) {
+  Federation f;
+  f.dir = testing_support::FreshDir("federation", "policy");
+  f.certs = MakeCerts(f.dir, 3, "certs", 0, "alice");
+  const std::string policy = f.dir + "/policy.toml";
+  WriteFileAtomic(policy, "[allow]\n\"secagg.protocol\" = [\"secagg\", \"secagg+\"]\n");
+  f.Start();
+  EnrolAll(f, 3);
+  f.StartNode("0", "--policy " + policy);
+  f.StartNode("1");
+  f.StartNode("2");
+  ASSERT_FALSE(f.Operator("submit " + SmallRun(3, 1.0, 2) + " --set deploy.min_clients=2").is_null());
+  const nlohmann::json plain = f.WaitFor(1, 120);
+  ASSERT_EQ(plain.at("state"), "finished") << plain;
+  ASSERT_EQ(plain.at("refusals").size(), 1u) << plain;
+  EXPECT_EQ(plain.at("refusals")[0].at("node"), 0);
+  const std::string rule = "policy allow \"secagg.protocol\" = [secagg, secagg+]: the run has none";
+  EXPECT_EQ(plain.at("refusals")[0].at("rule"), rule);
+  EXPECT_NE(f.procs.Output(f.nodes[0]).find("refused run 1: " + rule), std::string::npos)
+      << f.procs.Output(f.nodes[0]);
+  EXPECT_EQ(plain.at("nodes"), nlohmann::json::array({1, 2}));
+
+  ASSERT_FALSE(
+      f.Operator("submit " + SmallRun(3, 1.0, 2) + " --set secagg.protocol=secagg --set secagg.min_clients=3")
+          .is_null());
+  const nlohmann::json secure = f.WaitFor(2, 180);
+  ASSERT_EQ(secure.at("state"), "finished") << secure << ReadFile(f.dir + "/state/runs/2/log.txt");
+  EXPECT_TRUE(secure.at("refusals").empty()) << secure;
+  EXPECT_EQ(secure.at("nodes"), nlohmann::json::array({0, 1, 2}));
+  for (int node : f.nodes) EXPECT_TRUE(f.procs.Running(node));
+}
+
+// Only an operator's certificate makes an operator's calls: a node's or a
+// relay's is refused in one line, for every command, and a node cannot
+// fetch a run's outputs. A node's certificate is not an operator's nor the
+// reverse: an operator's key cannot sync as a node.
+TEST(FederationTest, OnlyAnOperatorsCertificateMakesAnOperatorsCalls) {
+  Federation f;
+  f.dir = testing_support::FreshDir("federation", "roles");
+  f.certs = MakeCerts(f.dir, 2, "certs", 1, "alice");
+  f.Start();
+  EnrolAll(f, 2);
+  ASSERT_FALSE(f.Operator("submit " + SmallRun(2, 1.0, 1)).is_null());
+  // A directory holding a node's (or a relay's) certificate as if it were an operator's.
+  for (const std::string& who : {"client-0", "relay-0"}) {
+    const std::string posing = f.dir + "/as-" + who;
+    std::filesystem::create_directories(posing);
+    std::filesystem::copy_file(f.certs + "/ca.crt", posing + "/ca.crt");
+    std::filesystem::copy_file(f.certs + "/" + who + ".crt", posing + "/operator-mallory.crt");
+    std::filesystem::copy_file(f.certs + "/" + who + ".key", posing + "/operator-mallory.key");
+    // Every command under a node's key; a relay's, the ones that read or change a run.
+    std::vector<std::string> commands = {"runs", "stop 1", "fetch 1 --out " + f.dir + "/stolen"};
+    if (who == "client-0") {
+      for (const std::string& more : {"status 1", "wait 1 --timeout 1", "nodes", "revoke 1", "audit", "logs 1"}) {
+        commands.push_back(more);
+      }
+      commands.push_back("submit " + SmallRun(2, 1.0, 1));
+      commands.push_back("enrol " + f.certs + "/client-1.crt");
+    }
+    for (const std::string& command : commands) {
+      int code = 0;
+      std::string output;
+      EXPECT_TRUE(f.Operator(command, &code, &output, posing).is_null()) << who << ": " << command;
+      EXPECT_EQ(code, 1) << command;
+      EXPECT_NE(output.find("only an operator's certificate (operator-<name>) may make an operator's calls"),
+                std::string::npos)
+          << who << ": " << command << ": " << output;
+      EXPECT_EQ(testing_support::CountLines(output), 1) << output;
+    }
+  }
+  EXPECT_FALSE(FileExists(f.dir + "/stolen/metrics.csv"));
+  const nlohmann::json runs = f.Operator("runs");
+  ASSERT_EQ(runs.size(), 1u) << "nothing was submitted under a node's key";
+  EXPECT_NE(runs[0].at("state"), "stopped");
+  // An operator's key as a node's: the federation's node calls refuse it.
+  const std::string as_node = f.dir + "/operator-as-node";
+  std::filesystem::create_directories(as_node);
+  std::filesystem::copy_file(f.certs + "/ca.crt", as_node + "/ca.crt");
+  std::filesystem::copy_file(f.certs + "/operator-alice.crt", as_node + "/client-1.crt");
+  std::filesystem::copy_file(f.certs + "/operator-alice.key", as_node + "/client-1.key");
+  const int node = f.StartNode("1", "", as_node);
+  EXPECT_EQ(f.procs.Wait(node, 60), 1);
+  EXPECT_NE(f.procs.Output(node).find("only a node's certificate (client-<k>) may make a node's calls"),
+            std::string::npos)
+      << f.procs.Output(node);
+}
+
+}  // namespace
+}  // namespace fedprof

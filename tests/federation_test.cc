@@ -1,0 +1,178 @@
+// A federation on loopback (fedprof federation serve) and its nodes
+// (fedprof node): runs one after another and at once served by the same
+// node processes, each equal to its simulation bit for bit; a run stopped
+// while another goes on; the federation killed and started again; nodes
+// revoked, re-keyed and refusing by their own policy; and the roles of the
+// certificates. docs/federation.md.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "fedprof/core/files.h"
+#include "tests/federation.h"
+#include "tests/test_dirs.h"
+
+namespace fedprof {
+namespace {
+
+using testing_support::ExpectSameAsSimulated;
+using testing_support::Federation;
+using testing_support::FreePort;
+using testing_support::kCli;
+using testing_support::MakeCerts;
+using testing_support::SmallRun;
+using testing_support::Simulated;
+using testing_support::WaitUntil;
+
+// Three nodes: a FedAvg run, then a FedProf run, one after the other, each
+// the simulation of its config bit for bit, served by the same three node
+// processes; then two runs at once, of which the one stopped mid-run ends
+// after the round it was in and the other ends as its simulation does.
+TEST(FederationTest, NodesServeRunAfterRunAndRunsAtOnce) {
+  Federation f;
+  f.dir = testing_support::FreshDir("federation", "runs");
+  f.certs = MakeCerts(f.dir, 3, "certs", 0, "alice");
+  f.Start("--max-runs 2");
+  nlohmann::json enrolled = f.Operator("enrol " + f.certs + "/client-0.crt " + f.certs + "/client-1.crt " +
+                                       f.certs + "/client-2.crt");
+  ASSERT_EQ(enrolled.size(), 3u) << enrolled;
+  EXPECT_EQ(enrolled[2].at("state"), "enrolled");
+  for (int k = 0; k < 3; ++k) f.StartNode(std::to_string(k));
+
+  const std::string fedavg = SmallRun(3, 1.0, 3) + " --set strategy.name=fedavg";
+  const std::string fedprof = SmallRun(3, 1.0, 3) + " --set strategy.name=fedprof --set seed=2";
+  nlohmann::json submitted = f.Operator("submit --name first " + fedavg);
+  ASSERT_FALSE(submitted.is_null());
+  EXPECT_EQ(submitted.at("run"), 1);
+  EXPECT_EQ(submitted.at("state"), "queued");
+  EXPECT_EQ(submitted.at("submitted_by"), "operator-alice");
+  nlohmann::json first = f.WaitFor(1, 120);
+  ASSERT_EQ(first.at("state"), "finished") << first << f.procs.Output(f.server);
+  EXPECT_EQ(first.at("rounds_done"), 3);
+  EXPECT_EQ(first.at("nodes"), nlohmann::json::array({0, 1, 2}));
+  ASSERT_FALSE(f.Operator("submit --name second " + fedprof).is_null());
+  ASSERT_EQ(f.WaitFor(2, 120).at("state"), "finished") << f.procs.Output(f.server);
+
+  for (int run : {1, 2}) {
+    const std::string out = f.dir + "/fetched-" + std::to_string(run);
+    const nlohmann::json fetched = f.Operator("fetch " + std::to_string(run) + " --out " + out);
+    ASSERT_FALSE(fetched.is_null());
+    EXPECT_NE(std::find(fetched.at("files").begin(), fetched.at("files").end(), "metrics.csv"),
+              fetched.at("files").end());
+    ExpectSameAsSimulated(out, Simulated(f.dir, "sim-" + std::to_string(run), run == 1 ? fedavg : fedprof));
+  }
+  // The same processes served both, each registering with the federation
+  // once (its log says so).
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_TRUE(f.procs.Running(f.nodes[static_cast<size_t>(k)]));
+    const std::string log = f.procs.Output(f.nodes[static_cast<size_t>(k)]);
+    EXPECT_NE(log.find("serving run 1 "), std::string::npos) << log;
+    EXPECT_NE(log.find("serving run 2 "), std::string::npos) << log;
+  }
+  const nlohmann::json nodes = f.Operator("nodes");
+  ASSERT_EQ(nodes.size(), 3u) << nodes;
+  for (const auto& node : nodes) {
+    EXPECT_EQ(node.at("runs_served"), 2) << node;
+    EXPECT_TRUE(node.at("connected").get<bool>()) << node;
+    EXPECT_EQ(node.at("version"), FEDPROF_VERSION) << node;
+    EXPECT_FALSE(node.at("cert_expires").get<std::string>().empty()) << node;
+  }
+
+  // Two at once: the long one is stopped after its first round; the short
+  // one is untouched.
+  const std::string long_run = SmallRun(3, 1.0, 200) + " --set strategy.name=fedavg";
+  const std::string short_run = SmallRun(3, 1.0, 3) + " --set strategy.name=fedavg --set seed=3";
+  ASSERT_FALSE(f.Operator("submit --name long " + long_run).is_null());
+  ASSERT_FALSE(f.Operator("submit --name short " + short_run).is_null());
+  const nlohmann::json reached = f.WaitFor(3, 120, 1);
+  ASSERT_FALSE(reached.is_null()) << f.procs.Output(f.server);
+  ASSERT_GE(reached.at("rounds_done").get<int>(), 1) << reached;
+  const nlohmann::json stopping = f.Operator("stop 3");
+  ASSERT_FALSE(stopping.is_null());
+  EXPECT_EQ(stopping.at("state"), "stopping");
+  const nlohmann::json stopped = f.WaitFor(3, 120);
+  ASSERT_EQ(stopped.at("state"), "stopped") << stopped;
+  EXPECT_LT(stopped.at("rounds_done").get<int>(), 200);
+  EXPECT_NE(stopped.at("detail").get<std::string>().find("operator-alice"), std::string::npos) << stopped;
+  ASSERT_EQ(f.WaitFor(4, 120).at("state"), "finished");
+  const std::string out4 = f.dir + "/fetched-4";
+  ASSERT_FALSE(f.Operator("fetch 4 --out " + out4).is_null());
+  ExpectSameAsSimulated(out4, Simulated(f.dir, "sim-4", short_run));
+  // The stopped run wrote what it ran, and told its clients: the nodes go on.
+  EXPECT_EQ(testing_support::CountRows(f.dir + "/state/runs/3/out/metrics.csv"),
+            stopped.at("rounds_done").get<int>());
+  for (int node : f.nodes) EXPECT_TRUE(f.procs.Running(node));
+
+  const nlohmann::json runs = f.Operator("runs");
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[0].at("name"), "first");
+  EXPECT_EQ(runs[3].at("state"), "finished");
+  // A run's log, a JSON object a line: its server's lines, in order.
+  const testing_support::CliResult lines = testing_support::RunCli(
+      "federation logs 1 --server " + f.address + " --tls-dir " + f.certs + " --format json");
+  ASSERT_EQ(lines.code, 0) << lines.output;
+  std::istringstream in(lines.output);
+  int number = 0;
+  bool listening = false;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json entry = nlohmann::json::parse(line);
+    EXPECT_EQ(entry.at("run"), 1);
+    EXPECT_EQ(entry.at("line"), number++);
+    listening = listening || entry.at("text").get<std::string>().find("listening on") != std::string::npos;
+  }
+  EXPECT_TRUE(listening) << lines.output;
+}
+
+// The federation killed (SIGKILL, and its run's server with it) in the
+// middle of a run and started again on its state: the run resumes from its
+// checkpoint on the same port, its nodes take it up again by themselves,
+// and it ends at the model of the run never interrupted; the run list and
+// the audit log are as they were, and say what happened.
+TEST(FederationTest, KilledFederationResumesItsRunToTheUninterruptedModel) {
+  Federation f;
+  f.dir = testing_support::FreshDir("federation", "killed");
+  f.certs = MakeCerts(f.dir, 3, "certs", 0, "alice");
+  const int port = FreePort(), run_port = FreePort();
+  ASSERT_GT(port, 0);
+  ASSERT_GT(run_port, 0);
+  const std::string ports = "--run-ports " + std::to_string(run_port) + "-" + std::to_string(run_port);
+  f.Start(ports, port);
+  ASSERT_FALSE(f.Operator("enrol " + f.certs + "/client-0.crt " + f.certs + "/client-1.crt " + f.certs +
+                          "/client-2.crt")
+                   .is_null());
+  for (int k = 0; k < 3; ++k) f.StartNode(std::to_string(k));
+  const std::string run = SmallRun(3, 1.0, 12) + testing_support::kFastFaults + " --set strategy.name=fedprof";
+  ASSERT_FALSE(f.Operator("submit --name resumed " + run).is_null());
+  const nlohmann::json reached = f.WaitFor(1, 120, 3);
+  ASSERT_FALSE(reached.is_null()) << f.procs.Output(f.server);
+  ASSERT_GE(reached.at("rounds_done").get<int>(), 3) << reached;
+  f.procs.Kill(f.server);
+  // Its run's server died with it (PDEATHSIG): nothing listens on the run's port.
+  ASSERT_TRUE(WaitUntil([&] { return testing_support::PortIsFree(run_port); }, 30));
+
+  f.Start(ports, port);
+  const nlohmann::json finished = f.WaitFor(1, 180);
+  ASSERT_EQ(finished.at("state"), "finished") << finished << f.procs.Output(f.server);
+  EXPECT_EQ(finished.at("rounds_done"), 12);
+  EXPECT_EQ(finished.at("submitted_by"), "operator-alice");
+  const std::string out = f.dir + "/fetched";
+  ASSERT_FALSE(f.Operator("fetch 1 --out " + out).is_null());
+  ExpectSameAsSimulated(out, Simulated(f.dir, "sim", run));
+  const nlohmann::json audit = f.Operator("audit");
+  std::vector<std::string> actions;
+  for (const auto& entry : audit) actions.push_back(entry.at("action").get<std::string>());
+  // In order: enrolled, submitted, started, restarted (the kill), finished.
+  EXPECT_EQ(actions.front(), "enrol");
+  const auto submit = std::find(actions.begin(), actions.end(), "submit");
+  const auto restart = std::find(submit, actions.end(), "restart");
+  const auto finish = std::find(restart, actions.end(), "finish");
+  EXPECT_NE(finish, actions.end()) << audit;
+  for (int node : f.nodes) EXPECT_TRUE(f.procs.Running(node));
+}
+
+}  // namespace
+}  // namespace fedprof
