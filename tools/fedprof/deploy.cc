@@ -69,6 +69,7 @@ Runner AddServer(CLI::App& app) {
     // manager): the run ends after its round in progress, its clients told.
     struct sigaction stop {};
     stop.sa_handler = [](int) { RequestStopAtRoundEnd(); };
+    stop.sa_flags = SA_RESTART;
     sigemptyset(&stop.sa_mask);
     sigaction(SIGTERM, &stop, nullptr);
     // Off loopback the monitor speaks HTTPS with the server's own certificate.

@@ -96,7 +96,7 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows) {
       line += row[i];
       if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
     }
-    std::printf("%s\n", line.c_str());
+    std::printf("%s\n", Printable(line, 2000).c_str());
   }
 }
 
@@ -120,7 +120,8 @@ void PrintRun(const fed::pb::RunInfo& r) {
   for (int n : r.nodes()) nodes += (nodes.empty() ? "" : ", ") + std::to_string(n);
   std::printf("nodes that served it: %s\n", nodes.empty() ? "none yet" : nodes.c_str());
   for (const auto& f : r.refusals()) {
-    std::printf("refused by node %d at %s: %s\n", f.node(), f.at().c_str(), f.rule().c_str());
+    std::printf("refused by node %d at %s: %s\n", f.node(), Printable(f.at(), 40).c_str(),
+                Printable(f.rule(), 1000).c_str());
   }
 }
 
@@ -137,7 +138,11 @@ void PrintNodes(const std::vector<fed::pb::NodeInfo>& nodes) {
   PrintTable(rows);
 }
 
-void PrintJson(const json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+// Text from the federation is printed as the one sanitiser leaves it, and
+// JSON with any invalid UTF-8 replaced.
+void PrintJson(const json& j) {
+  std::printf("%s\n", j.dump(2, ' ', false, json::error_handler_t::replace).c_str());
+}
 
 Runner AddServe(CLI::App& group) {
   auto o = std::make_shared<fed::FederationOptions>();
@@ -253,9 +258,11 @@ Runner AddLogs(CLI::App& group) {
     int64_t number = a->from;
     fed::OperatorClient(a->c.identity).Log(a->run, a->from, a->follow, [&](const std::string& line) {
       if (a->c.format == "json") {
-        std::printf("%s\n", json({{"run", a->run}, {"line", number++}, {"text", line}}).dump().c_str());
+        std::printf("%s\n", json({{"run", a->run}, {"line", number++}, {"text", line}})
+                                .dump(-1, ' ', false, json::error_handler_t::replace)
+                                .c_str());
       } else {
-        std::printf("%s\n", line.c_str());
+        std::printf("%s\n", Printable(line, 4096).c_str());
       }
       std::fflush(stdout);
     });

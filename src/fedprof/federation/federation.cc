@@ -82,6 +82,8 @@ void ServeFederation(const FederationOptions& options) {
   builder.RegisterService(&operators);
   builder.SetMaxReceiveMessageSize(kMessageLimit);
   builder.SetMaxSendMessageSize(kMessageLimit);
+  // A connection carries a node's sync and an operator's few calls at once.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 8);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     throw Error("--listen " + options.listen + ": cannot listen there (in use, or not an address of this machine)");

@@ -17,7 +17,7 @@ FederationState::FederationState(const FederationOptions& options, Store* store)
     if (!FileExists(ca)) throw Error(ca + ": no such file (scripts/make-certs.sh writes it)");
     ca_pem_ = ReadFile(ca);
   }
-  for (const NodeRecord& node : store_->Nodes()) nodes_[node.id] = node;
+  const auto lock = NodesLock();
   WriteAccess();
 }
 
@@ -75,9 +75,18 @@ std::pair<std::vector<pb::RunOffer>, uint64_t> FederationState::OffersFor(int id
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<pb::RunOffer> offers;
   for (const OpenRun& run : open_) {
-    if (id < run.clients) offers.push_back(run.offer);
+    if (id < run.clients) {
+      offers.push_back(run.offer);
+      offered_[id].insert(run.offer.run());
+    }
   }
   return {offers, generation_};
+}
+
+bool FederationState::WasOffered(int id, int64_t run) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = offered_.find(id);
+  return it != offered_.end() && it->second.count(run) != 0;
 }
 
 uint64_t FederationState::generation() {
@@ -86,8 +95,9 @@ uint64_t FederationState::generation() {
 }
 
 void FederationState::Changed() {
+  std::unique_lock<std::mutex> snapshot(offers_mutex_);
   std::vector<OpenRun> open;
-  for (const RunRecord& run : store_->Runs()) {
+  for (const RunRecord& run : store_->ActiveRuns()) {
     if (run.state != kRunRunning || run.address.empty()) continue;
     OpenRun entry;
     entry.offer.set_run(run.id);
@@ -111,6 +121,7 @@ void FederationState::Changed() {
     ++generation_;
     listeners = listeners_;
   }
+  snapshot.unlock();
   for (const auto& listener : listeners) listener();
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -34,6 +35,9 @@ namespace pb = federation::v1;
 // and the longest pause between two tries when the federation is away.
 constexpr double kSyncWaitS = 10;
 constexpr double kMaxBackOffS = 10;
+// What the federation takes in one sync (node_service.cc).
+constexpr int kMaxListed = 64;
+constexpr size_t kMaxRuleBytes = 900;
 
 // The first file of `dir` whose SHA-256 is `sha256`, or "".
 std::string FindModule(const std::string& dir, const std::string& sha256) {
@@ -98,60 +102,18 @@ class Node {
     double back_off = 0.25;
     while (!stop) {
       bool reached = false;
-      std::vector<pb::RunOffer> offers;
-      bool have_offers = false;
+      std::optional<std::vector<pb::RunOffer>> offers;
       for (int id = o_.id; id <= last_ && !stop; ++id) {
         if (refused_.count(id)) continue;
-        const bool lead = !have_offers;  // the first of its clients that can speak waits
-        pb::NodeSyncRequest request;
-        request.set_protocol_version(kProtocolVersion);
-        request.set_client_id(id);
-        request.set_version(o_version_);
-        request.set_build(o_build_);
-        for (const auto& [run, served] : served_) request.add_serving(run);
-        for (const pb::NodeRefusal& r : pending_[id]) *request.add_refusals() = r;
-        request.set_generation(lead ? generation_ : 0);
-        request.set_wait_s(lead && generation_ > 0 ? kSyncWaitS : 0);
-        grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(static_cast<int>(kSyncWaitS) + 15));
-        {
-          std::lock_guard<std::mutex> lock(*cancel_mutex);
-          *in_flight = &context;
-        }
-        pb::NodeSyncReply reply;
-        const grpc::Status status = stubs_.at(id)->Sync(&context, request, &reply);
-        {
-          std::lock_guard<std::mutex> lock(*cancel_mutex);
-          *in_flight = nullptr;
-        }
-        if (status.ok()) {
-          reached = true;
-          pending_[id].clear();
-          if (lead) {
-            offers.assign(reply.runs().begin(), reply.runs().end());
-            generation_ = reply.generation();
-            have_offers = true;
-          }
-          continue;
-        }
-        if (stop) break;
-        const grpc::StatusCode code = status.error_code();
-        if (code == grpc::StatusCode::PERMISSION_DENIED || code == grpc::StatusCode::UNAUTHENTICATED ||
-            code == grpc::StatusCode::FAILED_PRECONDITION || code == grpc::StatusCode::INVALID_ARGUMENT) {
-          refused_.insert(id);
-          LogWarning("node: client " + std::to_string(id) + " refused by the federation: " +
-                     Printable(status.error_message(), 400));
-        } else if (!warned_unreachable_) {
-          LogWarning("node: cannot reach the federation at " + o_.server + " (" +
-                     Printable(status.error_message(), 200) + "); trying again");
-          warned_unreachable_ = true;
-        }
+        // The first of its clients that can speak waits for a change, and
+        // brings the offers.
+        reached = Sync(id, /*lead=*/!offers, cancel_mutex, in_flight, &offers) || reached;
       }
       if (static_cast<int>(refused_.size()) == last_ - o_.id + 1) {
         throw Error("node: every client of this node was refused by the federation (each logged above)");
       }
       Reap();
-      if (have_offers) Consider(offers);
+      if (offers) Consider(*offers);
       if (reached) {
         last_contact = std::chrono::steady_clock::now();
         back_off = 0.25;
@@ -174,12 +136,74 @@ class Node {
   }
 
  private:
+  // What client `id` tells the federation: what it serves, what it
+  // refused (within the federation's bounds for a sync: the rest go next
+  // time), and, as the lead, that it waits for a change of the runs.
+  pb::NodeSyncRequest RequestOf(int id, bool lead) {
+    pb::NodeSyncRequest request;
+    request.set_protocol_version(kProtocolVersion);
+    request.set_client_id(id);
+    request.set_version(o_version_);
+    request.set_build(o_build_);
+    for (const auto& [run, served] : served_) {
+      if (request.serving_size() < kMaxListed) request.add_serving(run);
+    }
+    const std::vector<pb::NodeRefusal>& pending = pending_[id];
+    for (size_t i = 0; i < pending.size() && i < static_cast<size_t>(kMaxListed); ++i) {
+      *request.add_refusals() = pending[i];
+    }
+    request.set_generation(lead ? generation_ : 0);
+    request.set_wait_s(lead && generation_ > 0 ? kSyncWaitS : 0);
+    return request;
+  }
+
+  // One sync of client `id`; whether the federation answered. A refusal
+  // for good (revoked, not enrolled, another role's key) is logged once and
+  // ends that client's syncing.
+  bool Sync(int id, bool lead, std::mutex* cancel_mutex, grpc::ClientContext** in_flight,
+            std::optional<std::vector<pb::RunOffer>>* offers) {
+    const pb::NodeSyncRequest request = RequestOf(id, lead);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(static_cast<int>(kSyncWaitS) + 15));
+    {
+      std::lock_guard<std::mutex> lock(*cancel_mutex);
+      *in_flight = &context;
+    }
+    pb::NodeSyncReply reply;
+    const grpc::Status status = stubs_.at(id)->Sync(&context, request, &reply);
+    {
+      std::lock_guard<std::mutex> lock(*cancel_mutex);
+      *in_flight = nullptr;
+    }
+    if (status.ok()) {
+      std::vector<pb::NodeRefusal>& told = pending_[id];
+      told.erase(told.begin(), told.begin() + std::min<ptrdiff_t>(request.refusals_size(), told.size()));
+      if (lead) {
+        *offers = std::vector<pb::RunOffer>(reply.runs().begin(), reply.runs().end());
+        generation_ = reply.generation();
+      }
+      return true;
+    }
+    const grpc::StatusCode code = status.error_code();
+    if (code == grpc::StatusCode::PERMISSION_DENIED || code == grpc::StatusCode::UNAUTHENTICATED ||
+        code == grpc::StatusCode::FAILED_PRECONDITION || code == grpc::StatusCode::INVALID_ARGUMENT) {
+      refused_.insert(id);
+      LogWarning("node: client " + std::to_string(id) + " refused by the federation: " +
+                 Printable(status.error_message(), 400));
+    } else if (code != grpc::StatusCode::CANCELLED && !warned_unreachable_) {
+      LogWarning("node: cannot reach the federation at " + o_.server + " (" + Printable(status.error_message(), 200) +
+                 "); trying again");
+      warned_unreachable_ = true;
+    }
+    return false;
+  }
+
   void Refuse(int64_t run, int first, int last, const std::string& rule) {
     LogWarning("node: " + Range(first, last) + ": refused run " + std::to_string(run) + ": " + rule);
     for (int id = first; id <= last; ++id) {
       pb::NodeRefusal refusal;
       refusal.set_run(run);
-      refusal.set_rule(rule);
+      refusal.set_rule(Printable(rule, kMaxRuleBytes));
       pending_[id].push_back(refusal);
     }
   }

@@ -15,8 +15,9 @@ constexpr size_t kMaxSyncBytes = 64 * 1024;
 constexpr int kMaxListed = 64;
 constexpr size_t kMaxTextBytes = 200;
 constexpr size_t kMaxRuleBytes = 1000;
-// The longest a sync is held open.
+// The longest a sync is held open, and the most held at once (one a node).
 constexpr double kMaxWaitS = 30;
+constexpr size_t kMaxParked = 100000;
 
 }  // namespace
 
@@ -90,21 +91,33 @@ void NodeService::Record(const pb::NodeSyncRequest& request) {
   contact.at = std::chrono::steady_clock::now();
   contact.version = Printable(request.version(), kMaxTextBytes);
   contact.build = Printable(request.build(), kMaxTextBytes);
-  for (const int64_t run : request.serving()) contact.serving.push_back(run);
   const std::optional<NodeContact> before = state_->LastContact(id);
-  Store& store = state_->store();
-  // Its version and build reach the store when they change (or it is new
-  // since the federation started); its every contact stays in memory.
-  if (!before || before->version != contact.version || before->build != contact.build) {
-    store.NodeSeen(id, UtcNow(), contact.version, contact.build);
-  }
+  contact.stored_at = before ? before->stored_at : std::chrono::steady_clock::time_point{};
+  // A node speaks only of the runs offered to it: what it says of any
+  // other is not taken.
+  const auto offered = [&](int64_t run) { return state_->WasOffered(id, run); };
   for (const int64_t run : request.serving()) {
+    if (offered(run)) contact.serving.push_back(run);
+  }
+  Store& store = state_->store();
+  // Its version and build reach the store on its first sync since the
+  // federation started and, when they change, at most once a minute; its
+  // every contact stays in memory.
+  const bool changed = !before || before->version != contact.version || before->build != contact.build;
+  if (changed && (!before || contact.at - contact.stored_at > std::chrono::minutes(1))) {
+    store.NodeSeen(id, UtcNow(), contact.version, contact.build);
+    contact.stored_at = contact.at;
+  } else if (changed) {
+    contact.version = before->version;
+    contact.build = before->build;
+  }
+  for (const int64_t run : contact.serving) {
     const bool already =
         before && std::find(before->serving.begin(), before->serving.end(), run) != before->serving.end();
-    if (!already && store.Run(run)) store.AddServed(run, id);
+    if (!already) store.AddServed(run, id);
   }
   for (const pb::NodeRefusal& refusal : request.refusals()) {
-    if (!store.Run(refusal.run())) continue;
+    if (!offered(refusal.run())) continue;
     const std::string rule = Printable(refusal.rule(), kMaxRuleBytes);
     bool seen = false;
     for (const RefusalRecord& r : store.Refusals(refusal.run())) seen = seen || r.node == id;
@@ -144,21 +157,34 @@ grpc::ServerUnaryReactor* NodeService::Sync(grpc::CallbackServerContext* context
     call->Finish(refused);
     return call;
   }
-  Record(*request);
+  try {
+    Record(*request);
+  } catch (const std::exception& e) {
+    call->Finish(grpc::Status(grpc::StatusCode::INTERNAL, std::string("the federation: ") + e.what()));
+    return call;
+  }
   Parked parked{call, reply, request->client_id(), std::chrono::steady_clock::now()};
   const double wait_s = std::min(request->wait_s(), kMaxWaitS);
+  std::vector<Parked> earlier;
   {
     // Under the lock a change's AnswerAll takes: a change after this check
     // answers the call, one before it is seen by it.
     std::lock_guard<std::mutex> lock(mutex_);
-    if (wait_s > 0 && !stopping_ && request->generation() == state_->generation()) {
+    if (wait_s > 0 && !stopping_ && request->generation() == state_->generation() &&
+        parked_.size() < kMaxParked) {
+      // One parked sync per node: an earlier one is answered now.
+      auto mine = std::partition(parked_.begin(), parked_.end(),
+                                 [&](const Parked& p) { return p.id != parked.id; });
+      earlier.assign(mine, parked_.end());
+      parked_.erase(mine, parked_.end());
       parked.deadline += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
           std::chrono::duration<double>(wait_s));
       parked_.push_back(parked);
-      return call;
+    } else {
+      earlier.push_back(parked);
     }
   }
-  Answer(parked);
+  for (const Parked& p : earlier) Answer(p);
   return call;
 }
 

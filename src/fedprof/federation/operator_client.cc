@@ -177,6 +177,9 @@ std::vector<std::string> OperatorClient::Fetch(int64_t run, const std::string& d
       data.clear();
     }
     if (name.empty()) throw Error("fetch: a file's bytes before its name");
+    if (static_cast<int64_t>(data.size() + chunk.data().size()) > size) {
+      throw Error("fetch: " + name + " arrived longer than its " + std::to_string(size) + " bytes");
+    }
     data += chunk.data();
   }
   const grpc::Status status = reader->Finish();
@@ -222,15 +225,21 @@ pb::NodeInfo OperatorClient::Revoke(int node, const std::string& reason) {
 }
 
 std::vector<pb::AuditEntry> OperatorClient::Audit(int64_t after) {
-  grpc::ClientContext context;
-  Deadline(&context, 30);
-  pb::AuditRequest request;
-  request.set_protocol_version(kProtocolVersion);
-  request.set_after(after);
-  pb::AuditList reply;
-  const grpc::Status status = impl_->stub->Audit(&context, request, &reply);
-  if (!status.ok()) throw Refused(impl_->who, status);
-  return {reply.entries().begin(), reply.entries().end()};
+  std::vector<pb::AuditEntry> all;
+  // The federation answers a page at a time: ask again after the last.
+  for (;;) {
+    grpc::ClientContext context;
+    Deadline(&context, 30);
+    pb::AuditRequest request;
+    request.set_protocol_version(kProtocolVersion);
+    request.set_after(after);
+    pb::AuditList reply;
+    const grpc::Status status = impl_->stub->Audit(&context, request, &reply);
+    if (!status.ok()) throw Refused(impl_->who, status);
+    if (reply.entries().empty()) return all;
+    all.insert(all.end(), reply.entries().begin(), reply.entries().end());
+    after = reply.entries().rbegin()->seq();
+  }
 }
 
 }  // namespace fedprof::federation

@@ -25,17 +25,13 @@ constexpr size_t kMaxConfigBytes = size_t{1} << 20;
 constexpr int64_t kMaxModelBytes = int64_t{256} << 20;
 constexpr size_t kChunkBytes = size_t{1} << 20;
 constexpr int kMaxLinesPerMessage = 256;
+constexpr size_t kMaxLineBytes = 4096;
+constexpr size_t kMaxLogBytes = 256 * 1024;
+// Audit entries a call returns; the caller asks again after the last one.
+constexpr size_t kMaxAuditEntries = 1000;
 constexpr size_t kMaxNameBytes = 100;
 
 grpc::Status Invalid(const std::string& why) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why); }
-
-std::vector<std::string> Lines(const std::string& path) {
-  std::vector<std::string> lines;
-  if (!FileExists(path)) return lines;
-  std::istringstream in(ReadFile(path));
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
 
 // The regular files of `dir`, by name.
 std::vector<std::string> FilesIn(const std::string& dir) {
@@ -192,17 +188,35 @@ grpc::Status OperatorService::FollowLog(grpc::ServerContext* context, const pb::
   }
   if (request->from() < 0) return Invalid("from " + std::to_string(request->from()));
   const std::string path = RunDir(state_->options().state_dir, request->run()) + "/log.txt";
-  int64_t next = request->from();
+  // Read from where the last read ended (a byte offset), a whole line at a
+  // time, each message at most kMaxLogBytes.
+  int64_t next = 0;
+  std::streamoff offset = 0;
+  std::string partial;
   while (!context->IsCancelled()) {
     // Read before looking at the state: lines written before it ended are
     // all sent.
-    const std::vector<std::string> lines = Lines(path);
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(offset);
+    std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    offset += static_cast<std::streamoff>(chunk.size());
     const bool ended = Ended(state_->store().Run(request->run())->state);
-    while (next < static_cast<int64_t>(lines.size())) {
-      pb::LogLines message;
-      for (int i = 0; i < kMaxLinesPerMessage && next < static_cast<int64_t>(lines.size()); ++i, ++next) {
-        message.add_lines(lines[static_cast<size_t>(next)]);
+    partial += chunk;
+    pb::LogLines message;
+    size_t bytes = 0, start = 0;
+    for (size_t end; (end = partial.find('\n', start)) != std::string::npos; start = end + 1) {
+      if (next++ < request->from()) continue;
+      message.add_lines(Printable(partial.substr(start, end - start), kMaxLineBytes));
+      bytes += message.lines(message.lines_size() - 1).size();
+      if (message.lines_size() == kMaxLinesPerMessage || bytes > kMaxLogBytes) {
+        message.set_next(next);
+        if (!writer->Write(message)) return grpc::Status::OK;
+        message.Clear();
+        bytes = 0;
       }
+    }
+    partial.erase(0, start);
+    if (message.lines_size() > 0) {
       message.set_next(next);
       if (!writer->Write(message)) return grpc::Status::OK;
     }
@@ -235,20 +249,28 @@ grpc::Status OperatorService::Fetch(grpc::ServerContext* context, const pb::RunR
   }
   const std::string out = RunDir(state_->options().state_dir, request->run()) + "/out";
   for (const std::string& name : FilesIn(out)) {
-    std::ifstream in(out + "/" + name, std::ios::binary);
-    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    size_t at = 0;
+    // A chunk in memory at a time; a file that cannot be read whole ends
+    // the call with why.
+    std::ifstream in(out + "/" + name, std::ios::binary | std::ios::ate);
+    const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : -1;
+    if (size < 0) return grpc::Status(grpc::StatusCode::INTERNAL, out + "/" + name + ": cannot be read");
+    in.seekg(0);
+    std::streamoff sent = 0;
+    std::string data(kChunkBytes, '\0');
     do {
-      pb::FileChunk chunk;
-      if (at == 0) {
-        chunk.set_name(name);
-        chunk.set_size(static_cast<int64_t>(data.size()));
+      const std::streamoff n = std::min<std::streamoff>(static_cast<std::streamoff>(kChunkBytes), size - sent);
+      if (!in.read(data.data(), n)) {
+        return grpc::Status(grpc::StatusCode::INTERNAL, out + "/" + name + ": cannot be read");
       }
-      const size_t n = std::min(kChunkBytes, data.size() - at);
-      chunk.set_data(data.substr(at, n));
-      at += n;
+      pb::FileChunk chunk;
+      if (sent == 0) {
+        chunk.set_name(name);
+        chunk.set_size(static_cast<int64_t>(size));
+      }
+      chunk.set_data(data.data(), static_cast<size_t>(n));
+      sent += n;
       if (!writer->Write(chunk)) return grpc::Status::OK;
-    } while (at < data.size());
+    } while (sent < size);
   }
   state_->store().Audit(by, "fetch", "run-" + std::to_string(request->run()), "");
   return grpc::Status::OK;
@@ -306,6 +328,7 @@ grpc::Status OperatorService::Enrol(grpc::ServerContext* context, const pb::Enro
     return Invalid("not a node's certificate (client-<k>): " + facts.peer.problem);
   }
   const int id = facts.peer.id;
+  const auto lock = state_->NodesLock();
   std::optional<NodeRecord> node = state_->store().Node(id);
   const std::string target = "client-" + std::to_string(id);
   std::string action = "enrol", detail = "certificate " + facts.peer.sha256.substr(0, 16);
@@ -340,19 +363,26 @@ grpc::Status OperatorService::Revoke(grpc::ServerContext* context, const pb::Rev
   std::string by;
   const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
   if (!refused.ok()) return refused;
-  std::optional<NodeRecord> node = state_->store().Node(request->node());
-  if (!node) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no node " + std::to_string(request->node()) +
-                                                                   " is enrolled");
-  if (node->state != "revoked") {
-    node->state = "revoked";
-    node->revoked_by = by;
-    node->revoked_at = UtcNow();
-    state_->store().PutNode(*node);
-    state_->store().Audit(by, "revoke", "client-" + std::to_string(node->id),
-                          Printable(request->reason(), 200));
-    state_->WriteAccess();
-    state_->Changed();
+  std::optional<NodeRecord> node;
+  bool revoked = false;
+  {
+    const auto lock = state_->NodesLock();
+    node = state_->store().Node(request->node());
+    if (!node) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no node " + std::to_string(request->node()) + " is enrolled");
+    }
+    if (node->state != "revoked") {
+      node->state = "revoked";
+      node->revoked_by = by;
+      node->revoked_at = UtcNow();
+      state_->store().PutNode(*node);
+      state_->store().Audit(by, "revoke", "client-" + std::to_string(node->id), Printable(request->reason(), 200));
+      state_->WriteAccess();
+      revoked = true;
+    }
   }
+  // Its parked sync is answered: its next one is refused.
+  if (revoked) state_->Changed();
   Describe(*node, reply);
   return grpc::Status::OK;
 }
@@ -363,7 +393,7 @@ grpc::Status OperatorService::Audit(grpc::ServerContext* context, const pb::Audi
   const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
   if (!refused.ok()) return refused;
   reply->set_protocol_version(kProtocolVersion);
-  for (const AuditRecord& r : state_->store().AuditAfter(request->after())) {
+  for (const AuditRecord& r : state_->store().AuditAfter(request->after(), kMaxAuditEntries)) {
     pb::AuditEntry* e = reply->add_entries();
     e->set_seq(r.seq);
     e->set_at(r.at);

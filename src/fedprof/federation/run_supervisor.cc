@@ -28,6 +28,7 @@ namespace {
 constexpr const char* kListening = "fedprof server: listening on ";
 // What its last line says when it ends with an error.
 constexpr const char* kErrorLine = "fedprof: error: ";
+constexpr const char* kInternalErrorLine = "fedprof: internal error: ";
 
 std::string OutDir(const std::string& run_dir) { return run_dir + "/out"; }
 std::string LogPath(const std::string& run_dir) { return run_dir + "/log.txt"; }
@@ -110,17 +111,23 @@ int64_t RunSupervisor::Submit(RunRecord record, const std::string& model_bytes) 
   const int64_t id = store_->AddRun(record);
   record.id = id;
   const std::string dir = RunDir(host_.state_dir, id);
-  MakeDirs(dir);
-  if (!model_bytes.empty()) {
-    // The module the operator sent, where the run's server reads it.
-    const std::string model = dir + "/model.pt";
-    WriteFileAtomic(model, model_bytes);
-    Config config;
-    config.MergeTomlString(record.config, "the submitted config");
-    config.Set("model.file", model, "the federation");
-    record.config = config.ToToml();
+  try {
+    MakeDirs(dir);
+    if (!model_bytes.empty()) {
+      // The module the operator sent, where the run's server reads it.
+      const std::string model = dir + "/model.pt";
+      WriteFileAtomic(model, model_bytes);
+      Config config;
+      config.MergeTomlString(record.config, "the submitted config");
+      config.Set("model.file", model, "the federation");
+      record.config = config.ToToml();
+    }
+    WriteFileAtomic(dir + "/config.toml", record.config);
+  } catch (const Error& e) {
+    record.state = kRunFailed;
+    record.detail = std::string("the federation could not keep it: ") + e.what();
+    record.finished_at = UtcNow();
   }
-  WriteFileAtomic(dir + "/config.toml", record.config);
   store_->UpdateRun(record);
   store_->Audit(record.submitted_by, "submit", "run-" + std::to_string(id),
                 record.name + " (" + record.strategy + ", " + std::to_string(record.rounds) + " rounds)");
@@ -149,7 +156,8 @@ std::string RunSupervisor::Stop(int64_t id, const std::string& by) {
   store_->UpdateRun(*run);
   ::kill(child->second.pid, SIGTERM);
   child->second.term_sent_at = Now();
-  if (changed_) changed_();
+  changed_since_ = true;
+  wake_.notify_all();  // the supervisor's thread tells the nodes
   return "";
 }
 
@@ -175,10 +183,12 @@ std::pair<int64_t, double> RunSupervisor::Progress(int64_t id) const {
 }
 
 void RunSupervisor::Loop() {
-  Resume();
   std::unique_lock<std::mutex> lock(mutex_);
+  bool resumed = false;
   while (!stopping_) {
     try {
+      if (!resumed) Resume();
+      resumed = true;
       Reap();
       ReadAddresses();
       EnforceStops();
@@ -186,14 +196,21 @@ void RunSupervisor::Loop() {
     } catch (const std::exception& e) {
       LogWarning(std::string("federation: ") + e.what());
     }
+    if (changed_since_ && changed_) {
+      // Told with the lock released: listeners answer gRPC calls and read the store.
+      changed_since_ = false;
+      lock.unlock();
+      changed_();
+      lock.lock();
+      continue;
+    }
     wake_.wait_for(lock, std::chrono::milliseconds(200));
   }
 }
 
 void RunSupervisor::Resume() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (RunRecord& run : store_->Runs()) {
-    if (Ended(run.state) || run.state == kRunQueued) continue;
+  for (RunRecord& run : store_->ActiveRuns()) {
+    if (run.state == kRunQueued) continue;
     const std::string target = "run-" + std::to_string(run.id);
     if (!run.stop_requested_by.empty()) {
       run.state = kRunStopped;
@@ -203,39 +220,53 @@ void RunSupervisor::Resume() {
       continue;
     }
     store_->Audit("federation", "restart", target, "was " + run.state + " when the federation stopped");
+    // Queued again, first in line (by id), on its port of before if it can.
+    const size_t colon = run.address.rfind(':');
+    if (colon != std::string::npos) last_port_[run.id] = std::atoi(run.address.c_str() + colon + 1);
     run.address.clear();
-    Start(run);
+    run.state = kRunQueued;
+    run.detail = "resuming from its checkpoint (the federation restarted)";
+    store_->UpdateRun(run);
   }
 }
 
 void RunSupervisor::StartQueued() {
   int active = static_cast<int>(children_.size());
-  for (RunRecord& run : store_->Runs()) {
+  for (RunRecord& run : store_->ActiveRuns()) {
     if (active >= host_.max_runs) return;
     if (run.state != kRunQueued) continue;
     Start(run);
-    ++active;
+    if (children_.count(run.id) != 0) ++active;
   }
 }
 
-int RunSupervisor::FreePort() const {
+int RunSupervisor::FreePort(int preferred) const {
   if (host_.first_port == 0) return 0;
+  const auto taken = [&](int port) {
+    for (const auto& [id, child] : children_) {
+      if (child.port == port) return true;
+    }
+    return false;
+  };
+  if (preferred >= host_.first_port && preferred <= host_.last_port && !taken(preferred)) return preferred;
   for (int port = host_.first_port; port <= host_.last_port; ++port) {
-    bool taken = false;
-    for (const auto& [id, child] : children_) taken = taken || child.port == port;
-    if (!taken) return port;
+    if (!taken(port)) return port;
   }
   return -1;
 }
 
 void RunSupervisor::Start(RunRecord& run) {
   const std::string dir = RunDir(host_.state_dir, run.id);
-  const int port = FreePort();
+  const auto last = last_port_.find(run.id);
+  const int port = FreePort(last == last_port_.end() ? 0 : last->second);
   if (port < 0) {
-    run.detail = "waiting for a free port of --run-ports";
-    store_->UpdateRun(run);
+    if (run.detail != "waiting for a free port of --run-ports") {
+      run.detail = "waiting for a free port of --run-ports";
+      store_->UpdateRun(run);
+    }
     return;
   }
+  last_port_.erase(run.id);
   std::vector<std::string> argv = {host_.fedprof, "server"};
   const std::string out = OutDir(dir);
   // A run that finished a round resumes from its checkpoint; one that
@@ -251,8 +282,10 @@ void RunSupervisor::Start(RunRecord& run) {
   } else {
     argv.insert(argv.end(), {"--tls-dir", host_.tls_dir, "--access", host_.state_dir + "/access.json"});
   }
-  const int pid = Spawn(argv, LogPath(dir));
-  children_[run.id] = Child{pid, port, -1};
+  const std::string log = LogPath(dir);
+  const size_t log_from = FileExists(log) ? ReadFile(log).size() : 0;
+  const int pid = Spawn(argv, log);
+  children_[run.id] = Child{pid, port, -1, log_from};
   run.state = kRunStarting;
   run.detail = "starting its server";
   if (run.started_at.empty()) run.started_at = UtcNow();
@@ -264,18 +297,17 @@ void RunSupervisor::ReadAddresses() {
   for (auto& [id, child] : children_) {
     std::optional<RunRecord> run = store_->Run(id);
     if (!run || run->state != kRunStarting) continue;
+    // This start's own line: a resumed run's log holds its earlier starts'.
     const std::string log = ReadFile(LogPath(RunDir(host_.state_dir, id)));
-    // The last start's line: a resumed run's log holds its earlier starts.
-    const size_t at = log.rfind(kListening);
+    const std::string lines = "\n" + log.substr(std::min(child.log_from, log.size()));
+    const size_t at = lines.find(std::string("\n") + kListening);
     if (at == std::string::npos) continue;
-    const size_t from = at + std::string(kListening).size();
-    const std::string address = log.substr(from, log.find(' ', from) - from);
-    if (address == run->address) continue;
-    run->address = address;
+    const size_t from = at + 1 + std::string(kListening).size();
+    run->address = lines.substr(from, lines.find(' ', from) - from);
     run->state = kRunRunning;
     run->detail.clear();
     store_->UpdateRun(*run);
-    if (changed_) changed_();
+    changed_since_ = true;
   }
 }
 
@@ -301,9 +333,10 @@ void RunSupervisor::Reap() {
     if (!run) continue;
     const std::string target = "run-" + std::to_string(id);
     const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const int64_t rounds = Progress(id).first;
     run->finished_at = UtcNow();
     run->address.clear();
-    if (!run->stop_requested_by.empty()) {
+    if (!run->stop_requested_by.empty() && !(clean && rounds >= run->rounds)) {
       run->state = kRunStopped;
       run->detail = "stopped by " + run->stop_requested_by + " after round " +
                     std::to_string(Progress(id).first);
@@ -313,7 +346,9 @@ void RunSupervisor::Reap() {
       run->detail.clear();
       store_->Audit("federation", "finish", target, std::to_string(Progress(id).first) + " rounds");
     } else {
-      const std::string error = LastLineStarting(ReadFile(LogPath(RunDir(host_.state_dir, id))), kErrorLine);
+      const std::string log = ReadFile(LogPath(RunDir(host_.state_dir, id)));
+      std::string error = LastLineStarting(log, kErrorLine);
+      if (error.empty()) error = LastLineStarting(log, kInternalErrorLine);
       run->state = kRunFailed;
       run->detail = !error.empty()        ? Printable(error, 1000)
                     : WIFSIGNALED(status) ? std::string("its server was killed (") + ::strsignal(WTERMSIG(status)) + ")"
@@ -321,7 +356,7 @@ void RunSupervisor::Reap() {
       store_->Audit("federation", "fail", target, run->detail);
     }
     store_->UpdateRun(*run);
-    if (changed_) changed_();
+    changed_since_ = true;
   }
 }
 

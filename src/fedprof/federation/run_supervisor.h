@@ -65,16 +65,19 @@ class RunSupervisor {
     int pid = -1;
     int port = 0;
     double term_sent_at = -1;  // seconds on the supervisor's clock
+    size_t log_from = 0;       // where this start's lines begin in the run's log
   };
 
   void Loop();
-  void Resume();                 // once, at start: the runs the last federation left
+  void Resume();                 // once, at start: the runs the last federation left, queued again
   void StartQueued();            // mutex held
   void Start(RunRecord& run);    // mutex held
   void Reap();                   // mutex held
   void ReadAddresses();          // mutex held
   void EnforceStops();           // mutex held
-  int FreePort() const;          // mutex held; 0: let the server pick
+  // A port of --run-ports no run of ours holds, `preferred` if it is one
+  // (mutex held); 0: let the server pick; -1: none free.
+  int FreePort(int preferred) const;
   double Now() const;
 
   Store* const store_;
@@ -83,6 +86,8 @@ class RunSupervisor {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::map<int64_t, Child> children_;
+  std::map<int64_t, int> last_port_;  // each resumed run's port before the restart
+  bool changed_since_ = false;        // the runs open to nodes changed: tell, once unlocked
   bool stopping_ = false;
   std::thread thread_;  // forks every run's server, so that PDEATHSIG follows the federation
 };

@@ -216,6 +216,14 @@ std::vector<RunRecord> Store::Runs() {
   return runs;
 }
 
+std::vector<RunRecord> Store::ActiveRuns() {
+  std::vector<RunRecord> runs;
+  impl_->Query(std::string("SELECT ") + kRunColumns +
+                   " FROM runs WHERE state NOT IN ('finished', 'stopped', 'failed') ORDER BY id",
+               {}, [&](sqlite3_stmt* s) { runs.push_back(RunOf(s)); });
+  return runs;
+}
+
 void Store::PutNode(const NodeRecord& n) {
   impl_->Exec(std::string("INSERT OR REPLACE INTO nodes (") + kNodeColumns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?)",
               {std::to_string(n.id), n.state, n.cert_sha256, n.cert_expires, n.enrolled_by, n.enrolled_at,
@@ -276,10 +284,10 @@ void Store::Audit(const std::string& actor, const std::string& action, const std
               {UtcNow(), actor, action, target, detail});
 }
 
-std::vector<AuditRecord> Store::AuditAfter(int64_t seq) {
+std::vector<AuditRecord> Store::AuditAfter(int64_t seq, size_t limit) {
   std::vector<AuditRecord> out;
-  impl_->Query("SELECT seq, at, actor, action, target, detail FROM audit WHERE seq>? ORDER BY seq",
-               {std::to_string(seq)}, [&](sqlite3_stmt* s) {
+  impl_->Query("SELECT seq, at, actor, action, target, detail FROM audit WHERE seq>? ORDER BY seq LIMIT ?",
+               {std::to_string(seq), std::to_string(limit)}, [&](sqlite3_stmt* s) {
                  out.push_back({sqlite3_column_int64(s, 0), Text(s, 1), Text(s, 2), Text(s, 3), Text(s, 4),
                                 Text(s, 5)});
                });

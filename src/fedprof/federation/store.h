@@ -93,6 +93,8 @@ class Store {
   void UpdateRun(const RunRecord& run);
   std::optional<RunRecord> Run(int64_t id);
   std::vector<RunRecord> Runs();
+  // The runs not over yet (queued, starting, running, stopping), by id.
+  std::vector<RunRecord> ActiveRuns();
 
   // Adds or replaces node `node.id`.
   void PutNode(const NodeRecord& node);
@@ -110,7 +112,8 @@ class Store {
 
   void Audit(const std::string& actor, const std::string& action, const std::string& target,
              const std::string& detail);
-  std::vector<AuditRecord> AuditAfter(int64_t seq);
+  // The entries after `seq`, at most `limit` of them.
+  std::vector<AuditRecord> AuditAfter(int64_t seq, size_t limit = 1000);
 
  private:
   class Impl;

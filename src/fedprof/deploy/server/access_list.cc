@@ -23,10 +23,14 @@ std::map<int, std::string> IdsOf(const nlohmann::json& object, const std::string
   return out;
 }
 
-long long ModifiedAt(const std::string& path) {
+// What tells one version of the file from the next: it is replaced whole
+// (a new inode each time), so two writes in one tick of the clock differ
+// too.
+std::string VersionOf(const std::string& path) {
   struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) return -1;
-  return static_cast<long long>(info.st_mtim.tv_sec) * 1000000000LL + info.st_mtim.tv_nsec;
+  if (::stat(path.c_str(), &info) != 0) return "";
+  return std::to_string(info.st_ino) + ":" + std::to_string(info.st_size) + ":" +
+         std::to_string(info.st_mtim.tv_sec) + "." + std::to_string(info.st_mtim.tv_nsec);
 }
 
 }  // namespace
@@ -56,10 +60,11 @@ AccessList::AccessList(std::string path) : path_(std::move(path)) {}
 
 void AccessList::Refresh() {
   const auto now = std::chrono::steady_clock::now();
-  if (stamp_ >= 0 && now - checked_ < std::chrono::seconds(1)) return;
+  if (read_once_ && now - checked_ < std::chrono::seconds(1)) return;
   checked_ = now;
-  const long long stamp = ModifiedAt(path_);
-  if (stamp == stamp_ && problem_.empty()) return;
+  read_once_ = true;
+  const std::string stamp = VersionOf(path_);
+  if (stamp == stamp_ && !stamp.empty() && problem_.empty()) return;
   try {
     entries_ = ReadAccessList(path_);
     problem_.clear();

@@ -52,7 +52,8 @@ class AccessList {
   AccessEntries entries_;
   std::string problem_;
   std::chrono::steady_clock::time_point checked_{};
-  long long stamp_ = -1;  // the file's modification time when read
+  bool read_once_ = false;
+  std::string stamp_;  // the file's inode, size and time when read
 };
 
 }  // namespace fedprof::deploy

@@ -1,0 +1,98 @@
+#include "fedprof/federation/store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <string>
+
+#include "fedprof/core/error.h"
+#include "tests/expect_error.h"
+
+namespace fedprof::federation {
+namespace {
+
+using testing_support::ExpectError;
+
+std::string FreshStateDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/federation_store_" + name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// What a federation wrote is there when it opens its state again: runs
+// with every field, nodes, refusals, who served what, the audit log in order.
+TEST(FederationStoreTest, EverythingWrittenIsThereWhenOpenedAgain) {
+  const std::string dir = FreshStateDir("reopen");
+  {
+    Store store(dir);
+    RunRecord run;
+    run.name = "first";
+    run.config = "rounds = 3\n";
+    run.strategy = "fedavg";
+    run.rounds = 3;
+    run.submitted_by = "operator-alice";
+    EXPECT_EQ(store.AddRun(run), 1);
+    run.name = "second";
+    EXPECT_EQ(store.AddRun(run), 2);
+    RunRecord second = *store.Run(2);
+    second.state = kRunRunning;
+    second.address = "127.0.0.1:5000";
+    store.UpdateRun(second);
+    NodeRecord node;
+    node.id = 7;
+    node.cert_sha256 = std::string(64, 'a');
+    store.PutNode(node);
+    store.NodeSeen(7, "2026-12-01T00:00:00Z", "0.9.0", "commit x");
+    store.AddRefusal({1, 7, "policy at_most \"rounds\" = 2: the run has 3", "2026-12-01T00:00:01Z"});
+    store.AddServed(2, 7);
+    store.AddServed(2, 7);  // once per pair
+    store.Audit("operator-alice", "submit", "run-1", "first");
+    store.Audit("federation", "start", "run-1", "");
+  }
+  Store store(dir);
+  ASSERT_EQ(store.Runs().size(), 2u);
+  const RunRecord second = *store.Run(2);
+  EXPECT_EQ(second.name, "second");
+  EXPECT_EQ(second.state, kRunRunning);
+  EXPECT_EQ(second.address, "127.0.0.1:5000");
+  EXPECT_EQ(second.config, "rounds = 3\n");
+  EXPECT_EQ(second.submitted_by, "operator-alice");
+  EXPECT_FALSE(store.Run(3).has_value());
+  const NodeRecord node = *store.Node(7);
+  EXPECT_EQ(node.cert_sha256, std::string(64, 'a'));
+  EXPECT_EQ(node.version, "0.9.0");
+  EXPECT_EQ(node.last_seen, "2026-12-01T00:00:00Z");
+  ASSERT_EQ(store.Refusals(1).size(), 1u);
+  EXPECT_EQ(store.Refusals(1)[0].node, 7);
+  EXPECT_EQ(store.ServedBy(2), std::vector<int>{7});
+  EXPECT_EQ(store.RunsServed(7), 1);
+  const auto audit = store.AuditAfter(0);
+  ASSERT_EQ(audit.size(), 2u);
+  EXPECT_EQ(audit[0].action, "submit");
+  EXPECT_EQ(audit[1].actor, "federation");
+  EXPECT_EQ(store.AuditAfter(audit[0].seq).size(), 1u);
+}
+
+// Text is stored as given, quotes and all (bound, never spliced into SQL).
+TEST(FederationStoreTest, TextIsBoundNotSpliced) {
+  Store store(FreshStateDir("text"));
+  RunRecord run;
+  run.name = "x'); DROP TABLE runs; --";
+  store.AddRun(run);
+  EXPECT_EQ(store.Runs().at(0).name, run.name);
+}
+
+// A database of a later schema is refused, not misread.
+TEST(FederationStoreTest, ADatabaseOfANewerSchemaIsRefused) {
+  const std::string dir = FreshStateDir("newer");
+  { Store store(dir); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir + "/federation.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  ExpectError([&] { Store store(dir); }, {"federation.db", "schema 99", "newer"});
+}
+
+}  // namespace
+}  // namespace fedprof::federation
