@@ -94,8 +94,11 @@ for ((k = 0; k < nodes; k++)); do
   node_pids+=($!)
   pids+=($!)
 done
-for ((k = 0; k < nodes; k++)); do
-  until "$cli" federation nodes $op --format json | grep -q '"connected": true'; do sleep 0.1; done
+connected() { "$cli" federation nodes $op --format json | grep -o '"connected": *true' | wc -l; }
+deadline=$(( $(date +%s) + 120 ))
+until (( $(connected) >= nodes )); do
+  (( $(date +%s) < deadline )) || { echo "federation.sh: the nodes did not connect" >&2; exit 1; }
+  sleep 0.1
 done
 sleep 1
 for ((i = 1; i <= repeat; i++)); do
@@ -103,7 +106,7 @@ for ((i = 1; i <= repeat; i++)); do
   "$cli" federation submit $run $op > /dev/null
   wait_for "$work/state/runs/$i/out/metrics.csv" "^1,"
   echo "$(now) - $start" | bc >> "$work/start-federation"
-  until "$cli" federation status "$i" $op --format json | grep -q '"state": "finished"'; do sleep 0.2; done
+  "$cli" federation wait "$i" --timeout 300 $op > /dev/null
 done
 sleep 3
 node_idle=$(idle "${node_pids[0]}")

@@ -26,6 +26,7 @@ namespace fedprof::testing_support {
 // in dir/state.
 struct Federation {
   std::string dir, certs, address;
+  std::string monitor;  // HOST:PORT of its --monitor, when started with one
   Processes procs;
   int server = -1;
   std::vector<int> nodes;
@@ -38,6 +39,10 @@ struct Federation {
                          dir + "/federation-" + std::to_string(starts++) + ".log");
     address = procs.WaitForOutput(server, "federation: listening on (127\\.0\\.0\\.1:[0-9]+)", 60);
     ASSERT_FALSE(address.empty()) << procs.Output(server);
+    if (extra.find("--monitor ") != std::string::npos) {
+      monitor = procs.WaitForOutput(server, "federation: monitor on http://(127\\.0\\.0\\.1:[0-9]+)/", 60);
+      ASSERT_FALSE(monitor.empty()) << procs.Output(server);
+    }
   }
 
   // An operator's command, its JSON output parsed (null when it failed:

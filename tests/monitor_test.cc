@@ -19,6 +19,7 @@
 #include "fedprof/monitor/http.h"
 #include "fedprof/monitor/monitor.h"
 #include "tests/expect_error.h"
+#include "tests/monitor_readers.h"
 #include "tests/processes.h"
 #include "tests/run_cli.h"
 #include "tests/test_dirs.h"
@@ -26,39 +27,18 @@
 namespace fedprof {
 namespace {
 
+using testing_support::Capture;
 using testing_support::FreshDir;
+using testing_support::kElements;
+using testing_support::kRenderedPage;
+using testing_support::Sample;
+using testing_support::Scrape;
 using testing_support::ExpectError;
 using testing_support::kCli;
 using testing_support::Processes;
 using testing_support::SmallRun;
 using testing_support::kTimeScale;
 using testing_support::WaitUntil;
-
-const std::string kScrape = "/usr/bin/python3 " FEDPROF_SOURCE_DIR "/tests/monitor_scrape.py";
-const std::string kElements = "/usr/bin/python3 " FEDPROF_SOURCE_DIR "/tests/dom_elements.py";
-const std::string kRenderedPage = "/usr/bin/python3 " FEDPROF_SOURCE_DIR "/tests/rendered_page.py";
-
-// stdout of `command` (its exit code into *code).
-std::string Capture(const std::string& command, int* code) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
-
-// /metrics of the monitor at `url`, parsed by prometheus_client: sample
-// "name{labels}" -> value, and "# TYPE family" -> type.
-nlohmann::json Scrape(const std::string& url, const std::string& token_file = "") {
-  int code = -1;
-  const std::string out = Capture(kScrape + " " + url + " " + token_file, &code);
-  EXPECT_EQ(code, 0) << out;
-  return code == 0 ? nlohmann::json::parse(out) : nlohmann::json::object();
-}
 
 // Scrapes the monitor at `address` until `done` holds of its samples (at
 // most `timeout_s`); the last scrape goes to *samples.
@@ -70,14 +50,6 @@ bool ScrapeUntil(const std::string& address, double timeout_s, nlohmann::json* s
         return done(*samples);
       },
       timeout_s);
-}
-
-double Sample(const nlohmann::json& samples, const std::string& key) {
-  if (!samples.contains(key)) {
-    ADD_FAILURE() << "no sample " << key << " in " << samples.dump(1);
-    return -1;
-  }
-  return samples.at(key).get<double>();
 }
 
 // The /status of the monitor at "HOST:PORT", or null while it cannot be read.

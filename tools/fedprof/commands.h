@@ -48,6 +48,9 @@ std::vector<std::string> MonitorArgv(const MonitorArgs& args);
 // without --monitor; `mode` is the command (simulate, compare, server). The
 // command hands it to the run it starts as the run's observer.
 std::unique_ptr<RunMonitor> StartMonitor(const MonitorArgs& args, const std::string& mode);
+// The monitor's options the arguments ask for (listen empty without
+// --monitor; its other flags need it: fedprof::Error).
+MonitorOptions MonitorOptionsOf(const MonitorArgs& args, const std::string& mode);
 
 // runs/<config stem>[-<kind>]-<local time>: where outputs go without --out.
 std::string DefaultOutDir(const std::string& config_path, const std::string& kind = "");

@@ -16,6 +16,7 @@
 #include "fedprof/core/hash.h"
 #include "fedprof/core/text.h"
 #include "fedprof/federation/federation.h"
+#include "fedprof/federation/listing.h"
 #include "fedprof/federation/node.h"
 #include "fedprof/federation/operator_client.h"
 #include "fedprof/run/deployment.h"
@@ -25,6 +26,11 @@ namespace fedprof::cli {
 namespace {
 
 namespace fed = fedprof::federation;
+using fed::FormatNodes;
+using fed::FormatRun;
+using fed::FormatRuns;
+using fed::NodeJson;
+using fed::RunJson;
 using nlohmann::json;
 
 struct Connection {
@@ -49,104 +55,25 @@ void CheckConnection(const Connection& c) {
   }
 }
 
-json RunJson(const fed::pb::RunInfo& r) {
-  json refusals = json::array();
-  for (const auto& f : r.refusals()) refusals.push_back({{"node", f.node()}, {"rule", f.rule()}, {"at", f.at()}});
-  json j = {{"run", r.run()},           {"name", r.name()},
-            {"state", r.state()},       {"detail", r.detail()},
-            {"strategy", r.strategy()}, {"rounds", r.rounds()},
-            {"rounds_done", r.rounds_done()},
-            {"submitted_by", r.submitted_by()}, {"submitted_at", r.submitted_at()},
-            {"started_at", r.started_at()},     {"finished_at", r.finished_at()},
-            {"address", r.address()},           {"nodes", json(std::vector<int>(r.nodes().begin(), r.nodes().end()))},
-            {"refusals", refusals}};
-  j["accuracy"] = std::isnan(r.accuracy()) ? json(nullptr) : json(r.accuracy());
-  return j;
-}
-
-json NodeJson(const fed::pb::NodeInfo& n) {
-  return {{"id", n.id()},
-          {"state", n.state()},
-          {"connected", n.connected()},
-          {"last_seen", n.last_seen()},
-          {"version", n.version()},
-          {"build", n.build()},
-          {"cert_sha256", n.cert_sha256()},
-          {"cert_expires", n.cert_expires()},
-          {"runs_served", n.runs_served()},
-          {"serving", json(std::vector<int64_t>(n.serving().begin(), n.serving().end()))},
-          {"enrolled_by", n.enrolled_by()},
-          {"enrolled_at", n.enrolled_at()},
-          {"revoked_by", n.revoked_by()},
-          {"revoked_at", n.revoked_at()}};
-}
-
-// A table with a header row, each column as wide as its widest cell.
-void PrintTable(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) {
-      if (width.size() <= i) width.push_back(0);
-      width[i] = std::max(width[i], row[i].size());
-    }
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
-    }
-    std::printf("%s\n", Printable(line, 2000).c_str());
-  }
-}
-
-std::string Accuracy(double a) { return std::isnan(a) ? "-" : FormatDouble(a, "%.3f"); }
-
-void PrintRuns(const std::vector<fed::pb::RunInfo>& runs) {
-  std::vector<std::vector<std::string>> rows = {
-      {"RUN", "NAME", "STATE", "STRATEGY", "ROUND", "ACCURACY", "SUBMITTED BY", "SUBMITTED AT", "DETAIL"}};
-  for (const auto& r : runs) {
-    rows.push_back({std::to_string(r.run()), r.name(), r.state(), r.strategy(),
-                    std::to_string(r.rounds_done()) + "/" + std::to_string(r.rounds()), Accuracy(r.accuracy()),
-                    r.submitted_by(), r.submitted_at(), r.detail()});
-  }
-  PrintTable(rows);
-}
-
-void PrintRun(const fed::pb::RunInfo& r) {
-  PrintRuns({r});
-  if (!r.address().empty()) std::printf("server: %s\n", r.address().c_str());
-  std::string nodes;
-  for (int n : r.nodes()) nodes += (nodes.empty() ? "" : ", ") + std::to_string(n);
-  std::printf("nodes that served it: %s\n", nodes.empty() ? "none yet" : nodes.c_str());
-  for (const auto& f : r.refusals()) {
-    std::printf("refused by node %d at %s: %s\n", f.node(), Printable(f.at(), 40).c_str(),
-                Printable(f.rule(), 1000).c_str());
-  }
-}
-
-void PrintNodes(const std::vector<fed::pb::NodeInfo>& nodes) {
-  std::vector<std::vector<std::string>> rows = {
-      {"NODE", "STATE", "CONNECTED", "LAST SEEN", "VERSION", "BUILD", "CERT EXPIRES", "RUNS SERVED", "SERVING"}};
-  for (const auto& n : nodes) {
-    std::string serving;
-    for (int64_t r : n.serving()) serving += (serving.empty() ? "" : ",") + std::to_string(r);
-    rows.push_back({std::to_string(n.id()), n.state(), n.connected() ? "yes" : "no",
-                    n.last_seen().empty() ? "never" : n.last_seen(), n.version(), n.build(), n.cert_expires(),
-                    std::to_string(n.runs_served()), serving.empty() ? "-" : serving});
-  }
-  PrintTable(rows);
-}
-
 // Text from the federation is printed as the one sanitiser leaves it, and
 // JSON with any invalid UTF-8 replaced.
 void PrintJson(const json& j) {
   std::printf("%s\n", j.dump(2, ' ', false, json::error_handler_t::replace).c_str());
 }
 
+// `j` as JSON or as the table `table` draws of it, as --format says.
+void Print(const json& j, const Connection& c, std::string (*table)(const json&)) {
+  if (c.format == "json") {
+    PrintJson(j);
+  } else {
+    std::fputs(table(j).c_str(), stdout);
+  }
+}
+
 Runner AddServe(CLI::App& group) {
   auto o = std::make_shared<fed::FederationOptions>();
   auto ports = std::make_shared<std::string>();
+  auto monitor = std::make_shared<MonitorArgs>();
   CLI::App* sub = group.add_subcommand(
       "serve", "Run the federation: its nodes and operators on one port, each run a server of its own");
   sub->add_option("--state", o->state_dir, "Directory of its database, runs and logs (made if missing)")
@@ -163,7 +90,9 @@ Runner AddServe(CLI::App& group) {
                   "Seconds a stopped run has to end its round before it is killed")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
-  return [o, ports] {
+  AddMonitorOptions(sub, monitor.get());
+  return [o, ports, monitor] {
+    o->monitor = MonitorOptionsOf(*monitor, "federation");
     if (!ports->empty()) {
       const auto [first, last] = ParseIdRange(*ports);
       if (first < 1 || last > 65535) throw Error("--run-ports " + Printable(*ports, 20) + ": ports are 1..65535");
@@ -212,13 +141,9 @@ Runner AddRuns(CLI::App& group) {
   return [c] {
     CheckConnection(*c);
     const std::vector<fed::pb::RunInfo> runs = fed::OperatorClient(c->identity).Runs();
-    if (c->format == "json") {
-      json all = json::array();
-      for (const auto& r : runs) all.push_back(RunJson(r));
-      PrintJson(all);
-    } else {
-      PrintRuns(runs);
-    }
+    json all = json::array();
+    for (const auto& r : runs) all.push_back(RunJson(r));
+    Print(all, *c, FormatRuns);
   };
 }
 
@@ -304,11 +229,7 @@ Runner AddWait(CLI::App& group) {
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
       info = client.Show(a->run);
     }
-    if (a->c.format == "json") {
-      PrintJson(RunJson(info));
-    } else {
-      PrintRun(info);
-    }
+    Print(RunJson(info), a->c, FormatRun);
   };
 }
 
@@ -342,13 +263,9 @@ Runner AddNodes(CLI::App& group) {
   return [c] {
     CheckConnection(*c);
     const std::vector<fed::pb::NodeInfo> nodes = fed::OperatorClient(c->identity).Nodes();
-    if (c->format == "json") {
-      json all = json::array();
-      for (const auto& n : nodes) all.push_back(NodeJson(n));
-      PrintJson(all);
-    } else {
-      PrintNodes(nodes);
-    }
+    json all = json::array();
+    for (const auto& n : nodes) all.push_back(NodeJson(n));
+    Print(all, *c, FormatNodes);
   };
 }
 
@@ -366,14 +283,8 @@ Runner AddEnrol(CLI::App& group) {
     CheckConnection(a->c);
     fed::OperatorClient client(a->c.identity);
     json all = json::array();
-    std::vector<fed::pb::NodeInfo> nodes;
-    for (const std::string& path : a->certificates) nodes.push_back(client.Enrol(ReadFile(path)));
-    if (a->c.format == "json") {
-      for (const auto& n : nodes) all.push_back(NodeJson(n));
-      PrintJson(all);
-    } else {
-      PrintNodes(nodes);
-    }
+    for (const std::string& path : a->certificates) all.push_back(NodeJson(client.Enrol(ReadFile(path))));
+    Print(all, a->c, FormatNodes);
   };
 }
 
@@ -424,17 +335,13 @@ Runner AddAudit(CLI::App& group) {
     for (const auto& e : entries) {
       rows.push_back({std::to_string(e.seq()), e.at(), e.actor(), e.action(), e.target(), e.detail()});
     }
-    PrintTable(rows);
+    std::fputs(fed::FormatTable(rows).c_str(), stdout);
   };
 }
 
 void ShowRun(fed::OperatorClient& client, int64_t run, const Connection& c) {
   const fed::pb::RunInfo info = client.Show(run);
-  if (c.format == "json") {
-    PrintJson(RunJson(info));
-  } else {
-    PrintRun(info);
-  }
+  Print(RunJson(info), c, FormatRun);
 }
 
 void StopRun(fed::OperatorClient& client, int64_t run, const Connection& c) {

@@ -10,6 +10,7 @@
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
+#include "fedprof/federation/listing.h"
 #include "fedprof/monitor/http.h"
 #include "fedprof/privacy/client_ledger.h"
 #include "fedprof/report/run_status.h"
@@ -38,20 +39,38 @@ std::vector<std::string> MonitorArgv(const MonitorArgs& args) {
   return out;
 }
 
-std::unique_ptr<RunMonitor> StartMonitor(const MonitorArgs& args, const std::string& mode) {
-  if (args.listen.empty()) {
-    if (!args.token_file.empty() || !args.tls_dir.empty()) {
-      throw Error("--monitor-token-file and --monitor-tls-dir need --monitor HOST:PORT");
-    }
-    return nullptr;
+MonitorOptions MonitorOptionsOf(const MonitorArgs& args, const std::string& mode) {
+  if (args.listen.empty() && (!args.token_file.empty() || !args.tls_dir.empty())) {
+    throw Error("--monitor-token-file and --monitor-tls-dir need --monitor HOST:PORT");
   }
   MonitorOptions options;
   options.listen = args.listen;
   options.token_file = args.token_file;
   options.tls_dir = args.tls_dir;
   options.mode = mode;
+  return options;
+}
+
+std::unique_ptr<RunMonitor> StartMonitor(const MonitorArgs& args, const std::string& mode) {
+  const MonitorOptions options = MonitorOptionsOf(args, mode);
+  if (options.listen.empty()) return nullptr;
   return std::make_unique<RunMonitor>(options);
 }
+
+namespace {
+
+// A federation's monitor's /status: its runs and its nodes, as `federation
+// runs` and `federation nodes` print them.
+std::string FormatFederationStatus(const nlohmann::json& status, const std::string& target) {
+  try {
+    return "federation at " + target + "\n\nruns:\n" + federation::FormatRuns(status.at("runs")) +
+           "\nnodes:\n" + federation::FormatNodes(status.at("nodes"));
+  } catch (const nlohmann::json::exception&) {
+    throw Error("status: " + target + "/status is not a federation's status");
+  }
+}
+
+}  // namespace
 
 Runner AddStatus(CLI::App& app) {
   struct Args {
@@ -106,8 +125,13 @@ Runner AddStatus(CLI::App& app) {
     } catch (const nlohmann::json::exception&) {
       throw Error("status: " + args->target + "/status is not JSON");
     }
-    std::fputs(args->json ? (status.dump(2) + "\n").c_str() : FormatMonitorStatus(status).c_str(),
-               stdout);
+    if (args->json) {
+      std::fputs((status.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n").c_str(), stdout);
+    } else if (status.is_object() && status.contains("federation")) {
+      std::fputs(FormatFederationStatus(status, args->target).c_str(), stdout);
+    } else {
+      std::fputs(FormatMonitorStatus(status).c_str(), stdout);
+    }
   };
 }
 

@@ -11,7 +11,9 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
 #include "fedprof/deploy/shared/tls.h"
+#include "fedprof/federation/federation_monitor.h"
 #include "fedprof/federation/federation_state.h"
+#include "fedprof/federation/listing.h"
 #include "fedprof/federation/node_service.h"
 #include "fedprof/federation/operator_service.h"
 #include "fedprof/federation/run_supervisor.h"
@@ -74,6 +76,23 @@ void ServeFederation(const FederationOptions& options) {
   NodeService nodes(&state);
   RunSupervisor runs(&store, host, [&state] { state.Changed(); });
   OperatorService operators(&state, &runs);
+  std::unique_ptr<FederationMonitor> monitor;
+  if (!options.monitor.listen.empty()) {
+    FederationView view;
+    view.runs = [&operators] {
+      nlohmann::json all = nlohmann::json::array();
+      const pb::RunList runs = operators.AllRuns();
+      for (const pb::RunInfo& run : runs.runs()) all.push_back(RunJson(run));
+      return all;
+    };
+    view.nodes = [&operators] {
+      nlohmann::json all = nlohmann::json::array();
+      const pb::NodeList nodes = operators.AllNodes();
+      for (const pb::NodeInfo& node : nodes.nodes()) all.push_back(NodeJson(node));
+      return all;
+    };
+    monitor = std::make_unique<FederationMonitor>(options.monitor, std::move(view));
+  }
 
   grpc::ServerBuilder builder;
   int port = 0;
@@ -92,6 +111,7 @@ void ServeFederation(const FederationOptions& options) {
   const std::string address = options.listen.substr(0, options.listen.rfind(':')) + ":" + std::to_string(port);
   LogProgress("federation: listening on " + address + (options.insecure ? " (INSECURE)" : " (mutual TLS)") +
               "; state in " + options.state_dir);
+  if (monitor) LogProgress("federation: monitor on " + monitor->url());
   int signal = 0;
   sigwait(&stop_signals, &signal);
   LogProgress(std::string("federation: stopping (") + ::strsignal(signal) +

@@ -9,6 +9,8 @@
 
 #include <string>
 
+#include "fedprof/monitor/monitor.h"
+
 namespace fedprof::federation {
 
 struct FederationOptions {
@@ -22,10 +24,12 @@ struct FederationOptions {
   int last_run_port = 0;
   int max_runs = 4;        // at once
   double stop_grace_s = 60;
+  MonitorOptions monitor;  // listen empty: no monitor (federation_monitor.h)
 };
 
 // Serves until SIGTERM or SIGINT; prints "federation: listening on HOST:PORT"
-// once it does. Throws fedprof::Error (one line) when it cannot start.
+// once it does (and "federation: monitor on URL" with a monitor). Throws
+// fedprof::Error (one line) when it cannot start.
 void ServeFederation(const FederationOptions& options);
 
 }  // namespace fedprof::federation

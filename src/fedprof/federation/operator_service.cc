@@ -160,14 +160,17 @@ grpc::Status OperatorService::Describe(int64_t id, pb::RunInfo* info) {
 grpc::Status OperatorService::ListRuns(grpc::ServerContext* context, const pb::ListRunsRequest* request,
                                        pb::RunList* reply) {
   std::string by;
-  grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
   if (!refused.ok()) return refused;
-  reply->set_protocol_version(kProtocolVersion);
-  for (const RunRecord& run : state_->store().Runs()) {
-    refused = Describe(run.id, reply->add_runs());
-    if (!refused.ok()) return refused;
-  }
+  *reply = AllRuns();
   return grpc::Status::OK;
+}
+
+pb::RunList OperatorService::AllRuns() {
+  pb::RunList list;
+  list.set_protocol_version(kProtocolVersion);
+  for (const RunRecord& run : state_->store().Runs()) Describe(run.id, list.add_runs());
+  return list;
 }
 
 grpc::Status OperatorService::ShowRun(grpc::ServerContext* context, const pb::RunRequest* request,
@@ -310,9 +313,15 @@ grpc::Status OperatorService::ListNodes(grpc::ServerContext* context, const pb::
   std::string by;
   const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
   if (!refused.ok()) return refused;
-  reply->set_protocol_version(kProtocolVersion);
-  for (const NodeRecord& node : state_->store().Nodes()) Describe(node, reply->add_nodes());
+  *reply = AllNodes();
   return grpc::Status::OK;
+}
+
+pb::NodeList OperatorService::AllNodes() {
+  pb::NodeList list;
+  list.set_protocol_version(kProtocolVersion);
+  for (const NodeRecord& node : state_->store().Nodes()) Describe(node, list.add_nodes());
+  return list;
 }
 
 grpc::Status OperatorService::Enrol(grpc::ServerContext* context, const pb::EnrolRequest* request,

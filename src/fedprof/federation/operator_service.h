@@ -33,6 +33,11 @@ class OperatorService final : public pb::Operator::Service {
                       pb::NodeInfo* reply) override;
   grpc::Status Audit(grpc::ServerContext* context, const pb::AuditRequest* request, pb::AuditList* reply) override;
 
+  // Every run and every node as ListRuns and ListNodes answer them (the
+  // monitor's view, which asks no operator).
+  pb::RunList AllRuns();
+  pb::NodeList AllNodes();
+
  private:
   // The calling operator ("operator-<name>"), or the refusal.
   grpc::Status Operator(const grpc::ServerContext& context, uint32_t version, std::string* name);

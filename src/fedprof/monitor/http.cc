@@ -8,6 +8,8 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/version.hpp>
 
+#include <openssl/crypto.h>
+
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -122,7 +124,13 @@ Response Handle(const Shared& shared, const Request& req) {
     res.set(http::field::www_authenticate, "Bearer");
     return res;
   }
-  return Answer(http::status::ok, route->second.type, route->second.body());
+  // What a route reads may fail (a federation's database, say): the peer
+  // hears so; the server goes on.
+  try {
+    return Answer(http::status::ok, route->second.type, route->second.body());
+  } catch (const std::exception&) {
+    return Answer(http::status::internal_server_error, "text/plain", "the monitor could not read it\n");
+  }
 }
 
 // What a request that broke the limits is told before its connection closes
@@ -243,7 +251,8 @@ class Server {
     routes["/dashboard.json"] = {true, "application/json", handlers.dashboard_data};
     // Liveness, the page and its chart library hold nothing of the run.
     routes["/healthz"] = {false, "text/plain", [] { return std::string("ok\n"); }};
-    routes["/"] = {false, "text/html; charset=utf-8", [] { return DashboardHtml(); }};
+    routes["/"] = {false, "text/html; charset=utf-8",
+                   handlers.page ? handlers.page : std::function<std::string()>([] { return DashboardHtml(); })};
     if (FileExists(kChartJsPath)) {
       auto chart_js = std::make_shared<const std::string>(ReadFile(kChartJsPath));
       routes["/chart.js"] = {false, "application/javascript", [chart_js] { return *chart_js; }};
@@ -389,6 +398,23 @@ MonitorHttpServer::MonitorHttpServer(const std::string& host, int port, const st
 MonitorHttpServer::~MonitorHttpServer() = default;
 
 std::string MonitorHttpServer::url() const { return impl_->server.url(); }
+
+std::string ReadBearerToken(const std::string& file, const std::string& flag) {
+  if (!FileExists(file)) throw Error(flag + " " + file + ": no such file");
+  std::string token = ReadFile(file);
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  if (token.size() < 16 || token.find_first_of(" \t\r\n") != std::string::npos) {
+    throw Error(flag + " " + file + ": expected one line of at least 16 characters without spaces");
+  }
+  return token;
+}
+
+bool BearerMatches(const std::string& token, const std::string& authorization) {
+  if (token.empty()) return true;
+  const std::string expected = "Bearer " + token;
+  return authorization.size() == expected.size() &&
+         CRYPTO_memcmp(authorization.data(), expected.data(), expected.size()) == 0;
+}
 
 std::string MonitorGet(const std::string& address, const std::string& path,
                        const std::string& token, const std::string& ca_file, double timeout_s) {

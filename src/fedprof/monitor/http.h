@@ -18,7 +18,15 @@ struct HttpHandlers {
   std::function<std::string()> metrics;         // /metrics
   std::function<std::string()> status;          // /status
   std::function<std::string()> dashboard_data;  // /dashboard.json
+  std::function<std::string()> page;            // /: the run's dashboard when empty
 };
+
+// The bearer token in `file`: one line of at least 16 characters without
+// spaces, or fedprof::Error naming `flag` and the file.
+std::string ReadBearerToken(const std::string& file, const std::string& flag);
+// Whether `authorization` (a request's header) is "Bearer <token>",
+// compared in constant time; any request is when `token` is empty.
+bool BearerMatches(const std::string& token, const std::string& authorization);
 
 class MonitorHttpServer {
  public:

@@ -1,6 +1,5 @@
 #include "fedprof/monitor/monitor.h"
 
-#include <openssl/crypto.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,7 +12,6 @@
 #include <sstream>
 
 #include "fedprof/core/error.h"
-#include "fedprof/core/files.h"
 #include "fedprof/core/log.h"
 #include "fedprof/monitor/dashboard.h"
 #include "fedprof/monitor/exposition.h"
@@ -116,6 +114,17 @@ void CheckMonitorOptions(const MonitorOptions& options) {
   }
 }
 
+std::unique_ptr<MonitorHttpServer> ServeMonitor(const MonitorOptions& options, HttpHandlers handlers) {
+  CheckMonitorOptions(options);
+  const std::string token =
+      options.token_file.empty() ? "" : ReadBearerToken(options.token_file, "--monitor-token-file");
+  handlers.authorized = [token](const std::string& authorization) { return BearerMatches(token, authorization); };
+  std::string host;
+  int port = 0;
+  SplitHostPort(options.listen, &host, &port);
+  return std::make_unique<MonitorHttpServer>(host, port, options.tls_dir, std::move(handlers));
+}
+
 struct RunMonitor::State {
   struct RoundPoint {
     RoundMetrics m;
@@ -174,30 +183,7 @@ struct RunMonitor::State {
 
 RunMonitor::RunMonitor(const MonitorOptions& options)
     : options_(options), state_(std::make_unique<State>()) {
-  CheckMonitorOptions(options);
-  if (!options.token_file.empty()) {
-    if (!FileExists(options.token_file)) {
-      throw Error("--monitor-token-file " + options.token_file + ": no such file");
-    }
-    token_ = ReadFile(options.token_file);
-    while (!token_.empty() && (token_.back() == '\n' || token_.back() == '\r' || token_.back() == ' ')) {
-      token_.pop_back();
-    }
-    if (token_.size() < 16 || token_.find_first_of(" \t\r\n") != std::string::npos) {
-      throw Error("--monitor-token-file " + options.token_file +
-                  ": expected one line of at least 16 characters without spaces");
-    }
-  }
-  std::string host;
-  int port = 0;
-  SplitHostPort(options.listen, &host, &port);
   HttpHandlers handlers;
-  handlers.authorized = [this](const std::string& authorization) {
-    if (token_.empty()) return true;
-    const std::string expected = "Bearer " + token_;
-    return authorization.size() == expected.size() &&
-           CRYPTO_memcmp(authorization.data(), expected.data(), expected.size()) == 0;
-  };
   handlers.metrics = [this] { return MetricsText(); };
   handlers.status = [this] { return StatusJson(); };
   handlers.dashboard_data = [this] {
@@ -208,7 +194,7 @@ RunMonitor::RunMonitor(const MonitorOptions& options)
     }
     return Render(*copy, /*metrics=*/false);
   };
-  http_ = std::make_unique<MonitorHttpServer>(host, port, options.tls_dir, std::move(handlers));
+  http_ = ServeMonitor(options, std::move(handlers));
   sampler_ = std::thread([this] {
     std::unique_lock<std::mutex> lock(stop_mu_);
     while (!stopping_) {

@@ -40,6 +40,12 @@ struct MonitorOptions {
 void CheckMonitorOptions(const MonitorOptions& options);
 
 class MonitorHttpServer;
+struct HttpHandlers;
+
+// The HTTP(S) server of a monitor's `options` (checked as above), serving
+// `handlers` to requests that bring the token of options.token_file, if
+// one is given (handlers.authorized is set here).
+std::unique_ptr<MonitorHttpServer> ServeMonitor(const MonitorOptions& options, HttpHandlers handlers);
 
 class RunMonitor final : public RunObserver {
  public:
@@ -78,7 +84,6 @@ class RunMonitor final : public RunObserver {
   std::string Render(const State& s, bool metrics) const;
 
   MonitorOptions options_;
-  std::string token_;
   mutable std::mutex mu_;
   std::unique_ptr<State> state_;
   std::mutex source_mu_;  // held while the source is called, set or cleared

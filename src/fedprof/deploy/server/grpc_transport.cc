@@ -425,7 +425,12 @@ void GrpcTransport::Open() {
               std::to_string(wanted) + " of " + std::to_string(o.num_clients) + " clients");
   WaitForClients(wanted, o.start_timeout_s);
 }
-void GrpcTransport::Close() { Finish(2 * impl_->options().heartbeat_s + 1); }
+// Long enough for a client that is still counted alive (a slow machine's
+// heartbeat late, a result in training) to call once more and hear it.
+void GrpcTransport::Close() {
+  const GrpcServerOptions& o = impl_->options();
+  Finish(o.heartbeat_timeout_s + 2 * o.heartbeat_s + 1);
+}
 void GrpcTransport::WaitForClients(int count, double timeout_s) {
   if (impl_->WaitForClients(count, timeout_s)) return;
   if (StopAtRoundEndRequested()) throw Error("asked to stop (SIGTERM) while it waited for its clients");
