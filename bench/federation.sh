@@ -26,7 +26,7 @@ trap cleanup EXIT
 export OMP_NUM_THREADS=1
 OPERATORS=alice bash "$(dirname "$0")/../scripts/make-certs.sh" "$work/certs" "$nodes" > /dev/null
 run="--set data.train_limit=1000 --set data.test_limit=500 --set clients.count=$nodes --set strategy.fraction=1
-     --set rounds=2 --set train.epochs=1 --set report.progress=false"
+     --set rounds=2 --set partition.kind=iid --set train.epochs=1 --set report.progress=false"
 
 now() { date +%s.%N; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -77,7 +77,7 @@ client=$!
 pids+=("$client")
 sleep 5
 client_idle=$(idle "$client")
-kill -9 "$client" "${pids[-2]}" 2>/dev/null || true
+{ kill -9 "$client" "${pids[-2]}"; wait "$client" "${pids[-2]}"; } 2>/dev/null || true
 
 # --- a federation: its nodes connected once, runs submitted to it
 "$cli" federation serve --state "$work/state" --listen 127.0.0.1:0 --tls-dir "$work/certs" > "$work/federation.log" 2>&1 &
