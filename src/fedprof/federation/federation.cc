@@ -81,14 +81,14 @@ void ServeFederation(const FederationOptions& options) {
     FederationView view;
     view.runs = [&operators] {
       nlohmann::json all = nlohmann::json::array();
-      const pb::RunList runs = operators.AllRuns();
-      for (const pb::RunInfo& run : runs.runs()) all.push_back(RunJson(run));
+      const pb::RunList list = operators.AllRuns();
+      for (const pb::RunInfo& run : list.runs()) all.push_back(RunJson(run));
       return all;
     };
     view.nodes = [&operators] {
       nlohmann::json all = nlohmann::json::array();
-      const pb::NodeList nodes = operators.AllNodes();
-      for (const pb::NodeInfo& node : nodes.nodes()) all.push_back(NodeJson(node));
+      const pb::NodeList list = operators.AllNodes();
+      for (const pb::NodeInfo& node : list.nodes()) all.push_back(NodeJson(node));
       return all;
     };
     monitor = std::make_unique<FederationMonitor>(options.monitor, std::move(view));

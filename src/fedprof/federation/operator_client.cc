@@ -53,7 +53,7 @@ std::string OnlyOperator(const std::string& tls_dir) {
 
 class OperatorClient::Impl {
  public:
-  explicit Impl(const OperatorIdentity& who) : who(who) {
+  explicit Impl(const OperatorIdentity& identity) : who(identity) {
     grpc::ChannelArguments args;
     ExpectPeer(who.tls_dir, "server", &args);
     const std::string name = who.name.empty() && !who.insecure ? OnlyOperator(who.tls_dir) : who.name;
