@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fedprof/core/files.h"
+#include "tests/csv_columns.h"
 #include "tests/federation.h"
 #include "tests/test_dirs.h"
 
@@ -111,20 +112,33 @@ TEST(FederationTest, ARevokedNodeIsRefusedAndARekeyedOneServesUnderItsNewKeyOnly
 // Node 0's policy asks for secure aggregation: a run without it is refused
 // there with the rule named, in the node's log and in the run's status,
 // while nodes 1 and 2 serve it; the next run, under SecAgg, node 0 serves.
+// Node 2's allows two training rounds a day: the first run's third is
+// refused, and on another day it serves the next.
 TEST(FederationTest, ANodesPolicyRefusesARunWithoutSecureAggregationAndServesTheNext) {
   Federation f;
   f.dir = testing_support::FreshDir("federation", "policy");
   f.certs = MakeCerts(f.dir, 3, "certs", 0, "alice");
   const std::string policy = f.dir + "/policy.toml";
   WriteFileAtomic(policy, "[allow]\n\"secagg.protocol\" = [\"secagg\", \"secagg+\"]\n");
+  const std::string daily = f.dir + "/daily.toml";
+  WriteFileAtomic(daily, "[limits]\nrounds_per_day = 2\n");
   f.Start();
   EnrolAll(f, 3);
   f.StartNode("0", "--policy " + policy);
   f.StartNode("1");
-  f.StartNode("2");
-  ASSERT_FALSE(f.Operator("submit " + SmallRun(3, 1.0, 2) + " --set deploy.min_clients=2").is_null());
+  f.StartNode("2", "--policy " + daily);
+  ASSERT_FALSE(f.Operator("submit " + SmallRun(3, 1.0, 3) + " --set deploy.min_clients=2").is_null());
   const nlohmann::json plain = f.WaitFor(1, 120);
   ASSERT_EQ(plain.at("state"), "finished") << plain;
+  EXPECT_EQ(plain.at("rounds_done"), 3);
+  // Node 2 trains two rounds of the day and refuses the third's task, named
+  // in its log and in the run's; the run goes on with node 1.
+  const std::string spent = "policy limits rounds_per_day = 2: client 2 has trained 2 rounds on ";
+  EXPECT_NE(f.procs.Output(f.nodes[2]).find("run 1: " + spent), std::string::npos) << f.procs.Output(f.nodes[2]);
+  EXPECT_NE(ReadFile(f.dir + "/state/runs/1/log.txt").find(spent), std::string::npos)
+      << ReadFile(f.dir + "/state/runs/1/log.txt");
+  const auto rounds = testing_support::Columns(f.dir + "/state/runs/1/out/metrics.csv");
+  EXPECT_EQ(rounds.at("returned"), (std::vector<std::string>{"2", "2", "1"}));
   ASSERT_EQ(plain.at("refusals").size(), 1u) << plain;
   EXPECT_EQ(plain.at("refusals")[0].at("node"), 0);
   const std::string rule = "policy allow \"secagg.protocol\" = [secagg, secagg+]: the run has none";
@@ -133,6 +147,10 @@ TEST(FederationTest, ANodesPolicyRefusesARunWithoutSecureAggregationAndServesThe
       << f.procs.Output(f.nodes[0]);
   EXPECT_EQ(plain.at("nodes"), nlohmann::json::array({1, 2}));
 
+  // Another day (its count file says so): node 2 trains again.
+  const std::string count = f.certs + "/client-2.rounds";
+  const std::string today = ReadFile(count).substr(0, 10);
+  WriteFileAtomic(count, "2000-01-01 2\n");
   ASSERT_FALSE(
       f.Operator("submit " + SmallRun(3, 1.0, 2) + " --set secagg.protocol=secagg --set secagg.min_clients=3")
           .is_null());
@@ -140,6 +158,7 @@ TEST(FederationTest, ANodesPolicyRefusesARunWithoutSecureAggregationAndServesThe
   ASSERT_EQ(secure.at("state"), "finished") << secure << ReadFile(f.dir + "/state/runs/2/log.txt");
   EXPECT_TRUE(secure.at("refusals").empty()) << secure;
   EXPECT_EQ(secure.at("nodes"), nlohmann::json::array({0, 1, 2}));
+  EXPECT_EQ(ReadFile(count), today + " 2\n");
   for (int node : f.nodes) EXPECT_TRUE(f.procs.Running(node));
 }
 
@@ -155,7 +174,7 @@ TEST(FederationTest, OnlyAnOperatorsCertificateMakesAnOperatorsCalls) {
   EnrolAll(f, 2);
   ASSERT_FALSE(f.Operator("submit " + SmallRun(2, 1.0, 1)).is_null());
   // A directory holding a node's (or a relay's) certificate as if it were an operator's.
-  for (const std::string& who : {"client-0", "relay-0"}) {
+  for (const std::string who : {"client-0", "relay-0"}) {
     const std::string posing = f.dir + "/as-" + who;
     std::filesystem::create_directories(posing);
     std::filesystem::copy_file(f.certs + "/ca.crt", posing + "/ca.crt");
@@ -164,7 +183,7 @@ TEST(FederationTest, OnlyAnOperatorsCertificateMakesAnOperatorsCalls) {
     // Every command under a node's key; a relay's, the ones that read or change a run.
     std::vector<std::string> commands = {"runs", "stop 1", "fetch 1 --out " + f.dir + "/stolen"};
     if (who == "client-0") {
-      for (const std::string& more : {"status 1", "wait 1 --timeout 1", "nodes", "revoke 1", "audit", "logs 1"}) {
+      for (const char* more : {"status 1", "wait 1 --timeout 1", "nodes", "revoke 1", "audit", "logs 1"}) {
         commands.push_back(more);
       }
       commands.push_back("submit " + SmallRun(2, 1.0, 1));

@@ -79,6 +79,10 @@ class Node {
     if (o_.policy_file.empty()) {
       LogWarning("node: no --policy: it serves every run the federation offers it");
     }
+    // Counted beside the clients' keys and privacy ledgers.
+    if (policy_.rounds_per_day > 0) {
+      rounds_ = std::make_shared<RoundsPerDay>(o_.tls_dir.empty() ? "." : o_.tls_dir, policy_.rounds_per_day);
+    }
     host_ = o_.server.substr(0, o_.server.rfind(':'));
     last_ = o_.last_id < 0 ? o_.id : o_.last_id;
     for (int id = o_.id; id <= last_; ++id) {
@@ -259,6 +263,15 @@ class Node {
     c.give_up_s = 60;
     c.fit_none = o_.fit_none;
     const int64_t run = offer.run();
+    if (rounds_) {
+      c.admit_training = [rounds = rounds_, run](int id) {
+        const std::string refused = rounds->Take(id);
+        if (!refused.empty()) {
+          LogWarning("node: client " + std::to_string(id) + ": run " + std::to_string(run) + ": " + refused);
+        }
+        return refused;
+      };
+    }
     const RunOptions& r = config.options();
     LogProgress("node: " + Range(o_.id, last) + ": serving run " + std::to_string(run) + " (" + r.strategy.name +
                 ", " + std::to_string(r.rounds) + " rounds) at " + c.server);
@@ -293,6 +306,7 @@ class Node {
 
   const NodeOptions o_;
   NodePolicy policy_;
+  std::shared_ptr<RoundsPerDay> rounds_;  // with [limits] rounds_per_day
   std::string host_;
   int last_ = -1;
   std::string o_version_, o_build_;

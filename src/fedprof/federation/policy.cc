@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <limits>
 #include <sstream>
 
 #include "fedprof/config/options.h"
 #include "fedprof/core/error.h"
+#include "fedprof/core/files.h"
 #include "fedprof/core/text.h"
 #include "fedprof/privacy/rdp.h"
 
@@ -89,8 +91,13 @@ NodePolicy LoadPolicy(const std::string& path) {
         } else if (key == "max_epsilon") {
           if (!(number > 0)) throw Error(at + ": an epsilon above 0");
           policy.max_epsilon = number;
+        } else if (key == "rounds_per_day") {
+          if (number < 1 || number > 1e9 || number != std::floor(number)) {
+            throw Error(at + ": a whole number of rounds, at least 1");
+          }
+          policy.rounds_per_day = static_cast<int64_t>(number);
         } else {
-          throw Error(at + ": no such limit (min_cohort, max_epsilon)");
+          throw Error(at + ": no such limit (min_cohort, max_epsilon, rounds_per_day)");
         }
       } else {
         throw Error(path + ": [" + Printable(section) + "] is no table of a policy (allow, at_least, at_most, limits)");
@@ -143,6 +150,45 @@ std::string PolicyRefusal(const NodePolicy& policy, const Config& run) {
              ": the run's epsilon against the server is " +
              (std::isinf(epsilon) ? std::string("infinite (no distributed DP)") : FormatDouble(epsilon, "%.3g"));
     }
+  }
+  return "";
+}
+
+namespace {
+
+std::string TodayUtc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char day[16];
+  std::strftime(day, sizeof(day), "%Y-%m-%d", &utc);
+  return day;
+}
+
+}  // namespace
+
+std::string RoundsPerDay::Take(int id, const std::string& day) {
+  const std::string today = day.empty() ? TodayUtc() : day;
+  const std::string file = dir_ + "/client-" + std::to_string(id) + ".rounds";
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t taken = 0;
+  if (FileExists(file)) {
+    std::istringstream in(ReadFile(file));
+    std::string on;
+    int64_t n = -1;
+    if (!(in >> on >> n) || n < 0 || on.size() != 10) {
+      return "policy limits rounds_per_day: " + file + " is not \"YYYY-MM-DD N\"; mend or remove it";
+    }
+    if (on == today) taken = n;
+  }
+  if (taken >= per_day_) {
+    return "policy limits rounds_per_day = " + std::to_string(per_day_) + ": client " + std::to_string(id) +
+           " has trained " + std::to_string(taken) + " rounds on " + today + " (UTC)";
+  }
+  try {
+    WriteFileAtomic(file, today + " " + std::to_string(taken + 1) + "\n");
+  } catch (const std::exception& e) {
+    return "policy limits rounds_per_day: cannot count the round in " + file + ": " + e.what();
   }
   return "";
 }

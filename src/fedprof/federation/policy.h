@@ -19,6 +19,7 @@
 //   [limits]
 //   min_cohort = 10        # clients a round: strategy.fraction × clients.count, rounded
 //   max_epsilon = 4.0      # ε against the server's operator over the run (see below)
+//   rounds_per_day = 50    # rounds each client trains a UTC day, over every run
 //
 // max_epsilon bounds what the run's DP noise lets the server's operator
 // learn of this node's updates: the Gaussian mechanism of dp.noise_multiplier
@@ -29,7 +30,9 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fedprof/config/config.h"
@@ -43,6 +46,7 @@ struct NodePolicy {
   std::map<std::string, double> at_most;
   int64_t min_cohort = 0;
   double max_epsilon = 0;  // 0 = no bound
+  int64_t rounds_per_day = 0;  // 0 = no bound
 };
 
 // Reads a policy; throws fedprof::Error naming the file and the key that is
@@ -58,6 +62,26 @@ std::string PolicyRefusal(const NodePolicy& policy, const Config& run);
 // ε against the server's operator of `run` (see above); infinity without
 // distributed DP.
 double EpsilonAgainstTheServer(const Config& run);
+
+// The training rounds each of a node's clients has taken in the current UTC
+// day, over every run it serves, against rounds_per_day: counted in
+// `dir`/client-K.rounds ("YYYY-MM-DD N"), so that a restarted node does not
+// begin the day again. A round is counted as its task is taken, whether or
+// not its result arrives. Thread-safe (runs at once share it).
+class RoundsPerDay {
+ public:
+  RoundsPerDay(std::string dir, int64_t per_day) : dir_(std::move(dir)), per_day_(per_day) {}
+
+  // "" with one more round counted for client `id` when it has one left on
+  // `day` (YYYY-MM-DD; empty: today, UTC), else the rule in one line. A
+  // count file it cannot read or write refuses too, naming the file.
+  std::string Take(int id, const std::string& day = "");
+
+ private:
+  std::mutex mutex_;
+  const std::string dir_;
+  const int64_t per_day_;
+};
 
 }  // namespace fedprof::federation
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 
 #include "fedprof/core/error.h"
@@ -47,7 +48,7 @@ TEST(NodePolicyTest, EachRuleRefusesWhatBreaksItInOneLine) {
   EXPECT_EQ(broken("secagg.corrupt=0.01"), "policy at_least \"secagg.corrupt\" = 0.05: the run has 0.01");
   EXPECT_EQ(broken("rounds=101"), "policy at_most \"rounds\" = 100: the run has 101");
   EXPECT_EQ(broken("strategy.fraction=0.1"), "policy limits min_cohort = 5: the run asks 2 clients a round");
-  for (const std::string& set : {"strategy.name=afl", "rounds=101"}) {
+  for (const char* set : {"strategy.name=afl", "rounds=101"}) {
     EXPECT_EQ(broken(set).find('\n'), std::string::npos);
   }
 }
@@ -84,6 +85,35 @@ TEST(NodePolicyTest, APolicyThatDoesNotParseIsRefusedNamingItsKey) {
   ExpectError([] { LoadPolicy(PolicyFile("empty", "[allow]\n\"rounds\" = []\n")); }, {"a list of the values allowed"});
   ExpectError([] { LoadPolicy(PolicyFile("toml", "[allow\n")); }, {"policy_toml.toml"});
   ExpectError([] { LoadPolicy(::testing::TempDir() + "/no_such_policy.toml"); }, {"no_such_policy.toml"});
+}
+
+// Rounds a day: each client's count on its own, kept across a restart (a
+// new RoundsPerDay on the same directory), begun again on another day; a
+// count file that does not parse refuses, naming it.
+TEST(NodePolicyTest, RoundsPerDayCountsEachClientsDayAcrossRestarts) {
+  EXPECT_EQ(LoadPolicy(PolicyFile("daily", "[limits]\nrounds_per_day = 2\n")).rounds_per_day, 2);
+  ExpectError([] { LoadPolicy(PolicyFile("daily0", "[limits]\nrounds_per_day = 0\n")); },
+              {"rounds_per_day", "at least 1"});
+  ExpectError([] { LoadPolicy(PolicyFile("daily_half", "[limits]\nrounds_per_day = 1.5\n")); }, {"whole number"});
+
+  const std::string dir = ::testing::TempDir() + "/rounds_per_day";
+  std::filesystem::remove_all(dir);
+  MakeDirs(dir);
+  {
+    RoundsPerDay rounds(dir, 2);
+    EXPECT_EQ(rounds.Take(3, "2026-12-01"), "");
+    EXPECT_EQ(rounds.Take(3, "2026-12-01"), "");
+    EXPECT_EQ(rounds.Take(4, "2026-12-01"), "") << "client 4 counts on its own";
+    EXPECT_EQ(rounds.Take(3, "2026-12-01"),
+              "policy limits rounds_per_day = 2: client 3 has trained 2 rounds on 2026-12-01 (UTC)");
+  }
+  RoundsPerDay restarted(dir, 2);
+  EXPECT_NE(restarted.Take(3, "2026-12-01"), "");
+  EXPECT_EQ(restarted.Take(3, "2026-12-02"), "") << "another day";
+  EXPECT_EQ(ReadFile(dir + "/client-3.rounds"), "2026-12-02 1\n");
+  EXPECT_EQ(restarted.Take(6), "");  // today, whatever day it is
+  WriteFileAtomic(dir + "/client-5.rounds", "garbage\n");
+  EXPECT_NE(restarted.Take(5, "2026-12-01").find("client-5.rounds is not"), std::string::npos);
 }
 
 }  // namespace

@@ -243,7 +243,18 @@ GrpcClientWork WorkOf(Client& client, std::shared_ptr<Model>& model, const RunOp
                   " values, the one built here " + std::to_string(Flatten(*model).size()));
     }
   };
-  work.fit = [&client, &model, fit_none = options.fit_none](const FitInstructions& ins) {
+  work.fit = [&client, &model, fit_none = options.fit_none,
+              admit = options.admit_training](const FitInstructions& ins) {
+    // A failure states the weight the client registered, as every result does.
+    auto failure = [&client](const std::string& why) {
+      FitResult failed;
+      failed.ok = false;
+      failed.error = why;
+      failed.num_samples = client.num_samples();
+      return failed;
+    };
+    const std::string refused = admit && ins.train.epochs > 0 ? admit(client.id()) : "";
+    if (!refused.empty()) return failure(refused);
     if (fit_none) {  // the model it brought, as if trained
       FitResult r;
       r.ok = true;
@@ -254,10 +265,7 @@ GrpcClientWork WorkOf(Client& client, std::shared_ptr<Model>& model, const RunOp
     try {
       return client.Fit(ins, *model);
     } catch (const std::exception& e) {  // reported to the server, which skips the result
-      FitResult failed;
-      failed.ok = false;
-      failed.error = e.what();
-      return failed;
+      return failure(e.what());
     }
   };
   return work;

@@ -5,6 +5,7 @@
 // and `fedprof client` over gRPC (deploy/server/grpc_transport.h,
 // deploy/client/client.h), secured by mutual TLS unless told otherwise.
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,6 +67,9 @@ struct ClientOptions {
   double give_up_s = 300;  // how long to keep trying to reach the server
   double speed_ghz = 0;    // optional device figures stated at registration
   double bandwidth_mhz = 0;
+  // Asked before each training task of client `id`: "" trains it, else why
+  // it will not (a node's rounds a day), sent as the task's failure.
+  std::function<std::string(int id)> admit_training;
 };
 
 // Serves the server's tasks until it says the run is done. Raw data never

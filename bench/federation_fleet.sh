@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The idle fleet of bench/fleet.sh held by a federation, side by side with
+# `fedprof server` in one run (docs/federation.md#measured). For each N of
+# SIZES, with mutual TLS on loopback and clients in processes of FLEET_SWARM:
+#   server      `fedprof server` with N `fedprof client --ids A-B --fit none`
+#               connected and idle: its RSS and CPU over IDLE_S s;
+#   federation  `fedprof federation serve` with N enrolled clients in
+#               `fedprof node --ids A-B --fit none` processes, idle between
+#               runs: its RSS and CPU, and the nodes' CPU, over IDLE_S s;
+#   run         a 3-round run submitted to all N (ROUND_CLIENTS a round):
+#               seconds from submission to its end, the federation's and its
+#               run server's peak RSS, then the federation idle again.
+# FLEET_CERTS=DIR keeps the certificates there (made once, reused).
+#   bench/federation_fleet.sh [BUILD_DIR]     SIZES="1000 10000" by default
+set -euo pipefail
+build=${1:-build}
+sizes=${SIZES:-1000 10000}
+idle_s=${IDLE_S:-20}
+round_clients=${ROUND_CLIENTS:-1000}
+swarm=${FLEET_SWARM:-2000}
+cli=$(realpath "$build/fedprof")
+py=/usr/bin/python3
+work=$(mktemp -d /tmp/fedprof-federation-fleet.XXXXXX)
+pids=()
+stop_all() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  pids=()
+}
+cleanup() {
+  stop_all
+  [[ -n ${FLEET_KEEP:-} ]] || rm -rf "$work"
+}
+trap cleanup EXIT
+export OMP_NUM_THREADS=1
+
+largest=$(printf '%s\n' $sizes | sort -n | tail -1)
+certs=${FLEET_CERTS:-$work/certs}
+if [[ ! -f $certs/client-$((largest - 1)).crt || ! -f $certs/operator-alice.crt ]]; then
+  start=$(date +%s.%N)
+  OPERATORS=alice bash "$(dirname "$0")/../scripts/make-certs.sh" "$certs" "$largest" > /dev/null
+  printf 'certificates for %d clients: %.1f s\n' "$largest" "$(echo "$(date +%s.%N) - $start" | bc)"
+fi
+
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
+rss_mb() { awk '/VmRSS/ {print $2 / 1024}' "/proc/$1/status"; }
+hwm_mb() { awk '/VmHWM/ {print $2 / 1024}' "/proc/$1/status"; }
+cpu_of() { local t=0 p; for p in "$@"; do t=$(echo "$t + $(cpu_s "$p")" | bc -l); done; echo "$t"; }
+free_port() { $py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Waits until command $1 (a pipeline's count) reaches $2, at most 900 s; prints seconds.
+count() { local v; v=$(eval "$1" 2>/dev/null | tail -1) || true; [[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo 0; }
+wait_count() {
+  local t0
+  t0=$(date +%s.%N)
+  until (( $(count "$1") >= $2 )); do
+    (( $(echo "$(date +%s.%N) - $t0 > 900" | bc) )) && { echo "only $(count "$1") of $2 after 900 s" >&2; return 1; }
+    sleep 1
+  done
+  echo "$(date +%s.%N) - $t0" | bc
+}
+run_of() {  # the run's config flags for N clients
+  local n=$1
+  echo "--set clients.count=$n --set data.train_limit=$((n * 6 > 60000 ? 60000 : n * 6)) --set partition.kind=iid
+        --set strategy.fraction=$(echo "scale=6; $round_clients / $n" | bc) --set train.epochs=1
+        --set deploy.min_clients=$n --set deploy.start_timeout_s=3600 --set deploy.min_results=1
+        --set report.progress=false"
+}
+
+server_side() {
+  local n=$1 dir="$work/server-$1" port monitor server
+  mkdir -p "$dir"
+  port=$(free_port)
+  monitor=127.0.0.1:$(free_port)
+  # One client more than connect: the server waits, its fleet idle.
+  local run
+  run="$(run_of $((n + 1))) --set rounds=3"
+  "$cli" server --listen 127.0.0.1:$port --tls-dir "$certs" --monitor "$monitor" $run --out "$dir/out" \
+    > "$dir/server.log" 2>&1 &
+  server=$!
+  pids+=($server)
+  sleep 1
+  local swarms=()
+  for ((a = 0; a < n; a += swarm)); do
+    local b=$((a + swarm - 1 < n - 1 ? a + swarm - 1 : n - 1))
+    "$cli" client --server 127.0.0.1:$port --ids $a-$b --fit none --give-up-after 3600 --tls-dir "$certs" $run \
+      > "$dir/swarm-$a.log" 2>&1 &
+    pids+=($!)
+    swarms+=($!)
+  done
+  local joined
+  joined=$(wait_count "'$cli' status $monitor --json | $py -c 'import json,sys; print(json.load(sys.stdin)[\"clients\"][\"connected\"])'" "$n")
+  sleep 5
+  local c0 s0 c1 s1
+  c0=$(cpu_s $server); s0=$(cpu_of "${swarms[@]}")
+  sleep "$idle_s"
+  c1=$(cpu_s $server); s1=$(cpu_of "${swarms[@]}")
+  printf 'server     %6d idle: RSS %7.1f MB, CPU %5.1f%% of a core; its clients %5.1f%%, RSS %.1f MB a process (largest); all connected in %.1f s\n' \
+    "$n" "$(rss_mb $server)" "$(echo "100 * ($c1 - $c0) / $idle_s" | bc -l)" \
+    "$(echo "100 * ($s1 - $s0) / $idle_s" | bc -l)" \
+    "$(for p in "${swarms[@]}"; do rss_mb "$p"; done | sort -n | tail -1)" "$joined"
+  stop_all
+}
+
+federation_side() {
+  local n=$1 dir="$work/federation-$1" fed address op
+  mkdir -p "$dir"
+  "$cli" federation serve --state "$dir/state" --listen 127.0.0.1:0 --tls-dir "$certs" > "$dir/federation.log" 2>&1 &
+  fed=$!
+  pids+=($fed)
+  until grep -qE "listening on 127.0.0.1:[0-9]+" "$dir/federation.log"; do sleep 0.1; done
+  address=$(grep -oE "listening on 127.0.0.1:[0-9]+" "$dir/federation.log" | head -1 | cut -d' ' -f3)
+  op="--server $address --tls-dir $certs"
+  local t0
+  t0=$(date +%s.%N)
+  (cd "$certs" && ls client-*.crt | sort -t- -k2 -n | head -n "$n" | xargs "$cli" federation enrol $op > /dev/null)
+  printf 'federation %6d enrolled in %.1f s\n' "$n" "$(echo "$(date +%s.%N) - $t0" | bc)"
+  local nodes=()
+  for ((a = 0; a < n; a += swarm)); do
+    local b=$((a + swarm - 1 < n - 1 ? a + swarm - 1 : n - 1))
+    "$cli" node --server "$address" --ids $a-$b --fit none --tls-dir "$certs" > "$dir/node-$a.log" 2>&1 &
+    pids+=($!)
+    nodes+=($!)
+  done
+  local joined
+  joined=$(wait_count "'$cli' federation nodes $op --format json | grep -c '\"connected\": true'" "$n")
+  sleep 5
+  local c0 s0 c1 s1
+  c0=$(cpu_s $fed); s0=$(cpu_of "${nodes[@]}")
+  sleep "$idle_s"
+  c1=$(cpu_s $fed); s1=$(cpu_of "${nodes[@]}")
+  printf 'federation %6d idle: RSS %7.1f MB, CPU %5.1f%% of a core; its nodes %5.1f%%; all connected in %.1f s\n' \
+    "$n" "$(rss_mb $fed)" "$(echo "100 * ($c1 - $c0) / $idle_s" | bc -l)" \
+    "$(echo "100 * ($s1 - $s0) / $idle_s" | bc -l)" "$joined"
+
+  t0=$(date +%s.%N)
+  "$cli" federation submit $(run_of "$n") --set rounds=3 $op > /dev/null
+  local server_hwm=0
+  until "$cli" federation status 1 $op --format json | grep -qE '"state": "(finished|failed|stopped)"'; do
+    local child
+    child=$(pgrep -P "$fed" -f "fedprof server" | head -1 || true)
+    [[ -n $child ]] && server_hwm=$(hwm_mb "$child" 2>/dev/null || echo "$server_hwm")
+    (( $(echo "$(date +%s.%N) - $t0 > 1800" | bc) )) && { echo "the run did not end in 1800 s" >&2; return 1; }
+    sleep 1
+  done
+  local state
+  state=$("$cli" federation status 1 $op --format json | grep -oE '"state": "[a-z]+"')
+  printf 'federation %6d run: %s, 3 rounds of %d in %.1f s from submission; peak RSS: federation %.1f MB, its run server %.1f MB\n' \
+    "$n" "$state" "$round_clients" "$(echo "$(date +%s.%N) - $t0" | bc)" "$(hwm_mb $fed)" "$server_hwm"
+  sleep 5
+  c0=$(cpu_s $fed); s0=$(cpu_of "${nodes[@]}")
+  sleep "$idle_s"
+  c1=$(cpu_s $fed); s1=$(cpu_of "${nodes[@]}")
+  printf 'federation %6d idle after the run: RSS %7.1f MB, CPU %5.1f%% of a core; its nodes %5.1f%%, RSS %.1f MB a process (largest)\n' \
+    "$n" "$(rss_mb $fed)" "$(echo "100 * ($c1 - $c0) / $idle_s" | bc -l)" \
+    "$(echo "100 * ($s1 - $s0) / $idle_s" | bc -l)" \
+    "$(for p in "${nodes[@]}"; do rss_mb "$p"; done | sort -n | tail -1)"
+  stop_all
+}
+
+for n in $sizes; do
+  server_side "$n"
+  federation_side "$n"
+done
