@@ -62,9 +62,32 @@ class OperatorClient::Impl {
         who.insecure ? grpc::InsecureChannelCredentials() : ClientCredentials(who.tls_dir, "operator-" + name),
         args));
   }
+  // One unary call of `method`, within 30 s: its reply, or the refusal thrown.
+  template <typename Request, typename Reply>
+  Reply Call(grpc::Status (pb::Operator::Stub::*method)(grpc::ClientContext*, const Request&, Reply*),
+             Request request) {
+    grpc::ClientContext context;
+    Deadline(&context, 30);
+    request.set_protocol_version(kProtocolVersion);
+    Reply reply;
+    const grpc::Status status = (stub.get()->*method)(&context, request, &reply);
+    if (!status.ok()) throw Refused(who, status);
+    return reply;
+  }
+
   const OperatorIdentity who;
   std::unique_ptr<pb::Operator::Stub> stub;
 };
+
+namespace {
+
+pb::RunRequest RunRequestOf(int64_t run) {
+  pb::RunRequest request;
+  request.set_run(run);
+  return request;
+}
+
+}  // namespace
 
 OperatorClient::OperatorClient(const OperatorIdentity& identity) : impl_(std::make_unique<Impl>(identity)) {}
 OperatorClient::~OperatorClient() = default;
@@ -94,26 +117,12 @@ pb::RunInfo OperatorClient::Submit(const std::string& config, const std::string&
 }
 
 std::vector<pb::RunInfo> OperatorClient::Runs() {
-  grpc::ClientContext context;
-  Deadline(&context, 30);
-  pb::ListRunsRequest request;
-  request.set_protocol_version(kProtocolVersion);
-  pb::RunList reply;
-  const grpc::Status status = impl_->stub->ListRuns(&context, request, &reply);
-  if (!status.ok()) throw Refused(impl_->who, status);
+  const pb::RunList reply = impl_->Call(&pb::Operator::Stub::ListRuns, pb::ListRunsRequest());
   return {reply.runs().begin(), reply.runs().end()};
 }
 
 pb::RunInfo OperatorClient::Show(int64_t run) {
-  grpc::ClientContext context;
-  Deadline(&context, 30);
-  pb::RunRequest request;
-  request.set_protocol_version(kProtocolVersion);
-  request.set_run(run);
-  pb::RunInfo reply;
-  const grpc::Status status = impl_->stub->ShowRun(&context, request, &reply);
-  if (!status.ok()) throw Refused(impl_->who, status);
-  return reply;
+  return impl_->Call(&pb::Operator::Stub::ShowRun, RunRequestOf(run));
 }
 
 void OperatorClient::Log(int64_t run, int64_t from, bool follow,
@@ -135,23 +144,14 @@ void OperatorClient::Log(int64_t run, int64_t from, bool follow,
 }
 
 pb::RunInfo OperatorClient::Stop(int64_t run) {
-  grpc::ClientContext context;
-  Deadline(&context, 30);
-  pb::RunRequest request;
-  request.set_protocol_version(kProtocolVersion);
-  request.set_run(run);
-  pb::RunInfo reply;
-  const grpc::Status status = impl_->stub->StopRun(&context, request, &reply);
-  if (!status.ok()) throw Refused(impl_->who, status);
-  return reply;
+  return impl_->Call(&pb::Operator::Stub::StopRun, RunRequestOf(run));
 }
 
 std::vector<std::string> OperatorClient::Fetch(int64_t run, const std::string& dir) {
   grpc::ClientContext context;
   Deadline(&context, 600);
-  pb::RunRequest request;
+  pb::RunRequest request = RunRequestOf(run);
   request.set_protocol_version(kProtocolVersion);
-  request.set_run(run);
   auto reader = impl_->stub->Fetch(&context, request);
   std::vector<std::string> names;
   std::string name, data;
@@ -189,53 +189,30 @@ std::vector<std::string> OperatorClient::Fetch(int64_t run, const std::string& d
 }
 
 std::vector<pb::NodeInfo> OperatorClient::Nodes() {
-  grpc::ClientContext context;
-  Deadline(&context, 30);
-  pb::ListNodesRequest request;
-  request.set_protocol_version(kProtocolVersion);
-  pb::NodeList reply;
-  const grpc::Status status = impl_->stub->ListNodes(&context, request, &reply);
-  if (!status.ok()) throw Refused(impl_->who, status);
+  const pb::NodeList reply = impl_->Call(&pb::Operator::Stub::ListNodes, pb::ListNodesRequest());
   return {reply.nodes().begin(), reply.nodes().end()};
 }
 
 pb::NodeInfo OperatorClient::Enrol(const std::string& certificate_pem) {
-  grpc::ClientContext context;
-  Deadline(&context, 30);
   pb::EnrolRequest request;
-  request.set_protocol_version(kProtocolVersion);
   request.set_certificate(certificate_pem);
-  pb::NodeInfo reply;
-  const grpc::Status status = impl_->stub->Enrol(&context, request, &reply);
-  if (!status.ok()) throw Refused(impl_->who, status);
-  return reply;
+  return impl_->Call(&pb::Operator::Stub::Enrol, request);
 }
 
 pb::NodeInfo OperatorClient::Revoke(int node, const std::string& reason) {
-  grpc::ClientContext context;
-  Deadline(&context, 30);
   pb::RevokeRequest request;
-  request.set_protocol_version(kProtocolVersion);
   request.set_node(node);
   request.set_reason(reason);
-  pb::NodeInfo reply;
-  const grpc::Status status = impl_->stub->Revoke(&context, request, &reply);
-  if (!status.ok()) throw Refused(impl_->who, status);
-  return reply;
+  return impl_->Call(&pb::Operator::Stub::Revoke, request);
 }
 
 std::vector<pb::AuditEntry> OperatorClient::Audit(int64_t after) {
   std::vector<pb::AuditEntry> all;
   // The federation answers a page at a time: ask again after the last.
   for (;;) {
-    grpc::ClientContext context;
-    Deadline(&context, 30);
     pb::AuditRequest request;
-    request.set_protocol_version(kProtocolVersion);
     request.set_after(after);
-    pb::AuditList reply;
-    const grpc::Status status = impl_->stub->Audit(&context, request, &reply);
-    if (!status.ok()) throw Refused(impl_->who, status);
+    const pb::AuditList reply = impl_->Call(&pb::Operator::Stub::Audit, request);
     if (reply.entries().empty()) return all;
     all.insert(all.end(), reply.entries().begin(), reply.entries().end());
     after = reply.entries().rbegin()->seq();
