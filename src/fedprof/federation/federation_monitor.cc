@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "fedprof/monitor/dashboard.h"
 #include "fedprof/monitor/exposition.h"
 #include "fedprof/monitor/http.h"
 
@@ -14,10 +15,10 @@ using nlohmann::json;
 
 bool Over(const std::string& state) { return state == "finished" || state == "stopped" || state == "failed"; }
 
-// The federation's page: its runs and nodes in two tables, polled from
-// /dashboard.json every two seconds (a token, when the monitor wants one,
-// in the address's fragment: #token=..., never sent to the server).
-const char* const kPage = R"HTML(<!doctype html>
+// The federation's page: its runs and nodes in two tables, polled as the
+// run's dashboard polls (DashboardPollScript).
+const std::string& FederationPage() {
+  static const std::string page = R"HTML(<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>FedProf federation</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -43,9 +44,6 @@ td,th{border-bottom:1px solid #ddd;padding:3px 6px;text-align:left}
 <th>version</th><th>certificate expires</th><th>runs served</th><th>serving</th></tr></thead><tbody id="nodes"></tbody></table></section>
 <script>
 "use strict";
-const token = new URLSearchParams(location.hash.slice(1)).get("token");
-const headers = token ? {Authorization: "Bearer " + token} : {};
-function set(id, text) { document.getElementById(id).textContent = text; }
 function rows(id, items, prefix, cells) {
   document.getElementById(id).replaceChildren(...items.map(item => {
     const tr = document.createElement("tr");
@@ -66,17 +64,10 @@ function render(d) {
   rows("nodes", d.nodes, "node-", n => [n.id, n.state, n.connected ? "yes" : "no", n.last_seen || "never",
     n.version, n.cert_expires, n.runs_served, n.serving.join(", ") || "-"]);
 }
-async function poll() {
-  try {
-    const res = await fetch("/dashboard.json", {headers: headers, cache: "no-store"});
-    if (res.ok) render(await res.json());
-    else set("error", res.status === 401 ? "unauthorized: open this page as /#token=..." : "HTTP " + res.status);
-  } catch (e) { set("error", "monitor unreachable"); }
-  setTimeout(poll, 2000);
-}
-poll();
-</script></body></html>
+)HTML" + DashboardPollScript() + R"HTML(</script></body></html>
 )HTML";
+  return page;
+}
 
 }  // namespace
 
@@ -85,7 +76,7 @@ FederationMonitor::FederationMonitor(const MonitorOptions& options, FederationVi
   handlers.metrics = [this] { return MetricsText(); };
   handlers.status = [this] { return Status().dump(-1, ' ', false, json::error_handler_t::replace); };
   handlers.dashboard_data = handlers.status;
-  handlers.page = [] { return std::string(kPage); };
+  handlers.page = [] { return FederationPage(); };
   http_ = ServeMonitor(options, std::move(handlers));
 }
 

@@ -2,6 +2,24 @@
 
 namespace fedprof {
 
+const std::string& DashboardPollScript() {
+  static const std::string script = R"JS(
+const token = new URLSearchParams(location.hash.slice(1)).get("token");
+const headers = token ? {Authorization: "Bearer " + token} : {};
+function set(id, text) { document.getElementById(id).textContent = text; }
+async function poll() {
+  try {
+    const res = await fetch("/dashboard.json", {headers: headers, cache: "no-store"});
+    if (res.ok) render(await res.json());
+    else set("error", res.status === 401 ? "unauthorized: open this page as /#token=..." : "HTTP " + res.status);
+  } catch (e) { set("error", "monitor unreachable"); }
+  setTimeout(poll, 2000);
+}
+poll();
+)JS";
+  return script;
+}
+
 const std::string& DashboardHtml() {
   static const std::string page = R"HTML(<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -39,8 +57,6 @@ td,th{border-bottom:1px solid #ddd;padding:3px 6px;text-align:left}
 <script src="/chart.js"></script>
 <script>
 "use strict";
-const token = new URLSearchParams(location.hash.slice(1)).get("token");
-const headers = token ? {Authorization: "Bearer " + token} : {};
 const palette = ["#2563eb","#dc2626","#16a34a","#d97706","#7c3aed","#0891b2","#db2777","#4b5563"];
 const charts = {};
 function chart(id, type, options) {
@@ -51,7 +67,6 @@ function chart(id, type, options) {
   }
   return charts[id];
 }
-function set(id, text) { document.getElementById(id).textContent = text; }
 function fmt(v) { return v === null || v === undefined ? "-" : Number(v).toFixed(4); }
 function render(d) {
   set("run", d.run_id || "-"); set("state", d.state); set("round", d.round); set("rounds", d.rounds);
@@ -122,16 +137,7 @@ function render(d) {
     return tr;
   }));
 }
-async function poll() {
-  try {
-    const res = await fetch("/dashboard.json", {headers: headers, cache: "no-store"});
-    if (res.ok) render(await res.json());
-    else set("error", res.status === 401 ? "unauthorized: open this page as /#token=..." : "HTTP " + res.status);
-  } catch (e) { set("error", "monitor unreachable"); }
-  setTimeout(poll, 2000);
-}
-poll();
-</script></body></html>
+)HTML" + DashboardPollScript() + R"HTML(</script></body></html>
 )HTML";
   return page;
 }
