@@ -22,11 +22,6 @@
 namespace fedprof::federation {
 namespace {
 
-bool IsLoopback(const std::string& address) {
-  const std::string host = address.substr(0, address.rfind(':'));
-  return host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
-}
-
 // The largest message of the port: a submission's model chunk and its
 // framing (every other message is bounded smaller by its handler).
 constexpr int kMessageLimit = (1 << 20) + 64 * 1024;
@@ -46,7 +41,7 @@ void ServeFederation(const FederationOptions& options) {
     throw Error("--tls-dir DIR (mutual TLS; scripts/make-certs.sh writes DIR) or --insecure "
                 "(plaintext, loopback only): give exactly one");
   }
-  if (options.insecure && !IsLoopback(options.listen)) {
+  if (options.insecure && !IsLoopbackAddress(options.listen)) {
     throw Error("--listen " + options.listen + ": --insecure is for loopback addresses only; use --tls-dir");
   }
   if (options.insecure) {

@@ -30,11 +30,6 @@
 namespace fedprof {
 namespace {
 
-bool IsLoopback(const std::string& address) {
-  const std::string host = address.substr(0, address.rfind(':'));
-  return host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
-}
-
 // Mutual TLS, or plaintext on loopback when asked for in so many words.
 void CheckSecurity(const std::string& flag, const std::string& address, const std::string& tls_dir,
                    bool insecure) {
@@ -43,7 +38,7 @@ void CheckSecurity(const std::string& flag, const std::string& address, const st
                 "(plaintext, loopback only): give exactly one");
   }
   if (!insecure) return;
-  if (!IsLoopback(address)) {
+  if (!IsLoopbackAddress(address)) {
     throw Error(flag + " " + address + ": --insecure is for loopback addresses only; use --tls-dir");
   }
   LogWarning("--insecure: NO TLS. Anyone who can reach " + address +
@@ -275,7 +270,7 @@ GrpcClientWork WorkOf(Client& client, std::shared_ptr<Model>& model, const RunOp
 
 void RunRelay(const RelayOptions& options, RunObserver* observer) {
   CheckSecurity("--server", options.server, options.tls_dir, options.insecure);
-  if (options.insecure && !IsLoopback(options.listen)) {
+  if (options.insecure && !IsLoopbackAddress(options.listen)) {
     throw Error("--listen " + options.listen + ": --insecure is for loopback addresses only; use --tls-dir");
   }
   GrpcRelayOptions o;

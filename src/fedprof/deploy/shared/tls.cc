@@ -281,6 +281,11 @@ bool IsOperatorName(const std::string& name) {
          name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_") == std::string::npos;
 }
 
+bool IsLoopbackAddress(const std::string& host_port) {
+  const std::string host = host_port.substr(0, host_port.rfind(':'));
+  return host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
 CertifiedPeer CertifiedClient(const grpc::ServerContextBase& context) {
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   CertifiedPeer none;

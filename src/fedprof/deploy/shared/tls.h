@@ -80,6 +80,10 @@ CertificateFacts ReadCertificate(const std::string& pem, const std::string& ca_p
 // of a-z, 0-9, '-' and '_'.
 bool IsOperatorName(const std::string& name);
 
+// Whether HOST:PORT names this machine's loopback (127.x, [::1],
+// localhost): the only addresses --insecure may use.
+bool IsLoopbackAddress(const std::string& host_port);
+
 // Secure aggregation's keys, issued with the certificates so that they do
 // not depend on the server: client <id>'s Ed25519 signing key
 // DIR/client-<id>.secagg.key (PEM; returned raw, 32 bytes each half), and
