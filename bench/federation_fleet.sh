@@ -66,6 +66,32 @@ run_of() {  # the run's config flags for N clients
         --set report.progress=false"
 }
 
+# Starts $1 clients in processes of $swarm ids ("${@:3}" --ids A-B, each
+# logged to $2-A.log); their pids in $fleet.
+start_fleet() {
+  local n=$1 log=$2 a b
+  shift 2
+  fleet=()
+  for ((a = 0; a < n; a += swarm)); do
+    b=$((a + swarm - 1 < n - 1 ? a + swarm - 1 : n - 1))
+    "$@" --ids $a-$b > "$log-$a.log" 2>&1 &
+    pids+=($!)
+    fleet+=($!)
+  done
+}
+
+# Process $1 and its fleet ($fleet) over idle_s: RSS, CPU, the fleet's CPU
+# and its largest process's RSS.
+idle() {
+  local c0 s0 c1 s1
+  c0=$(cpu_s "$1"); s0=$(cpu_of "${fleet[@]}")
+  sleep "$idle_s"
+  c1=$(cpu_s "$1"); s1=$(cpu_of "${fleet[@]}")
+  printf 'RSS %7.1f MB, CPU %5.1f%% of a core; its clients %5.1f%%, RSS %.1f MB a process (largest)' \
+    "$(rss_mb "$1")" "$(echo "100 * ($c1 - $c0) / $idle_s" | bc -l)" "$(echo "100 * ($s1 - $s0) / $idle_s" | bc -l)" \
+    "$(for p in "${fleet[@]}"; do rss_mb "$p"; done | sort -n | tail -1)"
+}
+
 server_side() {
   local n=$1 dir="$work/server-$1" port monitor server
   mkdir -p "$dir"
@@ -79,25 +105,12 @@ server_side() {
   server=$!
   pids+=($server)
   sleep 1
-  local swarms=()
-  for ((a = 0; a < n; a += swarm)); do
-    local b=$((a + swarm - 1 < n - 1 ? a + swarm - 1 : n - 1))
-    "$cli" client --server 127.0.0.1:$port --ids $a-$b --fit none --give-up-after 3600 --tls-dir "$certs" $run \
-      > "$dir/swarm-$a.log" 2>&1 &
-    pids+=($!)
-    swarms+=($!)
-  done
+  start_fleet "$n" "$dir/swarm" "$cli" client --server 127.0.0.1:$port --fit none --give-up-after 3600 \
+    --tls-dir "$certs" $run
   local joined
   joined=$(wait_count "'$cli' status $monitor --json | $py -c 'import json,sys; print(json.load(sys.stdin)[\"clients\"][\"connected\"])'" "$n")
   sleep 5
-  local c0 s0 c1 s1
-  c0=$(cpu_s $server); s0=$(cpu_of "${swarms[@]}")
-  sleep "$idle_s"
-  c1=$(cpu_s $server); s1=$(cpu_of "${swarms[@]}")
-  printf 'server     %6d idle: RSS %7.1f MB, CPU %5.1f%% of a core; its clients %5.1f%%, RSS %.1f MB a process (largest); all connected in %.1f s\n' \
-    "$n" "$(rss_mb $server)" "$(echo "100 * ($c1 - $c0) / $idle_s" | bc -l)" \
-    "$(echo "100 * ($s1 - $s0) / $idle_s" | bc -l)" \
-    "$(for p in "${swarms[@]}"; do rss_mb "$p"; done | sort -n | tail -1)" "$joined"
+  printf 'server     %6d idle: %s; all connected in %.1f s\n' "$n" "$(idle $server)" "$joined"
   stop_all
 }
 
@@ -112,25 +125,14 @@ federation_side() {
   op="--server $address --tls-dir $certs"
   local t0
   t0=$(date +%s.%N)
-  (cd "$certs" && ls client-*.crt | sort -t- -k2 -n | head -n "$n" | xargs "$cli" federation enrol $op > /dev/null)
+  # Clients 0 .. n-1 (a directory of more holds them all: no ls | head, which pipefail fails).
+  (cd "$certs" && seq -f 'client-%.0f.crt' 0 $((n - 1)) | xargs "$cli" federation enrol $op > /dev/null)
   printf 'federation %6d enrolled in %.1f s\n' "$n" "$(echo "$(date +%s.%N) - $t0" | bc)"
-  local nodes=()
-  for ((a = 0; a < n; a += swarm)); do
-    local b=$((a + swarm - 1 < n - 1 ? a + swarm - 1 : n - 1))
-    "$cli" node --server "$address" --ids $a-$b --fit none --tls-dir "$certs" > "$dir/node-$a.log" 2>&1 &
-    pids+=($!)
-    nodes+=($!)
-  done
+  start_fleet "$n" "$dir/node" "$cli" node --server "$address" --fit none --tls-dir "$certs"
   local joined
   joined=$(wait_count "'$cli' federation nodes $op --format json | grep -c '\"connected\": true'" "$n")
   sleep 5
-  local c0 s0 c1 s1
-  c0=$(cpu_s $fed); s0=$(cpu_of "${nodes[@]}")
-  sleep "$idle_s"
-  c1=$(cpu_s $fed); s1=$(cpu_of "${nodes[@]}")
-  printf 'federation %6d idle: RSS %7.1f MB, CPU %5.1f%% of a core; its nodes %5.1f%%; all connected in %.1f s\n' \
-    "$n" "$(rss_mb $fed)" "$(echo "100 * ($c1 - $c0) / $idle_s" | bc -l)" \
-    "$(echo "100 * ($s1 - $s0) / $idle_s" | bc -l)" "$joined"
+  printf 'federation %6d idle: %s; all connected in %.1f s\n' "$n" "$(idle $fed)" "$joined"
 
   t0=$(date +%s.%N)
   "$cli" federation submit $(run_of "$n") --set rounds=3 $op > /dev/null
@@ -147,13 +149,7 @@ federation_side() {
   printf 'federation %6d run: %s, 3 rounds of %d in %.1f s from submission; peak RSS: federation %.1f MB, its run server %.1f MB\n' \
     "$n" "$state" "$round_clients" "$(echo "$(date +%s.%N) - $t0" | bc)" "$(hwm_mb $fed)" "$server_hwm"
   sleep 5
-  c0=$(cpu_s $fed); s0=$(cpu_of "${nodes[@]}")
-  sleep "$idle_s"
-  c1=$(cpu_s $fed); s1=$(cpu_of "${nodes[@]}")
-  printf 'federation %6d idle after the run: RSS %7.1f MB, CPU %5.1f%% of a core; its nodes %5.1f%%, RSS %.1f MB a process (largest)\n' \
-    "$n" "$(rss_mb $fed)" "$(echo "100 * ($c1 - $c0) / $idle_s" | bc -l)" \
-    "$(echo "100 * ($s1 - $s0) / $idle_s" | bc -l)" \
-    "$(for p in "${nodes[@]}"; do rss_mb "$p"; done | sort -n | tail -1)"
+  printf 'federation %6d idle after the run: %s\n' "$n" "$(idle $fed)"
   stop_all
 }
 
