@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
-# The strong attacks against the robust rules: the second part of
-# docs/robustness.md.
+# The strong attacks against the robust rules and their compositions: the
+# second part of docs/robustness.md.
 #
 # MNIST or Fashion-MNIST (DATA): the first 30,000 training images, 10% held
 # out as the server's reference set D_V, 5,000 test images; LeNet-5;
 # CLIENTS clients (default 100), non-IID with a 60% dominant class; 10
-# clients a round; partial aggregation; 20 rounds of one local epoch, lr 0.05.
-# For each attacker share in SHARES (default 0.3):
-#   attacks:     sign_flip (λ = 4); label_flip; backdoor (a 4 × 4 trigger on
-#                30% of an attacker's images, target class 0, λ = 1); and,
-#                colluding with the round's honest updates, alie (z_max),
-#                ipm (ε = 0.5), min_max, min_sum (attack.*)
-#   aggregators: STRATEGIES, by default average, median, trimmed_mean
-#                (β = 0.3), multi_krum (f and m from the round), bulyan (f
-#                from the round), centered_clipping (τ the median distance,
-#                one iteration), fltrust (100 root samples from D_V, one
-#                local epoch), with uniform selection
-# and the same aggregators without attackers. SEEDS seeds (default 3), two
-# runs at a time. Prints final and best accuracy and the backdoor's success
-# rate at round 20, mean ± sample sd over the seeds, a table per share. A
-# folder holding a finished comparison is not run again.
-# Usage: [SEEDS=3] [DATA=mnist] [CLIENTS=100] [SHARES="0.1 0.3"] [STRATEGIES=a,b]
+# clients a round; partial aggregation; 20 rounds of one local epoch, lr 0.05;
+# uniform selection. For each attacker share in SHARES (default 0.3):
+#   attacks (ATTACKS): sign_flip (λ = 4); label_flip; backdoor (a 4 × 4
+#     trigger on 30% of an attacker's images, target class 0, λ = 1); and,
+#     colluding with the round's honest updates, alie (z_max), ipm (ε = 0.5),
+#     min_max, min_sum and tailored (optimised against the rule in use, the
+#     std perturbation) (attack.*)
+#   compositions (COMPOSITIONS, ';'-separated LABEL=AGGREGATOR[,KEY=VALUE...]),
+#     by default the rules alone (average, median, trimmed_mean with β = 0.3,
+#     multi_krum and bulyan with f from the round, centered_clipping with τ
+#     the median distance, fltrust with 100 root samples, flame) and the
+#     compositions of docs/robustness.md
+# and every composition without attackers. SEEDS seeds (default 3), two runs
+# at a time. Prints final and best accuracy and the backdoor's success rate
+# at round 20, mean ± sample sd over the seeds: a table per share (a row per
+# composition, a column per attack), and the backdoor's table. A folder
+# holding a finished comparison is not run again.
+# Usage: [SEEDS=3] [DATA=mnist] [CLIENTS=100] [SHARES="0.1 0.3"] [ATTACKS="alie ipm"]
+#        [COMPOSITIONS="median=median;nnm+cc=centered_clipping,robust.pre_aggregation=nnm"]
 #        bench/robust_strong.sh [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,57 +31,108 @@ seeds=${SEEDS:-3}
 data=${DATA:-mnist}
 clients=${CLIENTS:-100}
 shares=${SHARES:-0.3}
+attacks=${ATTACKS:-sign_flip label_flip backdoor alie ipm min_max min_sum tailored}
 out=${1:-runs/robust-strong-$data-$clients}
 fedprof=${FEDPROF_BIN:-build/fedprof}
-provenance_env="FEDPROF_BIN SEEDS DATA CLIENTS SHARES STRATEGIES"
+provenance_env="FEDPROF_BIN SEEDS DATA CLIENTS SHARES ATTACKS COMPOSITIONS"
 . bench/provenance.sh
 [[ -x $fedprof ]] || make build
 
-rules=uniform+average,uniform+median,uniform+trimmed_mean,uniform+multi_krum,uniform+bulyan
-rules+=,uniform+centered_clipping,uniform+fltrust
-rules=${STRATEGIES:-$rules}
+default="average=average;median=median;trimmed_mean=trimmed_mean;multi_krum=multi_krum;bulyan=bulyan"
+default+=";centered_clipping=centered_clipping;fltrust=fltrust;flame=flame"
+default+=";fltrust-dv-median=fltrust,robust.root_size=0,robust.fltrust_scale=median"
+default+=";fltrust-dv-median-m0.5=fltrust,robust.root_size=0,robust.fltrust_scale=median,robust.momentum=0.5"
+default+=";nnm+cc-last=centered_clipping,robust.pre_aggregation=nnm,robust.cc_start=last"
+default+=";nnm+multi_krum=multi_krum,robust.pre_aggregation=nnm"
+default+=";bucketing+median-m0.5=median,robust.pre_aggregation=bucketing,robust.momentum=0.5"
+IFS=';' read -r -a compositions <<<"${COMPOSITIONS:-$default}"
 fraction=$(awk -v n="$clients" 'BEGIN { print 10 / n }')
 common=(--set data.name="$data" --set data.train_limit=30000 --set data.test_limit=5000
         --set data.holdout_share=0.1 --set clients.count="$clients" --set strategy.fraction="$fraction"
         --set strategy.aggregation=partial --set rounds=20 --set train.epochs=1 --set train.lr=0.05
         --set robust.trim_share=0.3 --set report.progress=false)
+declare -A attack_sets=(
+  [sign_flip]="attack.kind=sign_flip attack.scale=4" [label_flip]="attack.kind=label_flip"
+  [backdoor]="attack.kind=backdoor attack.scale=1" [alie]="attack.kind=alie"
+  [ipm]="attack.kind=ipm attack.scale=0.5" [min_max]="attack.kind=min_max"
+  [min_sum]="attack.kind=min_sum" [tailored]="attack.kind=tailored")
 
 mkdir -p "$out"
 start=$SECONDS
-attack() {  # attack DIR --set ...
-  local name=$1
-  shift
-  [[ -f $out/$name/comparison.csv ]] && return
-  echo "== $name: $*"
-  "$fedprof" compare "${common[@]}" "$@" --strategies "$rules" --seeds "$seeds" --jobs 2 \
-    --overwrite --out "$out/$name" >"$out/$name.log" 2>&1 || { tail -5 "$out/$name.log"; exit 1; }
+run() {  # run COMPOSITION_ENTRY ATTACK SHARE
+  local label=${1%%=*} spec=${1#*=} attack=$2 share=$3
+  local dir=$out/$label/$attack-$share
+  [[ $attack == none ]] && dir=$out/$label/none
+  [[ -f $dir/comparison.csv ]] && return
+  local sets=() kv
+  IFS=',' read -r -a parts <<<"$spec"
+  for kv in "${parts[@]:1}"; do sets+=(--set "$kv"); done
+  if [[ $attack == none ]]; then
+    sets+=(--set attack.share=0)
+  else
+    sets+=(--set attack.share="$share")
+    for kv in ${attack_sets[$attack]}; do sets+=(--set "$kv"); done
+  fi
+  mkdir -p "$out/$label"
+  echo "== $label / $attack $share"
+  "$fedprof" compare "${common[@]}" "${sets[@]}" --strategies "uniform+${parts[0]}" --seeds "$seeds" \
+    --jobs 2 --overwrite --out "$dir" >"$dir.log" 2>&1 || { tail -5 "$dir.log"; exit 1; }
 }
-attack none --set attack.share=0
-for s in $shares; do
-  attack "sign_flip-$s" --set attack.share="$s" --set attack.kind=sign_flip --set attack.scale=4
-  attack "label_flip-$s" --set attack.share="$s" --set attack.kind=label_flip
-  attack "backdoor-$s" --set attack.share="$s" --set attack.kind=backdoor --set attack.scale=1
-  attack "alie-$s" --set attack.share="$s" --set attack.kind=alie
-  attack "ipm-$s" --set attack.share="$s" --set attack.kind=ipm --set attack.scale=0.5
-  attack "min_max-$s" --set attack.share="$s" --set attack.kind=min_max
-  attack "min_sum-$s" --set attack.share="$s" --set attack.kind=min_sum
+for c in "${compositions[@]}"; do
+  run "$c" none 0
+  for s in $shares; do
+    for a in $attacks; do run "$c" "$a" "$s"; done
+  done
 done
 echo "wall time: $((SECONDS - start)) s"
 
-. bench/robust_table.sh
-attacks="none,sign_flip,label_flip,backdoor,alie,ipm,min_max,min_sum"
+# A row per composition, a column per attack: mean ± sd of a comparison.csv
+# column (a row per seed of the composition's one strategy).
+table() {  # table COLUMN TITLE SHARE
+  local col=$1 title=$2 share=$3
+  echo
+  echo "$title (mean ± sd over $seeds seeds)"
+  echo
+  provenance
+  local head="| composition | none |" rule="|---|---|" a c
+  for a in $attacks; do head+=" $a |"; rule+="---|"; done
+  echo "$head"
+  echo "$rule"
+  for c in "${compositions[@]}"; do
+    local label=${c%%=*} line
+    line="| $label |$(cell "$out/$label/none" "$col")"
+    for a in $attacks; do line+=$(cell "$out/$label/$a-$share" "$col"); done
+    echo "$line"
+  done
+}
+cell() {  # cell DIR COLUMN: " mean ± sd |" over the seeds' rows of DIR/comparison.csv
+  [[ -f $1/comparison.csv ]] || { echo -n " — |"; return; }
+  awk -F, -v col="$2" '
+    NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
+    c { k++; s += $c; ss += $c * $c }
+    END {
+      if (!k) { printf " — |"; exit }
+      m = s / k; v = k > 1 ? (ss - k * m * m) / (k - 1) : 0
+      printf " %.4f ± %.4f |", m, (v > 0 ? sqrt(v) : 0)
+    }' "$1/comparison.csv"
+}
 for s in $shares; do
-  dirs=(none)
-  for a in sign_flip label_flip backdoor alie ipm min_max min_sum; do dirs+=("$a-$s"); done
   pct=$(awk -v s="$s" 'BEGIN { print s * 100 }')
-  table final_accuracy "Final accuracy (round 20, $data, $clients clients, $pct% attackers)" "$attacks" "${dirs[@]}"
-  table best_accuracy "Best accuracy (any round, $data, $clients clients, $pct% attackers)" "$attacks" \
-    "${dirs[@]}"
+  table final_accuracy "Final accuracy (round 20, $data, $clients clients, $pct% attackers)" "$s"
+  table best_accuracy "Best accuracy (any round, $data, $clients clients, $pct% attackers)" "$s"
 done
-backdoors=() names=""
-for s in $shares; do
-  backdoors+=("backdoor-$s")
-  names+="${names:+,}$(awk -v s="$s" 'BEGIN { print s * 100 }')% attackers"
-done
-table final_backdoor_success "The backdoor's success rate at round 20 ($data, $clients clients)" "$names" \
-  "${backdoors[@]}"
+if [[ " $attacks " == *" backdoor "* ]]; then
+  echo
+  echo "The backdoor's success rate at round 20 ($data, $clients clients; mean ± sd over $seeds seeds)"
+  echo
+  provenance
+  head="| composition |" rule="|---|"
+  for s in $shares; do head+=" $(awk -v s="$s" 'BEGIN { print s * 100 }')% |"; rule+="---|"; done
+  echo "$head"
+  echo "$rule"
+  for c in "${compositions[@]}"; do
+    label=${c%%=*} line="| ${c%%=*} |"
+    for s in $shares; do line+=$(cell "$out/$label/backdoor-$s" final_backdoor_success); done
+    echo "$line"
+  done
+fi

@@ -1,5 +1,5 @@
-# Sourced by the robustness bench scripts (bench/robust.sh,
-# bench/robust_strong.sh) after they set $out and source bench/provenance.sh.
+# Sourced by bench/robust.sh and bench/dp_evidence.sh after they set $out
+# and source bench/provenance.sh.
 # A row per strategy, a column per attack: mean ± sd of a comparison.csv column.
 table() {  # table COLUMN TITLE HEADINGS(comma-separated) DIR...
   local col=$1 title=$2 names=$3

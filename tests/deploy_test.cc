@@ -56,20 +56,22 @@ TEST(DeployTest, FedAvgOverTheNetworkEqualsSimulation) {
   ExpectSameNumbersAsSimulation("fedavg", "--set strategy.name=fedavg", nullptr, kProcessPerClient);
 }
 
-// The strong attacks and the rules against them over the network: ALIE
-// crafted on the server's side from the round's honest results against
-// FLTrust's root update, clients that plant a backdoor in their own data
-// against Bulyan (its success rate measured by the server), and clients
-// that flip their labels against centered clipping equal simulation.
+// The strong attacks and the rules against them over the network: the
+// tailored attack crafted on the server's side from the round's honest
+// results against FLTrust (its root update, the median norm, momentum),
+// clients that plant a backdoor in their own data against Bulyan (its
+// success rate measured by the server), and clients that flip their labels
+// against FLAME after nearest-neighbour mixing equal simulation.
 TEST(DeployTest, StrongAttacksAndRulesOverTheNetworkEqualSimulation) {
-  ExpectSameNumbersAsSimulation("fltrust_alie",
-                                "--set strategy.aggregator=fltrust --set attack.share=0.4 --set attack.kind=alie");
+  ExpectSameNumbersAsSimulation("fltrust_tailored",
+                                "--set strategy.aggregator=fltrust --set attack.share=0.4 --set attack.kind=tailored "
+                                "--set robust.fltrust_scale=median --set robust.momentum=0.5");
   ExpectSameNumbersAsSimulation("bulyan_backdoor",
                                 "--set strategy.aggregator=bulyan --set attack.share=0.4 "
                                 "--set attack.kind=backdoor --set attack.scale=1");
-  ExpectSameNumbersAsSimulation("centered_clipping_label_flip",
-                                "--set strategy.aggregator=centered_clipping --set attack.share=0.4 "
-                                "--set attack.kind=label_flip");
+  ExpectSameNumbersAsSimulation("flame_label_flip",
+                                "--set strategy.aggregator=flame --set attack.share=0.4 "
+                                "--set attack.kind=label_flip --set robust.pre_aggregation=nnm");
 }
 
 // User-level DP over the network: each client clips its own update to the

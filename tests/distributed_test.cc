@@ -195,18 +195,22 @@ TEST(DistributedTest, FedProfMetricsAreIdenticalForOneTwoAndThreeRanks) {
 }
 
 // The strong attacks and the rules against them: colluding attackers held
-// back at rank 0 until the round's honest results from every rank are in,
-// FLTrust's root update, and backdoored clients on whichever rank.
+// back at rank 0 until the round's honest results from every rank are in
+// (the tailored ones asking rank 0's rule, after bucketing, with momentum),
+// FLTrust's root update, and backdoored clients on whichever rank against
+// FLAME's noise.
 TEST(DistributedTest, StrongAttacksAndRulesAreIdenticalForAnyRanks) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  ExpectIdenticalForAnyRanks("centered_clipping_min_sum",
+  ExpectIdenticalForAnyRanks("centered_clipping_tailored",
                              "--set strategy.aggregator=centered_clipping --set attack.share=0.3 "
-                             "--set attack.kind=min_sum");
-  ExpectIdenticalForAnyRanks("fltrust_backdoor",
+                             "--set attack.kind=tailored --set robust.pre_aggregation=bucketing "
+                             "--set robust.cc_start=last --set robust.momentum=0.5");
+  ExpectIdenticalForAnyRanks("fltrust_min_sum",
                              "--set strategy.aggregator=fltrust --set attack.share=0.3 "
-                             "--set attack.kind=backdoor --set attack.scale=1");
-  ExpectIdenticalForAnyRanks("bulyan_ipm",
-                             "--set strategy.aggregator=bulyan --set attack.share=0.2 --set attack.kind=ipm");
+                             "--set attack.kind=min_sum --set robust.fltrust_scale=median");
+  ExpectIdenticalForAnyRanks("flame_backdoor",
+                             "--set strategy.aggregator=flame --set attack.share=0.2 "
+                             "--set attack.kind=backdoor --set attack.scale=1 --set robust.pre_aggregation=nnm");
 }
 
 // User-level DP: clients clip on whichever rank holds them; rank 0 adds the

@@ -58,6 +58,12 @@ class Aggregator {
     throw Error("aggregation: this aggregator works on the sum of the models, not on each one");
   }
 
+  // The estimate ŵ this aggregator makes of these models for θ, before the
+  // aggregation mode's step and any momentum, leaving its state as it is:
+  // what an attacker who knows the rule optimises against (attack.kind =
+  // tailored). By default their sample-weighted mean.
+  virtual FlatParams EstimateOf(const FlatParams& global, const std::vector<ClientUpdate>& updates) const;
+
   // Buffered asynchronous aggregation (fedbuff.h): its options, or null
   // for an aggregator of synchronous rounds.
   virtual const FedBuffOptions* Buffered() const { return nullptr; }

@@ -5,11 +5,26 @@
 #include <cstdio>
 #include <numeric>
 
+#include <nlohmann/json.hpp>
+
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
+#include "fedprof/core/text.h"
 
 namespace fedprof {
 namespace {
+
+// Tags of Stream::kRobust: each use draws from its own generator.
+constexpr uint64_t kBucketingTag = 0;
+constexpr uint64_t kFlameNoiseTag = 1;
+
+// The middle value, or the mean of the two middle ones; 0 for none.
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2.0;
+}
 
 void CheckUpdates(const FlatParams& global, const std::vector<ClientUpdate>& updates) {
   for (const ClientUpdate& u : updates) {
@@ -44,17 +59,20 @@ void StepTowards(AggregationMode mode, const FlatParams& global, const FlatParam
   }
 }
 
-// The skeleton every robust rule shares: canonical order, the estimate,
-// then the step of the aggregation mode.
+// The skeleton every robust rule shares: canonical order, pre-aggregation,
+// the estimate, the aggregation mode's step, then momentum (RobustStages).
 class RobustAggregator : public Aggregator {
  public:
-  RobustAggregator(std::string name, AggregationMode mode) : name_(std::move(name)), mode_(mode) {}
+  RobustAggregator(std::string name, AggregationMode mode, const RobustStages& stages)
+      : name_(std::move(name)), mode_(mode), stages_(stages) {}
 
   bool NeedsUpdates() const override { return true; }
 
   void Aggregate(const FlatParams&, const ModelSum&, int64_t, FlatParams*) override {
     throw Error("aggregation: " + name_ + " needs each client's model, not their sum");
   }
+
+  void OnGlobalModel(int64_t version) override { version_ = version; }
 
   void AggregateUpdates(const FlatParams& global, const std::vector<ClientUpdate>& updates,
                         int64_t total_samples, FlatParams* next) override {
@@ -65,37 +83,101 @@ class RobustAggregator : public Aggregator {
     }
     int64_t round_samples = 0;
     for (const ClientUpdate& u : updates) round_samples += u.num_samples;
-    const FlatParams estimate = Estimate(global, CanonicalOrder(updates));
-    StepTowards(mode_, global, estimate, round_samples, total_samples, next);
+    const FlatParams estimate = Staged(global, updates, /*warn=*/true);
+    if (!KeepsStep()) {
+      StepTowards(mode_, global, estimate, round_samples, total_samples, next);
+      return;
+    }
+    FlatParams stepped;
+    StepTowards(mode_, global, estimate, round_samples, total_samples, &stepped);
+    const size_t d = global.size();
+    if (last_step_.size() != d) last_step_.assign(d, 0.0f);
+    const double beta = stages_.momentum;
+    next->resize(d);  // element by element: `next` may be `global`
+    for (size_t i = 0; i < d; ++i) {
+      const double m = beta * last_step_[i] + (1 - beta) * (static_cast<double>(stepped[i]) - global[i]);
+      last_step_[i] = static_cast<float>(m);
+      (*next)[i] = static_cast<float>(global[i] + m);
+    }
+  }
+
+  FlatParams EstimateOf(const FlatParams& global, const std::vector<ClientUpdate>& updates) const override {
+    CheckUpdates(global, updates);
+    if (updates.empty()) return global;
+    return Staged(global, updates, /*warn=*/false);
+  }
+
+  std::string SaveState() const override {
+    return KeepsStep() ? nlohmann::json({{"step", EncodeFloats(last_step_)}}).dump() : "";
+  }
+
+  void LoadState(const std::string& state) override {
+    if (state.empty() || !KeepsStep()) return;
+    try {
+      last_step_ = DecodeFloats(nlohmann::json::parse(state).at("step").get<std::string>());
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(name_ + " state: " + e.what());
+    }
   }
 
  protected:
-  // ŵ from at least one model, in canonical order, for the global model θ.
-  virtual FlatParams Estimate(const FlatParams& global,
-                              const std::vector<const ClientUpdate*>& updates) const = 0;
+  // ŵ from at least one model, in canonical order, for the global model θ;
+  // `warn` is false when an attacker previews it (EstimateOf).
+  virtual FlatParams Estimate(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
+                              bool warn) const = 0;
+  // Whether the rule itself needs the global model's last step.
+  virtual bool NeedsLastStep() const { return false; }
+  // The last round's step θ_t − θ_{t−1} (momentum m with robust.momentum);
+  // empty before the first round that had results.
+  const std::vector<float>& last_step() const { return last_step_; }
+  int64_t version() const { return version_; }
+  uint64_t seed() const { return stages_.seed; }
 
  private:
+  bool KeepsStep() const { return stages_.momentum > 0 || NeedsLastStep(); }
+
+  FlatParams Staged(const FlatParams& global, const std::vector<ClientUpdate>& updates, bool warn) const {
+    const std::vector<const ClientUpdate*> order = CanonicalOrder(updates);
+    if (stages_.pre == PreAggregation::kNone) return Estimate(global, order, warn);
+    std::vector<ClientUpdate> staged;
+    if (stages_.pre == PreAggregation::kBucketing) {
+      Rng rng = MakeRng(stages_.seed, Stream::kRobust, {kBucketingTag, static_cast<uint64_t>(version_)});
+      staged = Bucketing(order, stages_.bucket_size, rng);
+    } else {
+      staged = NearestNeighbourMixing(order, MixingByzantine(stages_.mixing_byzantine, order.size()));
+    }
+    std::vector<const ClientUpdate*> pointers;
+    for (const ClientUpdate& u : staged) pointers.push_back(&u);
+    return Estimate(global, pointers, warn);
+  }
+
   std::string name_;
   AggregationMode mode_;
+  RobustStages stages_;
+  int64_t version_ = 0;
+  std::vector<float> last_step_;
 };
 
 class MedianAggregator : public RobustAggregator {
  public:
-  explicit MedianAggregator(AggregationMode mode) : RobustAggregator("median", mode) {}
+  MedianAggregator(AggregationMode mode, const RobustStages& stages)
+      : RobustAggregator("median", mode, stages) {}
 
  protected:
-  FlatParams Estimate(const FlatParams&, const std::vector<const ClientUpdate*>& updates) const override {
+  FlatParams Estimate(const FlatParams&, const std::vector<const ClientUpdate*>& updates,
+                      bool) const override {
     return CoordinateMedian(updates);
   }
 };
 
 class TrimmedMeanAggregator : public RobustAggregator {
  public:
-  TrimmedMeanAggregator(AggregationMode mode, double trim_share)
-      : RobustAggregator("trimmed_mean", mode), trim_share_(trim_share) {}
+  TrimmedMeanAggregator(AggregationMode mode, double trim_share, const RobustStages& stages)
+      : RobustAggregator("trimmed_mean", mode, stages), trim_share_(trim_share) {}
 
  protected:
-  FlatParams Estimate(const FlatParams&, const std::vector<const ClientUpdate*>& updates) const override {
+  FlatParams Estimate(const FlatParams&, const std::vector<const ClientUpdate*>& updates,
+                      bool) const override {
     return TrimmedMean(updates, trim_share_);
   }
 
@@ -105,14 +187,15 @@ class TrimmedMeanAggregator : public RobustAggregator {
 
 class KrumAggregator : public RobustAggregator {
  public:
-  KrumAggregator(AggregationMode mode, const KrumOptions& options)
-      : RobustAggregator(options.select == 1 ? "krum" : "multi_krum", mode), options_(options) {}
+  KrumAggregator(AggregationMode mode, const KrumOptions& options, const RobustStages& stages)
+      : RobustAggregator(options.select == 1 ? "krum" : "multi_krum", mode, stages), options_(options) {}
 
  protected:
-  FlatParams Estimate(const FlatParams&, const std::vector<const ClientUpdate*>& updates) const override {
+  FlatParams Estimate(const FlatParams&, const std::vector<const ClientUpdate*>& updates,
+                      bool warn) const override {
     const size_t n = updates.size();
     const int f = EffectiveByzantine(options_.byzantine, n);
-    if (options_.byzantine > f) {
+    if (warn && options_.byzantine > f) {
       LogWarning("krum: " + std::to_string(n) + " results support at most f = " +
                  std::to_string(f) + " (n > 2f + 2), not robust.byzantine = " +
                  std::to_string(options_.byzantine) + "; using f = " + std::to_string(f));
@@ -139,13 +222,14 @@ class KrumAggregator : public RobustAggregator {
 
 class BulyanAggregator : public RobustAggregator {
  public:
-  BulyanAggregator(AggregationMode mode, int byzantine)
-      : RobustAggregator("bulyan", mode), byzantine_(byzantine) {}
+  BulyanAggregator(AggregationMode mode, int byzantine, const RobustStages& stages)
+      : RobustAggregator("bulyan", mode, stages), byzantine_(byzantine) {}
 
  protected:
-  FlatParams Estimate(const FlatParams&, const std::vector<const ClientUpdate*>& updates) const override {
+  FlatParams Estimate(const FlatParams&, const std::vector<const ClientUpdate*>& updates,
+                      bool warn) const override {
     const int f = BulyanByzantine(byzantine_, updates.size());
-    if (byzantine_ > f) {
+    if (warn && byzantine_ > f) {
       LogWarning("bulyan: " + std::to_string(updates.size()) + " results support at most f = " +
                  std::to_string(f) + " (n >= 4f + 3), not robust.byzantine = " + std::to_string(byzantine_) +
                  "; using f = " + std::to_string(f));
@@ -159,14 +243,20 @@ class BulyanAggregator : public RobustAggregator {
 
 class CenteredClippingAggregator : public RobustAggregator {
  public:
-  CenteredClippingAggregator(AggregationMode mode, const CenteredClippingOptions& options)
-      : RobustAggregator("centered_clipping", mode), options_(options) {}
+  CenteredClippingAggregator(AggregationMode mode, const CenteredClippingOptions& options,
+                             const RobustStages& stages)
+      : RobustAggregator("centered_clipping", mode, stages), options_(options) {}
 
  protected:
-  FlatParams Estimate(const FlatParams& global,
-                      const std::vector<const ClientUpdate*>& updates) const override {
-    return CenteredClipping(global, updates, options_);
+  FlatParams Estimate(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
+                      bool) const override {
+    if (!options_.from_last || last_step().size() != global.size()) {
+      return CenteredClipping(global, updates, options_);
+    }
+    const std::vector<double> start(last_step().begin(), last_step().end());
+    return CenteredClipping(global, updates, options_, &start);
   }
+  bool NeedsLastStep() const override { return options_.from_last; }
 
  private:
   CenteredClippingOptions options_;
@@ -174,25 +264,47 @@ class CenteredClippingAggregator : public RobustAggregator {
 
 class FlTrustAggregator : public RobustAggregator {
  public:
-  FlTrustAggregator(AggregationMode mode, RootUpdate root_update)
-      : RobustAggregator("fltrust", mode), root_update_(std::move(root_update)) {}
-
-  void OnGlobalModel(int64_t version) override { version_ = version; }
+  FlTrustAggregator(AggregationMode mode, RootUpdate root_update, FlTrustScale scale,
+                    const RobustStages& stages)
+      : RobustAggregator("fltrust", mode, stages), root_update_(std::move(root_update)), scale_(scale) {}
 
  protected:
-  FlatParams Estimate(const FlatParams& global,
-                      const std::vector<const ClientUpdate*>& updates) const override {
-    const FlatParams root = root_update_(global, version_);
-    if (root.size() != global.size()) {
-      throw Error("fltrust: the root update has " + std::to_string(root.size()) + " values, the model " +
-                  std::to_string(global.size()));
+  FlatParams Estimate(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
+                      bool) const override {
+    // One root update per global model: an attacker's previews reuse it.
+    if (root_version_ != version() || root_global_ != global) {
+      root_ = root_update_(global, version());
+      if (root_.size() != global.size()) {
+        throw Error("fltrust: the root update has " + std::to_string(root_.size()) + " values, the model " +
+                    std::to_string(global.size()));
+      }
+      root_version_ = version();
+      root_global_ = global;
     }
-    return FlTrust(global, root, updates);
+    return FlTrust(global, root_, updates, nullptr, scale_);
   }
 
  private:
   RootUpdate root_update_;
-  int64_t version_ = 0;
+  FlTrustScale scale_;
+  mutable int64_t root_version_ = -1;
+  mutable FlatParams root_global_, root_;
+};
+
+class FlameAggregator : public RobustAggregator {
+ public:
+  FlameAggregator(AggregationMode mode, const FlameOptions& options, const RobustStages& stages)
+      : RobustAggregator("flame", mode, stages), options_(options) {}
+
+ protected:
+  FlatParams Estimate(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
+                      bool) const override {
+    Rng noise = MakeRng(seed(), Stream::kRobust, {kFlameNoiseTag, static_cast<uint64_t>(version())});
+    return Flame(global, updates, options_.noise_factor, &noise);
+  }
+
+ private:
+  FlameOptions options_;
 };
 
 }  // namespace
@@ -237,14 +349,18 @@ FlatParams Bulyan(const std::vector<const ClientUpdate*>& updates, int byzantine
 }
 
 FlatParams CenteredClipping(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
-                            const CenteredClippingOptions& options) {
+                            const CenteredClippingOptions& options, const std::vector<double>* start) {
   const size_t n = updates.size(), d = global.size();
   if (n == 0) return global;
+  if (start && start->size() != d) {
+    throw Error("centered_clipping: a start of " + std::to_string(start->size()) + " values for a model of " +
+                std::to_string(d));
+  }
   std::vector<std::vector<double>> deltas(n, std::vector<double>(d));
   for (size_t k = 0; k < n; ++k) {
     for (size_t i = 0; i < d; ++i) deltas[k][i] = static_cast<double>(updates[k]->params[i]) - global[i];
   }
-  std::vector<double> v(d, 0.0), step(d);
+  std::vector<double> v = start ? *start : std::vector<double>(d, 0.0), step(d);
   std::vector<double> distance(n);
   for (int it = 0; it < std::max(1, options.iterations); ++it) {
     for (size_t k = 0; k < n; ++k) {
@@ -253,11 +369,7 @@ FlatParams CenteredClipping(const FlatParams& global, const std::vector<const Cl
       distance[k] = std::sqrt(s);
     }
     double tau = options.radius;
-    if (tau <= 0) {  // the median distance
-      std::vector<double> sorted = distance;
-      std::sort(sorted.begin(), sorted.end());
-      tau = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0;
-    }
+    if (tau <= 0) tau = Median(distance);
     std::fill(step.begin(), step.end(), 0.0);
     for (size_t k = 0; k < n; ++k) {
       const double keep = distance[k] > tau ? tau / distance[k] : 1.0;
@@ -271,7 +383,8 @@ FlatParams CenteredClipping(const FlatParams& global, const std::vector<const Cl
 }
 
 FlatParams FlTrust(const FlatParams& global, const FlatParams& root,
-                   const std::vector<const ClientUpdate*>& updates, std::vector<double>* trust) {
+                   const std::vector<const ClientUpdate*>& updates, std::vector<double>* trust,
+                   FlTrustScale scale) {
   const size_t d = global.size();
   std::vector<double> g0(d);
   double norm0 = 0;
@@ -280,9 +393,7 @@ FlatParams FlTrust(const FlatParams& global, const FlatParams& root,
     norm0 += g0[i] * g0[i];
   }
   norm0 = std::sqrt(norm0);
-  std::vector<double> sum(d, 0.0);
-  double total_trust = 0;
-  if (trust) trust->clear();
+  std::vector<double> dots, norms;
   for (const ClientUpdate* u : updates) {
     double dot = 0, norm = 0;
     for (size_t i = 0; i < d; ++i) {
@@ -290,12 +401,21 @@ FlatParams FlTrust(const FlatParams& global, const FlatParams& root,
       dot += g * g0[i];
       norm += g * g;
     }
-    norm = std::sqrt(norm);
-    const double ts = norm > 0 && norm0 > 0 ? std::max(0.0, dot / (norm * norm0)) : 0.0;  // Eq. 2
+    dots.push_back(dot);
+    norms.push_back(std::sqrt(norm));
+  }
+  const double target = scale == FlTrustScale::kRoot ? norm0 : Median(norms);
+  std::vector<double> sum(d, 0.0);
+  double total_trust = 0;
+  if (trust) trust->clear();
+  for (size_t k = 0; k < updates.size(); ++k) {
+    const ClientUpdate* u = updates[k];
+    const double norm = norms[k];
+    const double ts = norm > 0 && norm0 > 0 ? std::max(0.0, dots[k] / (norm * norm0)) : 0.0;  // Eq. 2
     if (trust) trust->push_back(ts);
     if (ts <= 0) continue;
     total_trust += ts;
-    const double rescale = ts * norm0 / norm;  // Eq. 3, weighted by TS_k (Eq. 4)
+    const double rescale = ts * target / norm;  // Eq. 3, weighted by TS_k (Eq. 4)
     for (size_t i = 0; i < d; ++i) sum[i] += rescale * (static_cast<double>(u->params[i]) - global[i]);
   }
   FlatParams out(d);
@@ -303,6 +423,162 @@ FlatParams FlTrust(const FlatParams& global, const FlatParams& root,
     out[i] = static_cast<float>(global[i] + (total_trust > 0 ? sum[i] / total_trust : 0.0));
   }
   return out;
+}
+
+FlatParams Flame(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
+                 double noise_factor, Rng* noise, std::vector<char>* admitted) {
+  const size_t n = updates.size(), d = global.size();
+  if (n == 0) return global;
+  std::vector<std::vector<double>> deltas(n, std::vector<double>(d));
+  std::vector<double> norms(n);
+  for (size_t k = 0; k < n; ++k) {
+    double s = 0;
+    for (size_t i = 0; i < d; ++i) {
+      deltas[k][i] = static_cast<double>(updates[k]->params[i]) - global[i];
+      s += deltas[k][i] * deltas[k][i];
+    }
+    norms[k] = std::sqrt(s);
+  }
+  // Cosine distances; a zero update is at distance 1 from every other.
+  std::vector<double> distances(n * n, 0.0);
+  for (size_t a = 0; a < n; ++a) {
+    for (size_t b = a + 1; b < n; ++b) {
+      double dot = 0;
+      for (size_t i = 0; i < d; ++i) dot += deltas[a][i] * deltas[b][i];
+      const double cosine = norms[a] > 0 && norms[b] > 0 ? dot / (norms[a] * norms[b]) : 0.0;
+      distances[a * n + b] = distances[b * n + a] = 1.0 - cosine;
+    }
+  }
+  const std::vector<char> kept = FirstComponentOfSize(distances, n, n / 2 + 1);
+  if (admitted) *admitted = kept;
+  const double bound = Median(norms);  // S_t, over all n
+  std::vector<double> sum(d, 0.0);
+  size_t count = 0;
+  for (size_t k = 0; k < n; ++k) {
+    if (!kept[k]) continue;
+    ++count;
+    const double keep = norms[k] > bound ? bound / norms[k] : 1.0;
+    for (size_t i = 0; i < d; ++i) sum[i] += deltas[k][i] * keep;
+  }
+  const double sigma = noise_factor * bound;
+  FlatParams out(d);
+  for (size_t i = 0; i < d; ++i) {
+    const double z = noise && sigma > 0 ? sigma * StandardNormal(*noise) : 0.0;
+    out[i] = static_cast<float>(global[i] + sum[i] / static_cast<double>(count) + z);
+  }
+  return out;
+}
+
+std::vector<char> FirstComponentOfSize(const std::vector<double>& distances, size_t n, size_t size) {
+  std::vector<char> member(n, 0);
+  if (n == 0) return member;
+  if (size <= 1) {
+    member[0] = 1;
+    return member;
+  }
+  struct Edge {
+    double distance;
+    size_t a, b;
+  };
+  std::vector<Edge> edges;
+  for (size_t a = 0; a < n; ++a) {
+    for (size_t b = a + 1; b < n; ++b) edges.push_back({distances[a * n + b], a, b});
+  }
+  std::sort(edges.begin(), edges.end(), [](const Edge& x, const Edge& y) {
+    if (x.distance != y.distance) return x.distance < y.distance;
+    return x.a != y.a ? x.a < y.a : x.b < y.b;
+  });
+  std::vector<size_t> parent(n), count(n, 1);
+  std::iota(parent.begin(), parent.end(), size_t{0});
+  const auto root = [&](size_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  for (const Edge& e : edges) {
+    size_t a = root(e.a), b = root(e.b);
+    if (a == b) continue;
+    if (a > b) std::swap(a, b);
+    parent[b] = a;
+    count[a] += count[b];
+    if (count[a] >= size) {
+      for (size_t k = 0; k < n; ++k) member[k] = root(k) == a;
+      return member;
+    }
+  }
+  std::fill(member.begin(), member.end(), 1);  // fewer than `size` points
+  return member;
+}
+
+std::vector<ClientUpdate> Bucketing(const std::vector<const ClientUpdate*>& updates, int bucket_size,
+                                    Rng& rng) {
+  const size_t n = updates.size();
+  const size_t s = static_cast<size_t>(std::max(1, bucket_size));
+  const std::vector<int64_t> order = Permutation(rng, static_cast<int64_t>(n));
+  std::vector<ClientUpdate> buckets;
+  for (size_t first = 0; first < n; first += s) {
+    const size_t last = std::min(n, first + s);
+    ClientUpdate bucket;
+    bucket.client_id = static_cast<int>(buckets.size());
+    const size_t d = updates[static_cast<size_t>(order[first])]->params.size();
+    std::vector<double> sum(d, 0.0);
+    for (size_t k = first; k < last; ++k) {
+      const ClientUpdate* u = updates[static_cast<size_t>(order[k])];
+      bucket.num_samples += u->num_samples;
+      for (size_t i = 0; i < d; ++i) sum[i] += u->params[i];
+    }
+    bucket.params.resize(d);
+    const double size = static_cast<double>(last - first);
+    for (size_t i = 0; i < d; ++i) bucket.params[i] = static_cast<float>(sum[i] / size);
+    buckets.push_back(std::move(bucket));
+  }
+  return buckets;
+}
+
+int MixingByzantine(int requested, size_t n) {
+  const int most = n >= 1 ? static_cast<int>((n - 1) / 2) : 0;
+  return requested < 0 ? most : std::min(requested, most);
+}
+
+std::vector<ClientUpdate> NearestNeighbourMixing(const std::vector<const ClientUpdate*>& updates,
+                                                 int byzantine) {
+  const size_t n = updates.size();
+  std::vector<ClientUpdate> mixed;
+  if (n == 0) return mixed;
+  const size_t d = updates[0]->params.size();
+  const size_t keep = n - static_cast<size_t>(std::clamp(byzantine, 0, static_cast<int>(n) - 1));
+  std::vector<double> dist(n * n, 0.0);
+  for (size_t a = 0; a < n; ++a) {
+    for (size_t b = a + 1; b < n; ++b) {
+      double s = 0;
+      for (size_t i = 0; i < d; ++i) {
+        const double diff = static_cast<double>(updates[a]->params[i]) - updates[b]->params[i];
+        s += diff * diff;
+      }
+      dist[a * n + b] = dist[b * n + a] = s;
+    }
+  }
+  std::vector<size_t> by_distance(n);
+  for (size_t a = 0; a < n; ++a) {
+    std::iota(by_distance.begin(), by_distance.end(), size_t{0});
+    // Itself first (distance 0), then nearest; ties to the lower position.
+    std::stable_sort(by_distance.begin(), by_distance.end(), [&](size_t x, size_t y) {
+      if (x == a || y == a) return x == a && y != a;
+      return dist[a * n + x] < dist[a * n + y];
+    });
+    std::vector<size_t> chosen(by_distance.begin(), by_distance.begin() + static_cast<std::ptrdiff_t>(keep));
+    std::sort(chosen.begin(), chosen.end());  // summed in canonical order
+    ClientUpdate u;
+    u.client_id = updates[a]->client_id;
+    u.num_samples = updates[a]->num_samples;
+    u.params.resize(d);
+    for (size_t i = 0; i < d; ++i) {
+      double s = 0;
+      for (size_t k : chosen) s += updates[k]->params[i];
+      u.params[i] = static_cast<float>(s / static_cast<double>(keep));
+    }
+    mixed.push_back(std::move(u));
+  }
+  return mixed;
 }
 
 std::vector<const ClientUpdate*> CanonicalOrder(const std::vector<ClientUpdate>& updates) {
@@ -410,40 +686,51 @@ std::vector<size_t> KrumSelection(const std::vector<const ClientUpdate*>& update
   return order;
 }
 
-std::unique_ptr<Aggregator> MakeCoordinateMedian(AggregationMode mode) {
-  return std::make_unique<MedianAggregator>(mode);
+std::unique_ptr<Aggregator> MakeCoordinateMedian(AggregationMode mode, const RobustStages& stages) {
+  return std::make_unique<MedianAggregator>(mode, stages);
 }
 
-std::unique_ptr<Aggregator> MakeTrimmedMean(AggregationMode mode, double trim_share) {
+std::unique_ptr<Aggregator> MakeTrimmedMean(AggregationMode mode, double trim_share,
+                                            const RobustStages& stages) {
   if (!(trim_share >= 0 && trim_share < 0.5)) {
     throw Error("robust.trim_share: " + std::to_string(trim_share) + " is not in [0, 0.5)");
   }
-  return std::make_unique<TrimmedMeanAggregator>(mode, trim_share);
+  return std::make_unique<TrimmedMeanAggregator>(mode, trim_share, stages);
 }
 
-std::unique_ptr<Aggregator> MakeKrum(AggregationMode mode, const KrumOptions& options) {
+std::unique_ptr<Aggregator> MakeKrum(AggregationMode mode, const KrumOptions& options,
+                                     const RobustStages& stages) {
   if (options.select < 0) {
     throw Error("robust.multi_krum_select: expected 0 (n − f) or more, got " +
                 std::to_string(options.select));
   }
-  return std::make_unique<KrumAggregator>(mode, options);
+  return std::make_unique<KrumAggregator>(mode, options, stages);
 }
 
-std::unique_ptr<Aggregator> MakeBulyan(AggregationMode mode, int byzantine) {
-  return std::make_unique<BulyanAggregator>(mode, byzantine);
+std::unique_ptr<Aggregator> MakeBulyan(AggregationMode mode, int byzantine, const RobustStages& stages) {
+  return std::make_unique<BulyanAggregator>(mode, byzantine, stages);
 }
 
-std::unique_ptr<Aggregator> MakeCenteredClipping(AggregationMode mode,
-                                                 const CenteredClippingOptions& options) {
+std::unique_ptr<Aggregator> MakeCenteredClipping(AggregationMode mode, const CenteredClippingOptions& options,
+                                                 const RobustStages& stages) {
   if (!(options.radius >= 0) || options.iterations < 1) {
     throw Error("robust.cc_radius / robust.cc_iterations: expected a radius >= 0 and at least 1 iteration");
   }
-  return std::make_unique<CenteredClippingAggregator>(mode, options);
+  return std::make_unique<CenteredClippingAggregator>(mode, options, stages);
 }
 
-std::unique_ptr<Aggregator> MakeFlTrust(AggregationMode mode, RootUpdate root_update) {
+std::unique_ptr<Aggregator> MakeFlTrust(AggregationMode mode, RootUpdate root_update, FlTrustScale scale,
+                                        const RobustStages& stages) {
   if (!root_update) throw Error("fltrust: needs the server's root data set");
-  return std::make_unique<FlTrustAggregator>(mode, std::move(root_update));
+  return std::make_unique<FlTrustAggregator>(mode, std::move(root_update), scale, stages);
+}
+
+std::unique_ptr<Aggregator> MakeFlame(AggregationMode mode, const FlameOptions& options,
+                                      const RobustStages& stages) {
+  if (!(options.noise_factor >= 0)) {
+    throw Error("robust.flame_noise: expected a noise factor >= 0, got " + std::to_string(options.noise_factor));
+  }
+  return std::make_unique<FlameAggregator>(mode, options, stages);
 }
 
 std::string ApplyUpdateNormBound(const UpdateNormBound& bound, const FlatParams& global,

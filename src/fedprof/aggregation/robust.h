@@ -25,19 +25,45 @@
 #include <vector>
 
 #include "fedprof/aggregation/aggregator.h"
+#include "fedprof/core/rng.h"
 
 namespace fedprof {
+
+// What every robust rule can be composed with (robust.pre_aggregation,
+// robust.momentum, robust.cc_start), around its estimate ŵ:
+//   1. pre-aggregation of the round's n updates, in canonical order:
+//      bucketing (Karimireddy, He and Jaggi, "Byzantine-Robust Learning on
+//      Heterogeneous Datasets via Bucketing", ICLR 2022, Alg. 1): a random
+//      permutation (from the seed and the model version) cut into ⌈n/s⌉
+//      buckets of s, each replaced by its mean; nearest-neighbour mixing
+//      (Allouah et al., "Fixing by Mixing", AISTATS 2023, Alg. 1): each
+//      model replaced by the mean of its n − f nearest models (itself
+//      included), f = `mixing_byzantine` (-1 = ⌊(n − 1)/2⌋);
+//   2. the rule's ŵ from what stage 1 gives;
+//   3. the aggregation mode's step Δ = θ' − θ (StepTowards), then server
+//      momentum: m ← β m + (1 − β) Δ, θ' = θ + m (β = `momentum`; m is the
+//      step of the last round that had results, 0 at first).
+enum class PreAggregation { kNone, kBucketing, kMixing };
+struct RobustStages {
+  PreAggregation pre = PreAggregation::kNone;
+  int bucket_size = 2;        // s
+  int mixing_byzantine = -1;  // f of mixing
+  double momentum = 0;        // β in [0, 1)
+  uint64_t seed = 0;          // bucketing's permutation, FLAME's noise
+  bool active() const { return pre != PreAggregation::kNone || momentum > 0; }
+};
 
 // Coordinate-wise median (Yin et al., "Byzantine-Robust Distributed
 // Learning: Towards Optimal Statistical Rates", ICML 2018, Option I): per
 // coordinate the middle value, the mean of the two middle ones for an even
 // count.
-std::unique_ptr<Aggregator> MakeCoordinateMedian(AggregationMode mode);
+std::unique_ptr<Aggregator> MakeCoordinateMedian(AggregationMode mode, const RobustStages& stages = {});
 
 // Coordinate-wise β-trimmed mean (Yin et al. 2018, Option II): per
 // coordinate, drop the ⌊β n⌋ largest and ⌊β n⌋ smallest values and average
 // the rest. 0 <= β < 0.5 (β = 0 is the unweighted mean).
-std::unique_ptr<Aggregator> MakeTrimmedMean(AggregationMode mode, double trim_share);
+std::unique_ptr<Aggregator> MakeTrimmedMean(AggregationMode mode, double trim_share,
+                                            const RobustStages& stages = {});
 
 // Krum and Multi-Krum (Blanchard et al., "Machine Learning with Adversaries:
 // Byzantine Tolerant Gradient Descent", NeurIPS 2017, Sec. 4). Each model's
@@ -52,7 +78,8 @@ struct KrumOptions {
   // m: 1 = Krum; 0 = n − f (every model the bound does not rule out).
   int select = 1;
 };
-std::unique_ptr<Aggregator> MakeKrum(AggregationMode mode, const KrumOptions& options);
+std::unique_ptr<Aggregator> MakeKrum(AggregationMode mode, const KrumOptions& options,
+                                     const RobustStages& stages = {});
 
 // Bulyan (El Mhamdi et al., "The Hidden Vulnerability of Distributed
 // Learning in Byzantium", ICML 2018, Alg. 1): Krum picks θ = n − 2f models
@@ -60,30 +87,60 @@ std::unique_ptr<Aggregator> MakeKrum(AggregationMode mode, const KrumOptions& op
 // β = θ − 2f values closest to the coordinate's median of those θ are
 // averaged. The guarantee needs n >= 4f + 3; f as for Krum, its most being
 // ⌊(n − 3)/4⌋.
-std::unique_ptr<Aggregator> MakeBulyan(AggregationMode mode, int byzantine);
+std::unique_ptr<Aggregator> MakeBulyan(AggregationMode mode, int byzantine,
+                                       const RobustStages& stages = {});
 
 // Centered clipping (Karimireddy et al., "Learning from History for
-// Byzantine Robust Optimization", ICML 2021, Eq. 2): from v_0 = 0, over the
+// Byzantine Robust Optimization", ICML 2021, Eq. 2): from v_0, over the
 // updates Δ_k = w_k − θ, `iterations` times
 //   v ← v + (1/n) Σ_k (Δ_k − v) min(1, τ / ||Δ_k − v||),
 // and ŵ = θ + v. τ = `radius`; 0 = the median of ||Δ_k − v|| at each
-// iteration (no scale to tune; a choice of this project).
+// iteration (no scale to tune; a choice of this project). v_0 = 0, or with
+// `from_last` the global model's last step (the paper's Alg. 2 starts from
+// the last aggregate; with robust.momentum that step is the momentum).
 struct CenteredClippingOptions {
   double radius = 0;
   int iterations = 1;  // the paper's l = 1 suffices (Sec. 4)
+  bool from_last = false;
 };
 std::unique_ptr<Aggregator> MakeCenteredClipping(AggregationMode mode,
-                                                 const CenteredClippingOptions& options);
+                                                 const CenteredClippingOptions& options,
+                                                 const RobustStages& stages = {});
 
 // FLTrust (Cao et al., "FLTrust: Byzantine-robust Federated Learning via
 // Trust Bootstrapping", NDSS 2021, Eqs. 2-4 and Alg. 2): the server trains
 // θ on its own small root data set to w_0, g_0 = w_0 − θ; each client's
 // update g_k = w_k − θ gets trust TS_k = ReLU(cos(g_k, g_0)) and is
-// rescaled to ||g_0||; ŵ = θ + Σ TS_k (||g_0|| / ||g_k||) g_k / Σ TS_k (θ
-// itself when no update earns trust). `root_update` gives w_0 for θ of a
-// version (the round it starts being that version + 1).
+// rescaled to a norm c; ŵ = θ + Σ TS_k (c / ||g_k||) g_k / Σ TS_k (θ itself
+// when no update earns trust). c = ||g_0|| (the paper's Eq. 3), or with
+// kMedian the median of the round's ||g_k||: the clients' own scale, which
+// fewer than half of them cannot raise or lower past an honest one's, where
+// ||g_0|| is one step on the server's data. `root_update` gives w_0 for θ
+// of a version (the round it starts being that version + 1).
 using RootUpdate = std::function<FlatParams(const FlatParams& global, int64_t version)>;
-std::unique_ptr<Aggregator> MakeFlTrust(AggregationMode mode, RootUpdate root_update);
+enum class FlTrustScale { kRoot, kMedian };
+std::unique_ptr<Aggregator> MakeFlTrust(AggregationMode mode, RootUpdate root_update,
+                                        FlTrustScale scale = FlTrustScale::kRoot,
+                                        const RobustStages& stages = {});
+
+// FLAME (Nguyen et al., "FLAME: Taming Backdoors in Federated Learning",
+// USENIX Security 2022, Alg. 1), on the updates Δ_k = w_k − θ:
+//   1. clustering: HDBSCAN on the cosine distances 1 − cos(Δ_i, Δ_j) with a
+//      minimum cluster size of ⌊n/2⌋ + 1 and min_samples = 1 (single
+//      linkage), one cluster allowed; with a minimum over half of n that
+//      cluster is the first single-linkage component to reach ⌊n/2⌋ + 1
+//      models (edges joined in increasing distance), and the rest are
+//      outliers, left out;
+//   2. clipping: S = the median of ||Δ_k|| over all n; each admitted Δ_k
+//      scaled by min(1, S / ||Δ_k||);
+//   3. ŵ = θ + their mean + N(0, (λS)²) per coordinate, λ = `noise_factor`
+//      (the paper's 0.001 for image classification), drawn from the seed
+//      and the model version.
+struct FlameOptions {
+  double noise_factor = 0.001;
+};
+std::unique_ptr<Aggregator> MakeFlame(AggregationMode mode, const FlameOptions& options,
+                                      const RobustStages& stages = {});
 
 // The pieces, for tests and reuse. `updates` in the canonical order
 // (CanonicalOrder); every model of the size of the first.
@@ -105,12 +162,34 @@ std::vector<size_t> KrumSelection(const std::vector<const ClientUpdate*>& update
 // when lower (-1 = the most).
 int BulyanByzantine(int requested, size_t n);
 FlatParams Bulyan(const std::vector<const ClientUpdate*>& updates, int byzantine);
+// `start` = v_0 (null: 0).
 FlatParams CenteredClipping(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
-                            const CenteredClippingOptions& options);
+                            const CenteredClippingOptions& options,
+                            const std::vector<double>* start = nullptr);
 // FLTrust's ŵ and each update's trust score TS_k (in the order of
 // `updates`) against the root update w_0.
 FlatParams FlTrust(const FlatParams& global, const FlatParams& root,
-                   const std::vector<const ClientUpdate*>& updates, std::vector<double>* trust = nullptr);
+                   const std::vector<const ClientUpdate*>& updates, std::vector<double>* trust = nullptr,
+                   FlTrustScale scale = FlTrustScale::kRoot);
+// FLAME's ŵ; `admitted` (in the order of `updates`) says which models the
+// clustering kept; `noise` the Gaussian draws (null: none, for tests).
+FlatParams Flame(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
+                 double noise_factor, Rng* noise, std::vector<char>* admitted = nullptr);
+// Which of n points single linkage joins first into a component of at
+// least `size` (FLAME's cluster), from their symmetric distances
+// (row-major n × n); ties join the lower indices first.
+std::vector<char> FirstComponentOfSize(const std::vector<double>& distances, size_t n, size_t size);
+
+// The pre-aggregation stages (RobustStages), on updates in canonical order.
+// Bucket j has client id j and the bucket's summed sample counts; a mixed
+// model keeps its client's id and count.
+std::vector<ClientUpdate> Bucketing(const std::vector<const ClientUpdate*>& updates, int bucket_size,
+                                    Rng& rng);
+std::vector<ClientUpdate> NearestNeighbourMixing(const std::vector<const ClientUpdate*>& updates,
+                                                 int byzantine);
+// The f mixing uses for n models: `requested`, or ⌊(n − 1)/2⌋ when -1 or
+// more than that.
+int MixingByzantine(int requested, size_t n);
 
 // A bound on each result's update relative to the global model θ, applied
 // by the server before a result is observed or aggregated, with any

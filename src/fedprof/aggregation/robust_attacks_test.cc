@@ -1,6 +1,8 @@
 // The strong attacks (label flipping, the backdoor, ALIE, IPM, min-max,
-// min-sum) and the rules against them (Bulyan, centered clipping, FLTrust), by hand, and in
-// short runs that must not depend on the number of threads.
+// min-sum, the rule-tailored one) and the rules against them (Bulyan,
+// centered clipping, FLTrust, FLAME, and the stages every robust rule
+// composes with: bucketing, nearest-neighbour mixing, momentum), by hand,
+// and in short runs that must not depend on the number of threads.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -26,6 +28,13 @@ std::vector<ClientUpdate> Models(const std::vector<FlatParams>& models) {
   std::vector<ClientUpdate> u;
   for (size_t k = 0; k < models.size(); ++k) u.push_back({static_cast<int>(k), 10, models[k]});
   return u;
+}
+
+// A partial step of `a` from θ = 0 (one coordinate).
+FlatParams Partial(Aggregator& a, const std::vector<ClientUpdate>& updates) {
+  FlatParams next;
+  a.AggregateUpdates({0}, updates, 1000, &next);
+  return next;
 }
 
 Attack Colluding(AttackKind kind, double scale = 1, double z = -1) {
@@ -230,6 +239,229 @@ TEST(StrongRuleTest, FlTrustByHand) {
   EXPECT_THROW(MakeFlTrust(AggregationMode::kPartial, nullptr), Error);
 }
 
+RobustStages Stages(PreAggregation pre, double momentum = 0) {
+  RobustStages stages;
+  stages.pre = pre;
+  stages.momentum = momentum;
+  stages.seed = 7;
+  return stages;
+}
+
+TEST(StrongRuleTest, BucketingAveragesBucketsOfARandomOrder) {
+  const std::vector<ClientUpdate> u = Models({{1}, {2}, {4}, {8}, {16}});
+  const auto order = CanonicalOrder(u);
+  Rng rng = MakeRng(3, Stream::kRobust, {0, 1});
+  Rng same = rng;
+  const std::vector<int64_t> perm = Permutation(same, 5);
+  const std::vector<ClientUpdate> buckets = Bucketing(order, 2, rng);
+  ASSERT_EQ(buckets.size(), 3u);  // ⌈5/2⌉: two of 2, one of 1
+  for (size_t b = 0; b < 3; ++b) {
+    const size_t first = 2 * b, last = std::min<size_t>(5, first + 2);
+    double sum = 0;
+    for (size_t k = first; k < last; ++k) sum += u[static_cast<size_t>(perm[k])].params[0];
+    EXPECT_FLOAT_EQ(buckets[b].params[0], static_cast<float>(sum / static_cast<double>(last - first)));
+    EXPECT_EQ(buckets[b].client_id, static_cast<int>(b));
+    EXPECT_EQ(buckets[b].num_samples, 10 * static_cast<int64_t>(last - first));
+  }
+  // One bucket of everything is the mean (31 / 5).
+  Rng any = MakeRng(1, Stream::kRobust);
+  EXPECT_FLOAT_EQ(Bucketing(order, 5, any).at(0).params[0], 6.2f);
+  // The median of bucket means under the rule: the same permutation from
+  // the seed and the model version, whoever asks (an attacker's preview too).
+  auto median = MakeCoordinateMedian(AggregationMode::kPartial, Stages(PreAggregation::kBucketing));
+  median->OnGlobalModel(4);
+  const FlatParams first = median->EstimateOf({0}, u);
+  FlatParams next;
+  median->AggregateUpdates({0}, u, 1000, &next);
+  EXPECT_EQ(next, first);
+  Rng keyed = MakeRng(7, Stream::kRobust, {0, 4});
+  const std::vector<ClientUpdate> expected = Bucketing(order, 2, keyed);
+  std::vector<const ClientUpdate*> pointers;
+  for (const ClientUpdate& b : expected) pointers.push_back(&b);
+  EXPECT_EQ(next, CoordinateMedian(pointers));
+}
+
+TEST(StrongRuleTest, NearestNeighbourMixingByHand) {
+  // 0, 1, 2, 10 with f = 1: each the mean of itself and its 2 nearest.
+  // 0 → {0, 1, 2}, 1 → {1, 0, 2}, 2 → {2, 1, 0}: 1 each; 10 → {10, 2, 1}: 13/3.
+  const std::vector<ClientUpdate> u = Models({{0}, {1}, {2}, {10}});
+  const std::vector<ClientUpdate> mixed = NearestNeighbourMixing(CanonicalOrder(u), 1);
+  ASSERT_EQ(mixed.size(), 4u);
+  EXPECT_FLOAT_EQ(mixed[0].params[0], 1);
+  EXPECT_FLOAT_EQ(mixed[1].params[0], 1);
+  EXPECT_FLOAT_EQ(mixed[2].params[0], 1);
+  EXPECT_FLOAT_EQ(mixed[3].params[0], 13.0f / 3);
+  EXPECT_EQ(mixed[3].client_id, 3);
+  EXPECT_EQ(MixingByzantine(-1, 4), 1);  // ⌊(n − 1)/2⌋
+  EXPECT_EQ(MixingByzantine(5, 4), 1);
+  EXPECT_EQ(MixingByzantine(0, 4), 0);
+  EXPECT_EQ(NearestNeighbourMixing(CanonicalOrder(u), 0)[3].params, (FlatParams{3.25f}));  // f = 0: all n
+  // Composed: the median of the mixed models is 1 (alone: (1 + 2)/2).
+  EXPECT_EQ(Partial(*MakeCoordinateMedian(AggregationMode::kPartial), u), (FlatParams{1.5f}));
+  EXPECT_EQ(Partial(*MakeCoordinateMedian(AggregationMode::kPartial, Stages(PreAggregation::kMixing)), u),
+            (FlatParams{1}));
+}
+
+TEST(StrongRuleTest, MomentumCarriesTheLastStepAndIsCheckpointed) {
+  // β = 0.5 with the median: θ = 0, ŵ = 2: m = 0.5·0 + 0.5·2 = 1, θ' = 1;
+  // then θ = 1, ŵ = 5: m = 0.5·1 + 0.5·4 = 2.5, θ' = 3.5.
+  auto median = MakeCoordinateMedian(AggregationMode::kPartial, Stages(PreAggregation::kNone, 0.5));
+  FlatParams next;
+  median->AggregateUpdates({0}, Models({{1}, {2}, {30}}), 1000, &next);
+  EXPECT_EQ(next, (FlatParams{1}));
+  const std::string state = median->SaveState();
+  median->AggregateUpdates({1}, Models({{5}, {4}, {60}}), 1000, &next);
+  EXPECT_EQ(next, (FlatParams{3.5f}));
+  // A checkpoint's state gives the resumed run the same step.
+  auto resumed = MakeCoordinateMedian(AggregationMode::kPartial, Stages(PreAggregation::kNone, 0.5));
+  resumed->LoadState(state);
+  FlatParams again;
+  resumed->AggregateUpdates({1}, Models({{5}, {4}, {60}}), 1000, &again);
+  EXPECT_EQ(again, next);
+  EXPECT_THROW(resumed->LoadState("{\"step\": 3}"), Error);
+  // Without momentum nothing is kept: checkpoints stay as they were.
+  EXPECT_EQ(MakeCoordinateMedian(AggregationMode::kPartial)->SaveState(), "");
+}
+
+TEST(StrongRuleTest, CenteredClippingFromTheLastStep) {
+  // τ = 1. Round 1 from v_0 = 0 (no step yet): updates 1, 2, 30 each clipped
+  // to 1, v = 1, θ' = 1. Round 2 from θ = 1, updates 2, 3, 99: from v_0 = 1
+  // the differences 1, 2, 98 clip to 1 each, v = 2, θ'' = 3; from zero they
+  // would clip to 1 each, v = 1.
+  CenteredClippingOptions o;
+  o.radius = 1;
+  o.from_last = true;
+  auto cc = MakeCenteredClipping(AggregationMode::kPartial, o);
+  FlatParams next;
+  cc->AggregateUpdates({0}, Models({{1}, {2}, {30}}), 1000, &next);
+  EXPECT_FLOAT_EQ(next[0], 1);
+  cc->AggregateUpdates({1}, Models({{3}, {4}, {100}}), 1000, &next);
+  EXPECT_FLOAT_EQ(next[0], 3);
+  o.from_last = false;
+  const std::vector<ClientUpdate> round2 = Models({{3}, {4}, {100}});
+  EXPECT_FLOAT_EQ(CenteredClipping({1}, CanonicalOrder(round2), o)[0], 2);
+  const std::vector<double> start = {1};
+  EXPECT_FLOAT_EQ(CenteredClipping({1}, CanonicalOrder(round2), o, &start)[0], 3);
+}
+
+TEST(StrongRuleTest, FlTrustRescaledToTheMedianNorm) {
+  // As FlTrustByHand, but every trusted update rescaled to the median of the
+  // norms 2, 3, 1, √2: c = (√2 + 2)/2 = 1 + 1/√2, which is Σ TS_k here, so
+  // ŵ = c (1.5, 0.5) / (1 + 1/√2) = (1.5, 0.5).
+  const std::vector<ClientUpdate> u = Models({{2, 0}, {0, 3}, {-1, 0}, {1, 1}});
+  const FlatParams w = FlTrust({0, 0}, {1, 0}, CanonicalOrder(u), nullptr, FlTrustScale::kMedian);
+  EXPECT_NEAR(w[0], 1.5, 1e-6);
+  EXPECT_NEAR(w[1], 0.5, 1e-6);
+  // A root update ten times shorter changes the trust of none, and so ŵ not.
+  EXPECT_EQ(FlTrust({0, 0}, {0.1f, 0}, CanonicalOrder(u), nullptr, FlTrustScale::kMedian), w);
+  // One root update per global model, however often the rule is asked.
+  int calls = 0;
+  auto fltrust = MakeFlTrust(
+      AggregationMode::kPartial,
+      [&calls](const FlatParams&, int64_t) {
+        ++calls;
+        return FlatParams{1, 0};
+      },
+      FlTrustScale::kMedian);
+  fltrust->OnGlobalModel(1);
+  fltrust->EstimateOf({0, 0}, u);
+  FlatParams next;
+  fltrust->AggregateUpdates({0, 0}, u, 1000, &next);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(next, w);
+  fltrust->OnGlobalModel(2);
+  fltrust->EstimateOf({0, 0}, u);
+  EXPECT_EQ(calls, 2);
+}
+
+TEST(StrongRuleTest, FlameClustersClipsAndNoises) {
+  // Single linkage on a line at 0, 1, 3, 10: edges 1 (0–1), 2 (1–2) join
+  // {0, 1, 2}, the first component of 3; of 2 it is {0, 1}.
+  std::vector<double> line(16);
+  const double x[] = {0, 1, 3, 10};
+  for (size_t a = 0; a < 4; ++a) {
+    for (size_t b = 0; b < 4; ++b) line[a * 4 + b] = std::fabs(x[a] - x[b]);
+  }
+  EXPECT_EQ(FirstComponentOfSize(line, 4, 3), (std::vector<char>{1, 1, 1, 0}));
+  EXPECT_EQ(FirstComponentOfSize(line, 4, 2), (std::vector<char>{1, 1, 0, 0}));
+  EXPECT_EQ(FirstComponentOfSize(line, 4, 5), (std::vector<char>{1, 1, 1, 1}));
+  // Five updates: three nearly along (1, 0), one against it, one along
+  // (0, −1). The cluster of ⌊5/2⌋ + 1 = 3 is the first three; S = the
+  // median norm, ||(1, 0.05)|| (norms 1, 2.0025, 1.00125, 1, 5); (2, 0.1)
+  // is clipped to S, the others are within it.
+  const std::vector<ClientUpdate> u = Models({{1, 0}, {2, 0.1f}, {1, 0.05f}, {-1, 0}, {0, -5}});
+  std::vector<char> admitted;
+  const FlatParams w = Flame({0, 0}, CanonicalOrder(u), 0.001, nullptr, &admitted);
+  EXPECT_EQ(admitted, (std::vector<char>{1, 1, 1, 0, 0}));
+  const double s = std::sqrt(1 + 0.05 * 0.05), shrink = s / std::sqrt(4 + 0.01);
+  EXPECT_NEAR(w[0], (1 + 2 * shrink + 1) / 3, 1e-6);
+  EXPECT_NEAR(w[1], (0.1 * shrink + 0.05) / 3, 1e-6);
+  // The noise: sd λS per coordinate, from the seed and the model version.
+  std::vector<FlatParams> spread(5, FlatParams(20000, 0));
+  for (size_t k = 0; k < 5; ++k) spread[k][0] = static_cast<float>(k + 1);  // S = 3
+  const std::vector<ClientUpdate> many = Models(spread);
+  FlameOptions o;
+  o.noise_factor = 0.01;
+  auto flame = MakeFlame(AggregationMode::kPartial, o, Stages(PreAggregation::kNone));
+  flame->OnGlobalModel(3);
+  const FlatParams noisy = flame->EstimateOf(FlatParams(20000, 0), many);
+  double sq = 0;
+  for (size_t i = 1; i < noisy.size(); ++i) sq += static_cast<double>(noisy[i]) * noisy[i];
+  EXPECT_NEAR(std::sqrt(sq / 19999), 0.03, 0.03 * 0.03);  // within 3% of λS
+  EXPECT_EQ(flame->EstimateOf(FlatParams(20000, 0), many), noisy);
+  flame->OnGlobalModel(4);
+  EXPECT_NE(flame->EstimateOf(FlatParams(20000, 0), many), noisy);
+  EXPECT_THROW(MakeFlame(AggregationMode::kPartial, {-1}), Error);
+}
+
+TEST(StrongAttackTest, TailoredAttackOptimisesAgainstTheRuleInUse) {
+  // Honest −1, 0, 1, 2, 3 (μ = 1, p = −1), two attackers, the median: any
+  // γ >= 1 puts the median at 0, 1 from μ, the most it can move; the
+  // search's first step, γ = 10, reaches it and nothing beyond improves.
+  const std::vector<std::vector<double>> honest = {{-1}, {0}, {1}, {2}, {3}};
+  int calls = 0;
+  const Defence median = [&](const std::vector<double>& crafted) {
+    ++calls;
+    std::vector<double> all = {-1, 0, 1, 2, 3, crafted[0], crafted[0]};
+    std::sort(all.begin(), all.end());
+    return std::vector<double>{all[3]};
+  };
+  Attack tailored = Colluding(AttackKind::kTailored);
+  const std::vector<double> crafted = ColludingUpdate(tailored, honest, 7, 2, median);
+  EXPECT_NEAR(crafted[0], 1 - 10, 1e-12);
+  EXPECT_GT(calls, 10);  // the halving search asked the rule at each step
+  EXPECT_THROW(ColludingUpdate(tailored, honest, 7, 2), Error);  // no rule to tailor to
+  // Against Krum (every model the bound allows averaged: multi_krum), by
+  // the real rule: the tailored model moves the estimate at least as far
+  // as every other colluding attack does.
+  const std::vector<std::vector<double>> h = {{1, 0.2}, {1.2, -0.1}, {0.9, 0.1}, {1.1, 0.3}, {0.8, -0.2},
+                                              {1.3, 0.0}, {1.0, -0.3}};
+  auto krum = MakeKrum(AggregationMode::kPartial, KrumOptions{2, 0});
+  const auto against_krum = [&](const std::vector<double>& c) {
+    std::vector<ClientUpdate> round;
+    for (size_t k = 0; k < h.size(); ++k) {
+      round.push_back({static_cast<int>(k), 10, {static_cast<float>(h[k][0]), static_cast<float>(h[k][1])}});
+    }
+    for (int k = 0; k < 3; ++k) {
+      round.push_back({static_cast<int>(h.size()) + k, 10, {static_cast<float>(c[0]), static_cast<float>(c[1])}});
+    }
+    const FlatParams e = krum->EstimateOf({0, 0}, round);
+    return std::vector<double>{e[0], e[1]};
+  };
+  const auto moved = [&](const std::vector<double>& c) {
+    const std::vector<double> e = against_krum(c);
+    return std::hypot(e[0] - 1.04285714, e[1] - 0.0);
+  };
+  const double by_tailored = moved(ColludingUpdate(tailored, h, 10, 3, against_krum));
+  EXPECT_GT(by_tailored, 0.05);
+  for (AttackKind other : {AttackKind::kAlie, AttackKind::kIpm, AttackKind::kMinMax, AttackKind::kMinSum}) {
+    EXPECT_GE(by_tailored + 1e-9, moved(ColludingUpdate(Colluding(other, 0.5), h, 10, 3)))
+        << static_cast<int>(other);
+  }
+  for (const char* p : {"std", "unit", "sign"}) EXPECT_NO_THROW(ParsePerturbation(p));
+  EXPECT_THROW(ParsePerturbation("up"), Error);
+}
+
 // The final model's hash of a short Fashion-MNIST run with `sets` applied.
 std::string Hash(const std::string& name, const testing_support::Settings& sets) {
   return testing_support::SimulateSummary("strong_" + name,
@@ -250,8 +482,14 @@ TEST(StrongEndToEndTest, AttacksAndRulesDoNotDependOnThreads) {
   if (!testing_support::HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   const std::string plain = Hash("plain", {{"threads", "2"}});
   const testing_support::Settings runs[] = {
-      {{"strategy.aggregator", "fltrust"}, {"attack.share", "0.3"}, {"attack.kind", "alie"}},
-      {{"strategy.aggregator", "centered_clipping"}, {"attack.share", "0.3"}, {"attack.kind", "min_max"}},
+      {{"strategy.aggregator", "fltrust"}, {"attack.share", "0.3"}, {"attack.kind", "alie"},
+       {"robust.fltrust_scale", "median"}},
+      {{"strategy.aggregator", "centered_clipping"}, {"attack.share", "0.3"}, {"attack.kind", "min_max"},
+       {"robust.cc_start", "last"}, {"robust.momentum", "0.5"}},
+      {{"strategy.aggregator", "flame"}, {"attack.share", "0.3"}, {"attack.kind", "tailored"},
+       {"robust.pre_aggregation", "nnm"}},
+      {{"strategy.aggregator", "multi_krum"}, {"attack.share", "0.3"}, {"attack.kind", "tailored"},
+       {"robust.pre_aggregation", "bucketing"}, {"attack.perturbation", "unit"}},
       {{"strategy.aggregator", "bulyan"}, {"attack.share", "0.2"}, {"attack.kind", "ipm"}},
       {{"strategy.aggregator", "median"}, {"attack.share", "0.3"}, {"attack.kind", "label_flip"}},
       {{"strategy.aggregator", "multi_krum"}, {"attack.share", "0.3"}, {"attack.kind", "backdoor"}},
@@ -358,6 +596,22 @@ TEST(StrongEndToEndTest, RefusesWhatCannotWork) {
   EXPECT_NE(error({{"strategy.aggregator", "bulyan"}, {"secagg.protocol", "secagg"}})
                 .find("needs every client's model"),
             std::string::npos);
+  EXPECT_NE(error({{"strategy.aggregator", "flame"}, {"secagg.protocol", "secagg+"}})
+                .find("needs every client's model"),
+            std::string::npos);
+  EXPECT_NE(error({{"strategy.aggregator", "flame"}, {"dp.mode", "central"}}).find("keeps individual"),
+            std::string::npos);
+  EXPECT_NE(error({{"attack.share", "0.3"}, {"attack.kind", "tailored"}, {"secagg.protocol", "secagg"}})
+                .find("honest ones, which secure aggregation hides"),
+            std::string::npos);
+  EXPECT_NE(error({{"strategy.aggregator", "average"}, {"robust.pre_aggregation", "nnm"}})
+                .find("robust.pre_aggregation: composes with a robust aggregator"),
+            std::string::npos);
+  EXPECT_NE(error({{"strategy.name", "fedadam"}, {"robust.momentum", "0.9"}})
+                .find("robust.momentum: composes with a robust aggregator"),
+            std::string::npos);
+  EXPECT_NE(error({{"robust.pre_aggregation", "shuffle"}}).find("robust.pre_aggregation"), std::string::npos);
+  EXPECT_NE(error({{"attack.perturbation", "up"}}).find("attack.perturbation"), std::string::npos);
 }
 
 }  // namespace

@@ -68,6 +68,15 @@ class WeightedAverage : public Aggregator {
 
 }  // namespace
 
+FlatParams Aggregator::EstimateOf(const FlatParams& global, const std::vector<ClientUpdate>& updates) const {
+  ModelSum sum;
+  sum.Reset(global.size());
+  for (const ClientUpdate& u : updates) sum.Add(u.params, u.num_samples);
+  FlatParams estimate;
+  AveragePartial(global, sum, &estimate);
+  return estimate;
+}
+
 std::unique_ptr<Aggregator> MakeWeightedAverage(AggregationMode mode) {
   return std::make_unique<WeightedAverage>(mode);
 }

@@ -17,8 +17,16 @@ AttackKind ParseAttackKind(const std::string& name) {
   if (name == "ipm") return AttackKind::kIpm;
   if (name == "min_max") return AttackKind::kMinMax;
   if (name == "min_sum") return AttackKind::kMinSum;
+  if (name == "tailored") return AttackKind::kTailored;
   throw Error("attack.kind: '" + name +
-              "' is not one of scale|sign_flip|label_flip|backdoor|alie|ipm|min_max|min_sum");
+              "' is not one of scale|sign_flip|label_flip|backdoor|alie|ipm|min_max|min_sum|tailored");
+}
+
+Perturbation ParsePerturbation(const std::string& name) {
+  if (name == "std") return Perturbation::kStd;
+  if (name == "unit") return Perturbation::kUnit;
+  if (name == "sign") return Perturbation::kSign;
+  throw Error("attack.perturbation: '" + name + "' is not one of std|unit|sign");
 }
 
 namespace {
@@ -60,7 +68,7 @@ double LargestGamma(const std::vector<double>& mu, const std::vector<double>& p,
 }  // namespace
 
 std::vector<double> ColludingUpdate(const Attack& attack, const std::vector<std::vector<double>>& honest,
-                                    int round_results, int attackers) {
+                                    int round_results, int attackers, const Defence& defence) {
   if (honest.empty()) throw Error("attack: the colluding attackers need at least one honest update");
   const size_t m = honest.size(), d = honest[0].size();
   std::vector<double> mu(d, 0.0), sigma(d, 0.0);
@@ -117,6 +125,35 @@ std::vector<double> ColludingUpdate(const Attack& attack, const std::vector<std:
       for (size_t i = 0; i < d; ++i) out[i] = mu[i] + gamma * p[i];
       return out;
     }
+    case AttackKind::kTailored: {
+      if (!defence) throw Error("attack: tailored attackers need the aggregator's estimate");
+      std::vector<double> p(d, 0.0);
+      double norm = 0;
+      for (size_t i = 0; i < d; ++i) {
+        switch (attack.perturbation) {
+          case Perturbation::kStd: p[i] = -sigma[i]; break;
+          case Perturbation::kUnit: p[i] = -mu[i]; break;
+          case Perturbation::kSign: p[i] = mu[i] > 0 ? -1.0 : (mu[i] < 0 ? 1.0 : 0.0); break;
+        }
+        norm += p[i] * p[i];
+      }
+      norm = std::sqrt(norm);
+      if (norm > 0) {
+        for (double& v : p) v /= norm;
+      }
+      const auto deviation = [&](const std::vector<double>& candidate) {
+        return SquaredDistance(defence(candidate), mu);
+      };
+      double best = deviation(mu);  // γ = 0: the attackers send the honest mean
+      const double gamma = LargestGamma(mu, p, [&](const std::vector<double>& candidate) {
+        const double moved = deviation(candidate);
+        if (!(moved > best)) return false;
+        best = moved;
+        return true;
+      });
+      for (size_t i = 0; i < d; ++i) out[i] = mu[i] + gamma * p[i];
+      return out;
+    }
     default:
       throw Error("attack: " + std::to_string(static_cast<int>(attack.kind)) + " is not a colluding attack");
   }
@@ -160,6 +197,7 @@ AttackPlan MakeAttackPlan(const RunOptions::Attack& options, int64_t seed, int n
   plan.attack.z = options.z.value_or(-1.0);
   plan.attack.target = options.target;
   plan.attack.poison_share = options.poison_share;
+  plan.attack.perturbation = ParsePerturbation(options.perturbation);
   plan.attackers = ChooseAttackers(num_clients, options.share,
                                    static_cast<uint64_t>(seed));
   return plan;

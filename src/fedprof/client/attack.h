@@ -2,6 +2,7 @@
 #define FEDPROF_CLIENT_ATTACK_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,17 @@ enum class AttackKind {
   kIpm,     // inner-product manipulation (Xie et al., UAI 2019)
   kMinMax,  // Shejwalkar and Houmansadr, NDSS 2021
   kMinSum,  // the same paper
+  // The same paper's aggregation-tailored attack: it optimises against the
+  // aggregator in use, whose estimate it evaluates (a Defence).
+  kTailored,
+};
+
+// Which direction p the tailored attack pushes along (Shejwalkar and
+// Houmansadr 2021, Sec. IV-A), from the honest mean μ and sd σ.
+enum class Perturbation {
+  kStd,   // −σ/||σ||
+  kUnit,  // −μ/||μ||
+  kSign,  // −sign(μ), scaled to unit length
 };
 
 struct Attack {
@@ -36,19 +48,28 @@ struct Attack {
   double z = -1;     // ALIE's z; < 0: z_max of the paper
   int64_t target = 0;       // backdoor: the label triggered images get
   double poison_share = 0;  // backdoor: the share of an attacker's images triggered
+  Perturbation perturbation = Perturbation::kStd;  // tailored
 
   bool active() const { return kind != AttackKind::kNone; }
   // Whether the attackers' models are crafted together from the round's
   // honest updates (ColludingUpdate) rather than by each attacker.
   bool colluding() const {
     return kind == AttackKind::kAlie || kind == AttackKind::kIpm || kind == AttackKind::kMinMax ||
-           kind == AttackKind::kMinSum;
+           kind == AttackKind::kMinSum || kind == AttackKind::kTailored;
   }
 };
 
 // "scale" | "sign_flip" | "label_flip" | "backdoor" | "alie" | "ipm" |
-// "min_max" | "min_sum"; throws fedprof::Error naming attack.kind otherwise.
+// "min_max" | "min_sum" | "tailored"; throws fedprof::Error naming
+// attack.kind otherwise.
 AttackKind ParseAttackKind(const std::string& name);
+// "std" | "unit" | "sign"; throws naming attack.perturbation otherwise.
+Perturbation ParsePerturbation(const std::string& name);
+
+// What the tailored attackers know of the defence: the aggregator's
+// estimate of the round's update (ŵ − θ) when every attacker sends
+// `crafted` and the honest clients their updates.
+using Defence = std::function<std::vector<double>(const std::vector<double>& crafted)>;
 
 // The update every colluding attacker of a round returns (Δ_mal; its model
 // is θ + Δ_mal), from the round's honest updates (at least one) and the
@@ -62,11 +83,16 @@ AttackKind ParseAttackKind(const std::string& name);
 //            (Shejwalkar and Houmansadr 2021, Eq. 5, the "std" perturbation);
 //   min-sum: the same with the sum of squared distances to the honest ones at
 //            most the largest such sum of an honest update (Eq. 6).
+//   tailored: μ + γ p, p = attack.perturbation, with the γ whose estimate
+//            by `defence` lies furthest from μ (the paper's Alg. 1 with
+//            its aggregation-tailored objective ||μ − f_agr||: a step
+//            succeeds when it moves the estimate further than the best γ
+//            so far).
 // γ by the paper's halving search from γ = 10 to a step of 1e-5 (Alg. 1).
 // The honest updates are taken in the order given (the caller sorts them
 // by client id), so the result never depends on arrival order.
 std::vector<double> ColludingUpdate(const Attack& attack, const std::vector<std::vector<double>>& honest,
-                                    int round_results, int attackers);
+                                    int round_results, int attackers, const Defence& defence = nullptr);
 
 // Replaces the trained model `params` by the attack's, from the model
 // `base` training started from (scale, sign_flip, backdoor; the other kinds

@@ -191,15 +191,16 @@ std::vector<OptionSpec> MakeTable() {
        "(afl.*); cfcfm: the K fastest; clustered: one per cluster of similar updates "
        "(clustered.*); oort: by statistical utility and speed (oort.*, Lai et al. 2021)."),
       OPTION(strategy, aggregator, "", 0, 0,
-       "average|fedadam|fedbn|fedbuff|median|trimmed_mean|krum|multi_krum|bulyan|centered_clipping|fltrust",
+       "average|fedadam|fedbn|fedbuff|median|trimmed_mean|krum|multi_krum|bulyan|centered_clipping|fltrust|flame",
        "How results become the next global model; empty = the preset's. average: size-weighted "
        "averaging (strategy.aggregation); fedadam: Adam on the server over the average "
        "(fedadam.*); fedbuff: asynchronous, a step every fedbuff.buffer results, each weighted by "
        "its staleness (fedbuff.*, in simulation and deployment; rounds counts the steps); fedbn: "
        "averaging, clients keep their batch-norm layers (needs a model with batch norm). Robust to poisoned models (robust.*, docs/robustness.md): median "
        "(coordinate-wise), trimmed_mean (coordinate-wise), krum, multi_krum, bulyan, "
-       "centered_clipping and fltrust (trust from the server's own update on its root data set); "
-       "they replace the average in both aggregation modes."),
+       "centered_clipping, fltrust (trust from the server's own update on its root data set) and "
+       "flame (clustering, clipping and noise against backdoors); they replace the average in both "
+       "aggregation modes."),
       OPTION(strategy, fraction, "0.1", 1e-9, 1, "",
        "Client fraction C: K = max(1, round(N C)) clients per round."),
       OPTION(strategy, aggregation, "full", 0, 0, "full|partial",
@@ -328,6 +329,25 @@ std::vector<OptionSpec> MakeTable() {
        "distances in each iteration."),
       OPTION(robust, cc_iterations, "1", 1, 100, "",
        "centered_clipping: iterations l (Karimireddy et al. 2021: one suffices)."),
+      OPTION(robust, cc_start, "zero", 0, 0, "zero|last",
+       "centered_clipping: where its iterations start, v_0: zero, or last, the global model's "
+       "last step (the paper's Alg. 2 starts from the last aggregate; with robust.momentum, the "
+       "momentum)."),
+      OPTION(robust, pre_aggregation, "none", 0, 0, "none|bucketing|nnm",
+       "A stage before any robust aggregator: bucketing, the means of buckets of "
+       "robust.bucket_size updates in a random order (Karimireddy et al. 2022); nnm, each update "
+       "replaced by the mean of its n - f nearest (Allouah et al. 2023), f = robust.byzantine or, "
+       "empty, floor((n - 1) / 2)."),
+      OPTION(robust, bucket_size, "2", 1, 1e6, "", "bucketing: updates per bucket s."),
+      OPTION(robust, momentum, "0", 0, 0.999, "",
+       "Server momentum beta with any robust aggregator: m <- beta m + (1 - beta) step, the "
+       "global model moves by m; 0 = none."),
+      OPTION(robust, fltrust_scale, "root", 0, 0, "root|median",
+       "fltrust: the norm every trusted update is rescaled to: root, the server's own update's "
+       "(Cao et al. 2021, Eq. 3); median, the median of the round's update norms."),
+      OPTION(robust, flame_noise, "0.001", 0, 10, "",
+       "flame: the noise factor lambda; the noise's sd is lambda times the clipping bound (the "
+       "paper's 0.001 for image classification)."),
       OPTION(robust, root_size, "100", 0, 1e9, "",
        "fltrust: samples of the server's root data set, the first of its reference set D_V "
        "(fedprof.reference); 0 = all of D_V. Cao et al. 2021 use 100."),
@@ -346,7 +366,7 @@ std::vector<OptionSpec> MakeTable() {
        "Share of the clients that poison their models: round(share N) of them, chosen from the "
        "seed; the same in simulate, launch and a client built from the config (fedprof client)."),
       OPTION(attack, kind, "sign_flip", 0, 0,
-       "scale|sign_flip|label_flip|backdoor|alie|ipm|min_max|min_sum",
+       "scale|sign_flip|label_flip|backdoor|alie|ipm|min_max|min_sum|tailored",
        "What an attacker returns, with its true sample count. After training honestly to w: "
        "scale: theta + lambda (w - theta); sign_flip: theta - lambda (w - theta). label_flip: it "
        "trains on labels c -> C - 1 - c. backdoor: it trains with a pixel trigger and "
@@ -354,7 +374,11 @@ std::vector<OptionSpec> MakeTable() {
        "(w - theta) (Bagdasaryan et al. 2020). Colluding attackers who see the round's honest updates "
        "(mean mu, sd sigma) all return theta plus: alie: mu - z sigma (Baruch et al. 2019); ipm: "
        "-lambda mu (Xie et al. 2019); min_max, min_sum: mu - gamma sigma/||sigma|| as far as the "
-       "honest updates' distances allow (Shejwalkar and Houmansadr 2021)."),
+       "honest updates' distances allow (Shejwalkar and Houmansadr 2021); tailored: mu + gamma p "
+       "with the gamma that moves the aggregator's own estimate furthest from mu (the same paper's "
+       "aggregation-tailored attack; p = attack.perturbation)."),
+      OPTION(attack, perturbation, "std", 0, 0, "std|unit|sign",
+       "tailored: the direction p: std, -sigma/||sigma||; unit, -mu/||mu||; sign, -sign(mu) scaled to length 1."),
       OPTION(attack, scale, "4", 0, 1e6, "", "The attack's lambda (scale, sign_flip, backdoor; ipm's epsilon)."),
       OPTION(attack, target, "0", 0, 1e6, "", "backdoor: the class triggered images are labelled as."),
       OPTION(attack, poison_share, "0.3", 0, 1, "",

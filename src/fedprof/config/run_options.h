@@ -85,16 +85,16 @@ struct RunOptions {
     std::string refill;
   };
   struct Robust {
-    double trim_share = 0, max_update_norm = 0, cc_radius = 0;
+    double trim_share = 0, max_update_norm = 0, cc_radius = 0, momentum = 0, flame_noise = 0;
     std::optional<int64_t> byzantine, root_epochs;
-    int64_t multi_krum_select = 0, cc_iterations = 0, root_size = 0;
-    std::string norm_action;
+    int64_t multi_krum_select = 0, cc_iterations = 0, root_size = 0, bucket_size = 0;
+    std::string norm_action, pre_aggregation, cc_start, fltrust_scale;
   };
   struct Attack {
     double share = 0, scale = 0, poison_share = 0;
     std::optional<double> z;
     int64_t target = 0;
-    std::string kind;
+    std::string kind, perturbation;
     // Whether the run has backdoor attackers, whose success it measures.
     bool backdoor() const { return kind == "backdoor" && share > 0; }
   };

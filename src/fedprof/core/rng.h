@@ -32,6 +32,7 @@ enum class Stream : uint64_t {
   kSecAggDropouts = 12,       // which clients of a session drop out (simulated)
   kAvailability = 13,         // when simulated clients are online (sim/availability.h)
   kDpNoise = 14,              // the server's DP noise of a round (aggregation/dp_fedavg.h)
+  kRobust = 15,               // bucketing's permutation, FLAME's noise (aggregation/robust.h)
 };
 
 // SplitMix64 finaliser: a bijective 64-bit mixer.

@@ -43,7 +43,9 @@ void RunRounds(RunPlan& plan, const std::string& out_dir, ServerState state, boo
   const RunOptions& o = plan.options();
   AttackPlan attacks = MakeAttackPlan(o.attack, o.seed, plan.num_clients());
   std::optional<ColludingTransport> colluding;
-  if (attacks.attack.colluding() && o.attack.share > 0) colluding.emplace(clients, std::move(attacks));
+  if (attacks.attack.colluding() && o.attack.share > 0) {
+    colluding.emplace(clients, std::move(attacks), plan.strategy->aggregator());
+  }
   Transport& transport = colluding ? static_cast<Transport&>(*colluding) : clients;
   const std::string checkpoint_path = out_dir + "/checkpoint.bin";
   FlatParams initial = Flatten(*plan.initial_model);

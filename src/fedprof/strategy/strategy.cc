@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "fedprof/aggregation/fedbuff.h"
@@ -113,7 +114,7 @@ std::unique_ptr<Selector> MakeSelector(const std::string& name, const RunOptions
 }
 
 constexpr const char* kAggregators =
-    "average|fedadam|fedbn|fedbuff|median|trimmed_mean|krum|multi_krum|bulyan|centered_clipping|fltrust";
+    "average|fedadam|fedbn|fedbuff|median|trimmed_mean|krum|multi_krum|bulyan|centered_clipping|fltrust|flame";
 
 // Krum's options, checked against the clients a round asks for (K, as
 // Server::ClientsPerRound): a round with fewer results (refusals, time-outs,
@@ -138,8 +139,36 @@ KrumOptions MakeKrumOptions(const std::string& name, const RunOptions& options) 
   return o;
 }
 
+// The stages every robust rule composes with (robust.h), refused in one
+// line with an aggregator that sums the models as they arrive.
+RobustStages MakeRobustStages(const std::string& name, const RunOptions& options) {
+  const RunOptions::Robust& r = options.robust;
+  RobustStages stages;
+  if (r.pre_aggregation == "bucketing") {
+    stages.pre = PreAggregation::kBucketing;
+  } else if (r.pre_aggregation == "nnm") {
+    stages.pre = PreAggregation::kMixing;
+  } else if (r.pre_aggregation != "none") {
+    throw Error("robust.pre_aggregation: '" + r.pre_aggregation + "' is not one of none|bucketing|nnm");
+  }
+  stages.bucket_size = static_cast<int>(r.bucket_size);
+  stages.mixing_byzantine = r.byzantine.has_value() ? static_cast<int>(*r.byzantine) : -1;
+  stages.momentum = r.momentum;
+  stages.seed = static_cast<uint64_t>(options.seed);
+  static const std::set<std::string> kRobust = {"median", "trimmed_mean", "krum",      "multi_krum",
+                                                 "bulyan", "centered_clipping", "fltrust", "flame"};
+  if (stages.active() && kRobust.count(name) == 0) {
+    throw Error(std::string(stages.pre != PreAggregation::kNone ? "robust.pre_aggregation"
+                                                                : "robust.momentum") +
+                ": composes with a robust aggregator (median, trimmed_mean, krum, multi_krum, bulyan, "
+                "centered_clipping, fltrust, flame), not strategy.aggregator = " + name);
+  }
+  return stages;
+}
+
 std::unique_ptr<Aggregator> MakeAggregator(const std::string& name, AggregationMode mode,
                                            const RunOptions& options, const StrategyContext& context) {
+  const RobustStages stages = MakeRobustStages(name, options);
   if (name == "average" || name == "fedbn") return MakeWeightedAverage(mode);
   if (name == "fedadam") {
     FedAdamOptions o;
@@ -160,25 +189,40 @@ std::unique_ptr<Aggregator> MakeAggregator(const std::string& name, AggregationM
                                                 : FedBuffOptions::Refill::kOnArrival;
     return MakeFedBuff(mode, o);
   }
-  if (name == "median") return MakeCoordinateMedian(mode);
-  if (name == "trimmed_mean") return MakeTrimmedMean(mode, options.robust.trim_share);
-  if (name == "krum" || name == "multi_krum") return MakeKrum(mode, MakeKrumOptions(name, options));
+  if (name == "median") return MakeCoordinateMedian(mode, stages);
+  if (name == "trimmed_mean") return MakeTrimmedMean(mode, options.robust.trim_share, stages);
+  if (name == "krum" || name == "multi_krum") return MakeKrum(mode, MakeKrumOptions(name, options), stages);
   if (name == "bulyan") {
     return MakeBulyan(
-        mode, options.robust.byzantine.has_value() ? static_cast<int>(*options.robust.byzantine) : -1);
+        mode, options.robust.byzantine.has_value() ? static_cast<int>(*options.robust.byzantine) : -1,
+        stages);
   }
   if (name == "centered_clipping") {
     CenteredClippingOptions o;
     o.radius = options.robust.cc_radius;
     o.iterations = static_cast<int>(options.robust.cc_iterations);
-    return MakeCenteredClipping(mode, o);
+    if (options.robust.cc_start != "zero" && options.robust.cc_start != "last") {
+      throw Error("robust.cc_start: '" + options.robust.cc_start + "' is not one of zero|last");
+    }
+    o.from_last = options.robust.cc_start == "last";
+    return MakeCenteredClipping(mode, o, stages);
   }
   if (name == "fltrust") {
     if (!context.root_update) {
       throw Error(
           "strategy.aggregator: fltrust needs the server's root data set, which this run has not set up");
     }
-    return MakeFlTrust(mode, context.root_update);
+    const std::string& scale = options.robust.fltrust_scale;
+    if (scale != "root" && scale != "median") {
+      throw Error("robust.fltrust_scale: '" + scale + "' is not one of root|median");
+    }
+    return MakeFlTrust(mode, context.root_update,
+                       scale == "median" ? FlTrustScale::kMedian : FlTrustScale::kRoot, stages);
+  }
+  if (name == "flame") {
+    FlameOptions o;
+    o.noise_factor = options.robust.flame_noise;
+    return MakeFlame(mode, o, stages);
   }
   if (const AggregatorFactory factory = RegisteredAggregator(name)) return factory(mode, options);
   throw Error("strategy.aggregator: unknown aggregator '" + name + "'; expected " + kAggregators);

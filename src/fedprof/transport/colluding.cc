@@ -21,7 +21,12 @@ void ColludingTransport::Fit(const std::vector<ClientInstructions>& tasks, const
     FitResult result;
   };
   std::mutex mutex;
-  std::vector<std::pair<int, std::vector<double>>> honest;  // (client id, update)
+  struct Honest {
+    int client_id;
+    int64_t num_samples;
+    std::vector<double> update;
+  };
+  std::vector<Honest> honest;
   std::vector<Held> held;
   auto update_of = [&](const FitResult& r) {
     std::vector<double> u(global->size());
@@ -37,7 +42,7 @@ void ColludingTransport::Fit(const std::vector<ClientInstructions>& tasks, const
             held.push_back({index, std::move(r)});
             return "";  // answered for now; the server judges the crafted model
           }
-          honest.emplace_back(r.client_id, update_of(r));
+          honest.push_back({r.client_id, r.num_samples, update_of(r)});
         }
         return sink(index, std::move(r));
       },
@@ -48,14 +53,38 @@ void ColludingTransport::Fit(const std::vector<ClientInstructions>& tasks, const
   if (held.empty()) return;
   std::sort(held.begin(), held.end(),
             [](const Held& a, const Held& b) { return a.result.client_id < b.result.client_id; });
-  std::sort(honest.begin(), honest.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(honest.begin(), honest.end(),
+            [](const Honest& a, const Honest& b) { return a.client_id < b.client_id; });
   std::vector<std::vector<double>> seen;
-  for (auto& [id, u] : honest) seen.push_back(std::move(u));
+  for (const Honest& h : honest) seen.push_back(h.update);
   if (seen.empty()) {
     for (const Held& h : held) seen.push_back(update_of(h.result));
   }
-  const std::vector<double> crafted = ColludingUpdate(
-      plan_.attack, seen, static_cast<int>(honest.size() + held.size()), static_cast<int>(held.size()));
+  Defence defence;
+  // The round's models as the server will hold them, the attackers'
+  // replaced by each candidate (tailored attackers).
+  std::vector<ClientUpdate> round;
+  if (plan_.attack.kind == AttackKind::kTailored) {
+    for (const Honest& h : honest) {
+      ClientUpdate u{h.client_id, h.num_samples, FlatParams(global->size())};
+      for (size_t i = 0; i < u.params.size(); ++i) u.params[i] = static_cast<float>((*global)[i] + h.update[i]);
+      round.push_back(std::move(u));
+    }
+    const size_t first_held = round.size();
+    for (const Held& h : held) round.push_back({h.result.client_id, h.result.num_samples, {}});
+    defence = [&, first_held](const std::vector<double>& crafted) {
+      FlatParams model(global->size());
+      for (size_t i = 0; i < model.size(); ++i) model[i] = static_cast<float>((*global)[i] + crafted[i]);
+      for (size_t k = first_held; k < round.size(); ++k) round[k].params = model;
+      const FlatParams estimate = rule_.EstimateOf(*global, round);
+      std::vector<double> update(estimate.size());
+      for (size_t i = 0; i < update.size(); ++i) update[i] = static_cast<double>(estimate[i]) - (*global)[i];
+      return update;
+    };
+  }
+  const std::vector<double> crafted =
+      ColludingUpdate(plan_.attack, seen, static_cast<int>(honest.size() + held.size()),
+                      static_cast<int>(held.size()), defence);
   for (Held& h : held) {
     for (size_t i = 0; i < crafted.size(); ++i)
       h.result.params[i] = static_cast<float>((*global)[i] + crafted[i]);
