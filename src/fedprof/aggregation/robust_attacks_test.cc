@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "fedprof/core/error.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/core/text.h"
+#include "fedprof/run/simulation.h"
 #include "tests/simulate_summary.h"
 
 namespace fedprof {
@@ -503,6 +505,16 @@ TEST(StrongEndToEndTest, AttacksAndRulesDoNotDependOnThreads) {
     EXPECT_EQ(a, b) << what;
     EXPECT_NE(a, plain) << what;
   }
+  // The momentum and the last step are in the checkpoint: stopped after
+  // round 1 and resumed, the run ends at the uninterrupted one's model.
+  testing_support::Settings stateful = runs[1];
+  const std::string whole = Hash("stateful_whole", stateful);
+  stateful.push_back({"rounds", "1"});
+  Hash("stateful_resumed", stateful);
+  const std::string dir = testing::TempDir() + "/strong_stateful_resumed";
+  ResumeSimulation(dir, {"rounds=2"});
+  std::ifstream in(dir + "/summary.json");
+  EXPECT_EQ(nlohmann::json::parse(in).at("final_model_sha256").get<std::string>(), whole);
 }
 
 // clients.csv's times_selected column of the run `name` wrote.
