@@ -321,7 +321,8 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(robust, byzantine, "", 0, 1e6, "",
        "krum, multi_krum: poisoned models f tolerated per round; needs more than 2f + 2 "
        "clients per round (Blanchard et al. 2017). Empty = the most each round's n results "
-       "allow, floor((n - 3) / 2); a round with too few results for f runs with that most."),
+       "allow, floor((n - 3) / 2); a round with too few results for f runs with that most. Also "
+       "bulyan's f and robust.pre_aggregation = nnm's."),
       OPTION(robust, multi_krum_select, "0", 0, 1e7, "",
        "multi_krum: how many of the lowest-scoring models are averaged (m); 0 = n - f."),
       OPTION(robust, cc_radius, "0", 0, 1e9, "",
