@@ -26,6 +26,27 @@ double Median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2.0;
 }
 
+// The n × n squared Euclidean distances between the models (row-major),
+// each summed in coordinate order.
+std::vector<double> SquaredDistances(const std::vector<const ClientUpdate*>& updates) {
+  const size_t n = updates.size();
+  const size_t d = n > 0 ? updates[0]->params.size() : 0;
+  std::vector<double> dist(n * n, 0.0);
+  for (size_t a = 0; a < n; ++a) {
+    for (size_t b = a + 1; b < n; ++b) {
+      double s = 0;
+      const FlatParams& x = updates[a]->params;
+      const FlatParams& y = updates[b]->params;
+      for (size_t i = 0; i < d; ++i) {
+        const double diff = static_cast<double>(x[i]) - y[i];
+        s += diff * diff;
+      }
+      dist[a * n + b] = dist[b * n + a] = s;
+    }
+  }
+  return dist;
+}
+
 void CheckUpdates(const FlatParams& global, const std::vector<ClientUpdate>& updates) {
   for (const ClientUpdate& u : updates) {
     if (u.params.size() != global.size()) {
@@ -546,17 +567,7 @@ std::vector<ClientUpdate> NearestNeighbourMixing(const std::vector<const ClientU
   if (n == 0) return mixed;
   const size_t d = updates[0]->params.size();
   const size_t keep = n - static_cast<size_t>(std::clamp(byzantine, 0, static_cast<int>(n) - 1));
-  std::vector<double> dist(n * n, 0.0);
-  for (size_t a = 0; a < n; ++a) {
-    for (size_t b = a + 1; b < n; ++b) {
-      double s = 0;
-      for (size_t i = 0; i < d; ++i) {
-        const double diff = static_cast<double>(updates[a]->params[i]) - updates[b]->params[i];
-        s += diff * diff;
-      }
-      dist[a * n + b] = dist[b * n + a] = s;
-    }
-  }
+  const std::vector<double> dist = SquaredDistances(updates);
   std::vector<size_t> by_distance(n);
   for (size_t a = 0; a < n; ++a) {
     std::iota(by_distance.begin(), by_distance.end(), size_t{0});
@@ -643,21 +654,7 @@ int EffectiveByzantine(int requested, size_t n) {
 std::vector<double> KrumScores(const std::vector<const ClientUpdate*>& updates, int byzantine) {
   const size_t n = updates.size();
   if (n == 0) return {};
-  const size_t d = updates[0]->params.size();
-  // Squared distances, each summed in coordinate order.
-  std::vector<double> dist(n * n, 0.0);
-  for (size_t a = 0; a < n; ++a) {
-    for (size_t b = a + 1; b < n; ++b) {
-      double s = 0;
-      const FlatParams& x = updates[a]->params;
-      const FlatParams& y = updates[b]->params;
-      for (size_t i = 0; i < d; ++i) {
-        const double diff = static_cast<double>(x[i]) - y[i];
-        s += diff * diff;
-      }
-      dist[a * n + b] = dist[b * n + a] = s;
-    }
-  }
+  const std::vector<double> dist = SquaredDistances(updates);
   // n − f − 2 neighbours (Blanchard et al. 2017, Sec. 4); none with n < 3.
   const long neighbours = std::max(0L, static_cast<long>(n) - byzantine - 2);
   std::vector<double> scores(n, 0.0);

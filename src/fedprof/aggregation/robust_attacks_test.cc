@@ -588,42 +588,33 @@ TEST(StrongEndToEndTest, FedProfsProfilesBarelySeeABackdoorTrigger) {
 
 TEST(StrongEndToEndTest, RefusesWhatCannotWork) {
   if (!testing_support::HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  auto error = [](const testing_support::Settings& sets) {
+  // The run with `sets` is refused with an error naming `why`.
+  auto expect_refused = [](const testing_support::Settings& sets, const std::string& why) {
+    std::string error;
     try {
       Hash("refused", sets);
     } catch (const std::exception& e) {
-      return std::string(e.what());
+      error = e.what();
     }
-    return std::string();
+    EXPECT_NE(error.find(why), std::string::npos) << why << " in: " << error;
   };
-  EXPECT_NE(error({{"attack.share", "0.3"},
-                   {"attack.kind", "alie"},
-                   {"secagg.protocol", "secagg"},
-                   {"fedprof.secure_matching", "none"}})
-                .find("honest ones, which secure aggregation hides"),
-            std::string::npos);
-  EXPECT_NE(
-      error({{"strategy.aggregator", "fltrust"}, {"data.holdout_share", "0"}}).find("fedprof.reference"),
-      std::string::npos);
-  EXPECT_NE(error({{"strategy.aggregator", "bulyan"}, {"secagg.protocol", "secagg"}})
-                .find("needs every client's model"),
-            std::string::npos);
-  EXPECT_NE(error({{"strategy.aggregator", "flame"}, {"secagg.protocol", "secagg+"}})
-                .find("needs every client's model"),
-            std::string::npos);
-  EXPECT_NE(error({{"strategy.aggregator", "flame"}, {"dp.mode", "central"}}).find("keeps individual"),
-            std::string::npos);
-  EXPECT_NE(error({{"attack.share", "0.3"}, {"attack.kind", "tailored"}, {"secagg.protocol", "secagg"}})
-                .find("honest ones, which secure aggregation hides"),
-            std::string::npos);
-  EXPECT_NE(error({{"strategy.aggregator", "average"}, {"robust.pre_aggregation", "nnm"}})
-                .find("robust.pre_aggregation: composes with a robust aggregator"),
-            std::string::npos);
-  EXPECT_NE(error({{"strategy.name", "fedadam"}, {"robust.momentum", "0.9"}})
-                .find("robust.momentum: composes with a robust aggregator"),
-            std::string::npos);
-  EXPECT_NE(error({{"robust.pre_aggregation", "shuffle"}}).find("robust.pre_aggregation"), std::string::npos);
-  EXPECT_NE(error({{"attack.perturbation", "up"}}).find("attack.perturbation"), std::string::npos);
+  expect_refused({{"attack.share", "0.3"},
+                  {"attack.kind", "alie"},
+                  {"secagg.protocol", "secagg"},
+                  {"fedprof.secure_matching", "none"}},
+                 "honest ones, which secure aggregation hides");
+  expect_refused({{"strategy.aggregator", "fltrust"}, {"data.holdout_share", "0"}}, "fedprof.reference");
+  expect_refused({{"strategy.aggregator", "bulyan"}, {"secagg.protocol", "secagg"}}, "needs every client's model");
+  expect_refused({{"strategy.aggregator", "flame"}, {"secagg.protocol", "secagg+"}}, "needs every client's model");
+  expect_refused({{"strategy.aggregator", "flame"}, {"dp.mode", "central"}}, "keeps individual");
+  expect_refused({{"attack.share", "0.3"}, {"attack.kind", "tailored"}, {"secagg.protocol", "secagg"}},
+                 "honest ones, which secure aggregation hides");
+  expect_refused({{"strategy.aggregator", "average"}, {"robust.pre_aggregation", "nnm"}},
+                 "robust.pre_aggregation: composes with a robust aggregator");
+  expect_refused({{"strategy.name", "fedadam"}, {"robust.momentum", "0.9"}},
+                 "robust.momentum: composes with a robust aggregator");
+  expect_refused({{"robust.pre_aggregation", "shuffle"}}, "robust.pre_aggregation");
+  expect_refused({{"attack.perturbation", "up"}}, "attack.perturbation");
 }
 
 }  // namespace

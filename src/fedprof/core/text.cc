@@ -173,4 +173,12 @@ std::string FormatDouble(double value, const char* format) {
   return buf;
 }
 
+std::string FormatUtc(std::time_t t, const char* format) {
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char text[64];
+  std::strftime(text, sizeof(text), format, &utc);
+  return text;
+}
+
 }  // namespace fedprof

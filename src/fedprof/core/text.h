@@ -1,6 +1,7 @@
 #ifndef FEDPROF_CORE_TEXT_H_
 #define FEDPROF_CORE_TEXT_H_
 
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ int ParseClientId(const std::string& s, int limit);
 
 // `value` printed with a printf format for one double.
 std::string FormatDouble(double value, const char* format = "%g");
+
+// The time `t` in UTC, printed with a strftime format (by default ISO 8601,
+// 2026-12-01T09:30:00Z).
+std::string FormatUtc(std::time_t t, const char* format = "%Y-%m-%dT%H:%M:%SZ");
 
 }  // namespace fedprof
 

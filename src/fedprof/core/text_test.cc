@@ -38,5 +38,11 @@ TEST(PrintableTest, ItsOwnOutputPassesUnchanged) {
   EXPECT_EQ(Printable(once), once);
 }
 
+TEST(FormatTest, UtcTimesInIso8601OrAnyStrftimeFormat) {
+  EXPECT_EQ(FormatUtc(0), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(FormatUtc(1764581400), "2025-12-01T09:30:00Z");
+  EXPECT_EQ(FormatUtc(1764581400, "%Y-%m-%d"), "2025-12-01");
+}
+
 }  // namespace
 }  // namespace fedprof

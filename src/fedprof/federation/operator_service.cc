@@ -290,11 +290,7 @@ void OperatorService::Describe(const NodeRecord& node, pb::NodeInfo* info) {
   if (const std::optional<NodeContact> contact = state_->LastContact(node.id)) {
     const auto ago = std::chrono::steady_clock::now() - contact->at;
     const std::time_t seen = std::time(nullptr) - std::chrono::duration_cast<std::chrono::seconds>(ago).count();
-    std::tm utc{};
-    gmtime_r(&seen, &utc);
-    char text[32];
-    std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-    info->set_last_seen(text);
+    info->set_last_seen(FormatUtc(seen));
     info->set_version(contact->version);
     info->set_build(contact->build);
     for (const int64_t run : contact->serving) info->add_serving(run);

@@ -154,21 +154,8 @@ std::string PolicyRefusal(const NodePolicy& policy, const Config& run) {
   return "";
 }
 
-namespace {
-
-std::string TodayUtc() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char day[16];
-  std::strftime(day, sizeof(day), "%Y-%m-%d", &utc);
-  return day;
-}
-
-}  // namespace
-
 std::string RoundsPerDay::Take(int id, const std::string& day) {
-  const std::string today = day.empty() ? TodayUtc() : day;
+  const std::string today = day.empty() ? FormatUtc(std::time(nullptr), "%Y-%m-%d") : day;
   const std::string file = dir_ + "/client-" + std::to_string(id) + ".rounds";
   std::lock_guard<std::mutex> lock(mutex_);
   int64_t taken = 0;

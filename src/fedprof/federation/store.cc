@@ -7,6 +7,7 @@
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
+#include "fedprof/core/text.h"
 
 namespace fedprof::federation {
 namespace {
@@ -42,14 +43,7 @@ CREATE TABLE IF NOT EXISTS audit (
 
 bool Ended(const std::string& state) { return state == kRunFinished || state == kRunStopped || state == kRunFailed; }
 
-std::string UtcNow() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
+std::string UtcNow() { return FormatUtc(std::time(nullptr)); }
 
 class Store::Impl {
  public:

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <set>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "fedprof/aggregation/fedbuff.h"
@@ -155,13 +155,14 @@ RobustStages MakeRobustStages(const std::string& name, const RunOptions& options
   stages.mixing_byzantine = r.byzantine.has_value() ? static_cast<int>(*r.byzantine) : -1;
   stages.momentum = r.momentum;
   stages.seed = static_cast<uint64_t>(options.seed);
-  static const std::set<std::string> kRobust = {"median", "trimmed_mean", "krum",      "multi_krum",
-                                                 "bulyan", "centered_clipping", "fltrust", "flame"};
-  if (stages.active() && kRobust.count(name) == 0) {
+  static constexpr const char* kRobust[] = {"median", "trimmed_mean",      "krum",    "multi_krum",
+                                             "bulyan", "centered_clipping", "fltrust", "flame"};
+  if (stages.active() && std::find(std::begin(kRobust), std::end(kRobust), name) == std::end(kRobust)) {
+    std::string robust;
+    for (const char* rule : kRobust) robust += (robust.empty() ? "" : ", ") + std::string(rule);
     throw Error(std::string(stages.pre != PreAggregation::kNone ? "robust.pre_aggregation"
                                                                 : "robust.momentum") +
-                ": composes with a robust aggregator (median, trimmed_mean, krum, multi_krum, bulyan, "
-                "centered_clipping, fltrust, flame), not strategy.aggregator = " + name);
+                ": composes with a robust aggregator (" + robust + "), not strategy.aggregator = " + name);
   }
   return stages;
 }
