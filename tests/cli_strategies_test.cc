@@ -36,6 +36,7 @@
 #include "tests/csv_columns.h"
 #include "tests/processes.h"
 #include "tests/run_cli.h"
+#include "tests/simulate_summary.h"
 #include "tests/test_dirs.h"
 #include "tests/torchscript_export.h"
 
@@ -45,6 +46,7 @@ namespace {
 using testing_support::ClearedPath;
 using testing_support::CliResult;
 using testing_support::Columns;
+using testing_support::ConfigOf;
 using testing_support::FirstColumns;
 using testing_support::CountLines;
 using testing_support::HaveFashionMnist;
@@ -112,14 +114,15 @@ TEST(FedProfCliTest, ExtendedRunEqualsUninterruptedRun) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   for (const std::string strategy : {"fedprof", "afl", "fedadam", "fedbn", "clustered", "oort"}) {
     // FedBN needs batch-norm layers; LeNet-5 keeps the others quick, and
-    // an identity needs few images (50 a client).
-    const std::string run = std::string("simulate ") + kFedProfRun + " --set data.train_limit=1000" +
+    // an identity needs few images (50 a client). The runs to compare run
+    // in this process; the CLI resumes.
+    const std::string run = std::string(kFedProfRun) + " --set data.train_limit=1000" +
                             " --set strategy.name=" + strategy +
                             (strategy == "fedbn" ? " --set model.name=cnn" : "");
     const std::string whole = ClearedPath("cli", strategy + "_whole");
     const std::string parts = ClearedPath("cli", strategy + "_parts");
-    ASSERT_EQ(RunCli(run + " --set rounds=3 --out " + whole).code, 0) << strategy;
-    ASSERT_EQ(RunCli(run + " --set rounds=1 --out " + parts).code, 0) << strategy;
+    RunSimulation(ConfigOf(run + " --set rounds=3"), whole);
+    RunSimulation(ConfigOf(run + " --set rounds=1"), parts);
     const CliResult resumed = RunCli("simulate --resume " + parts + " --set rounds=3");
     ASSERT_EQ(resumed.code, 0) << resumed.output;
     EXPECT_EQ(MetricsWithoutWall(whole), MetricsWithoutWall(parts)) << strategy;
@@ -503,7 +506,7 @@ TEST(FedProfCliTest, EveryStrategyRunsInBothAggregationModes) {
       "fedavg,fedprof,cfcfm,fedavg-rp,fedprox:partial,fedadam:partial,afl:partial,"
       "clustered:partial,fedbn:partial,fedprof:partial";
   const CliResult r = RunCli(std::string("compare ") + kFedProfRun +
-                          " --set rounds=1 --set model.name=cnn --strategies " + strategies +
+                          " --set data.train_limit=1000 --set rounds=1 --set model.name=cnn --strategies " + strategies +
                           " --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(CountLines(ReadFile(out + "/comparison.csv")), 11);

@@ -21,6 +21,7 @@
 #include "tests/csv_columns.h"
 #include "tests/processes.h"
 #include "tests/run_cli.h"
+#include "tests/simulate_summary.h"
 #include "tests/test_dirs.h"
 
 namespace fedprof::testing_support {
@@ -127,9 +128,7 @@ inline void ExpectSameNumbersAsSimulation(const std::string& name, const std::st
   // deployed server and clients read from their own --tls-dir.
   const std::string keys =
       settings.find("dp.noise=keyed") != std::string::npos ? " --set dp.key_dir=" + certs : "";
-  Processes sim;
-  const int s = sim.Start(kCli, "simulate " + run + keys + " --out " + dir + "/sim", dir + "/sim.log");
-  ASSERT_EQ(sim.Wait(s, 120), 0) << sim.Output(s);
+  Simulated(dir, "sim", run + keys);
 
   Deployment d;
   StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");

@@ -8,13 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "fedprof/config/config.h"
 #include "fedprof/core/files.h"
-#include "fedprof/run/simulation.h"
 #include "tests/csv_columns.h"
 #include "tests/deployment.h"
 #include "tests/processes.h"
@@ -83,24 +80,6 @@ struct Federation {
   int starts = 0;
   int node_starts = 0;
 };
-
-// "--set a=b --set c=d" as a config.
-inline Config ConfigOf(const std::string& sets) {
-  Config config;
-  std::istringstream in(sets);
-  for (std::string word; in >> word;) {
-    if (word == "--set" && in >> word) config.SetAssignment(word, "the test");
-  }
-  return config;
-}
-
-// The simulation of `sets` (in this process), into dir/name: what a
-// federation's run of the same config must equal.
-inline std::string Simulated(const std::string& dir, const std::string& name, const std::string& sets) {
-  const std::string out = dir + "/" + name;
-  RunSimulation(ConfigOf(sets), out);
-  return out;
-}
 
 // That the run fetched into `fetched` has the metrics and final model of
 // the simulation in `simulated`, bit for bit.

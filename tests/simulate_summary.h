@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,29 @@ inline nlohmann::json SimulateSummary(const std::string& name, const Settings& d
   RunSimulation(config, out);
   std::ifstream in(out + "/summary.json");
   return nlohmann::json::parse(in);
+}
+
+// "--set a=b --set c=d" as a config; any other word fails the test.
+inline Config ConfigOf(const std::string& sets) {
+  Config config;
+  std::istringstream in(sets);
+  for (std::string word; in >> word;) {
+    if (word == "--set" && in >> word) {
+      config.SetAssignment(word, "the test");
+    } else {
+      ADD_FAILURE() << "not a --set key=value: " << word;
+    }
+  }
+  return config;
+}
+
+// The simulation of `sets` (in this process, as `fedprof simulate` runs
+// it), into dir/name: what a deployment's or a federation's run of the same
+// config must equal.
+inline std::string Simulated(const std::string& dir, const std::string& name, const std::string& sets) {
+  const std::string out = dir + "/" + name;
+  RunSimulation(ConfigOf(sets), out);
+  return out;
 }
 
 }  // namespace fedprof::testing_support
