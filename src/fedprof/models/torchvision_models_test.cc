@@ -91,8 +91,8 @@ json.dump({'profiles': profiles, 'batch_norm': batch_norm}, open(out + '/expecte
 
 class TorchvisionModelsTest : public ::testing::Test {
  protected:
-  // One export for every test process of this build tree (CTest runs each
-  // test as its own process, and an export takes seconds): the first to
+  // One export for every test process of this build tree (CTest runs the
+  // tests in several processes, and an export takes seconds): the first to
   // finish renames its directory into place, the others use it.
   static void SetUpTestSuite() {
     dir_ = new std::string(::testing::TempDir() + "/torchvision_models");
