@@ -506,7 +506,8 @@ TEST(FedProfCliTest, EveryStrategyRunsInBothAggregationModes) {
       "fedavg,fedprof,cfcfm,fedavg-rp,fedprox:partial,fedadam:partial,afl:partial,"
       "clustered:partial,fedbn:partial,fedprof:partial";
   const CliResult r = RunCli(std::string("compare ") + kFedProfRun +
-                          " --set data.train_limit=1000 --set rounds=1 --set model.name=cnn --strategies " + strategies +
+                          " --set data.train_limit=1000 --set rounds=1 --set model.name=cnn"
+                          " --strategies " + strategies +
                           " --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(CountLines(ReadFile(out + "/comparison.csv")), 11);

@@ -2,7 +2,8 @@
 #define FEDPROF_TESTS_SIMULATE_SUMMARY_H_
 
 // A short simulation run in the test's process, for tests that compare runs
-// by their summary (final model hash, accuracy).
+// by their summary (final model hash, accuracy) or their outputs (what a
+// deployment or a resumed run must equal).
 
 #include <gtest/gtest.h>
 
