@@ -55,11 +55,6 @@ void ColludingTransport::Fit(const std::vector<ClientInstructions>& tasks, const
             [](const Held& a, const Held& b) { return a.result.client_id < b.result.client_id; });
   std::sort(honest.begin(), honest.end(),
             [](const Honest& a, const Honest& b) { return a.client_id < b.client_id; });
-  std::vector<std::vector<double>> seen;
-  for (const Honest& h : honest) seen.push_back(h.update);
-  if (seen.empty()) {
-    for (const Held& h : held) seen.push_back(update_of(h.result));
-  }
   Defence defence;
   // The round's models as the server will hold them, the attackers'
   // replaced by each candidate (tailored attackers).
@@ -81,6 +76,12 @@ void ColludingTransport::Fit(const std::vector<ClientInstructions>& tasks, const
       for (size_t i = 0; i < update.size(); ++i) update[i] = static_cast<double>(estimate[i]) - (*global)[i];
       return update;
     };
+  }
+  // The honest updates, moved once the tailored attackers' models hold them.
+  std::vector<std::vector<double>> seen;
+  for (Honest& h : honest) seen.push_back(std::move(h.update));
+  if (seen.empty()) {
+    for (const Held& h : held) seen.push_back(update_of(h.result));
   }
   const std::vector<double> crafted =
       ColludingUpdate(plan_.attack, seen, static_cast<int>(honest.size() + held.size()),
