@@ -213,17 +213,18 @@ TEST(FedBuffCliTest, EveryoneInStepIsSynchronousFedAvg) {
   }
 }
 
-// Runs `run` (a simulate command) with 1 and with 2 threads, and once more
-// killed after its second checkpoint and resumed: the three give the same
-// metrics and final model. Returns the 1-thread run's folder (cli/NAME_1).
-std::string ExpectSameWithAnyThreadsAndAcrossAKill(const std::string& run, const std::string& name) {
+// Runs the simulation of `sets` (--set words) with 1 and with 2 threads, in
+// the test's process, and once more as `fedprof simulate`, killed after its
+// second checkpoint and resumed: the three give the same metrics and final
+// model. Returns the 1-thread run's folder (cli/NAME_1).
+std::string ExpectSameWithAnyThreadsAndAcrossAKill(const std::string& sets, const std::string& name) {
   const std::string one = ClearedPath("cli", name + "_1"), two = ClearedPath("cli", name + "_2");
   const std::string killed = ClearedPath("cli", name + "_killed");
-  EXPECT_EQ(RunCli(run + " --set threads=1 --out " + one).code, 0);
-  EXPECT_EQ(RunCli(run + " --set threads=2 --out " + two).code, 0);
+  RunSimulation(ConfigOf(sets + " --set threads=1"), one);
+  RunSimulation(ConfigOf(sets + " --set threads=2"), two);
   EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(two));
   EXPECT_EQ(Summary(one).at("final_model_sha256"), Summary(two).at("final_model_sha256"));
-  KillOnceCheckpointed(run + " --out " + killed, killed, 2);
+  KillOnceCheckpointed("simulate " + sets + " --out " + killed, killed, 2);
   if (::testing::Test::HasFatalFailure()) return one;
   EXPECT_EQ(RunCli("simulate --resume " + killed).code, 0);
   EXPECT_EQ(MetricsWithoutWall(one), MetricsWithoutWall(killed));
@@ -238,10 +239,11 @@ std::string ExpectSameWithAnyThreadsAndAcrossAKill(const std::string& run, const
 // pass it.
 TEST(DpCliTest, ThreadsAndAKilledRunChangeNoNumberAndTheLedgerStopsTheRun) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
-  const std::string run = std::string("simulate ") + kSmallRun +
-                          " --set dp.mode=central --set dp.noise_multiplier=0.7 --set dp.clipping=adaptive "
-                          "--set dp.clip_norm=0.5 --set dp.count_noise=1 --set rounds=6";
-  const std::string one = ExpectSameWithAnyThreadsAndAcrossAKill(run, "dp");
+  const std::string sets = std::string(kSmallRun) +
+                           " --set dp.mode=central --set dp.noise_multiplier=0.7 --set dp.clipping=adaptive "
+                           "--set dp.clip_norm=0.5 --set dp.count_noise=1 --set rounds=6";
+  const std::string run = "simulate " + sets;
+  const std::string one = ExpectSameWithAnyThreadsAndAcrossAKill(sets, "dp");
   if (HasFatalFailure()) return;
 
   // Poisson sampling at q = 4/10, ε at δ = 1/10 after each round, the clip
@@ -295,8 +297,9 @@ TEST(DpCliTest, DistributedDpChangesNoNumberAndChargesEachRoundByItsSum) {
   const std::string settings =
       "--set strategy.fraction=0.8 --set dp.mode=distributed --set dp.noise_multiplier=0.7 "
       "--set dp.clip_norm=0.5 --set secagg.protocol=secagg+ --set secagg.min_clients=2 --set rounds=5";
-  const std::string run = std::string("simulate ") + kSmallRun + " " + settings;
-  const std::string one = ExpectSameWithAnyThreadsAndAcrossAKill(run, "ddp");
+  const std::string sets = std::string(kSmallRun) + " " + settings;
+  const std::string run = "simulate " + sets;
+  const std::string one = ExpectSameWithAnyThreadsAndAcrossAKill(sets, "ddp");
   if (HasFatalFailure()) return;
 
   // LeNet-5's 61,706 values, δ = 1/10; each round's encoding for the

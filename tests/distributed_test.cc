@@ -23,6 +23,7 @@
 #include "tests/csv_columns.h"
 #include "tests/processes.h"
 #include "tests/run_cli.h"
+#include "tests/simulate_summary.h"
 #include "tests/test_dirs.h"
 
 namespace fedprof {
@@ -152,19 +153,17 @@ std::vector<std::string> Lines(const std::string& text) {
   return lines;
 }
 
-// One process, then each of `ranks` ranks, with different thread counts:
-// the same metrics, clients, scores and final model, bit for bit. One rank
-// holds every client, as the one process does, whatever the strategy:
-// FedAvg and FedProf check it; the others need only 2 and 3 (of which 3
-// splits the clients unevenly).
+// One process (the test's own), then each of `ranks` ranks, with different
+// thread counts: the same metrics, clients, scores and final model, bit for
+// bit. One rank holds every client, as the one process does, whatever the
+// strategy: FedAvg and FedProf check it; the others need only 2 and 3 (of
+// which 3 splits the clients unevenly).
 void ExpectIdenticalForAnyRanks(const std::string& name, const std::string& settings,
                                 std::initializer_list<int> ranks_to_run = {2, 3}) {
   const std::string base = FreshDir("dist", name + "_ranks");
   const std::string run =
       std::string(kSmallRun) + " --set rounds=3 --set data.holdout_share=0.1 " + settings;
-  const std::string plain = base + "/plain";
-  const Result p = RunCli("simulate " + run + " --set threads=2 --out " + plain, base + "/plain.log");
-  ASSERT_EQ(p.code, 0) << p.output;
+  const std::string plain = testing_support::Simulated(base, "plain", run + " --set threads=2");
   for (int ranks : ranks_to_run) {
     const std::string out = base + "/ranks" + std::to_string(ranks);
     const std::string threads = ranks == 2 ? "2" : "1";
