@@ -87,8 +87,9 @@ double MedianRound(int64_t values, int clients, int rounds, const std::string& t
 
 }  // namespace
 
+FEDPROF_SINGLE_THREADED_OPS;
+
 int main(int argc, char** argv) {
-  fedprof::EnsureSingleThreadedOps(argv);
   int clients = 10, rounds = 5;
   std::string only;  // one model's name, or both
   for (int i = 1; i + 1 < argc; i += 2) {

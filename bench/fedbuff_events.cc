@@ -133,8 +133,9 @@ Outcome Run(fedprof::Transport& clients, TimedFit& timed, const fedprof::ModelSp
 
 }  // namespace
 
+FEDPROF_SINGLE_THREADED_OPS;
+
 int main(int argc, char** argv) {
-  fedprof::EnsureSingleThreadedOps(argv);
   int clients = 100000, concurrency = 1000, buffer = 100, samples = 20, no_op_only = 0;
   int64_t steps = 200;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -138,8 +138,9 @@ double DefaultExperimentRound(int rounds, bool evaluate, int64_t* samples_per_ro
 
 }  // namespace
 
+FEDPROF_SINGLE_THREADED_OPS;
+
 int main(int argc, char** argv) {
-  fedprof::EnsureSingleThreadedOps(argv);
   int64_t samples = 12000;
   int clients = 10, reps = 3, rounds = 8;
   for (int i = 1; i + 1 < argc; i += 2) {

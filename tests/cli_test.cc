@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -512,6 +513,37 @@ TEST(CliTest, PinnedKernelsReachOpenBlasAndRepeat) {
   ASSERT_EQ(std::system((run + a + " > /dev/null 2>&1").c_str()), 0);
   ASSERT_EQ(std::system((run + b + " > /dev/null 2>&1").c_str()), 0);
   EXPECT_EQ(Summary(a).at("final_model_sha256"), Summary(b).at("final_model_sha256"));
+}
+
+// Tensor ops stay on one thread (core/single_threaded_ops.h): started
+// without OMP_NUM_THREADS, the tool re-executes itself with it before any
+// library's initialiser has run, so LibTorch is loaded twice and
+// initialised once (the loader's own trace says so); started with it, it
+// loads once. Either way the command runs.
+TEST(CliTest, WithoutOmpNumThreadsTheToolRestartsBeforeAnyLibraryStarts) {
+  const auto trace = [](const std::string& environment) {
+    std::string said;
+    const std::string cmd = "env " + environment + " LD_DEBUG=libs " FEDPROF_CLI " --version 2>&1";
+    if (FILE* p = ::popen(cmd.c_str(), "r")) {
+      char buf[4096];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) said.append(buf, n);
+      ::pclose(p);
+    }
+    return said;
+  };
+  const auto count = [](const std::string& text, const std::regex& line) {
+    return std::distance(std::sregex_iterator(text.begin(), text.end(), line), std::sregex_iterator());
+  };
+  const std::regex found("find library=libtorch_cpu\\.so"), started("calling init: \\S*libtorch_cpu\\.so");
+  const std::string unset = trace("-u OMP_NUM_THREADS"), set = trace("OMP_NUM_THREADS=1");
+  EXPECT_EQ(count(unset, found), 2) << unset.substr(0, 2000);
+  EXPECT_EQ(count(unset, started), 1);
+  EXPECT_EQ(count(set, found), 1) << set.substr(0, 2000);
+  EXPECT_EQ(count(set, started), 1);
+  for (const std::string* said : {&unset, &set}) {
+    EXPECT_NE(said->find("fedprof " FEDPROF_VERSION " (LibTorch "), std::string::npos);
+  }
 }
 
 TEST(CliTest, PrivacyDpWithoutStepsIsNoLoss) {

@@ -13,8 +13,9 @@
 #include "fedprof/core/single_threaded_ops.h"
 #include "tools/fedprof/commands.h"
 
+FEDPROF_SINGLE_THREADED_OPS;
+
 int main(int argc, char** argv) {
-  fedprof::EnsureSingleThreadedOps(argv);
   fedprof::SetBlasThreads(1);  // even where OMP_NUM_THREADS asks for more: the numbers must not move
   CLI::App app{"FedProf: federated learning simulator with representation-profiling client selection"};
   // The commit, and the executable's own SHA-256: two machines run the

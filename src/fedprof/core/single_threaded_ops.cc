@@ -3,19 +3,24 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include <climits>
-#include <cstdlib>
+#include <cstring>
+#include <vector>
 
 namespace fedprof {
 
-void EnsureSingleThreadedOps(char** argv) {
-  if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
-  ::setenv("OMP_NUM_THREADS", "1", 1);
-  char exe[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n <= 0) return;
-  exe[n] = '\0';
-  ::execv(exe, argv);
+// Runs before libc's own initialiser has set `environ` (getenv would see
+// nothing): the environment is the loader's `envp`.
+void SingleThreadedOpsAtLoad(int /*argc*/, char** argv, char** envp) {
+  static constexpr char kName[] = "OMP_NUM_THREADS=";
+  std::vector<char*> environment;
+  for (char** e = envp; *e != nullptr; ++e) {
+    if (std::strncmp(*e, kName, sizeof(kName) - 1) == 0) return;
+    environment.push_back(*e);
+  }
+  static char kOne[] = "OMP_NUM_THREADS=1";
+  environment.push_back(kOne);
+  environment.push_back(nullptr);
+  ::execve("/proc/self/exe", argv, environment.data());
 }
 
 int SetBlasThreads(int threads) {
