@@ -5,8 +5,10 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -69,6 +71,9 @@ std::string Range(int first, int last) {
 struct Served {
   std::thread thread;
   std::shared_ptr<std::atomic<bool>> done = std::make_shared<std::atomic<bool>>(false);
+  // The federation no longer offers the run at the address served: its
+  // clients here stop trying to reach that server.
+  std::shared_ptr<std::atomic<bool>> withdrawn = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<std::string> error = std::make_shared<std::string>();
 };
 
@@ -213,6 +218,12 @@ class Node {
   }
 
   void Consider(const std::vector<pb::RunOffer>& offers) {
+    for (auto& [run, served] : served_) {
+      const bool offered = std::any_of(offers.begin(), offers.end(), [&, run = run](const pb::RunOffer& offer) {
+        return offer.run() == run && offer.address() == seen_[run];
+      });
+      if (!offered) served.withdrawn->store(true);
+    }
     for (const pb::RunOffer& offer : offers) {
       // A run is taken once; again only if it moved (its server started anew
       // elsewhere: the federation restarted) once its client here has given
@@ -260,7 +271,10 @@ class Node {
     c.tls_dir = o_.tls_dir;
     c.insecure = o_.insecure;
     c.data_dir = o_.data_dir;
-    c.give_up_s = 60;
+    // Its clients keep trying the run's server while the federation offers
+    // it there (10,000 clients registering at once with a run's new server
+    // take minutes on a small machine), and stop as soon as it does not.
+    c.give_up_s = std::numeric_limits<double>::infinity();
     c.fit_none = o_.fit_none;
     const int64_t run = offer.run();
     if (rounds_) {
@@ -277,6 +291,7 @@ class Node {
                 ", " + std::to_string(r.rounds) + " rounds) at " + c.server);
     seen_[run] = address;
     Served& served = served_[run];
+    c.withdrawn = [withdrawn = served.withdrawn] { return withdrawn->load(); };
     served.thread = std::thread([config, c, run, done = served.done, error = served.error] {
       try {
         RunClient(config, c);

@@ -393,6 +393,7 @@ void RunClient(const Config& config, const ClientOptions& options) {
     o.bandwidth_mhz = options.bandwidth_mhz;
     o.model_sha256 = module_sha256;
     o.give_up_s = options.give_up_s;
+    o.withdrawn = options.withdrawn;
     o.progress = run.report.progress;  // of several clients, one line a round for them all
     o.secagg = policy;
     if (policy.noise.kind == NoiseKind::kKeyed)

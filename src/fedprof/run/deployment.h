@@ -65,6 +65,7 @@ struct ClientOptions {
   // train.csv (columns as data.targets names them).
   std::string data_dir;
   double give_up_s = 300;  // how long to keep trying to reach the server
+  std::function<bool()> withdrawn;  // true: stop trying at once (GrpcClientOptions)
   double speed_ghz = 0;    // optional device figures stated at registration
   double bandwidth_mhz = 0;
   // Asked before each training task of client `id`: "" trains it, else why

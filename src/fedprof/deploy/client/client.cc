@@ -344,11 +344,12 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
   }
 
   // Waits before `then`, longer after each failure, and ends the client once
-  // the server has been silent for give_up_s.
+  // the server has been silent for give_up_s or the run is withdrawn.
   void BackOff(const std::string& why, void (DeploymentClient::*then)()) {
     const Backoff::Step step = connection_.Failed();
     if (step.give_up) {
-      End(GivingUp(why, step.silent_s));
+      End(connection_.Withdrawn() ? why + "; the run is no longer offered here, giving up"
+                                  : GivingUp(why, step.silent_s));
       return;
     }
     if (step.first) LogWarning(why + "; retrying");

@@ -121,7 +121,8 @@ bool ServerConnection::Connected() {
 }
 
 Backoff::Step ServerConnection::Failed() {
-  const Backoff::Step step = backoff_.Failed(heartbeat_s());
+  Backoff::Step step = backoff_.Failed(heartbeat_s());
+  if (!step.give_up && Withdrawn()) step.give_up = true;
   if (!step.give_up) channel_->GetState(/*try_to_connect=*/true);
   return step;
 }

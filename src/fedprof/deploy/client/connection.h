@@ -60,8 +60,11 @@ class ServerConnection {
   bool Connected();
   // The server answered (a call succeeded).
   void Contact() { backoff_.Contact(); }
-  // A call failed: when to try again, or to give up. Reconnecting starts now.
+  // A call failed: when to try again, or to give up (the server silent for
+  // give_up_s, or withdrawn). Reconnecting starts now.
   Backoff::Step Failed();
+  // Whether the options' `withdrawn` says so.
+  bool Withdrawn() const { return options_.withdrawn && options_.withdrawn(); }
 
   // The unary calls, each answered on gRPC's thread.
   void Register(federation::v1::RegisterRequest request, Answered<federation::v1::RegisterReply> answered);

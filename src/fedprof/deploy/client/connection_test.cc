@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "fedprof/protocol/wire.h"
 
 namespace fedprof {
@@ -101,6 +103,19 @@ TEST(ClientConnectionTest, FailedCallsBackOffAtTheServersCadenceThenGiveUp) {
   GrpcClientOptions impatient = UnreachableClient();
   impatient.give_up_s = -1;
   EXPECT_TRUE(ServerConnection(impatient).Failed().give_up);
+
+  // Never by time; at the first failure once withdrawn (a node's run no
+  // longer offered).
+  GrpcClientOptions patient = UnreachableClient();
+  patient.give_up_s = std::numeric_limits<double>::infinity();
+  bool offered = true;
+  patient.withdrawn = [&offered] { return !offered; };
+  ServerConnection node_client(patient);
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(node_client.Failed().give_up);
+  EXPECT_FALSE(node_client.Withdrawn());
+  offered = false;
+  EXPECT_TRUE(node_client.Withdrawn());
+  EXPECT_TRUE(node_client.Failed().give_up);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #define FEDPROF_DEPLOY_CLIENT_OPTIONS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "fedprof/transport/secure_aggregation.h"
@@ -28,6 +29,9 @@ struct GrpcClientOptions {
   // 5 heartbeat intervals, 1 to 10 s, with jitter, between tries) before
   // giving up, at the start and after losing it.
   double give_up_s = 300;
+  // Asked after each failed try: true gives up at once, whatever give_up_s
+  // (a node's run that its federation no longer offers at this address).
+  std::function<bool()> withdrawn;
   // How long one task request may wait at the server (which caps it at
   // 30 s); heartbeats pause while one waits.
   double pull_wait_s = 25;
