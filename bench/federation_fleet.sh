@@ -10,7 +10,8 @@
 #   run         a 3-round run submitted to all N (ROUND_CLIENTS a round):
 #               seconds from submission to its end, the federation's and its
 #               run server's peak RSS, then the federation idle again.
-# FLEET_CERTS=DIR keeps the certificates there (made once, reused).
+# FLEET_CERTS=DIR keeps the certificates there (made once, reused); WAIT_S
+# bounds each wait for the fleet to connect (900 s).
 #   bench/federation_fleet.sh [BUILD_DIR]     SIZES="1000 10000" by default
 set -euo pipefail
 build=${1:-build}
@@ -47,13 +48,35 @@ rss_mb() { awk '/VmRSS/ {print $2 / 1024}' "/proc/$1/status"; }
 hwm_mb() { awk '/VmHWM/ {print $2 / 1024}' "/proc/$1/status"; }
 cpu_of() { local t=0 p; for p in "$@"; do t=$(echo "$t + $(cpu_s "$p")" | bc -l); done; echo "$t"; }
 free_port() { $py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# Waits until command $1 (a pipeline's count) reaches $2, at most 900 s; prints seconds.
-count() { local v; v=$(eval "$1" 2>/dev/null | tail -1) || true; [[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo 0; }
-wait_count() {
-  local t0
+# The sum of the /metrics samples NAME of the monitor at $1 whose labels
+# match each LABEL=V1|V2... given, or -1 where none does. Read with
+# Prometheus's own parser in a Python process: waiting must cost the processes
+# measured next to nothing, and a `fedprof` command is a LibTorch start (0.5 s
+# of CPU).
+metric() {
+  $py - "$@" <<'EOF'
+import sys, urllib.request
+from prometheus_client.parser import text_string_to_metric_families
+address, name = sys.argv[1], sys.argv[2]
+want = {k: v.split("|") for k, v in (a.split("=", 1) for a in sys.argv[3:])}
+try:
+    text = urllib.request.urlopen("http://%s/metrics" % address, timeout=10).read().decode()
+except Exception:
+    print(-1); sys.exit()
+found = [s.value for family in text_string_to_metric_families(text) for s in family.samples
+         if s.name == name and all(s.labels.get(k) in v for k, v in want.items())]
+print(int(sum(found)) if found else -1)
+EOF
+}
+# Waits until metric "${@:3}" of the monitor at $1 reaches $2, at most
+# $WAIT_S s (900); prints seconds.
+wait_metric() {
+  local address=$1 target=$2 t0
+  shift 2
   t0=$(date +%s.%N)
-  until (( $(count "$1") >= $2 )); do
-    (( $(echo "$(date +%s.%N) - $t0 > 900" | bc) )) && { echo "only $(count "$1") of $2 after 900 s" >&2; return 1; }
+  until (( $(metric "$address" "$@") >= target )); do
+    (( $(echo "$(date +%s.%N) - $t0 > ${WAIT_S:-900}" | bc) )) &&
+      { echo "$* reached only $(metric "$address" "$@") of $target after ${WAIT_S:-900} s" >&2; return 1; }
     sleep 1
   done
   echo "$(date +%s.%N) - $t0" | bc
@@ -108,16 +131,18 @@ server_side() {
   start_fleet "$n" "$dir/swarm" "$cli" client --server 127.0.0.1:$port --fit none --give-up-after 3600 \
     --tls-dir "$certs" $run
   local joined
-  joined=$(wait_count "'$cli' status $monitor --json | $py -c 'import json,sys; print(json.load(sys.stdin)[\"clients\"][\"connected\"])'" "$n")
+  joined=$(wait_metric "$monitor" "$n" fedprof_clients_connected) || { tail -3 "$dir/server.log" >&2; return 1; }
   sleep 5
   printf 'server     %6d idle: %s; all connected in %.1f s\n' "$n" "$(idle $server)" "$joined"
   stop_all
 }
 
 federation_side() {
-  local n=$1 dir="$work/federation-$1" fed address op
+  local n=$1 dir="$work/federation-$1" fed address op monitor
   mkdir -p "$dir"
-  "$cli" federation serve --state "$dir/state" --listen 127.0.0.1:0 --tls-dir "$certs" > "$dir/federation.log" 2>&1 &
+  monitor=127.0.0.1:$(free_port)
+  "$cli" federation serve --state "$dir/state" --listen 127.0.0.1:0 --tls-dir "$certs" --monitor "$monitor" \
+    > "$dir/federation.log" 2>&1 &
   fed=$!
   pids+=($fed)
   until grep -qE "listening on 127.0.0.1:[0-9]+" "$dir/federation.log"; do sleep 0.1; done
@@ -130,24 +155,26 @@ federation_side() {
   printf 'federation %6d enrolled in %.1f s\n' "$n" "$(echo "$(date +%s.%N) - $t0" | bc)"
   start_fleet "$n" "$dir/node" "$cli" node --server "$address" --fit none --tls-dir "$certs"
   local joined
-  joined=$(wait_count "'$cli' federation nodes $op --format json | grep -c '\"connected\": true'" "$n")
+  joined=$(wait_metric "$monitor" "$n" fedprof_federation_nodes state=connected) ||
+    { tail -3 "$dir/federation.log" >&2; return 1; }
   sleep 5
   printf 'federation %6d idle: %s; all connected in %.1f s\n' "$n" "$(idle $fed)" "$joined"
 
   t0=$(date +%s.%N)
   "$cli" federation submit $(run_of "$n") --set rounds=3 $op > /dev/null
   local server_hwm=0
-  until "$cli" federation status 1 $op --format json | grep -qE '"state": "(finished|failed|stopped)"'; do
+  until (( $(metric "$monitor" fedprof_federation_runs "state=finished|failed|stopped") > 0 )); do
     local child
     child=$(pgrep -P "$fed" -f "fedprof server" | head -1 || true)
     [[ -n $child ]] && server_hwm=$(hwm_mb "$child" 2>/dev/null || echo "$server_hwm")
     (( $(echo "$(date +%s.%N) - $t0 > 1800" | bc) )) && { echo "the run did not end in 1800 s" >&2; return 1; }
     sleep 1
   done
-  local state
+  local took state
+  took=$(echo "$(date +%s.%N) - $t0" | bc)
   state=$("$cli" federation status 1 $op --format json | grep -oE '"state": "[a-z]+"')
   printf 'federation %6d run: %s, 3 rounds of %d in %.1f s from submission; peak RSS: federation %.1f MB, its run server %.1f MB\n' \
-    "$n" "$state" "$round_clients" "$(echo "$(date +%s.%N) - $t0" | bc)" "$(hwm_mb $fed)" "$server_hwm"
+    "$n" "$state" "$round_clients" "$took" "$(hwm_mb $fed)" "$server_hwm"
   sleep 5
   printf 'federation %6d idle after the run: %s\n' "$n" "$(idle $fed)"
   stop_all
