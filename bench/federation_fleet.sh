@@ -48,26 +48,7 @@ rss_mb() { awk '/VmRSS/ {print $2 / 1024}' "/proc/$1/status"; }
 hwm_mb() { awk '/VmHWM/ {print $2 / 1024}' "/proc/$1/status"; }
 cpu_of() { local t=0 p; for p in "$@"; do t=$(echo "$t + $(cpu_s "$p")" | bc -l); done; echo "$t"; }
 free_port() { $py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# The sum of the /metrics samples NAME of the monitor at $1 whose labels
-# match each LABEL=V1|V2... given, or -1 where none does. Read with
-# Prometheus's own parser in a Python process: waiting must cost the processes
-# measured next to nothing, and a `fedprof` command is a LibTorch start (0.5 s
-# of CPU).
-metric() {
-  $py - "$@" <<'EOF'
-import sys, urllib.request
-from prometheus_client.parser import text_string_to_metric_families
-address, name = sys.argv[1], sys.argv[2]
-want = {k: v.split("|") for k, v in (a.split("=", 1) for a in sys.argv[3:])}
-try:
-    text = urllib.request.urlopen("http://%s/metrics" % address, timeout=10).read().decode()
-except Exception:
-    print(-1); sys.exit()
-found = [s.value for family in text_string_to_metric_families(text) for s in family.samples
-         if s.name == name and all(s.labels.get(k) in v for k, v in want.items())]
-print(int(sum(found)) if found else -1)
-EOF
-}
+. "$(dirname "$0")/metric.sh"
 # Waits until metric "${@:3}" of the monitor at $1 reaches $2, at most
 # $WAIT_S s (900); prints seconds.
 wait_metric() {

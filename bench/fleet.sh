@@ -39,22 +39,8 @@ if [[ ! -f $certs/client-$largest.crt ]]; then
   printf 'certificates for %d clients: %.1f s\n' $((largest + 1)) "$(echo "$(date +%s.%N) - $start" | bc)"
 fi
 
-# /metrics sample NAME of the monitor at $1, or -1.
-metric() {
-  $py - "$1" "$2" <<'EOF'
-import sys, urllib.request
-from prometheus_client.parser import text_string_to_metric_families
-try:
-    text = urllib.request.urlopen("http://%s/metrics" % sys.argv[1], timeout=5).read().decode()
-except Exception:
-    print(-1); sys.exit()
-for family in text_string_to_metric_families(text):
-    for s in family.samples:
-        if s.name == sys.argv[2] and not s.labels:
-            print(int(s.value)); sys.exit()
-print(-1)
-EOF
-}
+metric_timeout_s=5
+. "$(dirname "$0")/metric.sh"
 
 # Waits until the monitor at $1 counts $2 connected clients; prints seconds.
 wait_connected() {
