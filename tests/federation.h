@@ -59,6 +59,13 @@ struct Federation {
     }
   }
 
+  // Enrols clients 0 .. n-1 with their certificates; what `enrol` says (null when it failed).
+  nlohmann::json Enrol(int n) {
+    std::string command = "enrol";
+    for (int k = 0; k < n; ++k) command += " " + certs + "/client-" + std::to_string(k) + ".crt";
+    return Operator(command);
+  }
+
   // A node process for client `id` (or `ids`, "A-B"), with `extra` flags.
   int StartNode(const std::string& ids, const std::string& extra = "", const std::string& tls_dir = "") {
     const std::string flag = ids.find('-') == std::string::npos ? "--id " : "--ids ";

@@ -24,11 +24,7 @@ using testing_support::MakeCerts;
 using testing_support::SmallRun;
 using testing_support::WaitUntil;
 
-void EnrolAll(Federation& f, int n) {
-  std::string certs;
-  for (int k = 0; k < n; ++k) certs += " " + f.certs + "/client-" + std::to_string(k) + ".crt";
-  ASSERT_EQ(f.Operator("enrol" + certs).size(), static_cast<size_t>(n));
-}
+void EnrolAll(Federation& f, int n) { ASSERT_EQ(f.Enrol(n).size(), static_cast<size_t>(n)); }
 
 // Node 2 revoked while a run needs 2 of its 3 clients a round: its next
 // call is refused, in its run and at the federation (it stops, saying

@@ -113,8 +113,7 @@ TEST(FederationTest, NodesServeRunAfterRunAndRunsAtOnce) {
   f.dir = testing_support::FreshDir("federation", "runs");
   f.certs = MakeCerts(f.dir, 3, "certs", 0, "alice");
   f.Start("--max-runs 2 --monitor 127.0.0.1:0");
-  nlohmann::json enrolled = f.Operator("enrol " + f.certs + "/client-0.crt " + f.certs + "/client-1.crt " +
-                                       f.certs + "/client-2.crt");
+  nlohmann::json enrolled = f.Enrol(3);
   ASSERT_EQ(enrolled.size(), 3u) << enrolled;
   EXPECT_EQ(enrolled[2].at("state"), "enrolled");
   for (int k = 0; k < 3; ++k) f.StartNode(std::to_string(k));
@@ -219,9 +218,7 @@ TEST(FederationTest, KilledFederationResumesItsRunToTheUninterruptedModel) {
   ASSERT_GT(run_port, 0);
   const std::string ports = "--run-ports " + std::to_string(run_port) + "-" + std::to_string(run_port);
   f.Start(ports, port);
-  ASSERT_FALSE(f.Operator("enrol " + f.certs + "/client-0.crt " + f.certs + "/client-1.crt " + f.certs +
-                          "/client-2.crt")
-                   .is_null());
+  ASSERT_FALSE(f.Enrol(3).is_null());
   for (int k = 0; k < 3; ++k) f.StartNode(std::to_string(k));
   const std::string run = SmallRun(3, 1.0, 12) + testing_support::kFastFaults + " --set strategy.name=fedprof";
   ASSERT_FALSE(f.Operator("submit --name resumed " + run).is_null());
@@ -270,9 +267,7 @@ TEST(FederationTest, ARunResumedOnAnotherPortIsTakenUpAtTheNextSync) {
   ASSERT_GT(moved_port, 0);
   auto ports = [](int p) { return "--run-ports " + std::to_string(p) + "-" + std::to_string(p); };
   f.Start(ports(run_port), port);
-  ASSERT_FALSE(f.Operator("enrol " + f.certs + "/client-0.crt " + f.certs + "/client-1.crt " + f.certs +
-                          "/client-2.crt")
-                   .is_null());
+  ASSERT_FALSE(f.Enrol(3).is_null());
   for (int k = 0; k < 3; ++k) f.StartNode(std::to_string(k));
   const std::string run = SmallRun(3, 1.0, 8) + testing_support::kFastFaults;
   ASSERT_FALSE(f.Operator("submit --name moved " + run).is_null());
