@@ -64,6 +64,10 @@ class Aggregator {
   // tailored). By default their sample-weighted mean.
   virtual FlatParams EstimateOf(const FlatParams& global, const std::vector<ClientUpdate>& updates) const;
 
+  // Whether the last AggregateUpdates took the server's own step instead of
+  // the clients' estimate (robust.fallback, robust.h).
+  virtual bool FellBack() const { return false; }
+
   // Buffered asynchronous aggregation (fedbuff.h): its options, or null
   // for an aggregator of synchronous rounds.
   virtual const FedBuffOptions* Buffered() const { return nullptr; }

@@ -14,10 +14,6 @@
 namespace fedprof {
 namespace {
 
-// Tags of Stream::kRobust: each use draws from its own generator.
-constexpr uint64_t kBucketingTag = 0;
-constexpr uint64_t kFlameNoiseTag = 1;
-
 // The middle value, or the mean of the two middle ones; 0 for none.
 double Median(std::vector<double> values) {
   if (values.empty()) return 0;
@@ -85,7 +81,11 @@ void StepTowards(AggregationMode mode, const FlatParams& global, const FlatParam
 class RobustAggregator : public Aggregator {
  public:
   RobustAggregator(std::string name, AggregationMode mode, const RobustStages& stages)
-      : name_(std::move(name)), mode_(mode), stages_(stages) {}
+      : name_(std::move(name)), mode_(mode), stages_(stages) {
+    if (stages_.fallback && (!stages_.root_update || !stages_.validation_loss)) {
+      throw Error(name_ + ": robust.fallback needs the server's root update and validation loss");
+    }
+  }
 
   bool NeedsUpdates() const override { return true; }
 
@@ -98,13 +98,14 @@ class RobustAggregator : public Aggregator {
   void AggregateUpdates(const FlatParams& global, const std::vector<ClientUpdate>& updates,
                         int64_t total_samples, FlatParams* next) override {
     CheckUpdates(global, updates);
+    fell_back_ = false;
     if (updates.empty()) {
       if (next != &global) *next = global;
       return;
     }
     int64_t round_samples = 0;
     for (const ClientUpdate& u : updates) round_samples += u.num_samples;
-    const FlatParams estimate = Staged(global, updates, /*warn=*/true);
+    const FlatParams estimate = Staged(global, updates, /*warn=*/true, &fell_back_);
     if (!KeepsStep()) {
       StepTowards(mode_, global, estimate, round_samples, total_samples, next);
       return;
@@ -127,6 +128,8 @@ class RobustAggregator : public Aggregator {
     if (updates.empty()) return global;
     return Staged(global, updates, /*warn=*/false);
   }
+
+  bool FellBack() const override { return fell_back_; }
 
   std::string SaveState() const override {
     return KeepsStep() ? nlohmann::json({{"step", EncodeFloats(last_step_)}}).dump() : "";
@@ -154,10 +157,57 @@ class RobustAggregator : public Aggregator {
   int64_t version() const { return version_; }
   uint64_t seed() const { return stages_.seed; }
 
+  // The server's root update w_0 for θ, computed once per global model: an
+  // attacker's previews and the fallback reuse it.
+  const FlatParams& RootModel(const FlatParams& global) const {
+    if (root_version_ != version_ || root_global_ != global) {
+      root_ = stages_.root_update(global, version_);
+      if (root_.size() != global.size()) {
+        throw Error(name_ + ": the root update has " + std::to_string(root_.size()) + " values, the model " +
+                    std::to_string(global.size()));
+      }
+      root_version_ = version_;
+      root_global_ = global;
+    }
+    return root_;
+  }
+
+  // L_V of a model for this round, each distinct model evaluated once per
+  // global model: an attacker's previews ask again for the same honest
+  // models, θ and w_0.
+  double ValidationLossOf(const FlatParams& global, const FlatParams& model) const {
+    if (losses_version_ != version_ || losses_global_ != global) {
+      losses_.clear();
+      losses_version_ = version_;
+      losses_global_ = global;
+    }
+    for (const auto& [params, loss] : losses_) {
+      if (params == model) return loss;
+    }
+    const double loss = stages_.validation_loss(model, version_);
+    if (!std::isfinite(loss)) {
+      throw Error(name_ + ": the validation loss of a model is " + FormatDouble(loss));
+    }
+    losses_.emplace_back(model, loss);
+    return loss;
+  }
+
  private:
   bool KeepsStep() const { return stages_.momentum > 0 || NeedsLastStep(); }
 
-  FlatParams Staged(const FlatParams& global, const std::vector<ClientUpdate>& updates, bool warn) const {
+  // `fell_back` (may be null) says whether the fallback took the server's step.
+  FlatParams Staged(const FlatParams& global, const std::vector<ClientUpdate>& updates, bool warn,
+                    bool* fell_back = nullptr) const {
+    FlatParams estimate = Estimated(global, updates, warn);
+    if (!stages_.fallback) return estimate;
+    const FlatParams& own = RootModel(global);
+    const bool own_better = ValidationLossOf(global, own) < ValidationLossOf(global, estimate);
+    if (fell_back) *fell_back = own_better;
+    return own_better ? own : estimate;
+  }
+
+  // Stages 1 and 2: pre-aggregation, then the rule's estimate.
+  FlatParams Estimated(const FlatParams& global, const std::vector<ClientUpdate>& updates, bool warn) const {
     const std::vector<const ClientUpdate*> order = CanonicalOrder(updates);
     if (stages_.pre == PreAggregation::kNone) return Estimate(global, order, warn);
     std::vector<ClientUpdate> staged;
@@ -177,6 +227,10 @@ class RobustAggregator : public Aggregator {
   RobustStages stages_;
   int64_t version_ = 0;
   std::vector<float> last_step_;
+  bool fell_back_ = false;  // in the last AggregateUpdates
+  mutable int64_t root_version_ = -1, losses_version_ = -1;
+  mutable FlatParams root_global_, root_, losses_global_;
+  mutable std::vector<std::pair<FlatParams, double>> losses_;
 };
 
 class MedianAggregator : public RobustAggregator {
@@ -285,31 +339,28 @@ class CenteredClippingAggregator : public RobustAggregator {
 
 class FlTrustAggregator : public RobustAggregator {
  public:
-  FlTrustAggregator(AggregationMode mode, RootUpdate root_update, FlTrustScale scale,
-                    const RobustStages& stages)
-      : RobustAggregator("fltrust", mode, stages), root_update_(std::move(root_update)), scale_(scale) {}
+  FlTrustAggregator(AggregationMode mode, FlTrustScale scale, const RobustStages& stages)
+      : RobustAggregator("fltrust", mode, stages), scale_(scale) {}
 
  protected:
   FlatParams Estimate(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
                       bool) const override {
-    // One root update per global model: an attacker's previews reuse it.
-    if (root_version_ != version() || root_global_ != global) {
-      root_ = root_update_(global, version());
-      if (root_.size() != global.size()) {
-        throw Error("fltrust: the root update has " + std::to_string(root_.size()) + " values, the model " +
-                    std::to_string(global.size()));
-      }
-      root_version_ = version();
-      root_global_ = global;
-    }
-    return FlTrust(global, root_, updates, nullptr, scale_);
+    return FlTrust(global, RootModel(global), updates, nullptr, scale_);
   }
 
  private:
-  RootUpdate root_update_;
   FlTrustScale scale_;
-  mutable int64_t root_version_ = -1;
-  mutable FlatParams root_global_, root_;
+};
+
+class RootOnlyAggregator : public RobustAggregator {
+ public:
+  explicit RootOnlyAggregator(AggregationMode mode, const RobustStages& stages)
+      : RobustAggregator("root", mode, stages) {}
+
+ protected:
+  FlatParams Estimate(const FlatParams& global, const std::vector<const ClientUpdate*>&, bool) const override {
+    return RootModel(global);
+  }
 };
 
 class FlameAggregator : public RobustAggregator {
@@ -326,6 +377,26 @@ class FlameAggregator : public RobustAggregator {
 
  private:
   FlameOptions options_;
+};
+
+class ZenoAggregator : public RobustAggregator {
+ public:
+  ZenoAggregator(AggregationMode mode, const ZenoOptions& options, const RobustStages& stages)
+      : RobustAggregator("zeno", mode, stages), options_(options) {}
+
+ protected:
+  FlatParams Estimate(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
+                      bool) const override {
+    std::vector<double> losses;
+    for (const ClientUpdate* u : updates) losses.push_back(ValidationLossOf(global, u->params));
+    const std::vector<double> scores =
+        ZenoScores(global, updates, ValidationLossOf(global, global), losses, options_.rho);
+    const size_t b = static_cast<size_t>(ZenoByzantine(options_.byzantine, updates.size()));
+    return Zeno(updates, scores, updates.size() - b);
+  }
+
+ private:
+  ZenoOptions options_;
 };
 
 }  // namespace
@@ -488,6 +559,45 @@ FlatParams Flame(const FlatParams& global, const std::vector<const ClientUpdate*
     out[i] = static_cast<float>(global[i] + sum[i] / static_cast<double>(count) + z);
   }
   return out;
+}
+
+int ZenoByzantine(int requested, size_t n) {
+  if (n == 0) return 0;
+  const int most = static_cast<int>(n) - 1;
+  return requested < 0 ? static_cast<int>(n / 2) : std::min(requested, most);
+}
+
+std::vector<double> ZenoScores(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
+                               double global_loss, const std::vector<double>& losses, double rho) {
+  std::vector<double> scores;
+  for (size_t k = 0; k < updates.size(); ++k) {
+    double norm2 = 0;
+    for (size_t i = 0; i < global.size(); ++i) {
+      const double g = static_cast<double>(updates[k]->params[i]) - global[i];
+      norm2 += g * g;
+    }
+    scores.push_back(global_loss - losses[k] - rho * norm2);  // Def. 1
+  }
+  return scores;
+}
+
+FlatParams Zeno(const std::vector<const ClientUpdate*>& updates, const std::vector<double>& scores,
+                size_t keep) {
+  const size_t n = updates.size();
+  if (n == 0) return {};
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  order.resize(std::clamp<size_t>(keep, 1, n));
+  std::sort(order.begin(), order.end());  // summed in canonical order
+  const size_t d = updates[0]->params.size();
+  FlatParams mean(d);
+  for (size_t i = 0; i < d; ++i) {
+    double s = 0;
+    for (size_t k : order) s += updates[k]->params[i];
+    mean[i] = static_cast<float>(s / static_cast<double>(order.size()));
+  }
+  return mean;
 }
 
 std::vector<char> FirstComponentOfSize(const std::vector<double>& distances, size_t n, size_t size) {
@@ -719,7 +829,14 @@ std::unique_ptr<Aggregator> MakeCenteredClipping(AggregationMode mode, const Cen
 std::unique_ptr<Aggregator> MakeFlTrust(AggregationMode mode, RootUpdate root_update, FlTrustScale scale,
                                         const RobustStages& stages) {
   if (!root_update) throw Error("fltrust: needs the server's root data set");
-  return std::make_unique<FlTrustAggregator>(mode, std::move(root_update), scale, stages);
+  RobustStages with_root = stages;
+  with_root.root_update = std::move(root_update);
+  return std::make_unique<FlTrustAggregator>(mode, scale, with_root);
+}
+
+std::unique_ptr<Aggregator> MakeRootOnly(AggregationMode mode, const RobustStages& stages) {
+  if (!stages.root_update) throw Error("root: needs the server's root data set");
+  return std::make_unique<RootOnlyAggregator>(mode, stages);
 }
 
 std::unique_ptr<Aggregator> MakeFlame(AggregationMode mode, const FlameOptions& options,
@@ -728,6 +845,13 @@ std::unique_ptr<Aggregator> MakeFlame(AggregationMode mode, const FlameOptions& 
     throw Error("robust.flame_noise: expected a noise factor >= 0, got " + std::to_string(options.noise_factor));
   }
   return std::make_unique<FlameAggregator>(mode, options, stages);
+}
+
+std::unique_ptr<Aggregator> MakeZeno(AggregationMode mode, const ZenoOptions& options,
+                                     const RobustStages& stages) {
+  if (!stages.validation_loss) throw Error("zeno: needs the server's validation data");
+  if (!(options.rho >= 0)) throw Error("robust.zeno_rho: expected rho >= 0, got " + std::to_string(options.rho));
+  return std::make_unique<ZenoAggregator>(mode, options, stages);
 }
 
 std::string ApplyUpdateNormBound(const UpdateNormBound& bound, const FlatParams& global,

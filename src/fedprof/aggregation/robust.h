@@ -40,17 +40,34 @@ namespace fedprof {
 //      model replaced by the mean of its n − f nearest models (itself
 //      included), f = `mixing_byzantine` (-1 = ⌊(n − 1)/2⌋);
 //   2. the rule's ŵ from what stage 1 gives;
-//   3. the aggregation mode's step Δ = θ' − θ (StepTowards), then server
+//   3. the fallback to the server's own step (`fallback`): ŵ is replaced by
+//      the server's root update w_0 when w_0 has the lower loss on the
+//      server's validation data (ties keep ŵ);
+//   4. the aggregation mode's step Δ = θ' − θ (StepTowards), then server
 //      momentum: m ← β m + (1 − β) Δ, θ' = θ + m (β = `momentum`; m is the
 //      step of the last round that had results, 0 at first).
 enum class PreAggregation { kNone, kBucketing, kMixing };
+// Tags of Stream::kRobust: each use draws from its own generator, keyed by
+// the model version.
+constexpr uint64_t kBucketingTag = 0;
+constexpr uint64_t kFlameNoiseTag = 1;
+constexpr uint64_t kValidationBatchTag = 2;  // Zeno's validation batch (run/plan.cc)
+// What the server's own data gives the rules and stages that use it: its
+// root update w_0 for θ of a version (FLTrust, the fallback; the round that
+// starts from version v is round v + 1), and its validation loss L_V of a
+// model for the round that starts from a version (Zeno, the fallback).
+using RootUpdate = std::function<FlatParams(const FlatParams& global, int64_t version)>;
+using ValidationLoss = std::function<double(const FlatParams& model, int64_t version)>;
 struct RobustStages {
   PreAggregation pre = PreAggregation::kNone;
   int bucket_size = 2;        // s
   int mixing_byzantine = -1;  // f of mixing
+  bool fallback = false;      // stage 3; needs root_update and validation_loss
   double momentum = 0;        // β in [0, 1)
   uint64_t seed = 0;          // bucketing's permutation, FLAME's noise
-  bool active() const { return pre != PreAggregation::kNone || momentum > 0; }
+  RootUpdate root_update;
+  ValidationLoss validation_loss;
+  bool active() const { return pre != PreAggregation::kNone || fallback || momentum > 0; }
 };
 
 // Coordinate-wise median (Yin et al., "Byzantine-Robust Distributed
@@ -117,11 +134,16 @@ std::unique_ptr<Aggregator> MakeCenteredClipping(AggregationMode mode,
 // fewer than half of them cannot raise or lower past an honest one's, where
 // ||g_0|| is one step on the server's data. `root_update` gives w_0 for θ
 // of a version (the round it starts being that version + 1).
-using RootUpdate = std::function<FlatParams(const FlatParams& global, int64_t version)>;
 enum class FlTrustScale { kRoot, kMedian };
 std::unique_ptr<Aggregator> MakeFlTrust(AggregationMode mode, RootUpdate root_update,
                                         FlTrustScale scale = FlTrustScale::kRoot,
                                         const RobustStages& stages = {});
+
+// The server alone: ŵ = w_0, its own root update (`stages.root_update`),
+// whatever the clients send. Not a defence but the reference point of every
+// rule that uses the server's data (FLTrust, Zeno, the fallback): what its
+// root set gives without the federation.
+std::unique_ptr<Aggregator> MakeRootOnly(AggregationMode mode, const RobustStages& stages);
 
 // FLAME (Nguyen et al., "FLAME: Taming Backdoors in Federated Learning",
 // USENIX Security 2022, Alg. 1), on the updates Δ_k = w_k − θ:
@@ -141,6 +163,26 @@ struct FlameOptions {
 };
 std::unique_ptr<Aggregator> MakeFlame(AggregationMode mode, const FlameOptions& options,
                                       const RobustStages& stages = {});
+
+// Zeno (Xie, Koyejo and Gupta, "Zeno: Distributed Stochastic Gradient
+// Descent with Suspicion-based Fault-tolerance", ICML 2019, Def. 1 and
+// Alg. 1), on model updates: each model w_k = θ + Δ_k gets the stochastic
+// descendant score
+//   Score_k = L_V(θ) − L_V(w_k) − ρ ||Δ_k||²
+// (the paper's f_r(x) − f_r(x − γu) − ρ||u||² with the step γu = −Δ_k), L_V
+// the server's loss on a validation batch drawn from its reference set D_V
+// for the round; ŵ = θ + the mean of the n − b highest-scoring Δ_k. b =
+// `byzantine` (-1 = ⌊n/2⌋); unlike the distance rules, any share of
+// attackers below n − b leaves honest models to choose from. It needs no
+// agreement among honest models, only that an update which lowers the
+// server's loss is worth keeping: D_V judges, it does not train.
+struct ZenoOptions {
+  int byzantine = -1;  // b
+  double rho = 0;      // ρ, per squared unit of ||Δ_k||
+};
+// L_V is `stages.validation_loss`.
+std::unique_ptr<Aggregator> MakeZeno(AggregationMode mode, const ZenoOptions& options,
+                                     const RobustStages& stages);
 
 // The pieces, for tests and reuse. `updates` in the canonical order
 // (CanonicalOrder); every model of the size of the first.
@@ -175,6 +217,15 @@ FlatParams FlTrust(const FlatParams& global, const FlatParams& root,
 // clustering kept; `noise` the Gaussian draws (null: none, for tests).
 FlatParams Flame(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
                  double noise_factor, Rng* noise, std::vector<char>* admitted = nullptr);
+// Zeno's b for n models: `requested` (-1 = ⌊n/2⌋), at most n − 1.
+int ZenoByzantine(int requested, size_t n);
+// Zeno's scores (in the order of `updates`) from L_V(θ) and each L_V(w_k).
+std::vector<double> ZenoScores(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
+                               double global_loss, const std::vector<double>& losses, double rho);
+// Zeno's ŵ from the scores: the mean of the `keep` highest-scoring models
+// (ties to the earlier position), summed in canonical order.
+FlatParams Zeno(const std::vector<const ClientUpdate*>& updates, const std::vector<double>& scores,
+                size_t keep);
 // Which of n points single linkage joins first into a component of at
 // least `size` (FLAME's cluster), from their symmetric distances
 // (row-major n × n); ties join the lower indices first.

@@ -376,6 +376,103 @@ TEST(StrongRuleTest, FlTrustRescaledToTheMedianNorm) {
   EXPECT_EQ(calls, 2);
 }
 
+// A validation loss by hand: (w_0 − 1)² + w_1², counting its calls.
+struct Quadratic {
+  int calls = 0;
+  ValidationLoss Loss() {
+    return [this](const FlatParams& w, int64_t) {
+      ++calls;
+      return (w[0] - 1.0) * (w[0] - 1.0) + (w.size() > 1 ? static_cast<double>(w[1]) * w[1] : 0.0);
+    };
+  }
+};
+
+TEST(StrongRuleTest, ZenoByHand) {
+  // θ = 0, L_V(θ) = 1. Updates 1, 2, 0.5, −3 lose 0, 1, 0.25, 16: scores
+  // (Def. 1, ρ = 0) 1, 0, 0.75, −15; b = ⌊4/2⌋ = 2 keeps 1 and 0.5.
+  Quadratic q;
+  const std::vector<ClientUpdate> u = Models({{1}, {2}, {0.5f}, {-3}});
+  const std::vector<const ClientUpdate*> order = CanonicalOrder(u);
+  EXPECT_EQ(ZenoScores({0}, order, 1, {0, 1, 0.25, 16}, 0), (std::vector<double>{1, 0, 0.75, -15}));
+  // ρ = 0.1 takes ρ||Δ||² off: 0.9, −0.4, 0.725, −15.9.
+  const std::vector<double> rho = ZenoScores({0}, order, 1, {0, 1, 0.25, 16}, 0.1);
+  EXPECT_NEAR(rho[0], 0.9, 1e-12);
+  EXPECT_NEAR(rho[1], -0.4, 1e-12);
+  EXPECT_NEAR(rho[2], 0.725, 1e-12);
+  EXPECT_NEAR(rho[3], -15.9, 1e-12);
+  EXPECT_EQ(Zeno(order, {1, 0, 0.75, -15}, 2), (FlatParams{0.75f}));
+  EXPECT_EQ(Zeno(order, {1, 0, 0.75, -15}, 1), (FlatParams{1}));
+  EXPECT_EQ(Zeno(order, {0, 0, 0, 0}, 1), (FlatParams{1}));  // a tie goes to the lower client id
+  EXPECT_EQ(ZenoByzantine(-1, 4), 2);
+  EXPECT_EQ(ZenoByzantine(-1, 5), 2);
+  EXPECT_EQ(ZenoByzantine(7, 4), 3);  // at least one model is kept
+  RobustStages stages;
+  stages.validation_loss = q.Loss();
+  auto zeno = MakeZeno(AggregationMode::kPartial, ZenoOptions{}, stages);
+  EXPECT_EQ(Partial(*zeno, u), (FlatParams{0.75f}));
+  EXPECT_EQ(q.calls, 5);  // θ and the four models, once each
+  // An attacker's previews ask for the same models again: no new evaluation
+  // but the crafted one's; the next global model starts afresh.
+  std::vector<ClientUpdate> previewed = u;
+  previewed.push_back({9, 10, {0.9f}});
+  // Five models, b = 2: the best three, 1, 0.9 (score 0.99) and 0.5.
+  EXPECT_NEAR(zeno->EstimateOf({0}, previewed)[0], 0.8, 1e-6);
+  EXPECT_EQ(q.calls, 6);
+  zeno->OnGlobalModel(1);
+  zeno->EstimateOf({0}, u);
+  EXPECT_EQ(q.calls, 11);
+  // b = 3 of 4: the best alone; a loss that is not a number is refused.
+  EXPECT_EQ(Partial(*MakeZeno(AggregationMode::kPartial, ZenoOptions{3, 0}, stages), u), (FlatParams{1}));
+  RobustStages broken;
+  broken.validation_loss = [](const FlatParams&, int64_t) { return std::nan(""); };
+  EXPECT_THROW(Partial(*MakeZeno(AggregationMode::kPartial, ZenoOptions{}, broken), u), Error);
+  EXPECT_THROW(MakeZeno(AggregationMode::kPartial, ZenoOptions{}, RobustStages{}), Error);
+  EXPECT_THROW(MakeZeno(AggregationMode::kPartial, ZenoOptions{-1, -1}, stages), Error);
+}
+
+TEST(StrongRuleTest, FallbackTakesTheServersStepWhenItValidatesBetter) {
+  // The median of the models, and the server's own update to 0.6; L_V(w) =
+  // (w − 1)². Median 1.5 (loss 0.25) against 0.6 (0.16): the server's step.
+  Quadratic q;
+  RobustStages stages;
+  stages.fallback = true;
+  stages.root_update = [](const FlatParams&, int64_t) { return FlatParams{0.6f}; };
+  stages.validation_loss = q.Loss();
+  auto median = MakeCoordinateMedian(AggregationMode::kPartial, stages);
+  EXPECT_EQ(Partial(*median, Models({{1}, {2}, {1.5f}})), (FlatParams{0.6f}));
+  // Median 1.2 (0.04): the rule's estimate.
+  EXPECT_EQ(Partial(*median, Models({{1}, {1.2f}, {3}})), (FlatParams{1.2f}));
+  // Equal losses (0.4 and 1.6 are both 0.36 from 1) keep the estimate.
+  stages.root_update = [](const FlatParams&, int64_t) { return FlatParams{0.4f}; };
+  stages.validation_loss = [](const FlatParams& w, int64_t) { return std::abs(w[0] - 1.0) < 0.7 ? 0.36 : 1.0; };
+  EXPECT_EQ(Partial(*MakeCoordinateMedian(AggregationMode::kPartial, stages), Models({{1.6f}})),
+            (FlatParams{1.6f}));
+  // Whatever two attackers of five send, the step's validation loss is at
+  // most the server's own step's: at worst the round is the server's alone.
+  stages.root_update = [](const FlatParams&, int64_t) { return FlatParams{0.6f, 0.1f}; };
+  stages.validation_loss = q.Loss();
+  auto trimmed = MakeTrimmedMean(AggregationMode::kPartial, 0.2, stages);
+  const double own = (0.6 - 1) * (0.6 - 1) + 0.1 * 0.1;
+  for (float a : {-100.f, -3.f, -0.5f, 0.f, 0.7f, 1.f, 2.f, 50.f}) {
+    for (float b : {-10.f, 0.f, 0.3f, 4.f}) {
+      const std::vector<ClientUpdate> round =
+          Models({{0.9f, 0.2f}, {1.1f, -0.1f}, {0.8f, 0.4f}, {a, b}, {a, b}});
+      const FlatParams w = trimmed->EstimateOf({0, 0}, round);
+      const double loss = (w[0] - 1.0) * (w[0] - 1.0) + static_cast<double>(w[1]) * w[1];
+      EXPECT_LE(loss, own + 1e-12) << a << ", " << b;
+    }
+  }
+  // The server alone: its own step, whatever the clients send.
+  RobustStages root;
+  root.root_update = [](const FlatParams&, int64_t) { return FlatParams{0.6f}; };
+  EXPECT_EQ(Partial(*MakeRootOnly(AggregationMode::kPartial, root), Models({{5}, {7}})), (FlatParams{0.6f}));
+  EXPECT_THROW(MakeRootOnly(AggregationMode::kPartial, RobustStages{}), Error);
+  RobustStages half;
+  half.fallback = true;
+  half.validation_loss = q.Loss();
+  EXPECT_THROW(MakeCoordinateMedian(AggregationMode::kPartial, half), Error);  // no root update
+}
+
 TEST(StrongRuleTest, FlameClustersClipsAndNoises) {
   // Single linkage on a line at 0, 1, 3, 10: edges 1 (0–1), 2 (1–2) join
   // {0, 1, 2}, the first component of 3; of 2 it is {0, 1}.

@@ -191,16 +191,18 @@ std::vector<OptionSpec> MakeTable() {
        "(afl.*); cfcfm: the K fastest; clustered: one per cluster of similar updates "
        "(clustered.*); oort: by statistical utility and speed (oort.*, Lai et al. 2021)."),
       OPTION(strategy, aggregator, "", 0, 0,
-       "average|fedadam|fedbn|fedbuff|median|trimmed_mean|krum|multi_krum|bulyan|centered_clipping|fltrust|flame",
+       "average|fedadam|fedbn|fedbuff|median|trimmed_mean|krum|multi_krum|bulyan|centered_clipping|fltrust|flame|zeno|root",
        "How results become the next global model; empty = the preset's. average: size-weighted "
        "averaging (strategy.aggregation); fedadam: Adam on the server over the average "
        "(fedadam.*); fedbuff: asynchronous, a step every fedbuff.buffer results, each weighted by "
        "its staleness (fedbuff.*, in simulation and deployment; rounds counts the steps); fedbn: "
        "averaging, clients keep their batch-norm layers (needs a model with batch norm). Robust to poisoned models (robust.*, docs/robustness.md): median "
        "(coordinate-wise), trimmed_mean (coordinate-wise), krum, multi_krum, bulyan, "
-       "centered_clipping, fltrust (trust from the server's own update on its root data set) and "
-       "flame (clustering, clipping and noise against backdoors); they replace the average in both "
-       "aggregation modes."),
+       "centered_clipping, fltrust (trust from the server's own update on its root data set), "
+       "flame (clustering, clipping and noise against backdoors) and zeno (the updates that lower "
+       "the loss on the server's validation data most); they replace the average in both "
+       "aggregation modes. root: the server's own update on its root data set, the clients' "
+       "models ignored (the reference for the rules that use the server's data)."),
       OPTION(strategy, fraction, "0.1", 1e-9, 1, "",
        "Client fraction C: K = max(1, round(N C)) clients per round."),
       OPTION(strategy, aggregation, "full", 0, 0, "full|partial",
@@ -340,6 +342,11 @@ std::vector<OptionSpec> MakeTable() {
        "replaced by the mean of its n - f nearest (Allouah et al. 2023), f = robust.byzantine or, "
        "empty, floor((n - 1) / 2)."),
       OPTION(robust, bucket_size, "2", 1, 1e6, "", "bucketing: updates per bucket s."),
+      OPTION(robust, fallback, "none", 0, 0, "none|root",
+       "A stage after any robust aggregator: root, the server's own update on its root data set "
+       "(robust.root_size, robust.root_epochs) replaces the aggregator's estimate when it has the "
+       "lower loss on the server's validation data (D_V after the root set); none = the "
+       "estimate."),
       OPTION(robust, momentum, "0", 0, 0.999, "",
        "Server momentum beta with any robust aggregator: m <- beta m + (1 - beta) step, the "
        "global model moves by m; 0 = none."),
@@ -349,11 +356,18 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(robust, flame_noise, "0.001", 0, 10, "",
        "flame: the noise factor lambda; the noise's sd is lambda times the clipping bound (the "
        "paper's 0.001 for image classification)."),
+      OPTION(robust, zeno_rho, "0", 0, 1e9, "",
+       "zeno: rho, the score's penalty per squared unit of an update's norm (Xie et al. 2019, "
+       "Def. 1)."),
+      OPTION(robust, validation_size, "0", 0, 1e9, "",
+       "zeno, robust.fallback: samples of the server's validation data (its reference set D_V "
+       "after the root set) in each round's validation batch, drawn from the seed and the round; "
+       "0 = all of it."),
       OPTION(robust, root_size, "100", 0, 1e9, "",
-       "fltrust: samples of the server's root data set, the first of its reference set D_V "
+       "fltrust, robust.fallback: samples of the server's root data set, the first of its reference set D_V "
        "(fedprof.reference); 0 = all of D_V. Cao et al. 2021 use 100."),
       OPTION(robust, root_epochs, "", 1, 10000, "",
-       "fltrust: epochs of the server's own training on the root data set (batch size, learning "
+       "fltrust, robust.fallback: epochs of the server's own training on the root data set (batch size, learning "
        "rate and its decay as the clients'); empty = as many SGD steps as a client of mean size "
        "takes in train.epochs, so that the server's update has a client's scale."),
       OPTION(robust, max_update_norm, "0", 0, 1e9, "",

@@ -85,10 +85,10 @@ struct RunOptions {
     std::string refill;
   };
   struct Robust {
-    double trim_share = 0, max_update_norm = 0, cc_radius = 0, momentum = 0, flame_noise = 0;
+    double trim_share = 0, max_update_norm = 0, cc_radius = 0, momentum = 0, flame_noise = 0, zeno_rho = 0;
     std::optional<int64_t> byzantine, root_epochs;
-    int64_t multi_krum_select = 0, cc_iterations = 0, root_size = 0, bucket_size = 0;
-    std::string norm_action, pre_aggregation, cc_start, fltrust_scale;
+    int64_t multi_krum_select = 0, cc_iterations = 0, root_size = 0, bucket_size = 0, validation_size = 0;
+    std::string norm_action, pre_aggregation, cc_start, fltrust_scale, fallback;
   };
   struct Attack {
     double share = 0, scale = 0, poison_share = 0;

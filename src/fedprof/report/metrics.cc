@@ -18,7 +18,8 @@ std::string MetricsCsv(const std::vector<RoundMetrics>& rows, const MetricsColum
   std::ostringstream out;
   out << "round," << (columns.online ? "online," : "") << "lr,selected,returned,refused,timed_out,"
       << (columns.buffered ? "staleness," : "") << "train_loss,"
-      << (columns.dp ? "dp_clip_norm,dp_unclipped,dp_epsilon,dp_epsilon_server," : "") << "accuracy,loss"
+      << (columns.dp ? "dp_clip_norm,dp_unclipped,dp_epsilon,dp_epsilon_server," : "")
+      << (columns.fallback ? "fallback," : "") << "accuracy,loss"
       << (regression ? ",rmse" : "") << (columns.backdoor ? ",backdoor_success" : "")
       << (federated ? ",fed_clients,fed_accuracy,fed_loss" : "")
       << ",round_time_s,virtual_time_s,round_energy_wh,energy_wh,profiling_time_s,"
@@ -33,6 +34,7 @@ std::string MetricsCsv(const std::vector<RoundMetrics>& rows, const MetricsColum
     if (columns.dp)
       out << Num(r.dp_clip_norm) << ',' << Num(r.dp_unclipped) << ',' << Num(r.dp_epsilon) << ','
           << Num(r.dp_epsilon_server) << ',';
+    if (columns.fallback) out << (r.fell_back ? 1 : 0) << ',';
     if (r.evaluated) {
       out << Num(r.accuracy) << ',' << Num(r.loss);
       if (regression) out << ',' << Num(r.rmse);

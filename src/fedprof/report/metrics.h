@@ -52,6 +52,9 @@ struct RoundMetrics {
   double dp_unclipped = 0;
   double dp_epsilon = 0;
   double dp_epsilon_server = 0;
+  // robust.fallback: the round's step was the server's own update, which
+  // validated better than the clients' estimate.
+  bool fell_back = false;
   double round_time_s = 0;  // Eq. 27: virtual (cost model) in simulation, measured in a deployment
   double virtual_time_s = 0;
   double round_energy_wh = 0;
@@ -69,11 +72,12 @@ struct MetricsColumns {
   bool online = false;      // online (simulated availability)
   bool buffered = false;    // staleness (asynchronous: one row per server step)
   bool dp = false;          // dp_clip_norm, dp_unclipped, dp_epsilon, dp_epsilon_server (user-level DP)
+  bool fallback = false;    // fallback (robust.fallback)
 };
 
 // metrics.csv as text: a header and one row per round. Every column but
 // wall_s is reproducible from the seed. `online` follows `round`,
-// `staleness` follows `timed_out`, the DP columns `train_loss`; the
+// `staleness` follows `timed_out`, the DP columns and `fallback` `train_loss`; the
 // backdoor's success rate follows the central evaluation's columns, then
 // come federated evaluation's.
 std::string MetricsCsv(const std::vector<RoundMetrics>& rows, const MetricsColumns& columns);

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <numeric>
 #include <optional>
 
 #include "fedprof/client/attack.h"
 #include "fedprof/client/backdoor.h"
+#include "fedprof/client/client.h"
 #include "fedprof/client/local_training.h"
 #include "fedprof/config/options.h"
 #include "fedprof/core/error.h"
@@ -318,6 +320,46 @@ RootUpdate RootUpdateOn(const RunOptions& o, const ModelSpec& spec, const Datase
   };
 }
 
+// The server's validation loss L_V (aggregation/robust.h: Zeno, the
+// fallback): the mean loss of a model on the round's validation batch,
+// evaluated on the server's models. The validation data is D_V
+// (`reference`) after its first `skip` samples (the root set, when the run
+// trains on one); a batch is robust.validation_size of them drawn from the
+// seed and the version (all for 0), drawn once a round.
+ValidationLoss ValidationLossOn(const RunOptions& o, const Dataset* reference, int64_t skip,
+                                ModelReplicas* server_models) {
+  struct Batch {
+    int64_t version = -1;
+    Dataset data;
+  };
+  auto batch = std::make_shared<Batch>();
+  const int64_t size = o.robust.validation_size, eval_batch = o.eval.batch_size;
+  const auto seed = static_cast<uint64_t>(o.seed);
+  return [batch, size, skip, seed, reference, server_models, eval_batch](const FlatParams& model,
+                                                                         int64_t version) {
+    const int64_t available = reference->size() - skip;
+    if (available <= 0) {
+      throw Error("robust.validation_size: the server's validation data, D_V (fedprof.reference, " +
+                  std::to_string(reference->size()) + " samples) after the root set's " + std::to_string(skip) +
+                  ", is empty");
+    }
+    if (batch->version != version) {
+      std::vector<int64_t> rows(static_cast<size_t>(available));
+      std::iota(rows.begin(), rows.end(), skip);
+      if (size > 0 && size < available) {
+        Rng rng = MakeRng(seed, Stream::kRobust, {kValidationBatchTag, static_cast<uint64_t>(version)});
+        const std::vector<int64_t> order = Permutation(rng, available);
+        for (int64_t k = 0; k < size; ++k) rows[static_cast<size_t>(k)] = skip + order[static_cast<size_t>(k)];
+        rows.resize(static_cast<size_t>(size));
+      }
+      batch->data = Subset(*reference, rows);
+      batch->version = version;
+    }
+    server_models->Load(model);
+    return Evaluate(*server_models, batch->data, eval_batch).loss;
+  };
+}
+
 }  // namespace
 
 std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, TrainTest data,
@@ -345,8 +387,17 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
     server_models->Load(global);
     return ComputeProfile(*server_models, *reference, version);
   };
-  const bool fltrust = ResolveStrategy(o).aggregator == "fltrust";
-  if (fltrust) {
+  const std::string aggregator = ResolveStrategy(o).aggregator;
+  const bool fallback = o.robust.fallback == "root";
+  const bool root = aggregator == "fltrust" || aggregator == "root" || fallback, validation = aggregator == "zeno" || fallback;
+  if (validation) {
+    if (root && o.robust.root_size == 0) {
+      throw Error("robust.root_size: 0 trains the server on all of D_V, which leaves none for validating "
+                  "(robust.fallback); give the root set fewer samples than D_V has");
+    }
+    context.validation_loss = ValidationLossOn(o, reference, root ? o.robust.root_size : 0, server_models);
+  }
+  if (root) {
     const double client_samples =
         o.partition.size_mean > 0
             ? o.partition.size_mean
@@ -358,7 +409,7 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
   CheckBuffered(o, *plan.strategy, where);
   CheckSecureAggregation(o, *plan.strategy);
   CheckDp(o);
-  if (plan.strategy->WantedReports().profile || fltrust) {
+  if (plan.strategy->WantedReports().profile || root || validation) {
     plan.reference = ReferenceSet(o.fedprof, plan.data, plan.population.get());
     if (plan.reference.size() == 0) {
       throw Error("fedprof.reference: 'holdout' needs data.holdout_share > 0 (or use test|client)");

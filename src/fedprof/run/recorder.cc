@@ -194,7 +194,8 @@ RunRecorder::RunRecorder(const Config& config, const std::string& out_dir, int n
                config.options().attack.backdoor(),
                config.options().availability.kind != "always",
                ResolveStrategy(config.options()).aggregator == "fedbuff",
-               config.options().dp.mode != "off"},
+               config.options().dp.mode != "off",
+               config.options().robust.fallback == "root"},
       per_client_outputs_(num_clients <= config.options().report.per_client_limit) {
   // A resumed run rewrites metrics.csv from the checkpoint, dropping any row
   // written after the last checkpoint.

@@ -123,6 +123,7 @@ json ToJson(const RoundMetrics& m) {
   if (m.backdoor_evaluated) j["backdoor_success"] = Real(m.backdoor_success);
   j["online"] = m.online;
   if (m.staleness != 0) j["staleness"] = Real(m.staleness);
+  if (m.fell_back) j["fallback"] = true;
   if (m.dp_clip_norm != 0) {
     j["dp"] = {{"clip_norm", Real(m.dp_clip_norm)},
                {"unclipped", Real(m.dp_unclipped)},
@@ -160,6 +161,7 @@ RoundMetrics FromJson(const Reader& r, const json& j, const std::string& p) {
   // Checkpoints from before availability have no count: 0.
   if (j.contains("online")) m.online = static_cast<int>(r.Int(j, p, "online", 0, INT_MAX));
   if (j.contains("staleness")) m.staleness = r.Double(j, p, "staleness");
+  if (j.contains("fallback")) m.fell_back = r.Bool(j, p, "fallback");
   if (j.contains("dp")) {
     m.dp_clip_norm = r.Double(j.at("dp"), p + "dp.", "clip_norm");
     m.dp_unclipped = r.Double(j.at("dp"), p + "dp.", "unclipped");

@@ -380,6 +380,7 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     FlatParams next;
     if (const DpFedAvg* dp = strategy_.Dp()) m.dp_clip_norm = dp->ClipNorm();
     strategy_.AggregateFit(state.global, sum_, updates_, *total_samples, &next);
+    m.fell_back = strategy_.FellBack();
     state.global = std::move(next);
     strategy_.OnGlobalModel(state.global, round);
     state.strategy_state = strategy_.SaveState();

@@ -114,7 +114,7 @@ std::unique_ptr<Selector> MakeSelector(const std::string& name, const RunOptions
 }
 
 constexpr const char* kAggregators =
-    "average|fedadam|fedbn|fedbuff|median|trimmed_mean|krum|multi_krum|bulyan|centered_clipping|fltrust|flame";
+    "average|fedadam|fedbn|fedbuff|median|trimmed_mean|krum|multi_krum|bulyan|centered_clipping|fltrust|flame|zeno|root";
 
 // Krum's options, checked against the clients a round asks for (K, as
 // Server::ClientsPerRound): a round with fewer results (refusals, time-outs,
@@ -141,9 +141,19 @@ KrumOptions MakeKrumOptions(const std::string& name, const RunOptions& options) 
 
 // The stages every robust rule composes with (robust.h), refused in one
 // line with an aggregator that sums the models as they arrive.
-RobustStages MakeRobustStages(const std::string& name, const RunOptions& options) {
+RobustStages MakeRobustStages(const std::string& name, const RunOptions& options,
+                              const StrategyContext& context) {
   const RunOptions::Robust& r = options.robust;
   RobustStages stages;
+  if (r.fallback != "none" && r.fallback != "root") {
+    throw Error("robust.fallback: '" + r.fallback + "' is not one of none|root");
+  }
+  stages.fallback = r.fallback == "root";
+  stages.root_update = context.root_update;
+  stages.validation_loss = context.validation_loss;
+  if (stages.fallback && (!stages.root_update || !stages.validation_loss)) {
+    throw Error("robust.fallback: root needs the server's root and validation data, which this run has not set up");
+  }
   if (r.pre_aggregation == "bucketing") {
     stages.pre = PreAggregation::kBucketing;
   } else if (r.pre_aggregation == "nnm") {
@@ -156,11 +166,12 @@ RobustStages MakeRobustStages(const std::string& name, const RunOptions& options
   stages.momentum = r.momentum;
   stages.seed = static_cast<uint64_t>(options.seed);
   static constexpr const char* kRobust[] = {"median", "trimmed_mean",      "krum",    "multi_krum",
-                                             "bulyan", "centered_clipping", "fltrust", "flame"};
+                                             "bulyan", "centered_clipping", "fltrust", "flame", "zeno", "root"};
   if (stages.active() && std::find(std::begin(kRobust), std::end(kRobust), name) == std::end(kRobust)) {
     std::string robust;
     for (const char* rule : kRobust) robust += (robust.empty() ? "" : ", ") + std::string(rule);
     throw Error(std::string(stages.pre != PreAggregation::kNone ? "robust.pre_aggregation"
+                            : stages.fallback                   ? "robust.fallback"
                                                                 : "robust.momentum") +
                 ": composes with a robust aggregator (" + robust + "), not strategy.aggregator = " + name);
   }
@@ -169,7 +180,7 @@ RobustStages MakeRobustStages(const std::string& name, const RunOptions& options
 
 std::unique_ptr<Aggregator> MakeAggregator(const std::string& name, AggregationMode mode,
                                            const RunOptions& options, const StrategyContext& context) {
-  const RobustStages stages = MakeRobustStages(name, options);
+  const RobustStages stages = MakeRobustStages(name, options, context);
   if (name == "average" || name == "fedbn") return MakeWeightedAverage(mode);
   if (name == "fedadam") {
     FedAdamOptions o;
@@ -224,6 +235,21 @@ std::unique_ptr<Aggregator> MakeAggregator(const std::string& name, AggregationM
     FlameOptions o;
     o.noise_factor = options.robust.flame_noise;
     return MakeFlame(mode, o, stages);
+  }
+  if (name == "root") {
+    if (!context.root_update) {
+      throw Error("strategy.aggregator: root needs the server's root data set, which this run has not set up");
+    }
+    return MakeRootOnly(mode, stages);
+  }
+  if (name == "zeno") {
+    if (!context.validation_loss) {
+      throw Error("strategy.aggregator: zeno needs the server's validation data, which this run has not set up");
+    }
+    ZenoOptions o;
+    o.byzantine = options.robust.byzantine.has_value() ? static_cast<int>(*options.robust.byzantine) : -1;
+    o.rho = options.robust.zeno_rho;
+    return MakeZeno(mode, o, stages);
   }
   if (const AggregatorFactory factory = RegisteredAggregator(name)) return factory(mode, options);
   throw Error("strategy.aggregator: unknown aggregator '" + name + "'; expected " + kAggregators);

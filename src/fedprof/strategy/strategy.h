@@ -154,6 +154,8 @@ class Strategy {
   int64_t AggregationWeight(const FitResult& result) const { return dp_ ? 1 : result.num_samples; }
   // User-level DP's aggregator (dp.mode = central), or null.
   const DpFedAvg* Dp() const { return dp_; }
+  // Whether the last AggregateFit took the server's own step (Aggregator::FellBack).
+  bool FellBack() const { return aggregator_->FellBack(); }
   std::vector<double> LastScores() const { return selector_->LastScores(); }
 
   // μ of a proximal term in the clients' local objective (FedProx), or 0.
@@ -217,6 +219,9 @@ struct StrategyContext {
   // FLTrust's root update w_0: the server's own training of θ (of a version)
   // on its root data set; null where the run has none.
   RootUpdate root_update;
+  // Zeno's L_V: the server's loss of a model on the validation batch of the
+  // round that starts from a version; null where the run has none.
+  ValidationLoss validation_loss;
 };
 
 // The options of user-level DP (the dp section) as DP-FedAvg takes them,
