@@ -15,13 +15,16 @@
 #   compositions (COMPOSITIONS, ';'-separated LABEL=AGGREGATOR[,KEY=VALUE...]),
 #     by default the rules alone (average, median, trimmed_mean with β = 0.3,
 #     multi_krum and bulyan with f from the round, centered_clipping with τ
-#     the median distance, fltrust with 100 root samples, flame) and the
-#     compositions of docs/robustness.md
+#     the median distance, fltrust with 100 root samples, flame, zeno), the
+#     server alone on its 100 root samples (root), and the compositions of
+#     docs/robustness.md, those with the fallback validating on the other
+#     2,900 samples of D_V
 # and every composition without attackers. SEEDS seeds (default 3), two runs
 # at a time. Prints final and best accuracy and the backdoor's success rate
 # at round 20, mean ± sample sd over the seeds: a table per share (a row per
-# composition, a column per attack), and the backdoor's table. A folder
-# holding a finished comparison is not run again.
+# composition, a column per attack), the backdoor's table, and for the
+# compositions with robust.fallback the share of rounds whose step was the
+# server's own. A folder holding a finished comparison is not run again.
 # Usage: [SEEDS=3] [DATA=mnist] [CLIENTS=100] [SHARES="0.1 0.3"] [ATTACKS="alie ipm"]
 #        [COMPOSITIONS="median=median;nnm+cc=centered_clipping,robust.pre_aggregation=nnm"]
 #        bench/robust_strong.sh [OUT_DIR]
@@ -39,12 +42,15 @@ provenance_env="FEDPROF_BIN SEEDS DATA CLIENTS SHARES ATTACKS COMPOSITIONS"
 [[ -x $fedprof ]] || make build
 
 default="average=average;median=median;trimmed_mean=trimmed_mean;multi_krum=multi_krum;bulyan=bulyan"
-default+=";centered_clipping=centered_clipping;fltrust=fltrust;flame=flame"
+default+=";centered_clipping=centered_clipping;fltrust=fltrust;flame=flame;zeno=zeno;root=root"
 default+=";fltrust-dv-median=fltrust,robust.root_size=0,robust.fltrust_scale=median"
 default+=";fltrust-dv-median-m0.5=fltrust,robust.root_size=0,robust.fltrust_scale=median,robust.momentum=0.5"
 default+=";nnm+cc-last=centered_clipping,robust.pre_aggregation=nnm,robust.cc_start=last"
 default+=";nnm+multi_krum=multi_krum,robust.pre_aggregation=nnm"
 default+=";bucketing+median-m0.5=median,robust.pre_aggregation=bucketing,robust.momentum=0.5"
+default+=";fltrust+fallback=fltrust,robust.fallback=root"
+default+=";fltrust-median+fallback=fltrust,robust.fltrust_scale=median,robust.fallback=root"
+default+=";centered_clipping+fallback=centered_clipping,robust.fallback=root"
 IFS=';' read -r -a compositions <<<"${COMPOSITIONS:-$default}"
 fraction=$(awk -v n="$clients" 'BEGIN { print 10 / n }')
 common=(--set data.name="$data" --set data.train_limit=30000 --set data.test_limit=5000
@@ -136,3 +142,35 @@ if [[ " $attacks " == *" backdoor "* ]]; then
     echo "$line"
   done
 fi
+
+# The share of rounds whose step was the server's own (metrics.csv's
+# fallback column), mean ± sd over the seeds, for the compositions with it.
+fallback_cell() {  # fallback_cell DIR: " mean ± sd |" over DIR/*/seed-*/metrics.csv
+  local f shares=()
+  for f in "$1"/*/seed-*/metrics.csv; do
+    [[ -f $f ]] && shares+=("$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "fallback") c = i; next }
+                                     c { k++; s += $c } END { if (k) print s / k }' "$f")")
+  done
+  printf '%s\n' "${shares[@]}" | awk 'NF { k++; s += $1; ss += $1 * $1 }
+    END { if (!k) { printf " — |"; exit }
+          m = s / k; v = k > 1 ? (ss - k * m * m) / (k - 1) : 0
+          printf " %.2f ± %.2f |", m, (v > 0 ? sqrt(v) : 0) }'
+}
+for s in $shares; do
+  fallbacks=()
+  for c in "${compositions[@]}"; do [[ $c == *robust.fallback=root* ]] && fallbacks+=("$c"); done
+  ((${#fallbacks[@]})) || break
+  echo
+  echo "Rounds whose step was the server's own ($data, $clients clients, $(awk -v s="$s" 'BEGIN { print s * 100 }')% attackers; share of the 20, mean ± sd over $seeds seeds)"
+  echo
+  provenance
+  head="| composition | none |" rule="|---|---|"
+  for a in $attacks; do head+=" $a |"; rule+="---|"; done
+  echo "$head"
+  echo "$rule"
+  for c in "${fallbacks[@]}"; do
+    label=${c%%=*} line="| ${c%%=*} |$(fallback_cell "$out/$label/none")"
+    for a in $attacks; do line+=$(fallback_cell "$out/$label/$a-$s"); done
+    echo "$line"
+  done
+done

@@ -60,8 +60,11 @@ TEST(DeployTest, FedAvgOverTheNetworkEqualsSimulation) {
 // tailored attack crafted on the server's side from the round's honest
 // results against FLTrust (its root update, the median norm, momentum),
 // clients that plant a backdoor in their own data against Bulyan (its
-// success rate measured by the server), and clients that flip their labels
-// against FLAME after nearest-neighbour mixing equal simulation.
+// success rate measured by the server), clients that flip their labels
+// against FLAME after nearest-neighbour mixing, and IPM against Zeno's
+// validation scores with the fallback to the server's own step (the
+// server's D_V in a deployment, 100 samples: 50 to train, 50 to validate)
+// equal simulation.
 TEST(DeployTest, StrongAttacksAndRulesOverTheNetworkEqualSimulation) {
   ExpectSameNumbersAsSimulation("fltrust_tailored",
                                 "--set strategy.aggregator=fltrust --set attack.share=0.4 --set attack.kind=tailored "
@@ -72,6 +75,9 @@ TEST(DeployTest, StrongAttacksAndRulesOverTheNetworkEqualSimulation) {
   ExpectSameNumbersAsSimulation("flame_label_flip",
                                 "--set strategy.aggregator=flame --set attack.share=0.4 "
                                 "--set attack.kind=label_flip --set robust.pre_aggregation=nnm");
+  ExpectSameNumbersAsSimulation("zeno_fallback_ipm",
+                                "--set strategy.aggregator=zeno --set attack.share=0.4 --set attack.kind=ipm "
+                                "--set robust.fallback=root --set robust.root_size=50");
 }
 
 // User-level DP over the network: each client clips its own update to the

@@ -164,8 +164,8 @@ inline void ExpectSameNumbersAsSimulation(const std::string& name, const std::st
                           "accuracy", "loss"}) {
     EXPECT_EQ(deployed.at(col), simulated.at(col)) << col;
   }
-  if (simulated.count("backdoor_success")) {
-    EXPECT_EQ(deployed.at("backdoor_success"), simulated.at("backdoor_success"));
+  for (const char* col : {"backdoor_success", "fallback"}) {
+    if (simulated.count(col)) EXPECT_EQ(deployed.at(col), simulated.at(col)) << col;
   }
   EXPECT_EQ(deployed.at("round").size(), 3u);
   // The CSV prints 9 digits; the final model's hash holds every bit.

@@ -195,9 +195,9 @@ TEST(DistributedTest, FedProfMetricsAreIdenticalForOneTwoAndThreeRanks) {
 
 // The strong attacks and the rules against them: colluding attackers held
 // back at rank 0 until the round's honest results from every rank are in
-// (the tailored ones asking rank 0's rule, after bucketing, with momentum),
-// FLTrust's root update, and backdoored clients on whichever rank against
-// FLAME's noise.
+// (the tailored ones asking rank 0's rule, after bucketing, with momentum;
+// then its FLTrust with the fallback's validation), FLTrust's root update,
+// and backdoored clients on whichever rank against FLAME's noise.
 TEST(DistributedTest, StrongAttacksAndRulesAreIdenticalForAnyRanks) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   ExpectIdenticalForAnyRanks("centered_clipping_tailored",
@@ -207,6 +207,9 @@ TEST(DistributedTest, StrongAttacksAndRulesAreIdenticalForAnyRanks) {
   ExpectIdenticalForAnyRanks("fltrust_min_sum",
                              "--set strategy.aggregator=fltrust --set attack.share=0.3 "
                              "--set attack.kind=min_sum --set robust.fltrust_scale=median");
+  ExpectIdenticalForAnyRanks("fltrust_fallback_tailored",
+                             "--set strategy.aggregator=fltrust --set attack.share=0.3 --set attack.kind=tailored "
+                             "--set robust.fltrust_scale=median --set robust.fallback=root --set robust.root_size=50");
   ExpectIdenticalForAnyRanks("flame_backdoor",
                              "--set strategy.aggregator=flame --set attack.share=0.2 "
                              "--set attack.kind=backdoor --set attack.scale=1 --set robust.pre_aggregation=nnm");

@@ -592,6 +592,10 @@ TEST(StrongEndToEndTest, AttacksAndRulesDoNotDependOnThreads) {
       {{"strategy.aggregator", "bulyan"}, {"attack.share", "0.2"}, {"attack.kind", "ipm"}},
       {{"strategy.aggregator", "median"}, {"attack.share", "0.3"}, {"attack.kind", "label_flip"}},
       {{"strategy.aggregator", "multi_krum"}, {"attack.share", "0.3"}, {"attack.kind", "backdoor"}},
+      {{"strategy.aggregator", "zeno"}, {"attack.share", "0.3"}, {"attack.kind", "tailored"},
+       {"robust.validation_size", "50"}},
+      {{"strategy.aggregator", "fltrust"}, {"attack.share", "0.3"}, {"attack.kind", "tailored"},
+       {"robust.fallback", "root"}, {"robust.root_size", "50"}, {"robust.fltrust_scale", "median"}},
   };
   for (const auto& sets : runs) {
     const std::string what = sets[0].second + "/" + sets[2].second;
@@ -712,6 +716,16 @@ TEST(StrongEndToEndTest, RefusesWhatCannotWork) {
                  "robust.momentum: composes with a robust aggregator");
   expect_refused({{"robust.pre_aggregation", "shuffle"}}, "robust.pre_aggregation");
   expect_refused({{"attack.perturbation", "up"}}, "attack.perturbation");
+  expect_refused({{"strategy.aggregator", "zeno"}, {"secagg.protocol", "secagg"}}, "needs every client's model");
+  expect_refused({{"strategy.aggregator", "zeno"}, {"dp.mode", "central"}}, "keeps individual");
+  expect_refused({{"strategy.aggregator", "zeno"}, {"data.holdout_share", "0"}}, "fedprof.reference");
+  expect_refused({{"strategy.aggregator", "average"}, {"robust.fallback", "root"}},
+                 "robust.fallback: composes with a robust aggregator");
+  expect_refused({{"strategy.aggregator", "median"}, {"robust.fallback", "root"}, {"robust.root_size", "0"}},
+                 "robust.root_size: 0 trains the server on all of D_V");
+  // D_V holds 100 samples here: a root set of 100 leaves none to validate on.
+  expect_refused({{"strategy.aggregator", "median"}, {"robust.fallback", "root"}}, "leaves none for validating");
+  expect_refused({{"robust.fallback", "always"}}, "robust.fallback");
 }
 
 }  // namespace

@@ -337,12 +337,7 @@ ValidationLoss ValidationLossOn(const RunOptions& o, const Dataset* reference, i
   const auto seed = static_cast<uint64_t>(o.seed);
   return [batch, size, skip, seed, reference, server_models, eval_batch](const FlatParams& model,
                                                                          int64_t version) {
-    const int64_t available = reference->size() - skip;
-    if (available <= 0) {
-      throw Error("robust.validation_size: the server's validation data, D_V (fedprof.reference, " +
-                  std::to_string(reference->size()) + " samples) after the root set's " + std::to_string(skip) +
-                  ", is empty");
-    }
+    const int64_t available = reference->size() - skip;  // > 0: MakePlan checks
     if (batch->version != version) {
       std::vector<int64_t> rows(static_cast<size_t>(available));
       std::iota(rows.begin(), rows.end(), skip);
@@ -395,6 +390,8 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
       throw Error("robust.root_size: 0 trains the server on all of D_V, which leaves none for validating "
                   "(robust.fallback); give the root set fewer samples than D_V has");
     }
+    // The validation data follows the root set in D_V (disjoint: the
+    // server's own update is not judged on the data it trained on).
     context.validation_loss = ValidationLossOn(o, reference, root ? o.robust.root_size : 0, server_models);
   }
   if (root) {
@@ -413,6 +410,10 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
     plan.reference = ReferenceSet(o.fedprof, plan.data, plan.population.get());
     if (plan.reference.size() == 0) {
       throw Error("fedprof.reference: 'holdout' needs data.holdout_share > 0 (or use test|client)");
+    }
+    if (root && validation && o.robust.root_size >= plan.reference.size()) {
+      throw Error("robust.root_size: the root set would take all " + std::to_string(plan.reference.size()) +
+                  " samples of D_V (fedprof.reference), which leaves none for validating (robust.fallback)");
     }
   }
   if (o.attack.backdoor()) {
