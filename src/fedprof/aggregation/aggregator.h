@@ -61,8 +61,12 @@ class Aggregator {
   // The estimate ŵ this aggregator makes of these models for θ, before the
   // aggregation mode's step and any momentum, leaving its state as it is:
   // what an attacker who knows the rule optimises against (attack.kind =
-  // tailored). By default their sample-weighted mean.
-  virtual FlatParams EstimateOf(const FlatParams& global, const std::vector<ClientUpdate>& updates) const;
+  // tailored). By default their sample-weighted mean. `own_step` (may be
+  // null) says whether ŵ is the server's own update, which replaced the
+  // clients' estimate (robust.fallback): an attacker that causes it has been
+  // found out.
+  virtual FlatParams EstimateOf(const FlatParams& global, const std::vector<ClientUpdate>& updates,
+                                bool* own_step = nullptr) const;
 
   // Whether the last AggregateUpdates took the server's own step instead of
   // the clients' estimate (robust.fallback, robust.h).

@@ -123,10 +123,12 @@ class RobustAggregator : public Aggregator {
     }
   }
 
-  FlatParams EstimateOf(const FlatParams& global, const std::vector<ClientUpdate>& updates) const override {
+  FlatParams EstimateOf(const FlatParams& global, const std::vector<ClientUpdate>& updates,
+                        bool* own_step = nullptr) const override {
     CheckUpdates(global, updates);
+    if (own_step) *own_step = false;
     if (updates.empty()) return global;
-    return Staged(global, updates, /*warn=*/false);
+    return Staged(global, updates, /*warn=*/false, own_step);
   }
 
   bool FellBack() const override { return fell_back_; }

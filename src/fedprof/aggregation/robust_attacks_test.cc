@@ -530,6 +530,19 @@ TEST(StrongAttackTest, TailoredAttackOptimisesAgainstTheRuleInUse) {
   EXPECT_NEAR(crafted[0], 1 - 10, 1e-12);
   EXPECT_GT(calls, 10);  // the halving search asked the rule at each step
   EXPECT_THROW(ColludingUpdate(tailored, honest, 7, 2), Error);  // no rule to tailor to
+  // The same median behind a fallback that takes the server's own step
+  // whenever the estimate leaves [0.5, 1]. With the crafted 1 − γ the median
+  // is 1 − γ up to γ = 1, then 0: the attackers evade the fallback and stop
+  // just short of γ = 0.5, the furthest the median moves unnoticed, where
+  // γ = 10 (a median of 0, found out) is what they sent without it.
+  const Defence guarded = [&](const std::vector<double>& crafted) -> std::optional<std::vector<double>> {
+    const std::vector<double> e = median(crafted).value();
+    if (e[0] < 0.5 || e[0] > 1) return std::nullopt;
+    return e;
+  };
+  const std::vector<double> evading = ColludingUpdate(tailored, honest, 7, 2, guarded);
+  ASSERT_TRUE(guarded(evading).has_value());
+  EXPECT_NEAR(guarded(evading).value()[0], 0.5, 1e-4);
   // Against Krum (every model the bound allows averaged: multi_krum), by
   // the real rule: the tailored model moves the estimate at least as far
   // as every other colluding attack does.

@@ -68,7 +68,9 @@ class WeightedAverage : public Aggregator {
 
 }  // namespace
 
-FlatParams Aggregator::EstimateOf(const FlatParams& global, const std::vector<ClientUpdate>& updates) const {
+FlatParams Aggregator::EstimateOf(const FlatParams& global, const std::vector<ClientUpdate>& updates,
+                                  bool* own_step) const {
+  if (own_step) *own_step = false;
   ModelSum sum;
   sum.Reset(global.size());
   for (const ClientUpdate& u : updates) sum.Add(u.params, u.num_samples);

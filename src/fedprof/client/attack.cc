@@ -142,7 +142,8 @@ std::vector<double> ColludingUpdate(const Attack& attack, const std::vector<std:
         for (double& v : p) v /= norm;
       }
       const auto deviation = [&](const std::vector<double>& candidate) {
-        return SquaredDistance(defence(candidate), mu);
+        const std::optional<std::vector<double>> estimate = defence(candidate);
+        return estimate ? SquaredDistance(*estimate, mu) : 0.0;
       };
       double best = deviation(mu);  // γ = 0: the attackers send the honest mean
       const double gamma = LargestGamma(mu, p, [&](const std::vector<double>& candidate) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,8 +69,9 @@ Perturbation ParsePerturbation(const std::string& name);
 
 // What the tailored attackers know of the defence: the aggregator's
 // estimate of the round's update (ŵ − θ) when every attacker sends
-// `crafted` and the honest clients their updates.
-using Defence = std::function<std::vector<double>(const std::vector<double>& crafted)>;
+// `crafted` and the honest clients their updates; none when the server
+// would not take the clients' estimate but its own step (robust.fallback).
+using Defence = std::function<std::optional<std::vector<double>>(const std::vector<double>& crafted)>;
 
 // The update every colluding attacker of a round returns (Δ_mal; its model
 // is θ + Δ_mal), from the round's honest updates (at least one) and the
@@ -87,7 +89,8 @@ using Defence = std::function<std::vector<double>(const std::vector<double>& cra
 //            by `defence` lies furthest from μ (the paper's Alg. 1 with
 //            its aggregation-tailored objective ||μ − f_agr||: a step
 //            succeeds when it moves the estimate further than the best γ
-//            so far).
+//            so far); an estimate the server would replace by its own step
+//            moves nothing (the attackers know the defence and evade it).
 // γ by the paper's halving search from γ = 10 to a step of 1e-5 (Alg. 1).
 // The honest updates are taken in the order given (the caller sorts them
 // by client id), so the result never depends on arrival order.

@@ -67,11 +67,13 @@ void ColludingTransport::Fit(const std::vector<ClientInstructions>& tasks, const
     }
     const size_t first_held = round.size();
     for (const Held& h : held) round.push_back({h.result.client_id, h.result.num_samples, {}});
-    defence = [&, first_held](const std::vector<double>& crafted) {
+    defence = [&, first_held](const std::vector<double>& crafted) -> std::optional<std::vector<double>> {
       FlatParams model(global->size());
       for (size_t i = 0; i < model.size(); ++i) model[i] = static_cast<float>((*global)[i] + crafted[i]);
       for (size_t k = first_held; k < round.size(); ++k) round[k].params = model;
-      const FlatParams estimate = rule_.EstimateOf(*global, round);
+      bool own_step = false;
+      const FlatParams estimate = rule_.EstimateOf(*global, round, &own_step);
+      if (own_step) return std::nullopt;
       std::vector<double> update(estimate.size());
       for (size_t i = 0; i < update.size(); ++i) update[i] = static_cast<double>(estimate[i]) - (*global)[i];
       return update;
