@@ -43,6 +43,20 @@ std::vector<double> SquaredDistances(const std::vector<const ClientUpdate*>& upd
   return dist;
 }
 
+// The mean of the models at `positions` of `updates`, summed in canonical
+// order whatever order a ranking gave the positions.
+FlatParams MeanOf(const std::vector<const ClientUpdate*>& updates, std::vector<size_t> positions) {
+  std::sort(positions.begin(), positions.end());
+  const size_t d = updates[0]->params.size();
+  FlatParams mean(d);
+  for (size_t i = 0; i < d; ++i) {
+    double s = 0;
+    for (size_t k : positions) s += updates[k]->params[i];
+    mean[i] = static_cast<float>(s / static_cast<double>(positions.size()));
+  }
+  return mean;
+}
+
 void CheckUpdates(const FlatParams& global, const std::vector<ClientUpdate>& updates) {
   for (const ClientUpdate& u : updates) {
     if (u.params.size() != global.size()) {
@@ -279,18 +293,9 @@ class KrumAggregator : public RobustAggregator {
     }
     const size_t m = options_.select == 0 ? n - static_cast<size_t>(f)
                                           : std::min(n, static_cast<size_t>(options_.select));
-    std::vector<size_t> chosen = KrumSelection(updates, f, m);
+    const std::vector<size_t> chosen = KrumSelection(updates, f, m);
     if (chosen.size() == 1) return updates[chosen[0]]->params;
-    // Summed in canonical order, whatever the scores' ranking.
-    std::sort(chosen.begin(), chosen.end());
-    const size_t d = updates[0]->params.size();
-    FlatParams mean(d);
-    for (size_t i = 0; i < d; ++i) {
-      double s = 0;
-      for (size_t k : chosen) s += updates[k]->params[i];
-      mean[i] = static_cast<float>(s / static_cast<double>(chosen.size()));
-    }
-    return mean;
+    return MeanOf(updates, chosen);
   }
 
  private:
@@ -356,7 +361,7 @@ class FlTrustAggregator : public RobustAggregator {
 
 class RootOnlyAggregator : public RobustAggregator {
  public:
-  explicit RootOnlyAggregator(AggregationMode mode, const RobustStages& stages)
+  RootOnlyAggregator(AggregationMode mode, const RobustStages& stages)
       : RobustAggregator("root", mode, stages) {}
 
  protected:
@@ -591,15 +596,7 @@ FlatParams Zeno(const std::vector<const ClientUpdate*>& updates, const std::vect
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
   order.resize(std::clamp<size_t>(keep, 1, n));
-  std::sort(order.begin(), order.end());  // summed in canonical order
-  const size_t d = updates[0]->params.size();
-  FlatParams mean(d);
-  for (size_t i = 0; i < d; ++i) {
-    double s = 0;
-    for (size_t k : order) s += updates[k]->params[i];
-    mean[i] = static_cast<float>(s / static_cast<double>(order.size()));
-  }
-  return mean;
+  return MeanOf(updates, order);
 }
 
 std::vector<char> FirstComponentOfSize(const std::vector<double>& distances, size_t n, size_t size) {
