@@ -324,7 +324,8 @@ std::vector<OptionSpec> MakeTable() {
        "krum, multi_krum: poisoned models f tolerated per round; needs more than 2f + 2 "
        "clients per round (Blanchard et al. 2017). Empty = the most each round's n results "
        "allow, floor((n - 3) / 2); a round with too few results for f runs with that most. Also "
-       "bulyan's f and robust.pre_aggregation = nnm's."),
+       "bulyan's f, robust.pre_aggregation = nnm's, and zeno's b (the models it leaves out; empty "
+       "= floor(n / 2))."),
       OPTION(robust, multi_krum_select, "0", 0, 1e7, "",
        "multi_krum: how many of the lowest-scoring models are averaged (m); 0 = n - f."),
       OPTION(robust, cc_radius, "0", 0, 1e9, "",
@@ -364,10 +365,10 @@ std::vector<OptionSpec> MakeTable() {
        "after the root set) in each round's validation batch, drawn from the seed and the round; "
        "0 = all of it."),
       OPTION(robust, root_size, "100", 0, 1e9, "",
-       "fltrust, robust.fallback: samples of the server's root data set, the first of its reference set D_V "
+       "fltrust, root, robust.fallback: samples of the server's root data set, the first of its reference set D_V "
        "(fedprof.reference); 0 = all of D_V. Cao et al. 2021 use 100."),
       OPTION(robust, root_epochs, "", 1, 10000, "",
-       "fltrust, robust.fallback: epochs of the server's own training on the root data set (batch size, learning "
+       "fltrust, root, robust.fallback: epochs of the server's own training on the root data set (batch size, learning "
        "rate and its decay as the clients'); empty = as many SGD steps as a client of mean size "
        "takes in train.epochs, so that the server's update has a client's scale."),
       OPTION(robust, max_update_norm, "0", 0, 1e9, "",
