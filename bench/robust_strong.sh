@@ -11,7 +11,8 @@
 #     trigger on 30% of an attacker's images, target class 0, λ = 1); and,
 #     colluding with the round's honest updates, alie (z_max), ipm (ε = 0.5),
 #     min_max, min_sum and tailored (optimised against the rule in use, the
-#     std perturbation) (attack.*)
+#     std perturbation; tailored_unit and tailored_sign, not run by default,
+#     with the others) (attack.*)
 #   compositions (COMPOSITIONS, ';'-separated LABEL=AGGREGATOR[,KEY=VALUE...]),
 #     by default the rules alone (average, median, trimmed_mean with β = 0.3,
 #     multi_krum and bulyan with f from the round, centered_clipping with τ
@@ -44,10 +45,7 @@ provenance_env="FEDPROF_BIN SEEDS DATA CLIENTS SHARES ATTACKS COMPOSITIONS"
 default="average=average;median=median;trimmed_mean=trimmed_mean;multi_krum=multi_krum;bulyan=bulyan"
 default+=";centered_clipping=centered_clipping;fltrust=fltrust;flame=flame;zeno=zeno;root=root"
 default+=";fltrust-dv-median=fltrust,robust.root_size=0,robust.fltrust_scale=median"
-default+=";fltrust-dv-median-m0.5=fltrust,robust.root_size=0,robust.fltrust_scale=median,robust.momentum=0.5"
 default+=";nnm+cc-last=centered_clipping,robust.pre_aggregation=nnm,robust.cc_start=last"
-default+=";nnm+multi_krum=multi_krum,robust.pre_aggregation=nnm"
-default+=";bucketing+median-m0.5=median,robust.pre_aggregation=bucketing,robust.momentum=0.5"
 default+=";fltrust+fallback=fltrust,robust.fallback=root"
 default+=";fltrust-median+fallback=fltrust,robust.fltrust_scale=median,robust.fallback=root"
 default+=";centered_clipping+fallback=centered_clipping,robust.fallback=root"
@@ -61,7 +59,9 @@ declare -A attack_sets=(
   [sign_flip]="attack.kind=sign_flip attack.scale=4" [label_flip]="attack.kind=label_flip"
   [backdoor]="attack.kind=backdoor attack.scale=1" [alie]="attack.kind=alie"
   [ipm]="attack.kind=ipm attack.scale=0.5" [min_max]="attack.kind=min_max"
-  [min_sum]="attack.kind=min_sum" [tailored]="attack.kind=tailored")
+  [min_sum]="attack.kind=min_sum" [tailored]="attack.kind=tailored"
+  [tailored_unit]="attack.kind=tailored attack.perturbation=unit"
+  [tailored_sign]="attack.kind=tailored attack.perturbation=sign")
 
 mkdir -p "$out"
 start=$SECONDS
