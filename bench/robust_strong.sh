@@ -160,8 +160,10 @@ for s in $shares; do
   fallbacks=()
   for c in "${compositions[@]}"; do [[ $c == *robust.fallback=root* ]] && fallbacks+=("$c"); done
   ((${#fallbacks[@]})) || break
+  pct=$(awk -v s="$s" 'BEGIN { print s * 100 }')
   echo
-  echo "Rounds whose step was the server's own ($data, $clients clients, $(awk -v s="$s" 'BEGIN { print s * 100 }')% attackers; share of the 20, mean ± sd over $seeds seeds)"
+  echo "Rounds whose step was the server's own ($data, $clients clients, $pct% attackers;" \
+    "share of the 20, mean ± sd over $seeds seeds)"
   echo
   provenance
   head="| composition | none |" rule="|---|---|"

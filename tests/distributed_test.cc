@@ -208,8 +208,9 @@ TEST(DistributedTest, StrongAttacksAndRulesAreIdenticalForAnyRanks) {
                              "--set strategy.aggregator=fltrust --set attack.share=0.3 "
                              "--set attack.kind=min_sum --set robust.fltrust_scale=median");
   ExpectIdenticalForAnyRanks("fltrust_fallback_tailored",
-                             "--set strategy.aggregator=fltrust --set attack.share=0.3 --set attack.kind=tailored "
-                             "--set robust.fltrust_scale=median --set robust.fallback=root --set robust.root_size=50");
+                             "--set strategy.aggregator=fltrust --set attack.share=0.3 "
+                             "--set attack.kind=tailored --set robust.fltrust_scale=median "
+                             "--set robust.fallback=root --set robust.root_size=50");
   ExpectIdenticalForAnyRanks("flame_backdoor",
                              "--set strategy.aggregator=flame --set attack.share=0.2 "
                              "--set attack.kind=backdoor --set attack.scale=1 --set robust.pre_aggregation=nnm");

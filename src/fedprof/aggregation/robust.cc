@@ -849,7 +849,9 @@ std::unique_ptr<Aggregator> MakeFlame(AggregationMode mode, const FlameOptions& 
 std::unique_ptr<Aggregator> MakeZeno(AggregationMode mode, const ZenoOptions& options,
                                      const RobustStages& stages) {
   if (!stages.validation_loss) throw Error("zeno: needs the server's validation data");
-  if (!(options.rho >= 0)) throw Error("robust.zeno_rho: expected rho >= 0, got " + std::to_string(options.rho));
+  if (!(options.rho >= 0)) {
+    throw Error("robust.zeno_rho: expected rho >= 0, got " + std::to_string(options.rho));
+  }
   return std::make_unique<ZenoAggregator>(mode, options, stages);
 }
 

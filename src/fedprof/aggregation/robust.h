@@ -51,7 +51,7 @@ enum class PreAggregation { kNone, kBucketing, kMixing };
 // the model version.
 constexpr uint64_t kBucketingTag = 0;
 constexpr uint64_t kFlameNoiseTag = 1;
-constexpr uint64_t kValidationBatchTag = 2;  // Zeno's validation batch (run/plan.cc)
+constexpr uint64_t kValidationBatchTag = 2;  // the validation batch (run/plan.cc)
 // What the server's own data gives the rules and stages that use it: its
 // root update w_0 for θ of a version (FLTrust, the fallback; the round that
 // starts from version v is round v + 1), and its validation loss L_V of a

@@ -444,7 +444,9 @@ TEST(StrongRuleTest, FallbackTakesTheServersStepWhenItValidatesBetter) {
   EXPECT_EQ(Partial(*median, Models({{1}, {1.2f}, {3}})), (FlatParams{1.2f}));
   // Equal losses (0.4 and 1.6 are both 0.36 from 1) keep the estimate.
   stages.root_update = [](const FlatParams&, int64_t) { return FlatParams{0.4f}; };
-  stages.validation_loss = [](const FlatParams& w, int64_t) { return std::abs(w[0] - 1.0) < 0.7 ? 0.36 : 1.0; };
+  stages.validation_loss = [](const FlatParams& w, int64_t) {
+    return std::abs(w[0] - 1.0) < 0.7 ? 0.36 : 1.0;
+  };
   EXPECT_EQ(Partial(*MakeCoordinateMedian(AggregationMode::kPartial, stages), Models({{1.6f}})),
             (FlatParams{1.6f}));
   // Whatever two attackers of five send, the step's validation loss is at
@@ -729,7 +731,8 @@ TEST(StrongEndToEndTest, RefusesWhatCannotWork) {
                  "robust.momentum: composes with a robust aggregator");
   expect_refused({{"robust.pre_aggregation", "shuffle"}}, "robust.pre_aggregation");
   expect_refused({{"attack.perturbation", "up"}}, "attack.perturbation");
-  expect_refused({{"strategy.aggregator", "zeno"}, {"secagg.protocol", "secagg"}}, "needs every client's model");
+  expect_refused({{"strategy.aggregator", "zeno"}, {"secagg.protocol", "secagg"}},
+                 "needs every client's model");
   expect_refused({{"strategy.aggregator", "zeno"}, {"dp.mode", "central"}}, "keeps individual");
   expect_refused({{"strategy.aggregator", "zeno"}, {"data.holdout_share", "0"}}, "fedprof.reference");
   expect_refused({{"strategy.aggregator", "average"}, {"robust.fallback", "root"}},
@@ -737,7 +740,8 @@ TEST(StrongEndToEndTest, RefusesWhatCannotWork) {
   expect_refused({{"strategy.aggregator", "median"}, {"robust.fallback", "root"}, {"robust.root_size", "0"}},
                  "robust.root_size: 0 trains the server on all of D_V");
   // D_V holds 100 samples here: a root set of 100 leaves none to validate on.
-  expect_refused({{"strategy.aggregator", "median"}, {"robust.fallback", "root"}}, "leaves none for validating");
+  expect_refused({{"strategy.aggregator", "median"}, {"robust.fallback", "root"}},
+                 "leaves none for validating");
   expect_refused({{"robust.fallback", "always"}}, "robust.fallback");
 }
 

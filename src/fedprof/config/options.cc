@@ -365,12 +365,13 @@ std::vector<OptionSpec> MakeTable() {
        "after the root set) in each round's validation batch, drawn from the seed and the round; "
        "0 = all of it."),
       OPTION(robust, root_size, "100", 0, 1e9, "",
-       "fltrust, root, robust.fallback: samples of the server's root data set, the first of its reference set D_V "
-       "(fedprof.reference); 0 = all of D_V. Cao et al. 2021 use 100."),
+       "fltrust, root, robust.fallback: samples of the server's root data set, the first of its "
+       "reference set D_V (fedprof.reference); 0 = all of D_V. Cao et al. 2021 use 100."),
       OPTION(robust, root_epochs, "", 1, 10000, "",
-       "fltrust, root, robust.fallback: epochs of the server's own training on the root data set (batch size, learning "
-       "rate and its decay as the clients'); empty = as many SGD steps as a client of mean size "
-       "takes in train.epochs, so that the server's update has a client's scale."),
+       "fltrust, root, robust.fallback: epochs of the server's own training on the root data "
+       "set (batch size, learning rate and its decay as the clients'); empty = as many SGD steps "
+       "as a client of mean size takes in train.epochs, so that the server's update has a "
+       "client's scale."),
       OPTION(robust, max_update_norm, "0", 0, 1e9, "",
        "Bound on each result's update relative to the global model, ||w_k - theta|| / "
        "||theta||, with any aggregator; 0 = none."),

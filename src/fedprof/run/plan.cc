@@ -384,7 +384,8 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
   };
   const std::string aggregator = ResolveStrategy(o).aggregator;
   const bool fallback = o.robust.fallback == "root";
-  const bool root = aggregator == "fltrust" || aggregator == "root" || fallback, validation = aggregator == "zeno" || fallback;
+  const bool root = aggregator == "fltrust" || aggregator == "root" || fallback;
+  const bool validation = aggregator == "zeno" || fallback;
   if (validation) {
     if (root && o.robust.root_size == 0) {
       throw Error("robust.root_size: 0 trains the server on all of D_V, which leaves none for validating "

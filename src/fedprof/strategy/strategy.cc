@@ -152,7 +152,8 @@ RobustStages MakeRobustStages(const std::string& name, const RunOptions& options
   stages.root_update = context.root_update;
   stages.validation_loss = context.validation_loss;
   if (stages.fallback && (!stages.root_update || !stages.validation_loss)) {
-    throw Error("robust.fallback: root needs the server's root and validation data, which this run has not set up");
+    throw Error("robust.fallback: root needs the server's root and validation data, which this run has not "
+                "set up");
   }
   if (r.pre_aggregation == "bucketing") {
     stages.pre = PreAggregation::kBucketing;
@@ -244,7 +245,8 @@ std::unique_ptr<Aggregator> MakeAggregator(const std::string& name, AggregationM
   }
   if (name == "zeno") {
     if (!context.validation_loss) {
-      throw Error("strategy.aggregator: zeno needs the server's validation data, which this run has not set up");
+      throw Error("strategy.aggregator: zeno needs the server's validation data, which this run has not "
+                  "set up");
     }
     ZenoOptions o;
     o.byzantine = options.robust.byzantine.has_value() ? static_cast<int>(*options.robust.byzantine) : -1;
