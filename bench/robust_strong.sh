@@ -176,3 +176,53 @@ for s in $shares; do
     echo "$line"
   done
 done
+
+# The best composition per attacker share: of the compositions with every
+# attack run at that share, the one whose worst attack ends highest (final
+# accuracy, mean over the seeds), against FedAvg's no-attack run (the
+# average composition's) when there is one: the goal is its own no-attack run
+# within 2 points of FedAvg's, every attack within 5, the backdoor under 10%.
+mean_of() {  # mean_of DIR COLUMN: the mean over the seeds, or nothing
+  [[ -f $1/comparison.csv ]] || return 0
+  awk -F, -v col="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
+                       c { k++; s += $c } END { if (k) printf "%.4f", s / k }' "$1/comparison.csv"
+}
+fedavg=$(mean_of "$out/average/none" final_accuracy)
+echo
+echo "The best composition per attacker share ($data, $clients clients; by its worst attack's final" \
+  "accuracy, mean over $seeds seeds; FedAvg without attackers: ${fedavg:-not run})"
+echo
+provenance
+echo "| attackers | composition | none | worst attack | backdoor success | goal |"
+echo "|---|---|---|---|---|---|"
+for s in $shares; do
+  best="" best_worst=-1 best_line=""
+  for c in "${compositions[@]}"; do
+    label=${c%%=*} worst="" worst_attack=""
+    none=$(mean_of "$out/$label/none" final_accuracy)
+    [[ -n $none ]] || continue
+    for a in $attacks; do
+      v=$(mean_of "$out/$label/$a-$s" final_accuracy)
+      [[ -n $v ]] || { worst=""; break; }
+      if [[ -z $worst ]] || awk -v x="$v" -v y="$worst" 'BEGIN { exit !(x < y) }'; then
+        worst=$v worst_attack=$a
+      fi
+    done
+    [[ -n $worst ]] || continue
+    awk -v x="$worst" -v y="$best_worst" 'BEGIN { exit !(x > y) }' || continue
+    backdoor=$(mean_of "$out/$label/backdoor-$s" final_backdoor_success)
+    goal="—"
+    if [[ -n $fedavg ]]; then
+      goal=$(awk -v f="$fedavg" -v n="$none" -v w="$worst" -v b="${backdoor:-0}" 'BEGIN {
+        miss = ""
+        if (n < f - 0.02) miss = miss sprintf(" no attack %.1f under FedAvg;", (f - n) * 100)
+        if (w < f - 0.05) miss = miss sprintf(" worst attack %.1f past the 5;", (f - 0.05 - w) * 100)
+        if (b >= 0.10) miss = miss sprintf(" backdoor %.1f%%;", b * 100)
+        print miss == "" ? "met" : "missed:" miss }')
+    fi
+    best=$label best_worst=$worst
+    best_line="| $(awk -v s="$s" 'BEGIN { print s * 100 }')% | $label | $none | $worst_attack $worst |"
+    best_line+=" ${backdoor:-—} | $goal |"
+  done
+  [[ -n $best ]] && echo "$best_line"
+done
