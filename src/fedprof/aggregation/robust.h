@@ -217,6 +217,9 @@ FlatParams FlTrust(const FlatParams& global, const FlatParams& root,
 // clustering kept; `noise` the Gaussian draws (null: none, for tests).
 FlatParams Flame(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
                  double noise_factor, Rng* noise, std::vector<char>* admitted = nullptr);
+// The mean of the models at `positions` of `updates`, summed in canonical
+// order whatever order a ranking gave the positions (Multi-Krum, Zeno).
+FlatParams MeanOf(const std::vector<const ClientUpdate*>& updates, std::vector<size_t> positions);
 // Zeno's b for n models: `requested` (-1 = ⌊n/2⌋), at most n − 1.
 int ZenoByzantine(int requested, size_t n);
 // Zeno's scores (in the order of `updates`) from L_V(θ) and each L_V(w_k).

@@ -537,8 +537,8 @@ TEST(StrongAttackTest, TailoredAttackOptimisesAgainstTheRuleInUse) {
   // is 1 − γ up to γ = 1, then 0: the attackers evade the fallback and stop
   // just short of γ = 0.5, the furthest the median moves unnoticed, where
   // γ = 10 (a median of 0, found out) is what they sent without it.
-  const Defence guarded = [&](const std::vector<double>& crafted) -> std::optional<std::vector<double>> {
-    const std::vector<double> e = median(crafted).value();
+  const Defence guarded = [&](const std::vector<double>& candidate) -> std::optional<std::vector<double>> {
+    const std::vector<double> e = median(candidate).value();
     if (e[0] < 0.5 || e[0] > 1) return std::nullopt;
     return e;
   };
