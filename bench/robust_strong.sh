@@ -146,12 +146,12 @@ fi
 # The share of rounds whose step was the server's own (metrics.csv's
 # fallback column), mean ± sd over the seeds, for the compositions with it.
 fallback_cell() {  # fallback_cell DIR: " mean ± sd |" over DIR/*/seed-*/metrics.csv
-  local f shares=()
+  local f per_seed=()
   for f in "$1"/*/seed-*/metrics.csv; do
-    [[ -f $f ]] && shares+=("$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "fallback") c = i; next }
-                                     c { k++; s += $c } END { if (k) print s / k }' "$f")")
+    [[ -f $f ]] && per_seed+=("$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "fallback") c = i; next }
+                                       c { k++; s += $c } END { if (k) print s / k }' "$f")")
   done
-  printf '%s\n' "${shares[@]}" | awk 'NF { k++; s += $1; ss += $1 * $1 }
+  printf '%s\n' "${per_seed[@]}" | awk 'NF { k++; s += $1; ss += $1 * $1 }
     END { if (!k) { printf " — |"; exit }
           m = s / k; v = k > 1 ? (ss - k * m * m) / (k - 1) : 0
           printf " %.2f ± %.2f |", m, (v > 0 ? sqrt(v) : 0) }'
@@ -213,12 +213,13 @@ for s in $shares; do
     backdoor=$(mean_of "$out/$label/backdoor-$s" final_backdoor_success)
     goal="—"
     if [[ -n $fedavg ]]; then
-      goal=$(awk -v f="$fedavg" -v n="$none" -v w="$worst" -v b="${backdoor:-0}" 'BEGIN {
+      goal=$(awk -v f="$fedavg" -v n="$none" -v w="$worst" -v b="${backdoor:--1}" 'BEGIN {
         miss = ""
         if (n < f - 0.02) miss = miss sprintf(" no attack %.1f under FedAvg;", (f - n) * 100)
         if (w < f - 0.05) miss = miss sprintf(" worst attack %.1f past the 5;", (f - 0.05 - w) * 100)
         if (b >= 0.10) miss = miss sprintf(" backdoor %.1f%%;", b * 100)
-        print miss == "" ? "met" : "missed:" miss }')
+        if (miss == "" && b < 0) print "met by the attacks run (no backdoor)"
+        else print miss == "" ? "met" : "missed:" miss }')
     fi
     best=$label best_worst=$worst
     best_line="| $(awk -v s="$s" 'BEGIN { print s * 100 }')% | $label | $none | $worst_attack $worst |"

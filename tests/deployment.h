@@ -165,7 +165,12 @@ inline void ExpectSameNumbersAsSimulation(const std::string& name, const std::st
     EXPECT_EQ(deployed.at(col), simulated.at(col)) << col;
   }
   for (const char* col : {"backdoor_success", "fallback"}) {
-    if (simulated.count(col)) EXPECT_EQ(deployed.at(col), simulated.at(col)) << col;
+    if (simulated.count(col)) {
+      EXPECT_EQ(deployed.at(col), simulated.at(col)) << col;
+    }
+  }
+  if (settings.find("robust.fallback=root") != std::string::npos) {
+    EXPECT_EQ(deployed.count("fallback"), 1u);
   }
   EXPECT_EQ(deployed.at("round").size(), 3u);
   // The CSV prints 9 digits; the final model's hash holds every bit.

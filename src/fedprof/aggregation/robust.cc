@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/hash.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
 
@@ -144,24 +146,29 @@ class RobustAggregator : public Aggregator {
     return root_;
   }
 
-  // L_V of a model for this round, each distinct model evaluated once per
-  // global model: an attacker's previews ask again for the same honest
-  // models, θ and w_0.
-  double ValidationLossOf(const FlatParams& global, const FlatParams& model) const {
+  // L_V of a model for this round.
+  double ValidationLoss(const FlatParams& model) const {
+    const double loss = stages_.validation_loss(model, version_);
+    if (!std::isfinite(loss)) {
+      throw Error(name_ + ": the validation loss of a model is " + FormatDouble(loss));
+    }
+    return loss;
+  }
+
+  // The same for a model that is asked for again (a client's, θ, w_0: an
+  // attacker's previews ask for them every time), evaluated once per global
+  // model; the cache keeps each model's SHA-256, not the model.
+  double CachedValidationLoss(const FlatParams& global, const FlatParams& model) const {
     if (losses_version_ != version_ || losses_global_ != global) {
       losses_.clear();
       losses_version_ = version_;
       losses_global_ = global;
     }
-    for (const auto& [params, loss] : losses_) {
-      if (params == model) return loss;
-    }
-    const double loss = stages_.validation_loss(model, version_);
-    if (!std::isfinite(loss)) {
-      throw Error(name_ + ": the validation loss of a model is " + FormatDouble(loss));
-    }
-    losses_.emplace_back(model, loss);
-    return loss;
+    Sha256Stream hash;
+    hash.Update(model.data(), model.size() * sizeof(float));
+    const auto [at, added] = losses_.try_emplace(hash.Finish(), 0.0);
+    if (added) at->second = ValidationLoss(model);
+    return at->second;
   }
 
  private:
@@ -173,7 +180,8 @@ class RobustAggregator : public Aggregator {
     FlatParams estimate = Estimated(global, updates, warn);
     if (!stages_.fallback) return estimate;
     const FlatParams& own = RootModel(global);
-    const bool own_better = ValidationLossOf(global, own) < ValidationLossOf(global, estimate);
+    // The estimate is new with every preview: evaluated, not cached.
+    const bool own_better = CachedValidationLoss(global, own) < ValidationLoss(estimate);
     if (fell_back) *fell_back = own_better;
     return own_better ? own : estimate;
   }
@@ -202,7 +210,7 @@ class RobustAggregator : public Aggregator {
   bool fell_back_ = false;  // in the last AggregateUpdates
   mutable int64_t root_version_ = -1, losses_version_ = -1;
   mutable FlatParams root_global_, root_, losses_global_;
-  mutable std::vector<std::pair<FlatParams, double>> losses_;
+  mutable std::map<Sha256Digest, double> losses_;
 };
 
 class MedianAggregator : public RobustAggregator {
@@ -349,13 +357,18 @@ class ZenoAggregator : public RobustAggregator {
 
  protected:
   FlatParams Estimate(const FlatParams& global, const std::vector<const ClientUpdate*>& updates,
-                      bool) const override {
+                      bool warn) const override {
+    const int b = ZenoByzantine(options_.byzantine, updates.size());
+    if (warn && options_.byzantine > b) {
+      LogWarning("zeno: " + std::to_string(updates.size()) + " results leave out at most b = " +
+                 std::to_string(b) + ", not robust.byzantine = " + std::to_string(options_.byzantine) +
+                 "; using b = " + std::to_string(b));
+    }
     std::vector<double> losses;
-    for (const ClientUpdate* u : updates) losses.push_back(ValidationLossOf(global, u->params));
+    for (const ClientUpdate* u : updates) losses.push_back(CachedValidationLoss(global, u->params));
     const std::vector<double> scores =
-        ZenoScores(global, updates, ValidationLossOf(global, global), losses, options_.rho);
-    const size_t b = static_cast<size_t>(ZenoByzantine(options_.byzantine, updates.size()));
-    return Zeno(updates, scores, updates.size() - b);
+        ZenoScores(global, updates, CachedValidationLoss(global, global), losses, options_.rho);
+    return Zeno(updates, scores, updates.size() - static_cast<size_t>(b));
   }
 
  private:

@@ -172,10 +172,10 @@ std::unique_ptr<Aggregator> MakeFlame(AggregationMode mode, const FlameOptions& 
 // (the paper's f_r(x) − f_r(x − γu) − ρ||u||² with the step γu = −Δ_k), L_V
 // the server's loss on a validation batch drawn from its reference set D_V
 // for the round; ŵ = θ + the mean of the n − b highest-scoring Δ_k. b =
-// `byzantine` (-1 = ⌊n/2⌋); unlike the distance rules, any share of
-// attackers below n − b leaves honest models to choose from. It needs no
+// `byzantine` (-1 = ⌊n/2⌋). It keeps out up to b attackers whose models
+// score below the honest ones kept, whatever their distances: it needs no
 // agreement among honest models, only that an update which lowers the
-// server's loss is worth keeping: D_V judges, it does not train.
+// server's loss is worth keeping. D_V judges, it does not train.
 struct ZenoOptions {
   int byzantine = -1;  // b
   double rho = 0;      // ρ, per squared unit of ||Δ_k||

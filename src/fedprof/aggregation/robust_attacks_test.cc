@@ -440,8 +440,18 @@ TEST(StrongRuleTest, FallbackTakesTheServersStepWhenItValidatesBetter) {
   stages.validation_loss = q.Loss();
   auto median = MakeCoordinateMedian(AggregationMode::kPartial, stages);
   EXPECT_EQ(Partial(*median, Models({{1}, {2}, {1.5f}})), (FlatParams{0.6f}));
+  EXPECT_TRUE(median->FellBack());  // metrics.csv's fallback column
   // Median 1.2 (0.04): the rule's estimate.
   EXPECT_EQ(Partial(*median, Models({{1}, {1.2f}, {3}})), (FlatParams{1.2f}));
+  EXPECT_FALSE(median->FellBack());
+  // What an attacker's previews are told (the last aggregation's column
+  // stays as it was).
+  bool own_step = false;
+  EXPECT_EQ(median->EstimateOf({0}, Models({{1}, {2}, {1.5f}}), &own_step), (FlatParams{0.6f}));
+  EXPECT_TRUE(own_step);
+  EXPECT_FALSE(median->FellBack());
+  EXPECT_EQ(median->EstimateOf({0}, Models({{1}, {1.2f}, {3}}), &own_step), (FlatParams{1.2f}));
+  EXPECT_FALSE(own_step);
   // Equal losses (0.4 and 1.6 are both 0.36 from 1) keep the estimate.
   stages.root_update = [](const FlatParams&, int64_t) { return FlatParams{0.4f}; };
   stages.validation_loss = [](const FlatParams& w, int64_t) {
@@ -737,11 +747,16 @@ TEST(StrongEndToEndTest, RefusesWhatCannotWork) {
   expect_refused({{"strategy.aggregator", "zeno"}, {"data.holdout_share", "0"}}, "fedprof.reference");
   expect_refused({{"strategy.aggregator", "average"}, {"robust.fallback", "root"}},
                  "robust.fallback: composes with a robust aggregator");
-  expect_refused({{"strategy.aggregator", "median"}, {"robust.fallback", "root"}, {"robust.root_size", "0"}},
-                 "robust.root_size: 0 trains the server on all of D_V");
-  // D_V holds 100 samples here: a root set of 100 leaves none to validate on.
-  expect_refused({{"strategy.aggregator", "median"}, {"robust.fallback", "root"}},
-                 "leaves none for validating");
+  // D_V holds 100 samples here: a root set of 100, or all (0), leaves none
+  // to validate on.
+  for (const char* size : {"0", "100"}) {
+    expect_refused({{"strategy.aggregator", "median"}, {"robust.fallback", "root"}, {"robust.root_size", size}},
+                   "robust.root_size: the root set would take all 100 samples of D_V");
+  }
+  expect_refused({{"strategy.aggregator", "zeno"}, {"fedprof.reference", "test"}},
+                 "fedprof.reference: test would have zeno and robust.fallback choose models by the test set");
+  expect_refused({{"strategy.aggregator", "zeno"}, {"robust.byzantine", "5"}},
+                 "robust.byzantine: zeno with b = 5 would leave out all 5 clients");
   expect_refused({{"robust.fallback", "always"}}, "robust.fallback");
 }
 

@@ -387,12 +387,14 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
   const bool root = aggregator == "fltrust" || aggregator == "root" || fallback;
   const bool validation = aggregator == "zeno" || fallback;
   if (validation) {
-    if (root && o.robust.root_size == 0) {
-      throw Error("robust.root_size: 0 trains the server on all of D_V, which leaves none for validating "
-                  "(robust.fallback); give the root set fewer samples than D_V has");
+    // Choosing models by the test set would report an accuracy it chose.
+    if (o.fedprof.reference == "test") {
+      throw Error("fedprof.reference: test would have zeno and robust.fallback choose models by the test set "
+                  "whose accuracy the run reports; use holdout");
     }
     // The validation data follows the root set in D_V (disjoint: the
-    // server's own update is not judged on the data it trained on).
+    // server's own update is not judged on the data it trained on; MakePlan
+    // checks that some is left).
     context.validation_loss = ValidationLossOn(o, reference, root ? o.robust.root_size : 0, server_models);
   }
   if (root) {
@@ -412,9 +414,10 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
     if (plan.reference.size() == 0) {
       throw Error("fedprof.reference: 'holdout' needs data.holdout_share > 0 (or use test|client)");
     }
-    if (root && validation && o.robust.root_size >= plan.reference.size()) {
+    if (root && validation && (o.robust.root_size == 0 || o.robust.root_size >= plan.reference.size())) {
       throw Error("robust.root_size: the root set would take all " + std::to_string(plan.reference.size()) +
-                  " samples of D_V (fedprof.reference), which leaves none for validating (robust.fallback)");
+                  " samples of D_V (fedprof.reference; 0 = all), which leaves none for validating "
+                  "(robust.fallback)");
     }
   }
   if (o.attack.backdoor()) {

@@ -274,6 +274,25 @@ TEST(CheckpointTest, ResumedRunEqualsUninterruptedRun) {
   EXPECT_EQ(resumed.virtual_time_s, full.virtual_time_s);
 }
 
+// metrics.csv's fallback column is in the checkpoint, so a resumed run
+// rewrites it as it was.
+TEST(CheckpointTest, TheFallbackColumnSurvivesACheckpoint) {
+  ServerState s;
+  s.round = 2;
+  s.global = {1, 2};
+  s.times_selected = {1, 1};
+  s.history.resize(2);
+  s.history[0].round = 1;
+  s.history[0].fell_back = true;
+  s.history[1].round = 2;
+  const std::string path = testing::TempDir() + "/ckpt_fallback.bin";
+  SaveCheckpoint(path, s, kFingerprint);
+  const ServerState loaded = LoadCheckpoint(path, kFingerprint);
+  ASSERT_EQ(loaded.history.size(), 2u);
+  EXPECT_TRUE(loaded.history[0].fell_back);
+  EXPECT_FALSE(loaded.history[1].fell_back);
+}
+
 // Runs `f`, expects a fedprof::Error of one line containing `substring`.
 template <typename F>
 void ExpectCheckpointError(F f, const std::string& substring) {

@@ -250,6 +250,12 @@ std::unique_ptr<Aggregator> MakeAggregator(const std::string& name, AggregationM
     }
     ZenoOptions o;
     o.byzantine = options.robust.byzantine.has_value() ? static_cast<int>(*options.robust.byzantine) : -1;
+    const int64_t k = options.clients_per_round();
+    if (o.byzantine >= k) {
+      throw Error("robust.byzantine: zeno with b = " + std::to_string(o.byzantine) + " would leave out all " +
+                  std::to_string(k) + " clients of a round (strategy.fraction x clients.count); b < " +
+                  std::to_string(k));
+    }
     o.rho = options.robust.zeno_rho;
     return MakeZeno(mode, o, stages);
   }
