@@ -747,6 +747,10 @@ TEST(StrongEndToEndTest, RefusesWhatCannotWork) {
   expect_refused({{"strategy.aggregator", "zeno"}, {"data.holdout_share", "0"}}, "fedprof.reference");
   expect_refused({{"strategy.aggregator", "average"}, {"robust.fallback", "root"}},
                  "robust.fallback: composes with a robust aggregator");
+  expect_refused({{"strategy.aggregator", "root"}, {"robust.fallback", "root"}},
+                 "robust.fallback: strategy.aggregator = root is the server's own step");
+  expect_refused({{"strategy.aggregator", "root"}, {"robust.pre_aggregation", "nnm"}},
+                 "robust.pre_aggregation: strategy.aggregator = root is the server's own step");
   // D_V holds 100 samples here: a root set of 100, or all (0), leaves none
   // to validate on.
   for (const char* size : {"0", "100"}) {

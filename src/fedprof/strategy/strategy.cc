@@ -176,6 +176,13 @@ RobustStages MakeRobustStages(const std::string& name, const RunOptions& options
                                                                 : "robust.momentum") +
                 ": composes with a robust aggregator (" + robust + "), not strategy.aggregator = " + name);
   }
+  // The server alone reads no client's model: mixing them or falling back
+  // from its own step to itself would change nothing while seeming to.
+  if (name == "root" && (stages.pre != PreAggregation::kNone || stages.fallback)) {
+    throw Error(std::string(stages.fallback ? "robust.fallback" : "robust.pre_aggregation") +
+                ": strategy.aggregator = root is the server's own step and reads no client's model; "
+                "leave it at none");
+  }
   return stages;
 }
 
