@@ -134,14 +134,14 @@ class RobustAggregator : public Aggregator {
   // The server's root update w_0 for θ, computed once per global model: an
   // attacker's previews and the fallback reuse it.
   const FlatParams& RootModel(const FlatParams& global) const {
-    if (root_version_ != version_ || root_global_ != global) {
-      root_ = stages_.root_update(global, version_);
-      if (root_.size() != global.size()) {
-        throw Error(name_ + ": the root update has " + std::to_string(root_.size()) + " values, the model " +
+    ForGlobal(global);
+    if (root_.empty()) {
+      FlatParams root = stages_.root_update(global, version_);
+      if (root.size() != global.size()) {
+        throw Error(name_ + ": the root update has " + std::to_string(root.size()) + " values, the model " +
                     std::to_string(global.size()));
       }
-      root_version_ = version_;
-      root_global_ = global;
+      root_ = std::move(root);
     }
     return root_;
   }
@@ -159,11 +159,7 @@ class RobustAggregator : public Aggregator {
   // attacker's previews ask for them every time), evaluated once per global
   // model; the cache keeps each model's SHA-256, not the model.
   double CachedValidationLoss(const FlatParams& global, const FlatParams& model) const {
-    if (losses_version_ != version_ || losses_global_ != global) {
-      losses_.clear();
-      losses_version_ = version_;
-      losses_global_ = global;
-    }
+    ForGlobal(global);
     Sha256Stream hash;
     hash.Update(model.data(), model.size() * sizeof(float));
     const auto [at, added] = losses_.try_emplace(hash.Finish(), 0.0);
@@ -173,6 +169,15 @@ class RobustAggregator : public Aggregator {
 
  private:
   bool KeepsStep() const { return stages_.momentum > 0 || NeedsLastStep(); }
+
+  // Empties the caches when θ or its version is not the one they hold.
+  void ForGlobal(const FlatParams& global) const {
+    if (cached_version_ == version_ && cached_global_ == global) return;
+    root_.clear();
+    losses_.clear();
+    cached_version_ = version_;
+    cached_global_ = global;
+  }
 
   // `fell_back` (may be null) says whether the fallback took the server's step.
   FlatParams Staged(const FlatParams& global, const std::vector<ClientUpdate>& updates, bool warn,
@@ -208,8 +213,10 @@ class RobustAggregator : public Aggregator {
   int64_t version_ = 0;
   std::vector<float> last_step_;
   bool fell_back_ = false;  // in the last AggregateUpdates
-  mutable int64_t root_version_ = -1, losses_version_ = -1;
-  mutable FlatParams root_global_, root_, losses_global_;
+  // The caches of w_0 and of validation losses, for θ = cached_global_ of
+  // cached_version_ (empty and -1: none yet).
+  mutable int64_t cached_version_ = -1;
+  mutable FlatParams cached_global_, root_;
   mutable std::map<Sha256Digest, double> losses_;
 };
 
