@@ -65,6 +65,7 @@ declare -A attack_sets=(
 
 mkdir -p "$out"
 start=$SECONDS
+percent() { awk -v s="$1" 'BEGIN { print s * 100 }'; }  # percent SHARE: 0.3 -> 30
 run() {  # run COMPOSITION_ENTRY ATTACK SHARE
   local label=${1%%=*} spec=${1#*=} attack=$2 share=$3
   local dir=$out/$label/$attack-$share
@@ -123,7 +124,7 @@ cell() {  # cell DIR COLUMN: " mean ± sd |" over the seeds' rows of DIR/compari
     }' "$1/comparison.csv"
 }
 for s in $shares; do
-  pct=$(awk -v s="$s" 'BEGIN { print s * 100 }')
+  pct=$(percent "$s")
   table final_accuracy "Final accuracy (round 20, $data, $clients clients, $pct% attackers)" "$s"
   table best_accuracy "Best accuracy (any round, $data, $clients clients, $pct% attackers)" "$s"
 done
@@ -133,7 +134,7 @@ if [[ " $attacks " == *" backdoor "* ]]; then
   echo
   provenance
   head="| composition |" rule="|---|"
-  for s in $shares; do head+=" $(awk -v s="$s" 'BEGIN { print s * 100 }')% |"; rule+="---|"; done
+  for s in $shares; do head+=" $(percent "$s")% |"; rule+="---|"; done
   echo "$head"
   echo "$rule"
   for c in "${compositions[@]}"; do
@@ -160,7 +161,7 @@ for s in $shares; do
   fallbacks=()
   for c in "${compositions[@]}"; do [[ $c == *robust.fallback=root* ]] && fallbacks+=("$c"); done
   ((${#fallbacks[@]})) || break
-  pct=$(awk -v s="$s" 'BEGIN { print s * 100 }')
+  pct=$(percent "$s")
   echo
   echo "Rounds whose step was the server's own ($data, $clients clients, $pct% attackers;" \
     "share of the 20, mean ± sd over $seeds seeds)"
@@ -222,7 +223,7 @@ for s in $shares; do
         else print miss == "" ? "met" : "missed:" miss }')
     fi
     best=$label best_worst=$worst
-    best_line="| $(awk -v s="$s" 'BEGIN { print s * 100 }')% | $label | $none | $worst_attack $worst |"
+    best_line="| $(percent "$s")% | $label | $none | $worst_attack $worst |"
     best_line+=" ${backdoor:-—} | $goal |"
   done
   [[ -n $best ]] && echo "$best_line"
