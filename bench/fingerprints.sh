@@ -8,8 +8,8 @@
 # Each line: the run, the SHA-256 of its final model (summary.json's
 # final_model_sha256; '-' for FbFTL, which keeps no global model) and the
 # SHA-256 of its per-round numbers (metrics.csv without the measured
-# wall-clock columns; FbFTL: schemes.csv without them). The runs: FedAvg
-# and FedProf on the default experiment, FedProf with Paillier matching,
+# wall-clock columns; FbFTL: schemes.csv without them). The runs: FedAvg,
+# FedProf and FedProx on the default experiment, FedProf with Paillier matching,
 # FedBN with the batch-norm CNN, FedProf over 2 ranks (launch), FedAvg over
 # a loopback deployment of 3 client processes, and an FbFTL run of every
 # scheme from a pretrained source model. About 3 minutes on 2 cores.
@@ -43,6 +43,8 @@ line fedprof "$out/fedprof"
 "$fedprof" simulate "${short[@]}" --set strategy.name=fedprof --set fedprof.secure_matching=paillier \
   --set model.profile_layer=conv2 --set rounds=2 --out "$out/paillier" >/dev/null
 line fedprof-paillier "$out/paillier"
+"$fedprof" simulate "${short[@]}" --set strategy.name=fedprox --out "$out/fedprox" >/dev/null
+line fedprox "$out/fedprox"
 "$fedprof" simulate "${short[@]}" --set strategy.name=fedbn --set model.name=cnn --set rounds=2 \
   --out "$out/fedbn" >/dev/null
 line fedbn-cnn "$out/fedbn"

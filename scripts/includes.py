@@ -34,7 +34,7 @@ from code_sizes import blank  # noqa: E402
 # the rooms before it.
 ROOMS = [
     "core", "config", "report", "models", "secagg", "data", "monitor", "profiling", "privacy",
-    "aggregation", "protocol", "fbftl", "client", "selection", "sim", "transport",
+    "aggregation", "protocol", "fbftl", "algorithms", "client", "selection", "sim", "transport",
     "deploy/shared", "deploy/client", "deploy/server", "deploy/relay", "distributed", "strategy",
     "server", "run", "federation",
 ]

@@ -13,6 +13,7 @@
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -641,6 +642,78 @@ TEST(FedProfCliTest, CompositionsThatCannotWorkAreRefused) {
                           "average|fedadam|fedbn|fedbuff|median|trimmed_mean|krum|multi_krum"),
             std::string::npos)
       << r.output;
+}
+
+}  // namespace
+}  // namespace fedprof
+
+namespace fedprof {
+namespace {
+
+using testing_support::ClearedPath;
+using testing_support::CliResult;
+using testing_support::Columns;
+using testing_support::CountLines;
+using testing_support::HaveFashionMnist;
+using testing_support::RunCli;
+using testing_support::Summary;
+
+// The label counts of clients.csv's label_* columns, a row per client.
+std::vector<std::vector<int64_t>> LabelColumns(const std::string& path) {
+  const auto cols = Columns(path);
+  std::vector<std::vector<int64_t>> rows(cols.at("id").size());
+  for (int c = 0; cols.count("label_" + std::to_string(c)); ++c) {
+    const auto& column = cols.at("label_" + std::to_string(c));
+    for (size_t k = 0; k < rows.size(); ++k) rows[k].push_back(std::stoll(column.at(k)));
+  }
+  return rows;
+}
+
+// fedprof partition describes a partition without training, and a run of
+// the same config writes the same label counts and partition_js.
+TEST(CliTest, PartitionDescribesTheClientsLabelsAsTheRunDoes) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string dir = ClearedPath("cli", "partition");
+  const std::string config =
+      " --set data.train_limit=2000 --set data.test_limit=200 --set clients.count=8 --set rounds=1 "
+      "--set train.epochs=1 --set report.progress=false --set partition.kind=classes --set partition.classes=2";
+  const CliResult r = RunCli("partition" + config + " --out " + dir + "/described");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("labels a client holds: 2.00 on average"), std::string::npos) << r.output;
+  const std::vector<std::vector<int64_t>> described = LabelColumns(dir + "/described/clients.csv");
+  ASSERT_EQ(described.size(), 8u);
+  const auto sizes = Columns(dir + "/described/clients.csv").at("size");
+  for (size_t k = 0; k < described.size(); ++k) {
+    ASSERT_EQ(described[k].size(), 10u);
+    EXPECT_EQ(std::count_if(described[k].begin(), described[k].end(), [](int64_t v) { return v > 0; }), 2);
+    EXPECT_GT(described[k][k % 10], 0) << "client k's first label is k mod 10";
+    EXPECT_EQ(std::accumulate(described[k].begin(), described[k].end(), int64_t{0}), std::stoll(sizes.at(k)));
+  }
+  const std::string png = ReadFile(dir + "/described/labels.png");
+  EXPECT_EQ(png.substr(1, 3), "PNG");
+  const auto json = nlohmann::json::parse(ReadFile(dir + "/described/partition.json"));
+  EXPECT_GT(json.at("partition_js").get<double>(), 0.3);
+
+  const CliResult run = RunCli("simulate" + config + " --out " + dir + "/run");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_EQ(LabelColumns(dir + "/run/clients.csv"), described);
+  EXPECT_EQ(Summary(dir + "/run").at("partition_js").get<double>(), json.at("partition_js").get<double>());
+  EXPECT_TRUE(FileExists(dir + "/run/labels.png"));
+  EXPECT_GT(ReadFile(dir + "/run/selection.png").size(), 1000u) << "times_selected found by its header";
+
+  // Requests no partition can meet: one line naming the option, nothing written.
+  for (const auto& [set, named] : std::vector<std::pair<std::string, std::string>>{
+           {"--set partition.classes=11", "partition.classes: 11 labels a client, but the data has 10 classes"},
+           {"--set partition.kind=dirichlet --set partition.beta=0.01 --set partition.min_size=250",
+            "partition.min_size: no partition of 2000 samples over 8 clients"},
+           {"--set partition.beta=0", "partition.beta"},
+           {"--set partition.kind=shards --set partition.sizes=dirichlet", "partition.kind: shards decides"}}) {
+    const CliResult bad = RunCli("partition" + config + " " + set + " --out " + dir + "/bad");
+    EXPECT_EQ(bad.code, 1) << set;
+    EXPECT_EQ(CountLines(bad.output), 1) << bad.output;
+    EXPECT_NE(bad.output.find(named), std::string::npos) << bad.output;
+    EXPECT_FALSE(FileExists(dir + "/bad")) << set;
+  }
 }
 
 }  // namespace

@@ -56,6 +56,22 @@ TEST(DeployTest, FedAvgOverTheNetworkEqualsSimulation) {
   ExpectSameNumbersAsSimulation("fedavg", "--set strategy.name=fedavg", nullptr, kProcessPerClient);
 }
 
+// A deployed client given the config holds the data of simulated client k
+// under any partition: here Dir(0.5) label skew with feature skew on top.
+TEST(DeployTest, DirichletPartitionOverTheNetworkEqualsSimulation) {
+  ExpectSameNumbersAsSimulation("dirichlet",
+                                "--set partition.kind=dirichlet --set partition.min_size=20 "
+                                "--set quality.feature_skew=0.3");
+}
+
+// FedNova's steps travel in the result; FedDyn's ∇L_k stays in the client's
+// process between rounds and h on the server.
+TEST(DeployTest, FedNovaAndFedDynOverTheNetworkEqualSimulation) {
+  const std::string unequal = " --set partition.kind=dirichlet --set partition.min_size=20";
+  ExpectSameNumbersAsSimulation("fednova", "--set strategy.name=fednova" + unequal);
+  ExpectSameNumbersAsSimulation("feddyn", "--set strategy.name=feddyn" + unequal);
+}
+
 // The strong attacks and the rules against them over the network: the
 // tailored attack crafted on the server's side from the round's honest
 // results against FLTrust (its root update, the median norm, momentum),

@@ -193,6 +193,29 @@ TEST(DistributedTest, FedProfMetricsAreIdenticalForOneTwoAndThreeRanks) {
   ExpectIdenticalForAnyRanks("fedprof", "--set strategy.name=fedprof", {1, 2, 3});
 }
 
+// The label-skewed partitions, feature skew among them, come from the seed
+// alone: each rank builds the clients it holds as the one process does.
+TEST(DistributedTest, LabelSkewedPartitionsAreIdenticalForAnyRanks) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  ExpectIdenticalForAnyRanks("dirichlet",
+                             "--set partition.kind=dirichlet --set partition.beta=0.3 "
+                             "--set partition.min_size=20 --set quality.feature_skew=0.3", {2});
+  ExpectIdenticalForAnyRanks("sampled_classes",
+                             "--set partition.kind=sampled_classes --set partition.classes=2 "
+                             "--set partition.size_mean=60 --set partition.size_sd=10", {3});
+}
+
+// The client algorithms' state stays on the rank of its client (c_i, ∇L_k),
+// SCAFFOLD's c goes to every rank with θ and each Δc_i comes back with its
+// model.
+TEST(DistributedTest, ClientAlgorithmsAreIdenticalForAnyRanks) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string unequal = " --set partition.kind=dirichlet --set partition.min_size=20";
+  ExpectIdenticalForAnyRanks("scaffold", "--set strategy.name=scaffold" + unequal, {2, 3});
+  ExpectIdenticalForAnyRanks("fednova", "--set strategy.name=fednova" + unequal, {2});
+  ExpectIdenticalForAnyRanks("feddyn", "--set strategy.name=feddyn" + unequal, {3});
+}
+
 // The strong attacks and the rules against them: colluding attackers held
 // back at rank 0 until the round's honest results from every rank are in
 // (the tailored ones asking rank 0's rule, after bucketing, with momentum;

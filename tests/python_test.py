@@ -64,6 +64,25 @@ def test_numbers_are_the_clis(tmp_path, strategy):
     assert py.metrics["accuracy"].dtype == np.float64
 
 
+@pytest.mark.parametrize("partition", [
+    {"partition.kind": "dirichlet", "partition.beta": 0.5, "partition.min_size": 20},
+    {"partition.kind": "classes", "partition.classes": 2, "quality.feature_skew": 0.3},
+    {"partition.kind": "sampled_dirichlet", "partition.size_mean": 80, "partition.size_sd": 10},
+    {"partition.kind": "dirichlet", "partition.min_size": 20, "strategy.name": "scaffold"},
+])
+def test_label_skewed_partitions_and_client_algorithms_are_the_clis(tmp_path, partition):
+    options = dict(SMALL, **partition)
+    cli = cli_run(tmp_path / "cli", options)
+    py = fedprof.simulate(options, out=tmp_path / "py")
+    assert py.summary["final_model_sha256"] == cli.summary["final_model_sha256"]
+    assert py.summary["partition_js"] == cli.summary["partition_js"] > 0.05
+    labels = [name for name in py.clients if name.startswith("label_")]
+    assert labels == [f"label_{c}" for c in range(10)]
+    counts = np.stack([py.clients[name] for name in labels], axis=1)
+    assert (counts == np.stack([cli.clients[name] for name in labels], axis=1)).all()
+    assert (counts.sum(axis=1) == py.clients["size"]).all()
+
+
 def test_the_numbers_do_not_depend_on_the_processs_thread_settings(tmp_path):
     # Python cannot set OMP_NUM_THREADS before the BLAS loads, and a user may
     # ask the CLI for more: a product split over threads must not move a number.

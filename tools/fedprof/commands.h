@@ -19,6 +19,7 @@ Runner AddSimulate(CLI::App& app);
 Runner AddLaunch(CLI::App& app);
 Runner AddCompare(CLI::App& app);
 Runner AddProfile(CLI::App& app);
+Runner AddPartition(CLI::App& app);
 Runner AddDivergence(CLI::App& app);
 Runner AddPrivacy(CLI::App& app);
 Runner AddPayload(CLI::App& app);

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   add(fedprof::cli::AddSimulate);
   add(fedprof::cli::AddLaunch);
   add(fedprof::cli::AddCompare);
+  add(fedprof::cli::AddPartition);
   add(fedprof::cli::AddProfile);
   add(fedprof::cli::AddDivergence);
   add(fedprof::cli::AddPrivacy);

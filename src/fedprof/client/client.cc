@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "fedprof/algorithms/local_algorithm.h"
 #include "fedprof/client/local_state.h"
 #include "fedprof/client/local_training.h"
 #include "fedprof/client/packaging.h"
@@ -32,9 +33,14 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model, bool model_holds
   if (start.from_own) Unflatten(start.own, model);
   result.ok = true;
   if (ins.train.epochs > 0) {
-    const EpochLoss loss = TrainLocally(ins.train, ins.objective, {ins.seed, ins.round, id_}, data_, model);
+    const std::vector<std::unique_ptr<LocalAlgorithm>> algorithms = MakeLocalAlgorithms(ins, model, algorithm_state_);
+    const EpochLoss loss = TrainLocally(ins.train, {ins.seed, ins.round, id_}, data_, model, algorithms);
     result.train_loss = loss.mean;
     result.train_loss_rms = loss.rms;
+    for (const auto& algorithm : algorithms) {
+      FlatParams kept = algorithm->End(model, loss.steps, &result);
+      if (!kept.empty()) algorithm_state_ = std::move(kept);
+    }
     FlatParams trained = Flatten(model);
     if (!start.batch_norm.empty()) local_batch_norm_ = LocalStateAfter(start, trained);
     PackageUpdate(ins.report, attack_, ins.clip_norm, start.Params(*ins.global), std::move(trained), &result);

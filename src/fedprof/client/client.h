@@ -51,15 +51,20 @@ class Client {
   const Attack& attack() const { return attack_; }
   void set_attack(const Attack& attack) { attack_ = attack; }
 
-  // State kept between rounds (FedBN's batch-norm values), for checkpoints.
+  // State kept between rounds, for checkpoints: FedBN's batch-norm values,
+  // and the client algorithm's (algorithms/local_algorithm.h: SCAFFOLD's
+  // c_i, FedDyn's gradient term).
   const FlatParams& local_state() const { return local_batch_norm_; }
   void set_local_state(FlatParams state) { local_batch_norm_ = std::move(state); }
+  const FlatParams& algorithm_state() const { return algorithm_state_; }
+  void set_algorithm_state(FlatParams state) { algorithm_state_ = std::move(state); }
 
  private:
   int id_;
   Dataset data_;
   Attack attack_;
   FlatParams local_batch_norm_;  // batch-norm entries in layout order; empty until kept
+  FlatParams algorithm_state_;   // empty until kept
 };
 
 class ModelReplicas;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "fedprof/algorithms/local_algorithm.h"
 #include "fedprof/core/rng.h"
 #include "fedprof/models/models.h"
 
@@ -30,13 +31,8 @@ torch::Tensor SampleLosses(const torch::Tensor& output, const torch::Tensor& tar
 
 }  // namespace
 
-EpochLoss TrainLocally(const TrainOptions& train, const LocalObjective& objective,
-                    const BatchOrderKey& key, const Dataset& data, Model& model) {
-  // FedProx's anchor: the parameters training starts from.
-  std::vector<torch::Tensor> anchor;
-  if (objective.prox_mu > 0) {
-    for (const auto& p : model.parameters()) anchor.push_back(p.detach().clone());
-  }
+EpochLoss TrainLocally(const TrainOptions& train, const BatchOrderKey& key, const Dataset& data, Model& model,
+                       const std::vector<std::unique_ptr<LocalAlgorithm>>& algorithms) {
   model.train();
   torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(train.lr)
                                                       .momentum(train.momentum)
@@ -62,14 +58,14 @@ EpochLoss TrainLocally(const TrainOptions& train, const LocalObjective& objectiv
       const torch::Tensor output = model.Forward(x);
       const torch::Tensor loss = Loss(output, y, regression);
       torch::Tensor total = loss;
-      if (!anchor.empty()) {
-        torch::Tensor prox = torch::zeros({}, torch::kFloat);
-        const auto params = model.parameters();
-        for (size_t i = 0; i < params.size(); ++i) prox = prox + (params[i] - anchor[i]).pow(2).sum();
-        total = loss + 0.5 * objective.prox_mu * prox;
+      for (const auto& algorithm : algorithms) {
+        const torch::Tensor term = algorithm->LossTerm(model);
+        if (term.defined()) total = total + term;
       }
       total.backward();
       optimizer.step();
+      for (const auto& algorithm : algorithms) algorithm->AfterStep(model);
+      ++epoch_loss.steps;
       loss_sum += loss.item<double>() * static_cast<double>(len);
       square_sum += SampleLosses(output, y, regression).to(torch::kDouble).square().sum().item<double>();
     }

@@ -4,7 +4,10 @@
 // Client::Fit's third step: local training on the client's data.
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
+#include "fedprof/algorithms/local_algorithm.h"
 #include "fedprof/data/dataset.h"
 #include "fedprof/protocol/messages.h"
 
@@ -25,14 +28,15 @@ struct BatchOrderKey {
 struct EpochLoss {
   double mean = 0;
   double rms = 0;  // sqrt of the mean squared loss: Oort's statistical utility / |B|
+  int64_t steps = 0;  // optimiser steps taken, over every epoch
 };
 
 // Runs train.epochs epochs of mini-batch SGD with momentum on `data`,
-// starting from the parameters `model` holds. With objective.prox_mu > 0
-// the objective adds FedProx's proximal term μ/2 ||w − w0||², w0 being those
-// starting parameters.
-EpochLoss TrainLocally(const TrainOptions& train, const LocalObjective& objective,
-                    const BatchOrderKey& key, const Dataset& data, Model& model);
+// starting from the parameters `model` holds. Each batch's loss adds the
+// `algorithms`' loss terms (FedProx's proximal term, FedDyn's), and each
+// optimiser step is followed by their AfterStep (SCAFFOLD's correction).
+EpochLoss TrainLocally(const TrainOptions& train, const BatchOrderKey& key, const Dataset& data, Model& model,
+                       const std::vector<std::unique_ptr<LocalAlgorithm>>& algorithms = {});
 
 }  // namespace fedprof
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <memory>
 
+#include "fedprof/algorithms/local_algorithm.h"
 #include "fedprof/models/models.h"
 #include "tests/blobs.h"
 
@@ -43,7 +44,10 @@ Trained Train(const TrainOptions& train, const LocalObjective& objective, const 
   const std::shared_ptr<Model> model = MakeModel(kBlobMlp);
   Unflatten(Initial(), *model);
   Trained t;
-  t.loss = TrainLocally(train, objective, key, Data(), *model).mean;
+  FitInstructions ins;
+  ins.train = train;
+  ins.objective = objective;
+  t.loss = TrainLocally(train, key, Data(), *model, MakeLocalAlgorithms(ins, *model, {})).mean;
   t.params = Flatten(*model);
   return t;
 }

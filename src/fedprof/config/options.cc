@@ -1,11 +1,9 @@
+// The option table: one row per option, bound to its RunOptions field. Its
+// queries (lookups, choices, Markdown): option_queries.cc.
 #include "fedprof/config/options.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <limits>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -118,14 +116,34 @@ std::vector<OptionSpec> MakeTable() {
        "FedProf's reference set D_V when fedprof.reference = holdout."),
       // Clients and partition.
       OPTION(clients, count, "100", 1, 1e7, "", "Client population N."),
-      OPTION(partition, kind, "dominant", 0, 0, "iid|dominant|sampled|sampled_dominant|given",
-       "iid, or non-IID where each client has a dominant class: disjoint shares of the data set. "
-       "sampled, sampled_dominant: the same, but client k's samples are drawn with replacement "
-       "from its seed when needed (clients may share samples; sizes from partition.size_mean, "
+      OPTION(partition, kind, "dominant", 0, 0,
+       "iid|dominant|dirichlet|classes|shards|sampled|sampled_dominant|sampled_dirichlet|"
+       "sampled_classes|given",
+       "How the training set is shared out (docs/partitions.md). Disjoint shares: iid; dominant "
+       "(each client's dominant class makes up partition.dominant_share of its data); dirichlet "
+       "(per class, shares over the clients ~ Dir(partition.beta), Li et al. 2022); classes (each "
+       "client holds partition.classes labels, #C = k); shards (sorted by label, cut into "
+       "partition.shards shards a client, McMahan et al. 2017). sampled, sampled_dominant, "
+       "sampled_dirichlet, sampled_classes: the same label skews, but client k's samples are "
+       "drawn with replacement from its seed when needed (sizes from partition.size_mean, "
        "size_sd), for populations far larger than the data set. given: the per-client rows that "
        "came with an in-memory data set (data.name = memory), e.g. one client per writer."),
       OPTION(partition, dominant_share, "0.6", 0, 1, "",
        "Share of a client's samples from its dominant class (client k: class k mod classes)."),
+      OPTION(partition, beta, "0.5", 1e-6, 1e6, "",
+       "Concentration beta of the Dirichlet draws (dirichlet, sampled_dirichlet, "
+       "partition.sizes = dirichlet): smaller is more skewed."),
+      OPTION(partition, min_size, "10", 0, kMaxInt, "",
+       "dirichlet, partition.sizes = dirichlet: redraw until every client holds at least this "
+       "many samples (at most 1000 draws, then an error)."),
+      OPTION(partition, classes, "2", 1, 1e6, "",
+       "classes, sampled_classes: distinct labels a client holds (client k: label k mod classes, "
+       "the rest drawn)."),
+      OPTION(partition, shards, "2", 1, 1e6, "", "shards: shards a client holds."),
+      OPTION(partition, sizes, "normal", 0, 0, "normal|dirichlet",
+       "Client sizes of iid, dominant and the sampled kinds. normal: ~ Normal(size_mean, "
+       "size_sd^2) (size_mean 0 = an equal split). dirichlet (iid, dominant): shares of the "
+       "training set ~ Dir(partition.beta), quantity skew."),
       OPTION(partition, size_mean, "0", 0, kInf, "",
        "Client sizes ~ Normal(mean, sd^2); 0 = equal split of the training set."),
       OPTION(partition, size_sd, "0", 0, kInf, "", "Standard deviation of client sizes."),
@@ -148,6 +166,9 @@ std::vector<OptionSpec> MakeTable() {
        "Additive Gaussian noise sigma (pixel scale [0, 1], or feature units)."),
       OPTION(quality, pollute_share, "0.5", 0, 1, "",
        "Share of a polluted client's feature cells replaced by invalid values."),
+      OPTION(quality, feature_skew, "0", 0, 100, "",
+       "Feature skew: client k of N gets additive Gaussian noise of sigma = feature_skew * k / N "
+       "on its inputs (Li et al. 2022's noise-based skew), on top of its data kind; 0 = off."),
       // Model.
       OPTION(model, name, "lenet5", 0, 0, "lenet5|cnn|mlp|shufflenet_v2|resnet18",
        "LeNet-5, a small CNN with batch norm, an MLP for tabular data, ShuffleNet v2, or "
@@ -178,13 +199,16 @@ std::vector<OptionSpec> MakeTable() {
        "strategy; empty = the preset's (fedprox: fedprox.mu, the others: 0)."),
       // Strategy.
       OPTION(strategy, name, "fedavg", 0, 0,
-       "fedavg|fedprof|fedavg-rp|fedprox|fedadam|afl|fedbn|cfcfm|clustered|oort|fedbuff",
+       "fedavg|fedprof|fedavg-rp|fedprox|fedadam|afl|fedbn|cfcfm|clustered|oort|fedbuff|scaffold|fednova|"
+       "feddyn",
        "Federated strategy, a preset of selector + aggregator: fedavg (uniform + average), "
        "fedprof (fedprof + average), fedavg-rp (uniform + average, always partial), fedprox "
        "(size + average, proximal term fedprox.mu), fedadam (uniform + fedadam), afl (afl + "
        "average), fedbn (uniform + fedbn), cfcfm (cfcfm + average), clustered (clustered + "
-       "average), oort (oort + average), fedbuff (uniform + fedbuff). strategy.selector, "
-       "strategy.aggregator and train.proximal_mu override it."),
+       "average), oort (oort + average), fedbuff (uniform + fedbuff), and the client algorithms "
+       "scaffold, fednova, feddyn (uniform + average + that algorithm, always partial). "
+       "strategy.selector, strategy.aggregator, strategy.algorithm and train.proximal_mu "
+       "override it."),
       OPTION(strategy, selector, "", 0, 0, "uniform|size|fedprof|afl|cfcfm|clustered|oort",
        "Which clients train each round; empty = the preset's. uniform: K at random; size: by "
        "data size; fedprof: by representation-profile score (fedprof.*); afl: by loss valuation "
@@ -203,6 +227,12 @@ std::vector<OptionSpec> MakeTable() {
        "the loss on the server's validation data most); they replace the average in both "
        "aggregation modes. root: the server's own update on its root data set, the clients' "
        "models ignored (the reference for the rules that use the server's data)."),
+      OPTION(strategy, algorithm, "", 0, 0, "none|scaffold|fednova|feddyn",
+       "What runs on the clients around local SGD, with its server half (docs/algorithms.md); "
+       "empty = the preset's, none = plain SGD. scaffold: control variates correct every step "
+       "(scaffold.*, Karimireddy et al. 2020); fednova: updates normalised by their effective "
+       "steps (Wang et al. 2020); feddyn: dynamic regularisation (feddyn.alpha, Acar et al. "
+       "2021). Composes with every selector; the aggregation becomes partial."),
       OPTION(strategy, fraction, "0.1", 1e-9, 1, "",
        "Client fraction C: K = max(1, round(N C)) clients per round."),
       OPTION(strategy, aggregation, "full", 0, 0, "full|partial",
@@ -240,6 +270,14 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(fedprox, mu, "0.01", 0, 1e3, "",
        "The fedprox preset's proximal weight mu (Li et al. 2020 tune it in {0.001, 0.01, 0.1, "
        "1}); train.proximal_mu overrides it."),
+      OPTION(scaffold, server_lr, "1", 1e-6, 1e3, "",
+       "SCAFFOLD's global step size eta_g: x <- x + eta_g (mean y_i - x); 1 = the average itself."),
+      OPTION(scaffold, correct, "true", 0, 0, "",
+       "SCAFFOLD: correct each local step by c - c_i; false keeps the control variates but trains "
+       "as FedAvg."),
+      OPTION(feddyn, alpha, "0.01", 0, 1e3, "",
+       "FedDyn's alpha, the weight of the dynamic regulariser (Acar et al. 2021 use 0.01-0.1); "
+       "0 = FedAvg."),
       OPTION(fedadam, server_lr, "0.01", 0, 1e3, "",
        "FedAdam server learning rate eta (Reddi et al. 2021)."),
       OPTION(fedadam, beta1, "0.9", 0, 0.999999, "", "FedAdam first-moment decay."),
@@ -625,41 +663,6 @@ std::vector<OptionSpec> MakeTable() {
   };
 }
 
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-const char* TypeName(OptionType t) {
-  switch (t) {
-    case OptionType::kInt: return "int";
-    case OptionType::kDouble: return "float";
-    case OptionType::kBool: return "bool";
-    case OptionType::kString: return "string";
-  }
-  return "";
-}
-
-std::string FormatBound(double v) {
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (v == std::floor(v) && std::fabs(v) <= kMaxInt) {
-    return std::to_string(static_cast<long long>(v));
-  }
-  std::ostringstream ss;
-  ss << v;
-  return ss.str();
-}
-
 }  // namespace
 
 std::string CanonicalDouble(double v) {
@@ -672,121 +675,6 @@ std::string CanonicalDouble(double v) {
 const std::vector<OptionSpec>& AllOptions() {
   static const std::vector<OptionSpec> table = MakeTable();
   return table;
-}
-
-const OptionSpec* FindOption(const std::string& name) {
-  for (const auto& o : AllOptions()) {
-    if (name == o.name) return &o;
-  }
-  return nullptr;
-}
-
-std::string NearestOption(const std::string& name) {
-  std::string best;
-  size_t best_d = std::string::npos;
-  for (const auto& o : AllOptions()) {
-    const size_t d = EditDistance(name, o.name);
-    if (d < best_d) {
-      best_d = d;
-      best = o.name;
-    }
-  }
-  return best;
-}
-
-bool MayBeEmpty(const OptionSpec& option) { return *option.default_value == '\0'; }
-
-namespace {
-
-struct AddedChoices {
-  std::mutex mutex;
-  std::map<std::string, std::vector<std::string>> values;  // by option, in the order added
-};
-
-AddedChoices& Added() {
-  static AddedChoices* added = new AddedChoices;  // never destroyed: used until exit
-  return *added;
-}
-
-}  // namespace
-
-void AddChoice(const std::string& option, const std::string& value) {
-  AddedChoices& added = Added();
-  const std::lock_guard<std::mutex> lock(added.mutex);
-  added.values[option].push_back(value);
-}
-
-void RemoveChoice(const std::string& option, const std::string& value) {
-  AddedChoices& added = Added();
-  const std::lock_guard<std::mutex> lock(added.mutex);
-  std::vector<std::string>& values = added.values[option];
-  const auto it = std::find(values.begin(), values.end(), value);
-  if (it != values.end()) values.erase(it);
-}
-
-std::string Choices(const OptionSpec& o) {
-  if (!*o.choices) return "";
-  std::string choices = o.choices;
-  AddedChoices& added = Added();
-  const std::lock_guard<std::mutex> lock(added.mutex);
-  const auto it = added.values.find(o.name);
-  if (it != added.values.end()) {
-    for (const std::string& v : it->second) choices += "|" + v;
-  }
-  return choices;
-}
-
-std::string ValidValues(const OptionSpec& o) {
-  const std::string or_empty = MayBeEmpty(o) ? " or empty" : "";
-  switch (o.type) {
-    case OptionType::kInt:
-    case OptionType::kDouble:
-      return "[" + FormatBound(o.min) + ", " + FormatBound(o.max) + "]" + or_empty;
-    case OptionType::kBool: return "true|false";
-    case OptionType::kString: return *o.choices ? Choices(o) + or_empty : "text";
-  }
-  return "";
-}
-
-bool MayChangeOnResume(const std::string& name) {
-  const OptionSpec* option = FindOption(name);
-  return option != nullptr && option->resumable;
-}
-
-std::string ResumableOptionsList() {
-  std::string list;
-  for (const auto& o : AllOptions()) {
-    if (!o.resumable) continue;
-    const std::string name = o.name;
-    const std::string section = name.substr(0, name.find('.') + 1);
-    // A section of several options, all resumable, is named once: section.*.
-    bool whole = !section.empty();
-    int in_section = 0;
-    for (const auto& other : AllOptions()) {
-      if (section.empty() || std::string(other.name).rfind(section, 0) != 0) continue;
-      ++in_section;
-      whole = whole && other.resumable;
-    }
-    whole = whole && in_section > 1;
-    const std::string item = whole ? section + "*" : name;
-    if (list.find(item) == std::string::npos) list += (list.empty() ? "" : ", ") + item;
-  }
-  return list;
-}
-
-std::string OptionsMarkdown() {
-  std::ostringstream md;
-  md << "| option | type | default | valid | resumable | description |\n"
-     << "|---|---|---|---|---|---|\n";
-  for (const auto& o : AllOptions()) {
-    std::string valid = ValidValues(o);
-    std::replace(valid.begin(), valid.end(), '|', ',');
-    std::string description;
-    for (const char* c = o.description; *c; ++c) description += *c == '|' ? "\\|" : std::string(1, *c);
-    md << "| `" << o.name << "` | " << TypeName(o.type) << " | `" << o.default_value << "` | "
-       << valid << " | " << (o.resumable ? "yes" : "") << " | " << description << " |\n";
-  }
-  return md.str();
 }
 
 }  // namespace fedprof

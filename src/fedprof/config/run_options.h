@@ -29,13 +29,15 @@ struct RunOptions {
     int64_t count = 0;
   };
   struct Partition {
-    std::string kind;
-    double dominant_share = 0, size_mean = 0, size_sd = 0;
+    std::string kind, sizes;
+    double dominant_share = 0, size_mean = 0, size_sd = 0, beta = 0;
+    int64_t min_size = 0, classes = 0, shards = 0;
   };
   struct Quality {
     double irrelevant = 0, blurred = 0, salt_pepper = 0, gaussian_noise = 0, polluted = 0;
     std::string irrelevant_source;
     double blur_sigma = 0, sp_density = 0, noise_sigma = 0, pollute_share = 0;
+    double feature_skew = 0;
   };
   struct Model {
     std::string name, file, hidden, profile_layer;
@@ -47,7 +49,7 @@ struct RunOptions {
     std::optional<double> proximal_mu;
   };
   struct Strategy {
-    std::string name, selector, aggregator, aggregation;
+    std::string name, selector, aggregator, aggregation, algorithm;
     double fraction = 0;
   };
   struct FedProf {
@@ -57,6 +59,13 @@ struct RunOptions {
   };
   struct FedProx {
     double mu = 0;
+  };
+  struct Scaffold {
+    double server_lr = 0;
+    bool correct = true;
+  };
+  struct FedDyn {
+    double alpha = 0;
   };
   struct FedAdam {
     double server_lr = 0, beta1 = 0, beta2 = 0, tau = 0;
@@ -163,6 +172,8 @@ struct RunOptions {
   Strategy strategy;
   FedProf fedprof;
   FedProx fedprox;
+  Scaffold scaffold;
+  FedDyn feddyn;
   FedAdam fedadam;
   Clustered clustered;
   Afl afl;

@@ -1,5 +1,6 @@
 #include "fedprof/core/rng.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <utility>
@@ -67,6 +68,36 @@ uint64_t UniformIndex(Rng& rng, uint64_t n) {
 
 uint64_t UniformIndex(RandomBits& bits, uint64_t n) {
   return UniformBelow([&bits] { return bits.Next(); }, n);
+}
+
+double LogGamma(Rng& rng, double shape) {
+  if (shape < 1) {
+    const double u = 1.0 - Uniform01(rng);  // (0, 1]: log u is finite
+    return LogGamma(rng, shape + 1) + std::log(u) / shape;
+  }
+  const double d = shape - 1.0 / 3.0;
+  const double c = 1.0 / std::sqrt(9.0 * d);
+  while (true) {
+    const double x = StandardNormal(rng);
+    const double t = 1.0 + c * x;
+    if (t <= 0) continue;
+    const double v = t * t * t;
+    const double u = 1.0 - Uniform01(rng);
+    if (std::log(u) < 0.5 * x * x + d - d * v + d * std::log(v)) return std::log(d * v);
+  }
+}
+
+std::vector<double> SymmetricDirichlet(Rng& rng, double alpha, size_t n) {
+  std::vector<double> p(n);
+  double top = -INFINITY;
+  for (double& v : p) {
+    v = LogGamma(rng, alpha);
+    top = std::max(top, v);
+  }
+  double sum = 0;
+  for (double& v : p) sum += (v = std::exp(v - top));
+  for (double& v : p) v /= sum;
+  return p;
 }
 
 std::vector<int64_t> Permutation(Rng& rng, int64_t n) {

@@ -57,6 +57,16 @@ double StandardNormal(Rng& rng);
 // the order StandardNormal draws them.
 double StandardNormalFrom(uint64_t a, uint64_t b);
 
+// The logarithm of a Gamma(shape, 1) draw (Marsaglia and Tsang, ACM TOMS
+// 2000; shape < 1 by Gamma(a) = Gamma(a + 1) U^(1/a)), in logs so that a
+// tiny shape cannot underflow to 0. shape > 0.
+double LogGamma(Rng& rng, double shape);
+
+// A draw of Dir(alpha, ..., alpha) over n categories (normalised Gamma
+// draws; the largest sets the scale, so every entry is finite and they sum
+// to 1 even for alpha near 0). alpha > 0, n >= 1.
+std::vector<double> SymmetricDirichlet(Rng& rng, double alpha, size_t n);
+
 // Uniform integer in [0, n) by rejection (portable).
 uint64_t UniformIndex(Rng& rng, uint64_t n);
 

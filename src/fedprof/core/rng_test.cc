@@ -63,6 +63,37 @@ TEST(RngTest, UniformAndNormalMoments) {
   EXPECT_NEAR(sn2 / n, 1.0, 0.02);
 }
 
+TEST(RngTest, DirichletMomentsAndTinyConcentrations) {
+  // Dir(a, ..., a) over n: mean 1/n, variance (n - 1) / (n^2 (n a + 1)).
+  for (double a : {0.1, 0.5, 1.0, 3.0}) {
+    Rng rng = MakeRng(11, Stream::kPartition);
+    const int n = 4, draws = 20000;
+    double sum = 0, sum_sq = 0;
+    for (int i = 0; i < draws; ++i) {
+      const std::vector<double> p = SymmetricDirichlet(rng, a, n);
+      double total = 0;
+      for (double v : p) total += v;
+      ASSERT_NEAR(total, 1.0, 1e-12);
+      sum += p[0];
+      sum_sq += p[0] * p[0];
+    }
+    const double mean = sum / draws, var = sum_sq / draws - mean * mean;
+    EXPECT_NEAR(mean, 0.25, 0.01) << "alpha " << a;
+    EXPECT_NEAR(var, 3.0 / (16.0 * (n * a + 1)), 0.1 * 3.0 / (16.0 * (n * a + 1))) << "alpha " << a;
+  }
+  // A concentration whose Gamma draws underflow a double still sums to 1.
+  Rng rng = MakeRng(12, Stream::kPartition);
+  for (int i = 0; i < 100; ++i) {
+    const std::vector<double> p = SymmetricDirichlet(rng, 1e-4, 10);
+    double total = 0;
+    for (double v : p) {
+      ASSERT_TRUE(std::isfinite(v));
+      total += v;
+    }
+    ASSERT_NEAR(total, 1.0, 1e-12);
+  }
+}
+
 TEST(RngTest, PermutationIsAPermutation) {
   Rng rng = MakeRng(3, Stream::kPartition);
   std::vector<int64_t> p = Permutation(rng, 1000);

@@ -278,5 +278,202 @@ TEST(SampledPartitionTest, DrawsEachClientFromItsOwnSeed) {
   EXPECT_THROW(SampledPartition({}, 1000, 10, o_dominant, 7), Error);
 }
 
+// The label skews of sampled populations: each client's labels from its own
+// seed, the Dirichlet ones concentrated for a small beta, the #C = k ones
+// exactly its ClientClasses.
+TEST(SampledPartitionTest, LabelSkewsDrawEachClientsLabelsFromItsSeed) {
+  const std::vector<int64_t> labels = Labels(10, 100);
+  RunOptions::Partition o = Options("sampled_dirichlet");
+  o.size_mean = 200;
+  o.beta = 0.1;
+  o.classes = 2;
+  const SampledPartition dirichlet(labels, 1000, 10, o, 3);
+  o.kind = "sampled_classes";
+  const SampledPartition classes(labels, 1000, 10, o, 3);
+  std::vector<std::vector<int64_t>> skewed, held;
+  for (int k : {0, 1, 7, 123456}) {
+    const std::vector<int64_t> d = dirichlet.Indices(k);
+    EXPECT_EQ(static_cast<int64_t>(d.size()), dirichlet.Size(k));
+    EXPECT_EQ(d, dirichlet.Indices(k));
+    skewed.push_back(LabelCounts({d}, labels, 10)[0]);
+    const std::vector<int64_t> c = classes.Indices(k);
+    held.push_back(LabelCounts({c}, labels, 10)[0]);
+    Rng rng = MakeRng(3, Stream::kPartition, {static_cast<uint64_t>(k)});
+    (void)StandardNormal(rng);  // the size's draw
+    const std::vector<int64_t> expected = ClientClasses(k, 10, 2, rng);
+    for (int64_t label = 0; label < 10; ++label) {
+      const bool holds = std::find(expected.begin(), expected.end(), label) != expected.end();
+      EXPECT_EQ(held.back()[label] > 0, holds) << "client " << k << " label " << label;
+    }
+    EXPECT_EQ(expected[0], k % 10);
+  }
+  // Dir(0.1) over 10 labels puts most of a client's mass on one or two.
+  EXPECT_GT(MeanJsDivergence(skewed), 0.4);
+  o.classes = 11;
+  ExpectError([&] { SampledPartition(labels, 1000, 10, o, 3); }, "partition.classes");
+  o.classes = 2;
+  o.sizes = "dirichlet";
+  ExpectError([&] { SampledPartition(labels, 1000, 10, o, 3); }, "partition.sizes");
+}
+
+}  // namespace
+}  // namespace fedprof
+
+namespace fedprof {
+namespace {
+
+RunOptions::Partition Dirichlet(double beta, int64_t min_size) {
+  RunOptions::Partition o = Options("dirichlet");
+  o.beta = beta;
+  o.min_size = min_size;
+  return o;
+}
+
+int64_t HeldClasses(const std::vector<int64_t>& counts) {
+  return std::count_if(counts.begin(), counts.end(), [](int64_t v) { return v > 0; });
+}
+
+TEST(DirichletPartitionTest, DealsEveryClassOutAndMeetsTheMinimumSize) {
+  const std::vector<int64_t> labels = Labels(10, 300);
+  for (double beta : {0.1, 0.5, 100.0}) {
+    const Parts parts = Partition(labels, 3000, 10, 10, Dirichlet(beta, 10), 1);
+    ASSERT_EQ(parts.size(), 10u);
+    EXPECT_EQ(ExpectDisjoint(parts, 3000), 3000) << "beta " << beta;
+    for (const auto& p : parts) EXPECT_GE(p.size(), 10u) << "beta " << beta;
+    EXPECT_EQ(parts, Partition(labels, 3000, 10, 10, Dirichlet(beta, 10), 1));
+    EXPECT_NE(parts, Partition(labels, 3000, 10, 10, Dirichlet(beta, 10), 2));
+  }
+  // The smaller beta, the further the clients' labels from the pooled ones.
+  const double skewed = MeanJsDivergence(LabelCounts(Partition(labels, 3000, 10, 10, Dirichlet(0.1, 10), 1), labels, 10));
+  const double mild = MeanJsDivergence(LabelCounts(Partition(labels, 3000, 10, 10, Dirichlet(0.5, 10), 1), labels, 10));
+  const double flat = MeanJsDivergence(LabelCounts(Partition(labels, 3000, 10, 10, Dirichlet(100, 10), 1), labels, 10));
+  EXPECT_GT(skewed, mild);
+  EXPECT_GT(mild, flat);
+  EXPECT_LT(flat, 0.01);
+}
+
+// No class goes to a client that already holds N / n samples: with one
+// class per client's worth of samples, a client full after its first
+// class takes nothing more.
+TEST(DirichletPartitionTest, AFullClientTakesNoMoreOfAnyClass) {
+  const std::vector<int64_t> labels = Labels(4, 250);
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    const Parts parts = Partition(labels, 1000, 4, 4, Dirichlet(0.3, 0), seed);
+    // A client's last class came while it held less than N / n = 250; what
+    // it held before that class is below the cap. The last client takes
+    // what rounding the cut points leaves, full or not (as the paper's code).
+    for (size_t k = 0; k + 1 < parts.size(); ++k) {
+      std::vector<int64_t> counts = LabelCounts({parts[k]}, labels, 4)[0];
+      int64_t before_last = 0;
+      int64_t last = -1;
+      for (int64_t c = 0; c < 4; ++c) {
+        if (counts[c] > 0) last = c;
+      }
+      for (int64_t c = 0; c < last; ++c) before_last += counts[c];
+      EXPECT_LT(before_last, 250) << "seed " << seed;
+    }
+  }
+}
+
+TEST(DirichletPartitionTest, AMinimumSizeNoDrawMeetsIsAnErrorNamingItsTerms) {
+  const std::vector<int64_t> labels = Labels(10, 30);
+  ExpectError([&] { Partition(labels, 300, 10, 10, Dirichlet(0.05, 30), 1); },
+              "partition.min_size: no partition of 300 samples over 10 clients with class shares ~ "
+              "Dir(beta = 0.05) gave every client 30 samples in 1000 draws");
+  RunOptions::Partition sized = Dirichlet(0.5, 10);
+  sized.size_mean = 20;
+  ExpectError([&] { Partition(labels, 300, 10, 10, sized, 1); }, "partition.kind: dirichlet decides");
+  ExpectError([&] { Partition({}, 300, 0, 10, Dirichlet(0.5, 10), 1); }, "needs class labels");
+}
+
+TEST(ClassesPartitionTest, EachClientHoldsItsLabelsAndEachLabelIsSplitEvenly) {
+  const std::vector<int64_t> labels = Labels(10, 101);
+  for (int64_t k : {1, 2, 3, 10}) {
+    RunOptions::Partition o = Options("classes");
+    o.classes = k;
+    const Parts parts = Partition(labels, 1010, 10, 10, o, 4);
+    const auto counts = LabelCounts(parts, labels, 10);
+    std::vector<int64_t> holders(10, 0), dealt(10, 0);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      EXPECT_EQ(HeldClasses(counts[i]), k) << "client " << i << " #C = " << k;
+      EXPECT_GT(counts[i][i % 10], 0) << "client " << i << "'s first label is i mod K";
+      for (int64_t c = 0; c < 10; ++c) {
+        holders[c] += counts[i][c] > 0;
+        dealt[c] += counts[i][c];
+      }
+    }
+    for (size_t i = 0; i < parts.size(); ++i) {
+      for (int64_t c = 0; c < 10; ++c) {
+        if (counts[i][c] == 0) continue;
+        EXPECT_LE(std::abs(counts[i][c] - 101 / holders[c]), 1) << "label " << c << " split evenly";
+      }
+    }
+    for (int64_t c = 0; c < 10; ++c) EXPECT_EQ(dealt[c], holders[c] > 0 ? 101 : 0);
+    ExpectDisjoint(parts, 1010);
+  }
+  RunOptions::Partition o = Options("classes");
+  o.classes = 11;
+  ExpectError([&] { Partition(labels, 1010, 10, 10, o, 4); },
+              "partition.classes: 11 labels a client, but the data has 10 classes");
+}
+
+TEST(ShardsPartitionTest, TwoShardsOfSortedLabelsAClient) {
+  const std::vector<int64_t> labels = Labels(10, 100);
+  RunOptions::Partition o = Options("shards");
+  o.shards = 2;
+  // 20 shards of 50: each lies within one label.
+  const Parts parts = Partition(labels, 1000, 10, 10, o, 5);
+  EXPECT_EQ(ExpectDisjoint(parts, 1000), 1000);
+  for (const auto& counts : LabelCounts(parts, labels, 10)) {
+    EXPECT_LE(HeldClasses(counts), 2);
+    for (int64_t v : counts) EXPECT_EQ(v % 50, 0);
+  }
+  EXPECT_NE(parts, Partition(labels, 1000, 10, 10, o, 6));
+  o.shards = 101;
+  ExpectError([&] { Partition(labels, 1000, 10, 10, o, 5); }, "partition.shards");
+}
+
+TEST(QuantitySkewTest, DirichletSizesShareOutTheWholeSet) {
+  RunOptions::Partition o = Options("iid");
+  o.sizes = "dirichlet";
+  o.beta = 0.5;
+  o.min_size = 10;
+  const Parts parts = Partition({}, 5000, 0, 10, o, 8);
+  EXPECT_EQ(ExpectDisjoint(parts, 5000), 5000);
+  size_t smallest = 5000, largest = 0;
+  for (const auto& p : parts) {
+    smallest = std::min(smallest, p.size());
+    largest = std::max(largest, p.size());
+  }
+  EXPECT_GE(smallest, 10u);
+  EXPECT_GT(largest, 2 * smallest) << "Dir(0.5) sizes are skewed";
+  // With the dominant kind: the sizes as drawn, the dominant share kept.
+  const std::vector<int64_t> labels = Labels(10, 1000);
+  o.kind = "dominant";
+  o.beta = 20;  // mild, so no dominant class runs out
+  const Parts dominant = Partition(labels, 10000, 10, 10, o, 8);
+  EXPECT_EQ(ExpectDisjoint(dominant, 10000), 10000);
+  for (size_t k = 0; k < dominant.size(); ++k) {
+    const auto counts = LabelCounts({dominant[k]}, labels, 10)[0];
+    EXPECT_GE(counts[k % 10], std::llround(0.6 * static_cast<double>(dominant[k].size())));
+  }
+  o.kind = "classes";
+  ExpectError([&] { Partition(labels, 10000, 10, 10, o, 8); }, "partition.kind: classes decides");
+  o.kind = "iid";
+  o.min_size = 2000;
+  ExpectError([&] { Partition({}, 5000, 0, 10, o, 8); }, "partition.min_size: no client sizes");
+}
+
+TEST(PartitionStatisticsTest, JensenShannonByHand) {
+  // Two one-label clients: q = (1, 0) against the pooled (1/2, 1/2), whose
+  // midpoint is (3/4, 1/4): JS = (log2(4/3) + (log2(2/3) + 1) / 2) / 2.
+  const double js = (std::log2(4.0 / 3.0) + 0.5 * (std::log2(2.0 / 3.0) + 1.0)) / 2.0;
+  EXPECT_NEAR(MeanJsDivergence({{5, 0}, {0, 5}}), js, 1e-12);
+  EXPECT_NEAR(MeanJsDivergence({{3, 1}, {6, 2}, {0, 0}}), 0.0, 1e-12);  // all alike; empty skipped
+  EXPECT_EQ(MeanJsDivergence({}), 0.0);
+  EXPECT_EQ(LabelCounts({{0, 1, 2}, {3}}, {2, 0, 2, 1}, 3),
+            (std::vector<std::vector<int64_t>>{{1, 0, 2}, {0, 1, 0}}));
+}
+
 }  // namespace
 }  // namespace fedprof

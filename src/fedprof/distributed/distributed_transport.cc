@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "federation.pb.h"
+#include "fedprof/algorithms/algorithm.h"
 #include "fedprof/client/reports.h"
 #include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
@@ -232,6 +233,9 @@ bool SameInstructions(const FitInstructions& a, const FitInstructions& b) {
          ra.secure_reference == rb.secure_reference &&
          a.objective.prox_mu == b.objective.prox_mu &&
          a.objective.keep_local_batch_norm == b.objective.keep_local_batch_norm &&
+         a.objective.algorithm == b.objective.algorithm &&
+         a.objective.scaffold_correct == b.objective.scaffold_correct &&
+         a.objective.feddyn_alpha == b.objective.feddyn_alpha && a.algorithm_values == b.algorithm_values &&
          ta.epochs == tb.epochs && ta.batch_size == tb.batch_size && ta.lr == tb.lr &&
          ta.momentum == tb.momentum && ta.weight_decay == tb.weight_decay && a.seed == b.seed;
 }
@@ -263,8 +267,15 @@ FitPlan PlanFit(const std::vector<ClientInstructions>& tasks, const std::vector<
     const FitInstructions& ins = tasks[i].instructions;
     pb::TaskHeader header;
     ToWire(ins, task_id, static_cast<int64_t>(ins.global->size()), &header);
+    std::shared_ptr<const FlatParams> floats = ins.global;
+    if (ins.algorithm_values) {  // θ, then the client algorithm's broadcast
+      auto both = std::make_shared<FlatParams>(*ins.global);
+      both->insert(both->end(), ins.algorithm_values->begin(), ins.algorithm_values->end());
+      header.set_num_algorithm_values(static_cast<int64_t>(ins.algorithm_values->size()));
+      floats = std::move(both);
+    }
     plan.messages.push_back(Message(kFit, 0, header.SerializeAsString()));
-    plan.messages.back().floats = ins.global;
+    plan.messages.back().floats = std::move(floats);
   }
   plan.share.assign(world, std::vector<std::vector<int32_t>>(kinds.size()));
   for (size_t i = 0; i < tasks.size(); ++i) {
@@ -286,13 +297,17 @@ void ReceiveResults(RankGroup& group, int r, int64_t task_id, std::set<int> pend
   auto take = [&](const pb::ResultHeader& rh, int64_t values,
                   const std::shared_ptr<const FlatParams>& floats) {
     FitResult result = FromWire(rh);
-    if (rh.task_id() != task_id || pending.erase(result.client_id) == 0 ||
-        values != rh.num_params()) {
+    const int64_t extra = rh.num_algorithm_values();
+    if (rh.task_id() != task_id || pending.erase(result.client_id) == 0 || extra < 0 ||
+        extra > values || values - extra != rh.num_params()) {
       throw RankError(r, Rank(r) + " sent a result (client " + std::to_string(result.client_id) +
                              ", task " + std::to_string(rh.task_id()) +
                              ") that is not one it owes for task " + std::to_string(task_id));
     }
-    if (floats) result.params = *floats;
+    if (floats) {  // the model, then the client algorithm's vector
+      result.params.assign(floats->begin(), floats->end() - extra);
+      result.algorithm_values.assign(floats->end() - extra, floats->end());
+    }
     deliver(std::move(result));
   };
   while (!pending.empty()) {
@@ -341,7 +356,8 @@ void DistributedTransport::Fit(const std::vector<ClientInstructions>& tasks,
   bool keeps_state = false;
   for (const ClientInstructions& t : tasks) {
     client_ids.push_back(t.client_id);
-    keeps_state = keeps_state || t.instructions.objective.keep_local_batch_norm;
+    keeps_state = keeps_state || t.instructions.objective.keep_local_batch_norm ||
+                  KeepsAlgorithmState(t.instructions.objective);
   }
   const bool profile_only = std::all_of(tasks.begin(), tasks.end(), [](const ClientInstructions& t) {
     return ProfileOnly(t.instructions);
@@ -391,7 +407,11 @@ std::string DistributedTransport::SaveState() {
     if (!part.is_object()) {
       throw Error(Rank(static_cast<int>(r)) + " sent client states that are not a JSON object");
     }
-    for (auto& [key, value] : part.items()) all[key] = std::move(value);
+    // Each kind of state (batch_norm, algorithm) is an object by client id.
+    for (auto& [kind, states] : part.items()) {
+      if (!states.is_object()) throw Error(Rank(static_cast<int>(r)) + " sent malformed client states");
+      all[kind].update(states);
+    }
   }
   return all.dump();  // keys sorted, as one process writes them
 }
@@ -404,24 +424,29 @@ void DistributedTransport::LoadState(const std::string& text) {
   }
   const int world = group_.size();
   std::vector<nlohmann::json> parts(world, nlohmann::json::object());
+  bool any = false;
   try {
     const nlohmann::json states = nlohmann::json::parse(text);
     if (!states.is_object()) throw Error("checkpoint: client states are not a JSON object");
-    for (const auto& [key, value] : states.items()) {
-      char* end = nullptr;
-      const long id = std::strtol(key.c_str(), &end, 10);
-      if (key.empty() || *end != '\0' || id < 0 || id >= num_clients()) {
-        throw Error("checkpoint: state of client " + key + ", not one of the " +
-                    std::to_string(num_clients()) + " clients of this run");
+    // Each rank gets every kind of state (batch_norm, algorithm), holding its clients'.
+    for (const auto& [kind, by_id] : states.items()) {
+      if (!by_id.is_object()) throw Error("checkpoint: client states of '" + kind + "' are not a JSON object");
+      for (nlohmann::json& part : parts) part[kind] = nlohmann::json::object();
+      for (const auto& [key, value] : by_id.items()) {
+        char* end = nullptr;
+        const long id = std::strtol(key.c_str(), &end, 10);
+        if (key.empty() || *end != '\0' || id < 0 || id >= num_clients()) {
+          throw Error("checkpoint: state of client " + key + ", not one of the " +
+                      std::to_string(num_clients()) + " clients of this run");
+        }
+        parts[id % world][kind][key] = value;
+        any = true;
       }
-      parts[id % world][key] = value;
     }
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("checkpoint: client states: ") + e.what());
   }
   local_.LoadState(parts[0].dump());
-  bool any = !parts[0].empty();
-  for (int r = 1; r < world; ++r) any = any || !parts[r].empty();
   if (!any) return;
   may_keep_states_ = true;
   ForEachWorker("resume", [&](int r) {
@@ -488,15 +513,22 @@ void ServeFit(RankGroup& group, InProcessTransport& clients, const RankMessage& 
   if (!header.ParseFromString(m.bytes)) throw Error("task: malformed header from rank 0");
   FitInstructions ins = FromWire(header);
   const int64_t values = m.floats ? static_cast<int64_t>(m.floats->size()) : 0;
-  if (values != header.num_params()) {
+  const int64_t extra = header.num_algorithm_values();
+  if (extra < 0 || values != header.num_params() + extra) {
     throw Error("task: a model of " + std::to_string(values) + " values, the header says " +
-                std::to_string(header.num_params()));
+                std::to_string(header.num_params()) + " and " + std::to_string(extra));
   }
-  ins.global = m.floats ? m.floats : std::make_shared<const FlatParams>();
+  if (extra == 0) {
+    ins.global = m.floats ? m.floats : std::make_shared<const FlatParams>();
+  } else {  // θ, then the client algorithm's broadcast
+    ins.global = std::make_shared<const FlatParams>(m.floats->begin(), m.floats->end() - extra);
+    ins.algorithm_values = std::make_shared<const FlatParams>(m.floats->end() - extra, m.floats->end());
+  }
   std::vector<ClientInstructions> tasks;
   for (int32_t id : m.ids) {
     if (id < 0 || id >= clients.num_clients() ||
-        (ins.objective.keep_local_batch_norm && id % group.size() != group.rank())) {
+        ((ins.objective.keep_local_batch_norm || KeepsAlgorithmState(ins.objective)) &&
+         id % group.size() != group.rank())) {
       throw Error("task: client " + std::to_string(id) + " does not live on this rank");
     }
     tasks.push_back({id, ins});  // θ shared, not copied
@@ -521,8 +553,11 @@ void ServeFit(RankGroup& group, InProcessTransport& clients, const RankMessage& 
         if (batch.results_size() == kResultsPerMessage) send_batch();
         return "";
       }
+      FlatParams floats = std::move(r.params);  // the model, then the client algorithm's vector
+      rh.set_num_algorithm_values(static_cast<int64_t>(r.algorithm_values.size()));
+      floats.insert(floats.end(), r.algorithm_values.begin(), r.algorithm_values.end());
       RankMessage out = Message(kResult, 0, rh.SerializeAsString());
-      out.floats = std::make_shared<const FlatParams>(std::move(r.params));
+      out.floats = std::make_shared<const FlatParams>(std::move(floats));
       group.Send(0, out);
     } catch (...) {
       failure.Record(std::current_exception());

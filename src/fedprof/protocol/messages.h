@@ -59,13 +59,21 @@ struct ReportRequest {
   std::shared_ptr<const std::string> secure_reference;
 };
 
-// What the client's local objective adds to the loss on its data.
+// What the client's local objective adds to the loss on its data, and the
+// client algorithm that runs around its local training (algorithms/).
 struct LocalObjective {
   // μ of FedProx's proximal term μ/2 ||w − θ||².
   double prox_mu = 0;
   // FedBN: the client keeps its own batch-norm parameters and statistics,
   // replacing θ's with them (after its first round).
   bool keep_local_batch_norm = false;
+  // The client algorithm (algorithms/algorithm.h): "" for plain local SGD,
+  // else scaffold, fednova, feddyn or moon, with its options.
+  std::string algorithm;
+  bool scaffold_correct = true;  // SCAFFOLD: correct each step by c − c_i
+  double feddyn_alpha = 0;       // FedDyn's α
+  double moon_mu = 0;            // MOON's μ and τ
+  double moon_tau = 0.5;
 };
 
 // What the server sends one client for one task: a round's training, or
@@ -86,6 +94,9 @@ struct FitInstructions {
   // Distributed DP: the round's encoding of the clipped update, which goes
   // into secure aggregation noised by the client (privacy/distributed_dp.h).
   std::optional<DdgParams> ddg;
+  // What the client algorithm's server half sends beside θ (SCAFFOLD's
+  // control variate c), shared like θ; null when it sends nothing.
+  std::shared_ptr<const FlatParams> algorithm_values;
 };
 
 // One client's instructions in a call to a transport (Transport::Fit).
@@ -128,6 +139,10 @@ struct FitResult {
   int64_t eval_samples = 0;  // samples evaluated: all the client holds
   int64_t eval_correct = 0;  // of them, classified correctly (classification)
   double eval_loss = 0;      // mean loss over them
+  // What the client algorithm sends beside the model: a vector the size of
+  // the model (SCAFFOLD's Δc_i) and a number (FedNova's effective steps a_i).
+  FlatParams algorithm_values;
+  double algorithm_scalar = 0;
   ResultCost cost;
 };
 

@@ -38,6 +38,11 @@ std::string TaskDigest(const FitInstructions& t) {
   add(t.train.weight_decay);
   add(t.objective.prox_mu);
   add(t.objective.keep_local_batch_norm);
+  const uint64_t algorithm_name = t.objective.algorithm.size();
+  add(algorithm_name);
+  digest.Update(t.objective.algorithm.data(), algorithm_name);
+  add(t.objective.scaffold_correct);
+  add(t.objective.feddyn_alpha);
   add(t.clip_norm);
   add(t.report.profile);
   add(t.report.loss);
@@ -71,6 +76,9 @@ void ToWire(const FitInstructions& ins, int64_t task_id, int64_t num_params, pb:
   out->set_report_train_loss(ins.report.train_loss);
   out->set_prox_mu(ins.objective.prox_mu);
   out->set_keep_local_batch_norm(ins.objective.keep_local_batch_norm);
+  out->set_algorithm(ins.objective.algorithm);
+  out->set_scaffold_correct(ins.objective.scaffold_correct);
+  out->set_feddyn_alpha(ins.objective.feddyn_alpha);
   out->set_sketch_dim(ins.report.sketch_dim);
   out->set_evaluate(ins.report.evaluate);
   out->set_clip_norm(ins.clip_norm);
@@ -139,6 +147,12 @@ FitInstructions FromWire(const pb::TaskHeader& h) {
   ins.report.train_loss = h.report_train_loss();
   ins.objective.prox_mu = h.prox_mu();
   ins.objective.keep_local_batch_norm = h.keep_local_batch_norm();
+  if (h.algorithm().size() > kMaxAlgorithmNameLength) {
+    throw Error("task: a client algorithm name of " + std::to_string(h.algorithm().size()) + " bytes");
+  }
+  ins.objective.algorithm = h.algorithm();
+  ins.objective.scaffold_correct = h.scaffold_correct();
+  ins.objective.feddyn_alpha = h.feddyn_alpha();
   ins.report.sketch_dim = h.sketch_dim();
   ins.report.evaluate = h.evaluate();
   ins.train.epochs = t.epochs();
@@ -262,6 +276,7 @@ void ToWire(const FitResult& r, pb::ResultHeader* out) {
   out->set_eval_samples(r.eval_samples);
   out->set_eval_correct(r.eval_correct);
   out->set_eval_loss(r.eval_loss);
+  out->set_algorithm_scalar(r.algorithm_scalar);
 }
 
 FitResult FromWire(const pb::ResultHeader& h) {
@@ -287,6 +302,7 @@ FitResult FromWire(const pb::ResultHeader& h) {
   r.train_loss_rms = h.train_loss_rms();
   r.within_clip = h.within_clip();
   r.pre_train_loss = h.pre_train_loss();
+  r.algorithm_scalar = h.algorithm_scalar();  // checked by the algorithm's server half
   if (h.has_profile()) {
     const pb::Profile& p = h.profile();
     if (p.layer().size() > kMaxLayerNameLength) {

@@ -43,6 +43,8 @@ constexpr size_t kMaxProfileUnits = size_t{1} << 20;
 constexpr size_t kMaxSketchDim = size_t{1} << 20;
 constexpr size_t kMaxErrorLength = 1000;
 constexpr size_t kMaxLayerNameLength = 256;
+// Longest client algorithm name a task may carry (the names are short words).
+constexpr size_t kMaxAlgorithmNameLength = 32;
 constexpr size_t kMaxCiphertextBytes = 4096;  // a 16384-bit key's n²
 constexpr size_t kMaxModelValues = size_t{1} << 31;  // 8 GiB of float32
 

@@ -118,9 +118,48 @@ bool PlotLines(const std::vector<Series>& series, const std::string& title,
   return RunGnuplot(LinesScript(series, title, x_label, y_label, log_x), png_path);
 }
 
+std::string LabelsScript(const std::vector<std::vector<int64_t>>& counts) {
+  std::vector<size_t> order(counts.size());
+  std::vector<int64_t> dominant(counts.size(), 0);
+  size_t classes = 0;
+  for (size_t k = 0; k < counts.size(); ++k) {
+    order[k] = k;
+    classes = std::max(classes, counts[k].size());
+    if (!counts[k].empty()) {
+      dominant[k] = std::max_element(counts[k].begin(), counts[k].end()) - counts[k].begin();
+    }
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return dominant[a] < dominant[b]; });
+  std::ostringstream s;
+  s << "set title \"Label shares of the first " << counts.size()
+    << " clients (rows sorted by dominant label)\"\nset xlabel \"label\"\nset ylabel \"clients (sorted by dominant label)\"\n"
+       "set cblabel \"share of the client's samples\"\nset cbrange [0:1]\n"
+       "set palette defined (0 \"white\", 1 \"#1c7ed6\", 2 \"#0b2e59\")\n"
+    << "set xrange [-0.5:" << classes - 0.5 << "]\nset yrange [-0.5:" << counts.size() - 0.5 << "]\n"
+    << "set xtics 1\n$m << EOD\n";
+  for (size_t pos = 0; pos < order.size(); ++pos) {
+    const std::vector<int64_t>& row = counts[order[pos]];
+    double held = 0;
+    for (int64_t v : row) held += static_cast<double>(v);
+    for (size_t c = 0; c < classes; ++c) {
+      const double share = held > 0 && c < row.size() ? static_cast<double>(row[c]) / held : 0.0;
+      s << c << ' ' << pos << ' ' << FormatDouble(share, "%.4g") << '\n';
+    }
+  }
+  s << "EOD\nplot $m using 1:2:3 with image notitle\n";
+  return s.str();
+}
+
+bool PlotLabels(const std::vector<std::vector<int64_t>>& counts, const std::string& png_path) {
+  if (counts.empty()) return false;
+  return RunGnuplot(LabelsScript(counts), png_path);
+}
+
 bool PlotRun(const std::string& run_dir) {
-  const auto clients = ReadCsv(run_dir + "/clients.csv");  // id,size,data_kind,...,times_selected
+  const auto clients = ReadCsv(run_dir + "/clients.csv");  // id,size,data_kind,...,times_selected,label_*
   if (clients.size() < 2) return false;
+  const size_t times = std::find(clients[0].begin(), clients[0].end(), "times_selected") - clients[0].begin();
+  if (times == clients[0].size()) return false;
   // Clients grouped by kind, in kKinds order, so bars and heat-map rows band.
   std::vector<size_t> order;
   std::vector<std::string> kinds_present;
@@ -145,7 +184,7 @@ bool PlotRun(const std::string& run_dir) {
     sel << "$" << kind << " << EOD\n";
     for (size_t pos = 0; pos < order.size(); ++pos) {
       const auto& row = clients[order[pos] + 1];
-      if (row[2] == kind) sel << pos << ' ' << row.back() << '\n';
+      if (row[2] == kind) sel << pos << ' ' << row.at(times) << '\n';
     }
     sel << "EOD\n";
   }

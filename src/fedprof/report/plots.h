@@ -1,6 +1,7 @@
 #ifndef FEDPROF_REPORT_PLOTS_H_
 #define FEDPROF_REPORT_PLOTS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,12 @@ bool PlotLines(const std::vector<Series>& series, const std::string& title,
 // The gnuplot script PlotLines runs (without terminal and output).
 std::string LinesScript(const std::vector<Series>& series, const std::string& title,
                         const std::string& x_label, const std::string& y_label, bool log_x = false);
+
+// labels.png: each client's label shares (counts[k][c] / its size) as a
+// heat map, clients as rows sorted by their dominant label (ties by id).
+bool PlotLabels(const std::vector<std::vector<int64_t>>& counts, const std::string& png_path);
+// The gnuplot script PlotLabels runs.
+std::string LabelsScript(const std::vector<std::vector<int64_t>>& counts);
 
 // Runs gnuplot on `script`, whose output must be `png_path`; false on failure.
 bool RunGnuplot(const std::string& script, const std::string& png_path);

@@ -86,6 +86,10 @@ void Serve(RunStart start, const std::string& out_dir, const ServeOptions& serve
   }
   // Every check is made before any client is waited for.
   const std::unique_ptr<RunPlan> plan = MakePlan(start.config, ClientsLive::kElsewhere, observer);
+  if (plan->strategy->AlgorithmObjective().algorithm == "scaffold") {
+    throw Error("strategy.algorithm = scaffold: a deployment does not carry SCAFFOLD's control variates to "
+                "and from its clients; run it with simulate or launch (fednova and feddyn deploy)");
+  }
   const RunOptions::Deploy& d = plan->options().deploy;
   GrpcServerOptions o;
   o.listen = serve.listen;

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <optional>
 
+#include "fedprof/algorithms/algorithm.h"
 #include "fedprof/client/attack.h"
 #include "fedprof/client/backdoor.h"
 #include "fedprof/client/client.h"
@@ -315,7 +316,7 @@ RootUpdate RootUpdateOn(const RunOptions& o, const ModelSpec& spec, const Datase
     round_train.epochs = static_cast<int>(epochs.value_or((client_batches + root_batches - 1) / root_batches));
     round_train.lr = lr * std::pow(decay, static_cast<double>(version));  // round version + 1
     Unflatten(global, *model);
-    TrainLocally(round_train, LocalObjective{}, BatchOrderKey{seed, version + 1, -1}, root, *model);
+    TrainLocally(round_train, BatchOrderKey{seed, version + 1, -1}, root, *model);
     return Flatten(*model);
   };
 }
@@ -405,6 +406,7 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
     context.root_update = RootUpdateOn(o, spec, reference, client_samples);
   }
   plan.strategy = MakeStrategy(o, context);
+  plan.strategy->SetServerAlgorithm(MakeServerAlgorithm(plan.strategy->AlgorithmObjective().algorithm, o));
   CheckStrategyFitsModel(*plan.strategy, *plan.initial_model, o.model);
   CheckBuffered(o, *plan.strategy, where);
   CheckSecureAggregation(o, *plan.strategy);

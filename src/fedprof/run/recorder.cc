@@ -12,25 +12,13 @@
 #include "fedprof/core/files.h"
 #include "fedprof/core/hash.h"
 #include "fedprof/core/text.h"
+#include "fedprof/data/partition.h"
 #include "fedprof/report/plots.h"
 #include "fedprof/server/checkpoint.h"
 #include "fedprof/strategy/strategy.h"
 
 namespace fedprof {
 namespace {
-
-std::string ClientsCsv(const std::vector<ClientDescription>& rows, const std::vector<int64_t>& times_selected) {
-  std::ostringstream out;
-  out << "id,size,data_kind,speed_ghz,bandwidth_mhz,round_s,times_selected\n";
-  for (size_t k = 0; k < rows.size(); ++k) {
-    out << k << ',' << rows[k].size << ',' << rows[k].kind << ','
-        << FormatDouble(rows[k].speed_ghz, "%.6g") << ','
-        << FormatDouble(rows[k].bandwidth_mhz, "%.6g") << ','
-        << FormatDouble(rows[k].round_s, "%.6g") << ','
-        << (k < times_selected.size() ? times_selected[k] : 0) << '\n';
-  }
-  return out.str();
-}
 
 std::string ScoresHeader(size_t num_clients) {
   std::string header = "round";
@@ -184,6 +172,64 @@ nlohmann::json Summary(const RunOptions& options, const ServerState& state,
 
 }  // namespace
 
+std::string ClientsCsv(const std::vector<ClientDescription>& rows, const std::vector<int64_t>& times_selected) {
+  size_t classes = 0;  // label columns: as many as any client has counts
+  for (const ClientDescription& row : rows) classes = std::max(classes, row.label_counts.size());
+  std::ostringstream out;
+  out << "id,size,data_kind,speed_ghz,bandwidth_mhz,round_s,times_selected";
+  for (size_t c = 0; c < classes; ++c) out << ",label_" << c;
+  out << '\n';
+  for (size_t k = 0; k < rows.size(); ++k) {
+    out << k << ',' << rows[k].size << ',' << rows[k].kind << ','
+        << FormatDouble(rows[k].speed_ghz, "%.6g") << ','
+        << FormatDouble(rows[k].bandwidth_mhz, "%.6g") << ','
+        << FormatDouble(rows[k].round_s, "%.6g") << ','
+        << (k < times_selected.size() ? times_selected[k] : 0);
+    // A client beyond those counted has empty cells.
+    for (size_t c = 0; c < classes; ++c) {
+      out << ',';
+      if (c < rows[k].label_counts.size()) out << rows[k].label_counts[c];
+    }
+    out << '\n';
+  }
+  return out.str();
+}
+
+PartitionFigures PartitionFiguresOf(const std::vector<ClientDescription>& clients) {
+  PartitionFigures f;
+  std::vector<std::vector<int64_t>> counts;
+  for (const ClientDescription& c : clients) {
+    if (c.label_counts.empty()) continue;
+    counts.push_back(c.label_counts);
+    int64_t held = 0;
+    for (int64_t v : c.label_counts) held += v > 0;
+    f.mean_classes += static_cast<double>(held);
+  }
+  f.clients = static_cast<int64_t>(counts.size());
+  if (f.clients == 0) return f;
+  f.js = MeanJsDivergence(counts);
+  f.mean_classes /= static_cast<double>(f.clients);
+  return f;
+}
+
+void WritePartitionFigures(const std::vector<ClientDescription>& clients, nlohmann::json* summary,
+                           const std::string& labels_png) {
+  const PartitionFigures f = PartitionFiguresOf(clients);
+  if (f.clients == 0) {
+    (*summary)["partition_js"] = nullptr;  // a deployment does not know its clients' labels
+    return;
+  }
+  (*summary)["partition_js"] = f.js;
+  (*summary)["partition_classes_per_client"] = f.mean_classes;
+  (*summary)["partition_clients_counted"] = f.clients;
+  std::vector<std::vector<int64_t>> first;
+  for (const ClientDescription& c : clients) {
+    if (first.size() == 100) break;
+    if (!c.label_counts.empty()) first.push_back(c.label_counts);
+  }
+  PlotLabels(first, labels_png);
+}
+
 RunRecorder::RunRecorder(const Config& config, const std::string& out_dir, int num_clients, bool regression,
                          const ServerState& state, bool resume)
     : config_(config),
@@ -231,6 +277,7 @@ void RunRecorder::OnEnd(const ServerState& state, const std::vector<ClientDescri
   if (times_selected.empty()) times_selected.assign(clients.size(), 0);
   WriteFileAtomic(out_dir_ + "/clients.csv", ClientsCsv(clients, times_selected));
   nlohmann::json summary = Summary(config_.options(), state, clients, num_params);
+  WritePartitionFigures(clients, &summary, out_dir_ + "/labels.png");
   WriteFileAtomic(out_dir_ + "/summary.json", summary.dump(2) + "\n");
   if (per_client_outputs_) PlotRun(out_dir_);
   if (columns_.federated && !columns_.regression) {

@@ -8,6 +8,7 @@
 // atomically, so a run killed at any moment leaves whole files.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,23 @@
 #include "fedprof/transport/transport.h"
 
 namespace fedprof {
+
+// clients.csv: a row per client (id, size, data kind, cost-model specs,
+// times selected) and, where label counts are known, label_0 ... label_{K-1}.
+std::string ClientsCsv(const std::vector<ClientDescription>& rows, const std::vector<int64_t>& times_selected);
+
+// What the clients' label counts say of the partition (those with counts).
+struct PartitionFigures {
+  int64_t clients = 0;       // clients counted
+  double js = 0;             // mean Jensen-Shannon divergence to the pooled labels (MeanJsDivergence)
+  double mean_classes = 0;   // distinct labels a client holds, on average
+};
+PartitionFigures PartitionFiguresOf(const std::vector<ClientDescription>& clients);
+// summary.json's partition_js (null when no client's labels are known),
+// partition_classes_per_client and partition_clients_counted, and
+// `labels_png` of the first 100 clients counted (PlotLabels).
+void WritePartitionFigures(const std::vector<ClientDescription>& clients, nlohmann::json* summary,
+                           const std::string& labels_png);
 
 class RunRecorder {
  public:

@@ -212,7 +212,7 @@ class RunRoundsTest : public ::testing::Test {
         [spec] { return MakeModel(spec); }, /*num_threads=*/1);
     transport.set_describe([&] {
       std::vector<ClientDescription> rows;
-      for (const Client& c : clients_) rows.push_back({c.num_samples(), "clean", 1.5, 2.0, 0.25});
+      for (const Client& c : clients_) rows.push_back({c.num_samples(), "clean", 1.5, 2.0, 0.25, {}});
       return rows;
     });
     RunRounds(*plan, out, std::move(state), resume, transport);

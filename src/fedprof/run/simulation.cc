@@ -124,13 +124,14 @@ std::shared_ptr<LocalClients> BuildClients(std::shared_ptr<RunPlan> plan, int th
   local->transport->set_shared_inputs(population.SharedTables(), [self](int id, TableRows* rows) {
     return self->plan->population->SharedRowsOf(id, rows);
   });
-  local->transport->set_describe([self] {
+  const int64_t counted = o.report.per_client_limit;
+  local->transport->set_describe([self, counted] {
     const Population& clients = *self->plan->population;
     std::vector<ClientDescription> rows(static_cast<size_t>(clients.size()));
     for (int k = 0; k < clients.size(); ++k) {
       rows[k] = {clients.num_samples(k), DataKindName(clients.kind(k)),
                  self->specs[k].speed_ghz, self->specs[k].bandwidth_mhz,
-                 self->expected_time_s[k]};
+                 self->expected_time_s[k], k < counted ? clients.LabelCounts(k) : std::vector<int64_t>{}};
     }
     return rows;
   });

@@ -116,6 +116,7 @@ std::string Server::CheckTrained(FitResult* r, const FlatParams& sent, int64_t v
     why = "its model comes only in a sum, but " + strategy_.NeedsEveryModel();
   }
   if (why.empty()) why = strategy_.CheckResult(*r);
+  if (why.empty() && strategy_.Algorithm()) why = strategy_.Algorithm()->Check(*r, sent.size());
   if (why.empty() && !r->summed) why = strategy_.BoundUpdate(sent, r);
   return why;
 }
@@ -205,6 +206,7 @@ class Server::ResultFold {
       return "";
     }
     server_.sum_.Add(r.params, server_.strategy_.AggregationWeight(r));
+    if (ServerAlgorithm* algorithm = server_.strategy_.Algorithm()) algorithm->Observe(r, global_);
     if (server_.strategy_.NeedsUpdates()) {
       server_.updates_.push_back({r.client_id, r.num_samples, std::move(r.params)});
     }
@@ -380,6 +382,9 @@ void Server::Run(ServerState& state, const std::function<void(ServerState&)>& on
     FlatParams next;
     if (const DpFedAvg* dp = strategy_.Dp()) m.dp_clip_norm = dp->ClipNorm();
     strategy_.AggregateFit(state.global, sum_, updates_, *total_samples, &next);
+    if (ServerAlgorithm* algorithm = strategy_.Algorithm()) {
+      algorithm->Finish(state.global, transport_.num_clients(), &next);
+    }
     m.fell_back = strategy_.FellBack();
     state.global = std::move(next);
     strategy_.OnGlobalModel(state.global, round);

@@ -21,6 +21,9 @@
 namespace fedprof {
 namespace {
 
+// The tag of a client's feature-skew noise stream, beside its data kind's.
+constexpr uint64_t kFeatureSkewTag = 1;
+
 // The directory of the file this code was loaded from: build/fedprof's,
 // or the Python extension's (whose process is /usr/bin/python3).
 std::string CodeDir() {
@@ -218,11 +221,11 @@ Population::Population(const Dataset& train, const RunOptions& options)
   const int n = static_cast<int>(options.clients.count);
   const RunOptions::Partition& partition = options.partition;
   const std::string& kind = partition.kind;
-  if (DominantClasses(partition) && train.is_regression()) {
+  if (LabelSkew(partition) && train.is_regression()) {
     throw Error("partition.kind: '" + kind + "' needs class labels; regression data takes 'iid' "
                 "or 'sampled'");
   }
-  std::vector<int64_t> labels;
+  std::vector<int64_t>& labels = labels_;
   if (!train.is_regression()) {
     const torch::Tensor y = train.y.contiguous();
     labels.assign(y.data_ptr<int64_t>(), y.data_ptr<int64_t>() + y.numel());
@@ -294,6 +297,10 @@ Client Population::MakeClient(int k) const {
     case DataKind::kGaussianNoise: ApplyGaussianNoise(d.x, quality_.noise_sigma, rng); break;
     case DataKind::kPolluted: ApplyPollution(d.x, quality_.pollute_share, rng); break;
   }
+  if (const double sigma = FeatureSkewSigma(k); sigma > 0) {
+    Rng skew = MakeRng(seed_, Stream::kNoise, {static_cast<uint64_t>(k), kFeatureSkewTag});
+    ApplyGaussianNoise(d.x, sigma, skew);
+  }
   const Attack& attack = attacks_.For(k);
   if (attack.kind == AttackKind::kLabelFlip) d.y = (d.num_classes - 1) - d.y;  // c -> C - 1 - c
   if (attack.kind == AttackKind::kBackdoor) {
@@ -305,8 +312,20 @@ Client Population::MakeClient(int k) const {
   return client;
 }
 
+double Population::FeatureSkewSigma(int k) const {
+  return quality_.feature_skew * static_cast<double>(k) / static_cast<double>(size());
+}
+
+std::vector<int64_t> Population::LabelCounts(int k) const {
+  if (labels_.empty() || train_.num_classes < 1) return {};
+  std::vector<int64_t> counts(static_cast<size_t>(train_.num_classes), 0);
+  for (int64_t i : sampled_ ? sampled_->Indices(k) : parts_.at(k)) counts[labels_[i]] += 1;
+  return counts;
+}
+
 int Population::TableOf(int k) const {
   if (!sampled_) return -1;  // disjoint partitions: no sample is held twice
+  if (FeatureSkewSigma(k) > 0) return -1;  // its own noise
   if (attacks_.For(k).kind == AttackKind::kBackdoor) return -1;  // its own triggered images
   switch (kinds_.at(k)) {
     case DataKind::kClean: return kAsIs;

@@ -72,8 +72,13 @@ class Population {
   // clients are cheap to describe and should not all be kept.
   bool on_demand() const { return sampled_ != nullptr; }
 
-  // Client k holding its own copy of its samples, degraded by its kind, and
-  // attacking when the attack.* options make it an attacker.
+  // The samples of each class the partition gave client k (before quality.*
+  // and attack.* change any label); empty for regression data.
+  std::vector<int64_t> LabelCounts(int k) const;
+
+  // Client k holding its own copy of its samples, degraded by its kind and
+  // by quality.feature_skew, and attacking when the attack.* options make it
+  // an attacker.
   Client MakeClient(int k) const;
 
   // Inputs that many clients hold alike under the sampled partitions: the
@@ -97,12 +102,15 @@ class Population {
   std::vector<DataKind> kinds_;
   AttackPlan attacks_;
   std::vector<int32_t> sizes_;
+  std::vector<int64_t> labels_;                      // of train_, for LabelCounts
   std::vector<std::vector<int64_t>> parts_;           // disjoint partitions
   std::unique_ptr<class SampledPartition> sampled_;  // sampled partitions
   // The tables of SharedTables(), and whether each serves.
   enum Table { kAsIs, kBlurred, kIrrelevantSource, kTables };
   bool serves_[kTables] = {};
 
+  // quality.feature_skew * k / N: client k's feature-skew noise.
+  double FeatureSkewSigma(int k) const;
   // The table client k's inputs are rows of, or -1 when they are its own.
   int TableOf(int k) const;
 };

@@ -117,3 +117,43 @@ TEST(PopulationTest, TablesServeOnlyClientsThatHoldAsManySamples) {
 
 }  // namespace
 }  // namespace fedprof
+
+namespace fedprof {
+namespace {
+
+// quality.feature_skew: client k of N gets noise of sigma * k / N on top of
+// its own samples (client 0 none), and holds the labels LabelCounts says.
+TEST(PopulationTest, FeatureSkewGrowsWithTheClientsIndex) {
+  const Dataset images = Images();
+  Config c;
+  c.Set("clients.count", "4");
+  c.Set("partition.kind", "iid");
+  const Population clean(images, c.options());
+  c.Set("quality.feature_skew", "0.8");
+  const Population skewed(images, c.options());
+  double previous = -1;
+  for (int k = 0; k < 4; ++k) {
+    const Dataset a = clean.MakeClient(k).data(), b = skewed.MakeClient(k).data();
+    ASSERT_TRUE(torch::equal(a.y, b.y));
+    // Clamping to [0, 1] shrinks the noise; its growth with k survives.
+    const double change = (b.x - a.x).abs().mean().item<double>();
+    if (k == 0) {
+      EXPECT_EQ(change, 0.0);
+    }
+    EXPECT_GT(change, previous) << "client " << k;
+    previous = change;
+    const std::vector<int64_t> counts = skewed.LabelCounts(k);
+    ASSERT_EQ(counts.size(), 10u);
+    for (int64_t label = 0; label < 10; ++label) {
+      EXPECT_EQ(counts[label], a.y.eq(label).sum().item<int64_t>()) << "client " << k;
+    }
+  }
+  c.Set("partition.kind", "sampled");
+  c.Set("partition.size_mean", "30");
+  const Population sampled(images, c.options());
+  TableRows rows;
+  EXPECT_FALSE(sampled.SharedRowsOf(1, &rows)) << "noise of its own: no shared rows";
+}
+
+}  // namespace
+}  // namespace fedprof

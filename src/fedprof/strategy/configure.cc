@@ -25,8 +25,10 @@ FitInstructions Strategy::TrainingInstructions(int client_id, const TaskSetup& s
   FitInstructions ins = InstructionsFor(client_id, setup);
   ins.report.sketch_dim = selector_->SketchDim();
   ins.report.train_loss = selector_->NeedsTrainingLoss();
+  ins.objective = algorithm_objective_;
   ins.objective.prox_mu = proximal_mu_;
   ins.objective.keep_local_batch_norm = local_batch_norm_;
+  if (algorithm_) ins.algorithm_values = algorithm_->Broadcast();
   if (dp_) ins.clip_norm = dp_->ClipNorm();
   if (dp_ && dp_->options().distributed) ins.ddg = dp_->RoundEncoding(setup.round);
   return ins;

@@ -27,6 +27,7 @@ struct Preset {
   const char* aggregator;
   bool always_partial;  // the mode is part of the method
   bool prox;            // local objective with fedprox.mu
+  const char* algorithm = "";  // the client algorithm (algorithms/algorithm.h)
 };
 constexpr Preset kPresets[] = {
     // McMahan et al. 2017: uniform selection, data-size weighted averaging.
@@ -56,6 +57,13 @@ constexpr Preset kPresets[] = {
     {"fedbuff", "uniform", "fedbuff", false, false},
     // The FedProf papers: selection by representation-profile score.
     {"fedprof", "fedprof", "average", false, false},
+    // The client algorithms (docs/algorithms.md), over the participants.
+    // Karimireddy et al., ICML 2020: control variates.
+    {"scaffold", "uniform", "average", true, false, "scaffold"},
+    // Wang et al., NeurIPS 2020: updates normalised by their steps.
+    {"fednova", "uniform", "average", true, false, "fednova"},
+    // Acar et al., ICLR 2021: dynamic regularisation.
+    {"feddyn", "uniform", "average", true, false, "feddyn"},
 };
 
 const Preset& FindPreset(const std::string& name) {
@@ -306,6 +314,30 @@ std::string Strategy::BoundUpdate(const FlatParams& global, FitResult* result) c
 }
 
 std::string Strategy::SaveState() const {
+  if (algorithm_) {
+    nlohmann::json j = {{"algorithm", algorithm_->SaveState()}, {"strategy", PartsState()}};
+    return j.dump();
+  }
+  return PartsState();
+}
+
+void Strategy::LoadState(const std::string& state) {
+  if (!algorithm_) {
+    LoadPartsState(state);
+    return;
+  }
+  std::string parts;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(state);
+    algorithm_->LoadState(j.at("algorithm").get<std::string>());
+    parts = j.at("strategy").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("checkpoint: client algorithm state: ") + e.what());
+  }
+  LoadPartsState(parts);
+}
+
+std::string Strategy::PartsState() const {
   if (!selector_->KeepsState()) return aggregator_->SaveState();
   // One JSON object; its keys are sorted, so the text does not depend on
   // who added what first.
@@ -314,7 +346,7 @@ std::string Strategy::SaveState() const {
   return j.dump();
 }
 
-void Strategy::LoadState(const std::string& state) {
+void Strategy::LoadPartsState(const std::string& state) {
   if (!selector_->KeepsState()) {
     aggregator_->LoadState(state);
     return;
@@ -356,7 +388,8 @@ AggregationMode ParseAggregationMode(const std::string& name) {
 
 std::string StrategySpec::Label() const {
   if (!overridden) return preset;
-  return selector + "+" + aggregator + (proximal_mu > 0 ? "+prox" : "");
+  return selector + "+" + aggregator + (proximal_mu > 0 ? "+prox" : "") +
+         (algorithm.empty() ? "" : "+" + algorithm);
 }
 
 StrategySpec ResolveStrategy(const RunOptions& options) {
@@ -369,6 +402,7 @@ StrategySpec ResolveStrategy(const RunOptions& options) {
                   ? AggregationMode::kPartial
                   : ParseAggregationMode(options.strategy.aggregation);
   spec.proximal_mu = preset.prox ? options.fedprox.mu : 0.0;
+  spec.algorithm = preset.algorithm;
   const StrategySpec as_preset = spec;
   if (!options.strategy.selector.empty())
     spec.selector = options.strategy.selector;
@@ -377,9 +411,14 @@ StrategySpec ResolveStrategy(const RunOptions& options) {
   }
   if (options.train.proximal_mu.has_value())
     spec.proximal_mu = *options.train.proximal_mu;
+  if (!options.strategy.algorithm.empty()) {
+    spec.algorithm = options.strategy.algorithm == "none" ? "" : options.strategy.algorithm;
+  }
+  // A client algorithm's step is over the round's participants.
+  if (!spec.algorithm.empty()) spec.mode = AggregationMode::kPartial;
   spec.overridden = spec.selector != as_preset.selector ||
                     spec.aggregator != as_preset.aggregator ||
-                    spec.proximal_mu != as_preset.proximal_mu;
+                    spec.proximal_mu != as_preset.proximal_mu || spec.algorithm != as_preset.algorithm;
   return spec;
 }
 
@@ -472,8 +511,35 @@ std::string KeyDir(const RunOptions::Dp& dp) {
   return dp.key_dir;
 }
 
+namespace {
+
+// What a client algorithm does not compose with, refused in one line:
+// its server half needs each result's own values, which DP, secure
+// aggregation and asynchronous steps do not give it, and its step assumes
+// the average of the models.
+void CheckAlgorithmComposes(const RunOptions& options, const StrategySpec& spec) {
+  if (spec.algorithm.empty()) return;
+  const std::string option = "strategy.algorithm = " + spec.algorithm + ": ";
+  if (spec.aggregator != "average" && spec.aggregator != "fedbn") {
+    throw Error(option + "its server step assumes the average of the clients' models; strategy.aggregator = " +
+                spec.aggregator + " does not compose with it (use average, or fedbn)");
+  }
+  if (options.dp.mode != "off") {
+    throw Error(option + "user-level DP (dp.mode = " + options.dp.mode +
+                ") clips and noises the models, not what the algorithm sends beside them");
+  }
+  if (options.secagg.protocol != "none" && spec.algorithm != "feddyn") {
+    throw Error(option + "secure aggregation (secagg.protocol = " + options.secagg.protocol + ") hides each " +
+                (spec.algorithm == "scaffold" ? "control-variate update Δc_i" : "client's steps and model") +
+                ", which its server half needs; only feddyn, which needs the sum alone, composes with it");
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Strategy> MakeStrategy(const RunOptions& options, const StrategyContext& context) {
   const StrategySpec spec = ResolveStrategy(options);
+  CheckAlgorithmComposes(options, spec);
   auto strategy =
       options.dp.mode != "off"
           ? MakeDpStrategy(options, spec, context)
@@ -481,6 +547,9 @@ std::unique_ptr<Strategy> MakeStrategy(const RunOptions& options, const Strategy
                                        MakeAggregator(spec.aggregator, spec.mode, options, context));
   strategy->SetProximalMu(spec.proximal_mu);
   strategy->SetKeepsLocalBatchNorm(spec.aggregator == "fedbn");
+  LocalObjective algorithm;
+  SetAlgorithmOptions(options, spec.algorithm, &algorithm);
+  strategy->SetAlgorithmObjective(algorithm);
   strategy->SetUpdateNormBound(MakeUpdateNormBound(options));
   return strategy;
 }

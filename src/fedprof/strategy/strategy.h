@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fedprof/aggregation/aggregator.h"
+#include "fedprof/algorithms/algorithm.h"
 #include "fedprof/aggregation/dp_fedavg.h"
 #include "fedprof/aggregation/robust.h"
 #include "fedprof/config/run_options.h"
@@ -113,6 +114,12 @@ class Strategy {
     }
     if (BoundsUpdates()) return "it bounds every client's update (robust.max_update_norm)";
     if (Buffered()) return "it weighs each client's model by its staleness (strategy.aggregator = fedbuff)";
+    const std::string& algorithm = algorithm_objective_.algorithm;
+    if (algorithm == "scaffold" || algorithm == "fednova") {
+      return "its client algorithm needs each client's " +
+             std::string(algorithm == "scaffold" ? "control-variate update" : "model and steps") +
+             " (strategy.algorithm = " + algorithm + ")";
+    }
     return "";
   }
 
@@ -166,6 +173,15 @@ class Strategy {
   bool KeepsLocalBatchNorm() const { return local_batch_norm_; }
   void SetKeepsLocalBatchNorm(bool keep) { local_batch_norm_ = keep; }
 
+  // The client algorithm (algorithms/algorithm.h): its options, sent in
+  // every training task's objective, and its server half (null: none).
+  // MakeStrategy sets the options; the run's plan adds the server half
+  // (algorithms/algorithm.h: MakeServerAlgorithm, with the client halves).
+  const LocalObjective& AlgorithmObjective() const { return algorithm_objective_; }
+  void SetAlgorithmObjective(const LocalObjective& objective) { algorithm_objective_ = objective; }
+  void SetServerAlgorithm(std::unique_ptr<ServerAlgorithm> server_half) { algorithm_ = std::move(server_half); }
+  ServerAlgorithm* Algorithm() const { return algorithm_.get(); }
+
   // Opaque state for checkpoints; LoadState(SaveState()) restores it: the
   // aggregator's state as it is when the selector keeps none, else the
   // selector's JSON object with the aggregator's state under "aggregator".
@@ -176,11 +192,17 @@ class Strategy {
  private:
   // Setup's fields and the reports the selector wants of `client_id`.
   FitInstructions InstructionsFor(int client_id, const TaskSetup& setup) const;
+  // The selector's and the aggregator's state (SaveState without the
+  // client algorithm's), and back.
+  std::string PartsState() const;
+  void LoadPartsState(const std::string& state);
 
   std::string name_;
   double proximal_mu_ = 0;
   bool local_batch_norm_ = false;
   UpdateNormBound norm_bound_;
+  LocalObjective algorithm_objective_;  // its algorithm fields only
+  std::unique_ptr<ServerAlgorithm> algorithm_;
   std::unique_ptr<Selector> selector_;
   std::unique_ptr<Aggregator> aggregator_;
   DpFedAvg* dp_ = nullptr;  // aggregator_ itself when it is DP-FedAvg
@@ -197,10 +219,11 @@ struct StrategySpec {
   std::string aggregator;  // average | fedadam | fedbn | median | ... | fltrust (kAggregators)
   AggregationMode mode = AggregationMode::kFull;
   double proximal_mu = 0;
+  std::string algorithm;    // the client algorithm; "" = plain SGD
   bool overridden = false;  // some override changed the preset
 
   // The preset's name when nothing overrode it, else
-  // "selector+aggregator", with "+prox" when μ > 0.
+  // "selector+aggregator", with "+prox" when μ > 0 and "+algorithm".
   std::string Label() const;
 };
 

@@ -43,7 +43,8 @@ class InProcessTransport : public Transport {
   }
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
 
-  // What clients keep between rounds (FedBN's batch-norm values) as one
+  // What clients keep between rounds (FedBN's batch-norm values, the client
+  // algorithm's state) as one
   // string for checkpoints, and back; LoadState throws fedprof::Error when
   // the string does not fit these clients.
   std::string SaveState() override;
@@ -90,7 +91,8 @@ class InProcessTransport : public Transport {
   std::vector<std::shared_ptr<const FlatParams>> worker_loaded_;
   std::vector<std::optional<Client>> kept_;  // by id, when keep_clients_
   mutable std::mutex states_mutex_;
-  std::map<int, FlatParams> local_states_;  // by id; only clients that keep state
+  std::map<int, FlatParams> local_states_;      // FedBN's, by id; only clients that keep state
+  std::map<int, FlatParams> algorithm_states_;  // the client algorithm's, likewise
   std::function<std::vector<ClientDescription>()> describe_;
   int profile_group_ = 1;
   InputTables tables_;

@@ -330,26 +330,34 @@ TEST(InProcessTransportTest, EachClientGetsItsOwnInstructions) {
   EXPECT_GT(reported.pre_train_loss, 0);
 }
 
+// Client states as a checkpoint holds them: `batch_norm` (FedBN) and
+// `algorithm` (the client algorithm's), each an object by client id.
+std::string Kept(const std::string& batch_norm_entries) {
+  return "{\"algorithm\":{},\"batch_norm\":{" + batch_norm_entries + "}}";
+}
+
 TEST(InProcessTransportTest, ClientStatesRoundTripAndForeignOnesAreRefused) {
   InProcessTransport transport(
       Infos(3), [](int id) { return Client(id, Blobs(id)); },
       /*keep_clients=*/false, [] { return MakeModel(kBlobMlp); }, /*num_threads=*/1);
-  EXPECT_EQ(transport.SaveState(), "{}");
-  const std::string states =
-      "{\"0\":\"" + EncodeFloats({1.5f, -2.0f}) + "\",\"2\":\"" + EncodeFloats({3.0f}) + "\"}";
+  const std::string none = "{\"algorithm\":{},\"batch_norm\":{}}";
+  EXPECT_EQ(transport.SaveState(), none);
+  const std::string states = "{\"algorithm\":{\"1\":\"" + EncodeFloats({0.5f}) + "\"},\"batch_norm\":{\"0\":\"" +
+                             EncodeFloats({1.5f, -2.0f}) + "\",\"2\":\"" + EncodeFloats({3.0f}) + "\"}}";
   transport.LoadState(states);
   EXPECT_EQ(transport.SaveState(), states);
   transport.LoadState("");
-  EXPECT_EQ(transport.SaveState(), "{}") << "empty: no client keeps state";
+  EXPECT_EQ(transport.SaveState(), none) << "empty: no client keeps state";
+  ExpectError([&] { transport.LoadState("{\"batch_norm\": {}}"); }, "client states");
 
   ExpectError([&] { transport.LoadState("[1, 2]"); }, "not a JSON object");
-  ExpectError([&] { transport.LoadState("{\"3\": \"\"}"); },
+  ExpectError([&] { transport.LoadState(Kept("\"3\": \"\"")); },
               {"state of client '3'", "the 3 clients"});
-  ExpectError([&] { transport.LoadState("{\"-1\": \"\"}"); }, "state of client '-1'");
-  ExpectError([&] { transport.LoadState("{\"one\": \"\"}"); }, "state of client 'one'");
+  ExpectError([&] { transport.LoadState(Kept("\"-1\": \"\"")); }, "state of client '-1'");
+  ExpectError([&] { transport.LoadState(Kept("\"one\": \"\"")); }, "state of client 'one'");
   // Another spelling of an id names no client (it would collapse onto client 1).
-  ExpectError([&] { transport.LoadState("{\"01\": \"\"}"); }, "state of client '01'");
-  ExpectError([&] { transport.LoadState("{\"1abc\": \"\"}"); }, "state of client '1abc'");
+  ExpectError([&] { transport.LoadState(Kept("\"01\": \"\"")); }, "state of client '01'");
+  ExpectError([&] { transport.LoadState(Kept("\"1abc\": \"\"")); }, "state of client '1abc'");
   ExpectError([&] { transport.LoadState("{\"0\": 5}"); }, "client states");
   ExpectError([&] { transport.LoadState("{\"0\": "); }, "client states");
 }

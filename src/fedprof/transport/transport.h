@@ -21,6 +21,9 @@ struct ClientDescription {
   double speed_ghz = 0;          // 0: unknown
   double bandwidth_mhz = 0;
   double round_s = 0;  // a round's time: the cost model's (simulation) or the mean measured
+  // The samples of each class it holds: known in simulation only (empty:
+  // unknown; beyond report.per_client_limit clients only the first are counted).
+  std::vector<int64_t> label_counts;
 };
 
 // How the server reaches its clients. The round loop talks only to this

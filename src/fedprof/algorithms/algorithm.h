@@ -1,0 +1,70 @@
+#ifndef FEDPROF_ALGORITHMS_ALGORITHM_H_
+#define FEDPROF_ALGORITHMS_ALGORITHM_H_
+
+// Client algorithms (docs/algorithms.md): what runs on a client around its
+// local training (loss terms, corrected steps, what it sends beside the
+// model and what it keeps between rounds) and its server half (what the
+// server keeps and sends, and how it changes the round's step). Each
+// algorithm has one file holding both halves: fedprox.cc, scaffold.cc,
+// fednova.cc and feddyn.cc. This header is torch-free: the server half and
+// the names; the client half is local_algorithm.h.
+
+#include <memory>
+#include <string>
+
+#include "fedprof/config/run_options.h"
+#include "fedprof/core/params.h"
+#include "fedprof/protocol/messages.h"
+
+namespace fedprof {
+
+// The server half of a client algorithm. The round loop calls, per round:
+// Broadcast (sent with every training task), Check and Observe for each
+// result the strategy accepted (in any order: nothing may depend on it),
+// then Finish on the aggregator's model; SaveState after it.
+class ServerAlgorithm {
+ public:
+  virtual ~ServerAlgorithm() = default;
+
+  // What goes to every client of the next round beside θ
+  // (FitInstructions::algorithm_values), or null.
+  virtual std::shared_ptr<const FlatParams> Broadcast() const { return nullptr; }
+  // "" when what an accepted result carries for the algorithm is usable
+  // (sizes, finite values in range), else why the result is refused.
+  virtual std::string Check(const FitResult& result, size_t num_params) const = 0;
+  // An accepted result of this round, whose model is already in the sum.
+  virtual void Observe(const FitResult& result, const FlatParams& global) = 0;
+  // The round's step: `next` holds the aggregator's model from `global` and
+  // may be replaced; `num_clients` is N, the population.
+  virtual void Finish(const FlatParams& global, int num_clients, FlatParams* next) = 0;
+
+  // Opaque state for checkpoints; LoadState throws fedprof::Error when it
+  // does not fit.
+  virtual std::string SaveState() const { return ""; }
+  virtual void LoadState(const std::string& state) { (void)state; }
+};
+
+// Whether clients of `objective`'s algorithm keep state between rounds
+// (SCAFFOLD's c_i, FedDyn's gradient term): such a client must be trained
+// where its state lives (its rank, its own process).
+inline bool KeepsAlgorithmState(const LocalObjective& objective) {
+  return objective.algorithm == "scaffold" || objective.algorithm == "feddyn";
+}
+
+// The client algorithm's options in the local objective (`algorithm`:
+// strategy.algorithm or the preset's; scaffold.*, feddyn.*), as the
+// strategy sends them.
+inline void SetAlgorithmOptions(const RunOptions& options, const std::string& algorithm,
+                                LocalObjective* objective) {
+  objective->algorithm = algorithm;
+  objective->scaffold_correct = options.scaffold.correct;
+  objective->feddyn_alpha = options.feddyn.alpha;
+}
+
+// The server half of `algorithm` ("" or a name of strategy.algorithm's
+// choices), or null when it has none (plain SGD).
+std::unique_ptr<ServerAlgorithm> MakeServerAlgorithm(const std::string& algorithm, const RunOptions& options);
+
+}  // namespace fedprof
+
+#endif  // FEDPROF_ALGORITHMS_ALGORITHM_H_

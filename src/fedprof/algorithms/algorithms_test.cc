@@ -1,0 +1,212 @@
+// Each client algorithm's halves by hand on a tiny model: what the client
+// keeps and sends, how a step is corrected, what the server's step is.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "fedprof/algorithms/algorithm.h"
+#include "fedprof/algorithms/kinds.h"
+#include "fedprof/algorithms/local_algorithm.h"
+#include "fedprof/config/config.h"
+#include "fedprof/core/error.h"
+#include "fedprof/models/models.h"
+#include "tests/blobs.h"
+
+namespace fedprof {
+namespace {
+
+using testing_support::kBlobMlp;
+
+// The blob MLP holding 0.01 · (i + 1) at value i.
+std::shared_ptr<Model> TinyModel() {
+  std::shared_ptr<Model> model = MakeModel(kBlobMlp);
+  FlatParams p = Flatten(*model);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = 0.01f * static_cast<float>(i + 1);
+  Unflatten(p, *model);
+  return model;
+}
+
+FlatParams Filled(size_t n, float first, float step) {
+  FlatParams v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = first + step * static_cast<float>(i);
+  return v;
+}
+
+FitInstructions Task(const std::string& algorithm, double lr = 0.1) {
+  FitInstructions ins;
+  ins.objective.algorithm = algorithm;
+  ins.train.lr = lr;
+  ins.train.momentum = 0.5;
+  return ins;
+}
+
+TEST(ScaffoldTest, EachStepIsCorrectedByCMinusCiAndOptionTwoUpdatesCi) {
+  const std::shared_ptr<Model> model = TinyModel();
+  const FlatParams x = Flatten(*model);
+  const size_t n = x.size();
+  FitInstructions ins = Task("scaffold", 0.1);
+  ins.algorithm_values = std::make_shared<const FlatParams>(Filled(n, 0.5f, 0.0f));  // c
+  const FlatParams c_i = Filled(n, 0.2f, 0.0f);
+  std::unique_ptr<LocalAlgorithm> scaffold = MakeScaffoldLocal(ins, *model, c_i);
+  // One step's correction: y ← y − η (c − c_i) = y − 0.1 · 0.3.
+  scaffold->AfterStep(*model);
+  const FlatParams y = Flatten(*model);
+  for (size_t j = 0; j < n; ++j) EXPECT_NEAR(y[j], x[j] - 0.03f, 1e-7) << j;
+  // After K = 2 steps: c_i⁺ = c_i − c + (x − y) / (K η) = 0.2 − 0.5 + 0.03 / 0.2.
+  FitResult result;
+  const FlatParams kept = scaffold->End(*model, 2, &result);
+  ASSERT_EQ(kept.size(), n);
+  ASSERT_EQ(result.algorithm_values.size(), n);
+  for (size_t j = 0; j < n; ++j) {
+    EXPECT_NEAR(kept[j], 0.2 - 0.5 + 0.15, 1e-5) << j;
+    EXPECT_NEAR(result.algorithm_values[j], kept[j] - 0.2f, 1e-6) << "Δc_i = c_i⁺ − c_i";
+  }
+  // scaffold.correct = false: the step is SGD's own.
+  ins.objective.scaffold_correct = false;
+  std::unique_ptr<LocalAlgorithm> plain = MakeScaffoldLocal(ins, *model, c_i);
+  const FlatParams before = Flatten(*model);
+  plain->AfterStep(*model);
+  EXPECT_EQ(Flatten(*model), before);
+  // A kept state of another size is reset to c_i = 0.
+  std::unique_ptr<LocalAlgorithm> reset = MakeScaffoldLocal(ins, *model, FlatParams(3, 1.0f));
+  FitResult fresh;
+  const FlatParams from_zero = reset->End(*model, 1, &fresh);
+  EXPECT_NEAR(from_zero[0], 0.0 - 0.5 + 0.0, 1e-6);
+}
+
+TEST(ScaffoldTest, TheServerAddsTheMeanDeltaOverTheWholePopulationToC) {
+  std::unique_ptr<ServerAlgorithm> server = MakeScaffoldServer(0.5);
+  EXPECT_EQ(server->Broadcast(), nullptr) << "c = 0 before the first round";
+  const FlatParams global = {1.0f, 2.0f};
+  FitResult a, b;
+  a.algorithm_values = {0.4f, -0.8f};
+  b.algorithm_values = {0.4f, 0.0f};
+  EXPECT_EQ(server->Check(a, 2), "");
+  EXPECT_NE(server->Check(a, 3), "");
+  FitResult bad = a;
+  bad.algorithm_values[1] = NAN;
+  EXPECT_NE(server->Check(bad, 2).find("not finite"), std::string::npos);
+  server->Observe(b, global);  // the order of arrival does not matter
+  server->Observe(a, global);
+  FlatParams next = {3.0f, 0.0f};  // the aggregator's average x̄
+  server->Finish(global, 4, &next);
+  // x ← x + η_g (x̄ − x) = (1 + 0.5 · 2, 2 + 0.5 · −2); c ← 0 + (0.8, −0.8) / 4.
+  EXPECT_EQ(next, (FlatParams{2.0f, 1.0f}));
+  ASSERT_NE(server->Broadcast(), nullptr);
+  EXPECT_EQ(*server->Broadcast(), (FlatParams{0.2f, -0.2f}));
+  // The state a checkpoint keeps brings c back.
+  std::unique_ptr<ServerAlgorithm> resumed = MakeScaffoldServer(0.5);
+  resumed->LoadState(server->SaveState());
+  EXPECT_EQ(*resumed->Broadcast(), *server->Broadcast());
+}
+
+TEST(FedNovaTest, EffectiveStepsWithMomentumAndTheNormalisedStep) {
+  TrainOptions train;
+  train.momentum = 0.5;
+  FitResult r;
+  std::unique_ptr<LocalAlgorithm> local = MakeFedNovaLocal(train);
+  const std::shared_ptr<Model> model = TinyModel();
+  EXPECT_TRUE(local->End(*model, 3, &r).empty()) << "FedNova keeps nothing";
+  // [τ − ρ (1 − ρ^τ) / (1 − ρ)] / (1 − ρ) = (3 − 0.875) / 0.5.
+  EXPECT_DOUBLE_EQ(r.algorithm_scalar, 4.25);
+  train.momentum = 0;
+  MakeFedNovaLocal(train)->End(*model, 3, &r);
+  EXPECT_DOUBLE_EQ(r.algorithm_scalar, 3.0);
+
+  // Two clients from x = 0: y_1 = −2 after a_1 = 2 (n_1 = 1), y_2 = −6 after
+  // a_2 = 3 (n_2 = 3): d = (1, 2), p = (1/4, 3/4), τ_eff = 2.75,
+  // x ← 0 − 2.75 · 1.75.
+  std::unique_ptr<ServerAlgorithm> server = MakeFedNovaServer();
+  const FlatParams global = {0.0f};
+  FitResult one, two;
+  one.client_id = 0, one.num_samples = 1, one.params = {-2.0f}, one.algorithm_scalar = 2;
+  two.client_id = 1, two.num_samples = 3, two.params = {-6.0f}, two.algorithm_scalar = 3;
+  server->Observe(two, global);
+  server->Observe(one, global);
+  FlatParams next = {-5.0f};  // the average, which unequal steps replace
+  server->Finish(global, 2, &next);
+  EXPECT_FLOAT_EQ(next[0], -2.75f * 1.75f);
+  // Equal steps: the average stands as it is.
+  two.algorithm_scalar = 2;
+  server->Observe(one, global);
+  server->Observe(two, global);
+  next = {-5.0f};
+  server->Finish(global, 2, &next);
+  EXPECT_EQ(next[0], -5.0f);
+  FitResult lying = one;
+  for (double a : {0.0, -1.0, std::nan(""), 1e10}) {
+    lying.algorithm_scalar = a;
+    EXPECT_NE(server->Check(lying, 1), "") << a;
+  }
+}
+
+TEST(FedDynTest, TheLocalTermsAndStateAndTheServersCorrection) {
+  const std::shared_ptr<Model> model = TinyModel();
+  const FlatParams x = Flatten(*model);
+  const size_t n = x.size();
+  FitInstructions ins = Task("feddyn");
+  ins.objective.feddyn_alpha = 0.5;
+  const FlatParams g = Filled(n, 0.1f, 0.0f);
+  std::unique_ptr<LocalAlgorithm> feddyn = MakeFedDynLocal(ins, *model, g);
+  // At θ = θ^{t−1} the quadratic term is 0 and the linear one −⟨g, θ⟩.
+  double dot = 0;
+  for (size_t j = 0; j < n; ++j) dot += 0.1 * x[j];
+  EXPECT_NEAR(feddyn->LossTerm(*model).item<double>(), -dot, 1e-4);
+  // Move θ by +0.2 everywhere: α/2 · n · 0.04 − ⟨g, θ + 0.2⟩.
+  FlatParams moved = x;
+  for (float& v : moved) v += 0.2f;
+  Unflatten(moved, *model);
+  EXPECT_NEAR(feddyn->LossTerm(*model).item<double>(), 0.25 * n * 0.04 - (dot + 0.1 * 0.2 * n), 1e-3);
+  FitResult r;
+  const FlatParams kept = feddyn->End(*model, 5, &r);
+  for (size_t j = 0; j < n; ++j) EXPECT_NEAR(kept[j], 0.1 - 0.5 * 0.2, 1e-6) << "g − α (θ_k − θ^{t−1})";
+
+  // Server: x = 1, mean 3 over |P| = 2 of N = 4, α = 0.5:
+  // h = 0 − 0.5 · (2/4) · 2 = −0.5, θ = 3 − h/α = 4.
+  std::unique_ptr<ServerAlgorithm> server = MakeFedDynServer(0.5);
+  FitResult any;
+  server->Observe(any, {1.0f});
+  server->Observe(any, {1.0f});
+  FlatParams next = {3.0f};
+  server->Finish({1.0f}, 4, &next);
+  EXPECT_FLOAT_EQ(next[0], 4.0f);
+  // h carries over: from 4 with mean 4 (no change), h stays −0.5: θ = 4 + 1.
+  server->Observe(any, {4.0f});
+  next = {4.0f};
+  server->Finish({4.0f}, 4, &next);
+  EXPECT_FLOAT_EQ(next[0], 5.0f);
+  // α = 0 is FedAvg: the average stands.
+  std::unique_ptr<ServerAlgorithm> neutral = MakeFedDynServer(0);
+  neutral->Observe(any, {1.0f});
+  next = {3.0f};
+  neutral->Finish({1.0f}, 4, &next);
+  EXPECT_EQ(next[0], 3.0f);
+}
+
+TEST(FedProxTest, TheProximalTermIsHalfMuTimesTheSquaredDistance) {
+  const std::shared_ptr<Model> model = TinyModel();
+  std::unique_ptr<LocalAlgorithm> prox = MakeFedProxLocal(2.0, *model);
+  EXPECT_EQ(prox->LossTerm(*model).item<double>(), 0.0);
+  FlatParams moved = Flatten(*model);
+  for (float& v : moved) v += 0.5f;
+  Unflatten(moved, *model);
+  EXPECT_NEAR(prox->LossTerm(*model).item<double>(), 0.5 * 2.0 * 0.25 * static_cast<double>(moved.size()), 1e-4);
+}
+
+TEST(ClientAlgorithmTest, PlainSgdHasNoHooksAndAnUnknownAlgorithmIsRefused) {
+  const std::shared_ptr<Model> model = TinyModel();
+  EXPECT_TRUE(MakeLocalAlgorithms(Task(""), *model, {}).empty());
+  EXPECT_TRUE(MakeLocalAlgorithms(Task("none"), *model, {}).empty());
+  FitInstructions dyn = Task("feddyn");
+  EXPECT_TRUE(MakeLocalAlgorithms(dyn, *model, {}).empty()) << "FedDyn with α = 0 is plain SGD";
+  EXPECT_THROW(MakeLocalAlgorithms(Task("moon2"), *model, {}), Error);
+  Config config;
+  EXPECT_EQ(MakeServerAlgorithm("", config.options()), nullptr);
+  EXPECT_THROW(MakeServerAlgorithm("moon2", config.options()), Error);
+}
+
+}  // namespace
+}  // namespace fedprof

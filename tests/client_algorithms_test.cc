@@ -1,0 +1,105 @@
+// The client algorithms (algorithms/) in whole runs: each equals FedAvg bit
+// for bit at its neutral setting and changes the model otherwise; threads
+// and a killed run change no number; what does not compose is refused in
+// one line.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "fedprof/core/files.h"
+#include "fedprof/server/checkpoint.h"
+#include "tests/checkpoints.h"
+#include "tests/csv_columns.h"
+#include "tests/run_cli.h"
+#include "tests/simulate_summary.h"
+#include "tests/test_dirs.h"
+
+namespace fedprof {
+namespace {
+
+using testing_support::ClearedPath;
+using testing_support::CliResult;
+using testing_support::CountLines;
+using testing_support::FreshDir;
+using testing_support::HaveFashionMnist;
+using testing_support::KillOnceCheckpointed;
+using testing_support::kSmallRun;
+using testing_support::MetricsWithoutWall;
+using testing_support::RunCli;
+using testing_support::Simulated;
+using testing_support::Summary;
+
+// Unequal clients (Dir(0.5)), so that steps differ between clients.
+const std::string kRun = std::string(kSmallRun) +
+                         " --set rounds=3 --set partition.kind=dirichlet --set partition.min_size=20";
+
+std::string FinalModel(const std::string& dir, const std::string& name, const std::string& settings) {
+  return Summary(Simulated(dir, name, kRun + " " + settings)).at("final_model_sha256");
+}
+
+TEST(ClientAlgorithmRunTest, EachAtItsNeutralSettingIsFedAvgBitForBit) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const std::string dir = FreshDir("algorithms", "neutral");
+  const std::string fedavg = FinalModel(dir, "fedavg", "--set strategy.aggregation=partial");
+  EXPECT_EQ(FinalModel(dir, "scaffold_off", "--set strategy.name=scaffold --set scaffold.correct=false"), fedavg);
+  EXPECT_EQ(FinalModel(dir, "feddyn_0", "--set strategy.name=feddyn --set feddyn.alpha=0"), fedavg);
+  EXPECT_NE(FinalModel(dir, "scaffold", "--set strategy.name=scaffold"), fedavg);
+  EXPECT_NE(FinalModel(dir, "feddyn", "--set strategy.name=feddyn"), fedavg);
+  EXPECT_NE(FinalModel(dir, "fednova", "--set strategy.name=fednova"), fedavg) << "unequal steps";
+  // FedNova with equal steps and no momentum: an equal split of the data.
+  const std::string equal = " --set partition.kind=iid --set train.momentum=0";
+  EXPECT_EQ(FinalModel(dir, "fednova_equal", "--set strategy.name=fednova" + equal),
+            FinalModel(dir, "fedavg_equal", "--set strategy.aggregation=partial" + equal));
+  // With FedProf's selection: the selector composes with the algorithm.
+  EXPECT_EQ(FinalModel(dir, "fedprof_scaffold_off",
+                       "--set strategy.name=fedprof --set strategy.algorithm=scaffold --set scaffold.correct=false "
+                       "--set data.holdout_share=0.1"),
+            FinalModel(dir, "fedprof_partial",
+                       "--set strategy.name=fedprof --set strategy.aggregation=partial --set data.holdout_share=0.1"));
+}
+
+TEST(ClientAlgorithmRunTest, ThreadsAndAKilledRunChangeNoNumber) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  for (const std::string algorithm : {"scaffold", "fednova", "feddyn"}) {
+    const std::string dir = ClearedPath("algorithms", "resume_" + algorithm);
+    const std::string run = "simulate " + kRun + " --set rounds=6 --set strategy.name=" + algorithm;
+    ASSERT_EQ(RunCli(run + " --set threads=1 --out " + dir + "/one").code, 0);
+    ASSERT_EQ(RunCli(run + " --set threads=2 --out " + dir + "/two").code, 0);
+    EXPECT_EQ(MetricsWithoutWall(dir + "/one"), MetricsWithoutWall(dir + "/two")) << algorithm;
+    // The clients' c_i (or ∇L_k) and the server's c (or h) live in the checkpoint.
+    KillOnceCheckpointed(run + " --set threads=2 --out " + dir + "/killed", dir + "/killed", 2);
+    if (HasFatalFailure()) return;
+    const CliResult resumed = RunCli("simulate --resume " + dir + "/killed");
+    ASSERT_EQ(resumed.code, 0) << resumed.output;
+    EXPECT_EQ(MetricsWithoutWall(dir + "/one"), MetricsWithoutWall(dir + "/killed")) << algorithm;
+    EXPECT_EQ(Summary(dir + "/one").at("final_model_sha256"), Summary(dir + "/killed").at("final_model_sha256"));
+  }
+}
+
+TEST(ClientAlgorithmRunTest, WhatDoesNotComposeIsRefusedInOneLine) {
+  const std::string dir = ClearedPath("algorithms", "refused");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--set strategy.name=scaffold --set strategy.aggregator=median",
+       "strategy.algorithm = scaffold: its server step assumes the average"},
+      {"--set strategy.name=fednova --set dp.mode=central", "strategy.algorithm = fednova: user-level DP"},
+      {"--set strategy.name=scaffold --set secagg.protocol=secagg", "hides each control-variate update"},
+      {"--set strategy.algorithm=feddyn --set strategy.name=fedbuff", "strategy.aggregator = fedbuff"},
+      {"--set strategy.algorithm=moon", "strategy.algorithm"},
+  };
+  for (const auto& [settings, expected] : cases) {
+    const CliResult r = RunCli("simulate " + kRun + " " + settings + " --out " + dir + "/x");
+    EXPECT_EQ(r.code, 1) << settings;
+    EXPECT_EQ(CountLines(r.output), 1) << r.output;
+    EXPECT_NE(r.output.find(expected), std::string::npos) << r.output;
+  }
+  // A deployment does not carry SCAFFOLD's vectors: the server refuses before any client.
+  const CliResult server = RunCli("server --listen 127.0.0.1:0 --insecure " + kRun +
+                                  " --set strategy.name=scaffold --out " + dir + "/server");
+  EXPECT_EQ(server.code, 1);
+  EXPECT_NE(server.output.find("a deployment does not carry SCAFFOLD's control variates"), std::string::npos)
+      << server.output;
+}
+
+}  // namespace
+}  // namespace fedprof
