@@ -12,7 +12,7 @@
 #
 #   -d  data sets, comma-separated: mnist, fashion-mnist (default mnist)
 #   -p  partitions: dir0.5 dir0.1 c1 c2 c3 iid quantity noise (default all)
-#   -a  algorithms: fedavg fedprox scaffold fednova feddyn (default all)
+#   -a  algorithms: fedavg fedprox scaffold fednova feddyn moon (default all)
 #   -s  seeds 1..S (default 3), -r rounds (default 50), -e local epochs (10)
 #   -o  output folder (default: a fresh temporary one, removed unless kept
 #       with -o); what follows -- goes to every run.
@@ -25,7 +25,7 @@ fedprof=${FEDPROF_BIN:-build/fedprof}
 [[ -x $fedprof ]] || make build >&2
 
 data=mnist partitions=dir0.5,dir0.1,c1,c2,c3,iid,quantity,noise
-algorithms=fedavg,fedprox,scaffold,fednova,feddyn seeds=3 rounds=50 epochs=10 out=""
+algorithms=fedavg,fedprox,scaffold,fednova,feddyn,moon seeds=3 rounds=50 epochs=10 out=""
 mus=${FEDPROX_MUS:-0.001 0.01 0.1 1}
 while getopts "d:p:a:s:r:e:o:" flag; do
   case $flag in

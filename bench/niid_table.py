@@ -20,7 +20,7 @@ import sys
 ORDER = ["dir0.5", "dir0.1", "c1", "c2", "c3", "iid", "quantity", "noise"]
 NAMES = {"dir0.5": "p_k ~ Dir(0.5)", "dir0.1": "p_k ~ Dir(0.1)", "c1": "#C = 1", "c2": "#C = 2",
          "c3": "#C = 3", "iid": "IID", "quantity": "q ~ Dir(0.5)", "noise": "x ~ Gau(0.1)"}
-ALGORITHMS = ["fedavg", "fedprox", "scaffold", "fednova", "feddyn"]
+ALGORITHMS = ["fedavg", "fedprox", "scaffold", "fednova", "feddyn", "moon"]
 
 
 def runs_of(folder):

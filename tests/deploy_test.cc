@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -64,12 +65,80 @@ TEST(DeployTest, DirichletPartitionOverTheNetworkEqualsSimulation) {
                                 "--set quality.feature_skew=0.3");
 }
 
-// FedNova's steps travel in the result; FedDyn's ∇L_k stays in the client's
-// process between rounds and h on the server.
+// FedNova's steps travel in the result; FedDyn's ∇L_k stays on the
+// client's disk between rounds and h on the server.
 TEST(DeployTest, FedNovaAndFedDynOverTheNetworkEqualSimulation) {
   const std::string unequal = " --set partition.kind=dirichlet --set partition.min_size=20";
   ExpectSameNumbersAsSimulation("fednova", "--set strategy.name=fednova" + unequal);
   ExpectSameNumbersAsSimulation("feddyn", "--set strategy.name=feddyn" + unequal);
+}
+
+// The state files in `dir` of the client algorithm `algorithm`.
+std::vector<std::string> StateFiles(const std::string& dir, const std::string& algorithm) {
+  std::vector<std::string> out;
+  std::error_code ignored;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ignored)) {
+    const std::string name = e.path().filename().string();
+    if (name.find("." + algorithm + ".") != std::string::npos && name.size() > 6 &&
+        name.compare(name.size() - 6, 6, ".state") == 0) {
+      out.push_back(e.path().string());
+    }
+  }
+  return out;
+}
+
+// SCAFFOLD's c and Δc_i travel after the model in its chunks; its c_i and
+// MOON's previous models stay on the clients' disks (beside their keys)
+// between rounds, a file a client and run.
+TEST(DeployTest, ScaffoldAndMoonOverTheNetworkEqualSimulation) {
+  const std::string unequal = " --set partition.kind=dirichlet --set partition.min_size=20";
+  for (const std::string algorithm : {"scaffold", "moon"}) {
+    std::string server_dir;
+    ExpectSameNumbersAsSimulation(algorithm, "--set strategy.name=" + algorithm + unequal, &server_dir);
+    // Each client that trained has one file of this run (beside older runs').
+    EXPECT_GE(StateFiles(server_dir + "/../certs", algorithm).size(), 3u) << algorithm;
+  }
+}
+
+// A state file corrupted between rounds: the client says so in one line,
+// starts from the algorithm's reset (c_i = 0) and the run goes on.
+TEST(DeployTest, ACorruptStateFileIsOneLineAndTheAlgorithmsReset) {
+  const std::string dir = FreshDir("deploy", "corrupt_state");
+  const std::string certs = MakeCerts(dir, 2);
+  const std::string run = SmallRun(2, 1.0, 4) + " --set strategy.name=scaffold";
+  Deployment d;
+  StartServer(&d, run + " --tls-dir " + certs + " --out " + dir + "/server", dir + "/server.log");
+  StartClients(&d, 0, 2, run + " --tls-dir " + certs + " --state-dir " + dir + "/states", dir);
+  // Client 0's file loses a bit each time a round writes it, until the
+  // client has read one so (a round's read follows the previous round's
+  // write by the server's whole round trip).
+  std::string file, corrupted;
+  const bool seen = WaitUntil(
+      [&] {
+        if (file.empty()) {
+          for (const std::string& f : StateFiles(dir + "/states", "scaffold")) {
+            if (f.find("/client-0.scaffold.") != std::string::npos) file = f;
+          }
+          if (file.empty()) return false;
+        }
+        std::string bytes = ReadFile(file);
+        if (bytes != corrupted) {
+          bytes[bytes.size() - 1] ^= 0x01;
+          WriteFileAtomic(file, bytes);
+          corrupted = bytes;
+        }
+        return d.procs.Output(d.clients[0]).find("fails its checksum") != std::string::npos;
+      },
+      120);
+  ASSERT_TRUE(seen) << d.procs.Output(d.clients[0]);
+  ASSERT_EQ(d.procs.Wait(d.server, 180), 0) << d.procs.Output(d.server);
+  for (int c : d.clients) EXPECT_EQ(d.procs.Wait(c, 30), 0) << d.procs.Output(c);
+  const std::string output = d.procs.Output(d.clients[0]);
+  const std::string line = "client 0: its state file " + file +
+                           " fails its checksum (corrupt); SCAFFOLD starts again from c_i = 0";
+  EXPECT_NE(output.find(line), std::string::npos) << output;
+  EXPECT_EQ(d.procs.Output(d.clients[1]).find("state file"), std::string::npos);
+  EXPECT_EQ(Columns(dir + "/server/metrics.csv").at("returned"), (std::vector<std::string>{"2", "2", "2", "2"}));
 }
 
 // The strong attacks and the rules against them over the network: the

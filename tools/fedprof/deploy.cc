@@ -120,6 +120,9 @@ Runner AddClient(CLI::App& app) {
   sub->add_option("--data-dir", args->client.data_dir,
                   "Train on own files here (train-images/-labels IDX, or train.csv) instead of "
                   "partition K of the config's data");
+  sub->add_option("--state-dir", args->client.state_dir,
+                  "Keep the client algorithm's state (SCAFFOLD's c_i, FedDyn's gradient, MOON's previous "
+                  "model) here across rounds and restarts; default: --tls-dir, or memory without it");
   sub->add_option("--give-up-after", args->client.give_up_s,
                   "Seconds to keep trying to reach the server")
       ->capture_default_str();

@@ -7,16 +7,34 @@
 #include "fedprof/aggregation/model_sum.h"
 #include "fedprof/algorithms/kinds.h"
 #include "fedprof/core/error.h"
+#include "fedprof/core/text.h"
 #include "fedprof/models/models.h"
 
 namespace fedprof {
 
+namespace {
+
+AlgorithmKind KindOf(const std::string& algorithm, const char* where) {
+  const AlgorithmName* a = FindAlgorithm(algorithm);
+  if (a == nullptr) throw Error(std::string(where) + ": unknown client algorithm '" + Printable(algorithm) + "'");
+  return a->kind;
+}
+
+}  // namespace
+
 std::unique_ptr<ServerAlgorithm> MakeServerAlgorithm(const std::string& algorithm, const RunOptions& options) {
-  if (algorithm.empty() || algorithm == "none") return nullptr;
-  if (algorithm == "scaffold") return MakeScaffoldServer(options.scaffold.server_lr);
-  if (algorithm == "fednova") return MakeFedNovaServer();
-  if (algorithm == "feddyn") return MakeFedDynServer(options.feddyn.alpha);
-  throw Error("strategy.algorithm: unknown client algorithm '" + algorithm + "'");
+  switch (KindOf(algorithm, "strategy.algorithm")) {
+    case AlgorithmKind::kScaffold:
+      return MakeScaffoldServer(options.scaffold.server_lr);
+    case AlgorithmKind::kFedNova:
+      return MakeFedNovaServer();
+    case AlgorithmKind::kFedDyn:
+      return MakeFedDynServer(options.feddyn.alpha);
+    case AlgorithmKind::kNone:
+    case AlgorithmKind::kMoon:  // the average is MOON's server half
+      return nullptr;
+  }
+  return nullptr;
 }
 
 std::vector<std::unique_ptr<LocalAlgorithm>> MakeLocalAlgorithms(const FitInstructions& ins, Model& model,
@@ -24,12 +42,21 @@ std::vector<std::unique_ptr<LocalAlgorithm>> MakeLocalAlgorithms(const FitInstru
   std::vector<std::unique_ptr<LocalAlgorithm>> out;
   const LocalObjective& o = ins.objective;
   if (o.prox_mu > 0) out.push_back(MakeFedProxLocal(o.prox_mu, model));
-  if (o.algorithm == "scaffold") out.push_back(MakeScaffoldLocal(ins, model, kept));
-  if (o.algorithm == "fednova") out.push_back(MakeFedNovaLocal(ins.train));
-  if (o.algorithm == "feddyn" && o.feddyn_alpha > 0) out.push_back(MakeFedDynLocal(ins, model, kept));
-  if (!o.algorithm.empty() && o.algorithm != "none" && o.algorithm != "scaffold" && o.algorithm != "fednova" &&
-      o.algorithm != "feddyn") {
-    throw Error("task: unknown client algorithm '" + o.algorithm + "'");
+  switch (KindOf(o.algorithm, "task")) {
+    case AlgorithmKind::kScaffold:
+      out.push_back(MakeScaffoldLocal(ins, model, kept));
+      break;
+    case AlgorithmKind::kFedNova:
+      out.push_back(MakeFedNovaLocal(ins.train));
+      break;
+    case AlgorithmKind::kFedDyn:  // α = 0: neither half runs
+      if (o.feddyn_alpha > 0) out.push_back(MakeFedDynLocal(ins, model, kept));
+      break;
+    case AlgorithmKind::kMoon:  // μ = 0: no term
+      if (o.moon_mu > 0) out.push_back(MakeMoonLocal(ins, model, kept));
+      break;
+    case AlgorithmKind::kNone:
+      break;
   }
   return out;
 }

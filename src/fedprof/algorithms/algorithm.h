@@ -6,7 +6,7 @@
 // model and what it keeps between rounds) and its server half (what the
 // server keeps and sends, and how it changes the round's step). Each
 // algorithm has one file holding both halves: fedprox.cc, scaffold.cc,
-// fednova.cc and feddyn.cc. This header is torch-free: the server half and
+// fednova.cc, feddyn.cc and moon.cc. This header is torch-free: the server half and
 // the names; the client half is local_algorithm.h.
 
 #include <memory>
@@ -44,21 +44,59 @@ class ServerAlgorithm {
   virtual void LoadState(const std::string& state) { (void)state; }
 };
 
-// Whether clients of `objective`'s algorithm keep state between rounds
-// (SCAFFOLD's c_i, FedDyn's gradient term): such a client must be trained
-// where its state lives (its rank, its own process).
+// The client algorithms strategy.algorithm names: the one list the
+// factories (algorithm.cc), the options and the strategy consult.
+enum class AlgorithmKind { kNone, kScaffold, kFedNova, kFedDyn, kMoon };
+
+struct AlgorithmName {
+  const char* name;
+  AlgorithmKind kind;
+  bool keeps_state;    // its clients keep state between rounds
+  bool sends_vector;   // a result carries a vector of the model's size beside it
+  const char* reset;   // what a client without its state (lost, corrupt) starts from
+};
+
+inline constexpr AlgorithmName kAlgorithmNames[] = {
+    {"none", AlgorithmKind::kNone, false, false, ""},
+    {"scaffold", AlgorithmKind::kScaffold, true, true, "SCAFFOLD starts again from c_i = 0"},  // Δc_i
+    {"fednova", AlgorithmKind::kFedNova, false, false, ""},
+    {"feddyn", AlgorithmKind::kFedDyn, true, false, "FedDyn starts again from a kept gradient of 0"},
+    {"moon", AlgorithmKind::kMoon, true, false, "MOON trains this round without a previous model"},
+};
+
+// The entry named `algorithm` ("" reads as none), or null.
+inline const AlgorithmName* FindAlgorithm(const std::string& algorithm) {
+  for (const AlgorithmName& a : kAlgorithmNames) {
+    if (algorithm == a.name || (algorithm.empty() && a.kind == AlgorithmKind::kNone)) return &a;
+  }
+  return nullptr;
+}
+
+// Whether clients of `objective`'s algorithm keep state between rounds:
+// such a client must be trained where its state lives (its rank, its own
+// process).
 inline bool KeepsAlgorithmState(const LocalObjective& objective) {
-  return objective.algorithm == "scaffold" || objective.algorithm == "feddyn";
+  const AlgorithmName* a = FindAlgorithm(objective.algorithm);
+  return a != nullptr && a->keeps_state;
+}
+
+// Whether a result of `objective`'s algorithm carries a vector of the
+// model's size beside the model (SCAFFOLD's Δc_i).
+inline bool SendsAlgorithmVector(const LocalObjective& objective) {
+  const AlgorithmName* a = FindAlgorithm(objective.algorithm);
+  return a != nullptr && a->sends_vector;
 }
 
 // The client algorithm's options in the local objective (`algorithm`:
-// strategy.algorithm or the preset's; scaffold.*, feddyn.*), as the
+// strategy.algorithm or the preset's; scaffold.*, feddyn.*, moon.*), as the
 // strategy sends them.
 inline void SetAlgorithmOptions(const RunOptions& options, const std::string& algorithm,
                                 LocalObjective* objective) {
   objective->algorithm = algorithm;
   objective->scaffold_correct = options.scaffold.correct;
   objective->feddyn_alpha = options.feddyn.alpha;
+  objective->moon_mu = options.moon.mu;
+  objective->moon_tau = options.moon.tau;
 }
 
 // The server half of `algorithm` ("" or a name of strategy.algorithm's

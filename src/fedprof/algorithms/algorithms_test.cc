@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "fedprof/algorithms/kinds.h"
 #include "fedprof/algorithms/local_algorithm.h"
 #include "fedprof/config/config.h"
+#include "fedprof/config/options.h"
 #include "fedprof/core/error.h"
 #include "fedprof/models/models.h"
 #include "tests/blobs.h"
@@ -154,12 +156,12 @@ TEST(FedDynTest, TheLocalTermsAndStateAndTheServersCorrection) {
   // At θ = θ^{t−1} the quadratic term is 0 and the linear one −⟨g, θ⟩.
   double dot = 0;
   for (size_t j = 0; j < n; ++j) dot += 0.1 * x[j];
-  EXPECT_NEAR(feddyn->LossTerm(*model).item<double>(), -dot, 1e-4);
+  EXPECT_NEAR(feddyn->LossTerm(*model, {}).item<double>(), -dot, 1e-4);
   // Move θ by +0.2 everywhere: α/2 · n · 0.04 − ⟨g, θ + 0.2⟩.
   FlatParams moved = x;
   for (float& v : moved) v += 0.2f;
   Unflatten(moved, *model);
-  EXPECT_NEAR(feddyn->LossTerm(*model).item<double>(), 0.25 * n * 0.04 - (dot + 0.1 * 0.2 * n), 1e-3);
+  EXPECT_NEAR(feddyn->LossTerm(*model, {}).item<double>(), 0.25 * n * 0.04 - (dot + 0.1 * 0.2 * n), 1e-3);
   FitResult r;
   const FlatParams kept = feddyn->End(*model, 5, &r);
   for (size_t j = 0; j < n; ++j) EXPECT_NEAR(kept[j], 0.1 - 0.5 * 0.2, 1e-6) << "g − α (θ_k − θ^{t−1})";
@@ -186,14 +188,81 @@ TEST(FedDynTest, TheLocalTermsAndStateAndTheServersCorrection) {
   EXPECT_EQ(next[0], 3.0f);
 }
 
+// Cosine similarity of rows r of a and b, in double.
+double RowCosine(const torch::Tensor& a, const torch::Tensor& b, int64_t r) {
+  double ab = 0, aa = 0, bb = 0;
+  for (int64_t j = 0; j < a.size(1); ++j) {
+    const double u = a[r][j].item<double>(), v = b[r][j].item<double>();
+    ab += u * v, aa += u * u, bb += v * v;
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+TEST(MoonTest, TheContrastiveLossOfTheGlobalAndThePreviousModelsRepresentations) {
+  const std::shared_ptr<Model> model = TinyModel();
+  const FlatParams global = Flatten(*model);
+  FlatParams previous = global;
+  for (size_t j = 0; j < previous.size(); ++j) previous[j] = std::sin(static_cast<float>(j));
+  FitInstructions ins = Task("moon");
+  ins.objective.moon_mu = 2.0;
+  ins.objective.moon_tau = 0.5;
+  std::unique_ptr<LocalAlgorithm> moon = MakeMoonLocal(ins, *model, previous);
+  ASSERT_TRUE(moon->NeedsRepresentation());
+  const torch::Tensor x = torch::tensor({0.5f, -1.0f, 2.0f, 0.25f, -0.3f, 0.7f, 1.5f, -2.0f}).reshape({2, 4});
+  // The model being trained moves away from w^t before this batch.
+  FlatParams current = global;
+  for (float& v : current) v += 0.05f;
+  Unflatten(current, *model);
+  model->train();
+  moon->BeforeForward(*model, x);
+  EXPECT_EQ(Flatten(*model), current) << "the reference passes leave the model as it was";
+  EXPECT_TRUE(model->is_training());
+  LocalBatch batch{x, {}};
+  model->Forward(x, &batch.representation);
+  // Each reference representation by its own pass.
+  torch::Tensor z_glob, z_prev;
+  {
+    torch::NoGradGuard no_grad;
+    Unflatten(global, *model);
+    model->Forward(x, &z_glob);
+    Unflatten(previous, *model);
+    model->Forward(x, &z_prev);
+    Unflatten(current, *model);
+  }
+  double expected = 0;
+  for (int64_t r = 0; r < 2; ++r) {
+    const double pos = RowCosine(batch.representation, z_glob, r) / 0.5;
+    const double neg = RowCosine(batch.representation, z_prev, r) / 0.5;
+    expected += -std::log(std::exp(pos) / (std::exp(pos) + std::exp(neg))) / 2;
+  }
+  const torch::Tensor term = moon->LossTerm(*model, batch);
+  ASSERT_TRUE(term.defined());
+  EXPECT_NEAR(term.item<double>(), 2.0 * expected, 1e-5);
+  EXPECT_TRUE(term.requires_grad()) << "the term trains the model";
+  // The client keeps its trained model as the next round's w_i^{t−1}.
+  FitResult r;
+  EXPECT_EQ(moon->End(*model, 3, &r), current);
+  EXPECT_TRUE(r.algorithm_values.empty());
+
+  // Before a client's first round, or with a state of another size: no term.
+  for (const FlatParams& kept : {FlatParams(), FlatParams(3, 1.0f)}) {
+    std::unique_ptr<LocalAlgorithm> first = MakeMoonLocal(ins, *model, kept);
+    first->BeforeForward(*model, x);
+    EXPECT_FALSE(first->LossTerm(*model, batch).defined()) << kept.size();
+  }
+  // μ = 0 is plain SGD: no hook at all.
+  ins.objective.moon_mu = 0;
+  EXPECT_TRUE(MakeLocalAlgorithms(ins, *model, previous).empty());
+}
+
 TEST(FedProxTest, TheProximalTermIsHalfMuTimesTheSquaredDistance) {
   const std::shared_ptr<Model> model = TinyModel();
   std::unique_ptr<LocalAlgorithm> prox = MakeFedProxLocal(2.0, *model);
-  EXPECT_EQ(prox->LossTerm(*model).item<double>(), 0.0);
+  EXPECT_EQ(prox->LossTerm(*model, {}).item<double>(), 0.0);
   FlatParams moved = Flatten(*model);
   for (float& v : moved) v += 0.5f;
   Unflatten(moved, *model);
-  EXPECT_NEAR(prox->LossTerm(*model).item<double>(), 0.5 * 2.0 * 0.25 * static_cast<double>(moved.size()), 1e-4);
+  EXPECT_NEAR(prox->LossTerm(*model, {}).item<double>(), 0.5 * 2.0 * 0.25 * static_cast<double>(moved.size()), 1e-4);
 }
 
 TEST(ClientAlgorithmTest, PlainSgdHasNoHooksAndAnUnknownAlgorithmIsRefused) {
@@ -206,6 +275,17 @@ TEST(ClientAlgorithmTest, PlainSgdHasNoHooksAndAnUnknownAlgorithmIsRefused) {
   Config config;
   EXPECT_EQ(MakeServerAlgorithm("", config.options()), nullptr);
   EXPECT_THROW(MakeServerAlgorithm("moon2", config.options()), Error);
+  EXPECT_EQ(MakeServerAlgorithm("moon", config.options()), nullptr) << "MOON's server half is the average";
+}
+
+TEST(ClientAlgorithmTest, TheOptionOffersEveryAlgorithmOfTheTable) {
+  const std::vector<OptionSpec>& table = AllOptions();
+  const auto it = std::find_if(table.begin(), table.end(),
+                               [](const OptionSpec& o) { return std::string(o.name) == "strategy.algorithm"; });
+  ASSERT_NE(it, table.end());
+  std::string names;
+  for (const AlgorithmName& a : kAlgorithmNames) names += std::string(names.empty() ? "" : "|") + a.name;
+  EXPECT_EQ(std::string(it->choices), names);
 }
 
 }  // namespace

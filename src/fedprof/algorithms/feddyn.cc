@@ -28,7 +28,8 @@ class FedDynLocal final : public LocalAlgorithm {
     linear_ = ParameterTensors(model, gradient_);
   }
 
-  at::Tensor LossTerm(Model& model) override {
+  at::Tensor LossTerm(Model& model, const LocalBatch& batch) override {
+    (void)batch;
     torch::Tensor linear = torch::zeros({}, torch::kFloat);
     torch::Tensor quadratic = torch::zeros({}, torch::kFloat);
     const auto params = model.parameters();

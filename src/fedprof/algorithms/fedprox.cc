@@ -18,7 +18,8 @@ class FedProxLocal final : public LocalAlgorithm {
     for (const auto& p : model.parameters()) anchor_.push_back(p.detach().clone());
   }
 
-  at::Tensor LossTerm(Model& model) override {
+  at::Tensor LossTerm(Model& model, const LocalBatch& batch) override {
+    (void)batch;
     torch::Tensor prox = torch::zeros({}, torch::kFloat);
     const auto params = model.parameters();
     for (size_t i = 0; i < params.size(); ++i) prox = prox + (params[i] - anchor_[i]).pow(2).sum();

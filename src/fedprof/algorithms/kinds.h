@@ -18,6 +18,7 @@ std::unique_ptr<ServerAlgorithm> MakeFedNovaServer();
 std::unique_ptr<LocalAlgorithm> MakeFedNovaLocal(const TrainOptions& train);
 std::unique_ptr<ServerAlgorithm> MakeFedDynServer(double alpha);
 std::unique_ptr<LocalAlgorithm> MakeFedDynLocal(const FitInstructions& ins, Model& model, const FlatParams& kept);
+std::unique_ptr<LocalAlgorithm> MakeMoonLocal(const FitInstructions& ins, Model& model, const FlatParams& kept);
 
 // "" when `values` is a vector of `num_params` finite values that an exact
 // model sum can take (|v| < kMaxModelSumTerm), else why not, naming `what`.

@@ -17,14 +17,27 @@ namespace fedprof {
 
 class Model;
 
+// One batch of local training as a loss term sees it.
+struct LocalBatch {
+  at::Tensor x;               // the inputs
+  at::Tensor representation;  // the profiled layer's, when NeedsRepresentation()
+};
+
 class LocalAlgorithm {
  public:
   virtual ~LocalAlgorithm() = default;
 
+  // Whether LossTerm needs the batch's representation under the model
+  // being trained (MOON's z).
+  virtual bool NeedsRepresentation() const { return false; }
+  // Before each batch's forward pass, while `model` is not yet in that
+  // batch's graph (MOON's passes of its reference models).
+  virtual void BeforeForward(Model& model, const at::Tensor& x) { (void)model, (void)x; }
   // A term added to the batch's loss, in the graph (FedProx's proximal
-  // term, FedDyn's linear and quadratic terms); undefined adds nothing.
-  virtual at::Tensor LossTerm(Model& model) {
-    (void)model;
+  // term, FedDyn's linear and quadratic terms, MOON's contrastive loss);
+  // undefined adds nothing.
+  virtual at::Tensor LossTerm(Model& model, const LocalBatch& batch) {
+    (void)model, (void)batch;
     return {};
   }
   // After each optimiser step (SCAFFOLD's correction).

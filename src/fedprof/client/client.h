@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "fedprof/client/attack.h"
 #include "fedprof/core/params.h"
@@ -56,8 +57,10 @@ class Client {
   // c_i, FedDyn's gradient term).
   const FlatParams& local_state() const { return local_batch_norm_; }
   void set_local_state(FlatParams state) { local_batch_norm_ = std::move(state); }
+  FlatParams take_local_state() { return std::exchange(local_batch_norm_, FlatParams()); }
   const FlatParams& algorithm_state() const { return algorithm_state_; }
   void set_algorithm_state(FlatParams state) { algorithm_state_ = std::move(state); }
+  FlatParams take_algorithm_state() { return std::exchange(algorithm_state_, FlatParams()); }
 
  private:
   int id_;

@@ -40,6 +40,8 @@ EpochLoss TrainLocally(const TrainOptions& train, const BatchOrderKey& key, cons
   const int64_t n = data.size();
   const int64_t batch = std::max<int64_t>(1, std::min(train.batch_size, n));
   const bool regression = data.is_regression();
+  const bool wants_representation =
+      std::any_of(algorithms.begin(), algorithms.end(), [](const auto& a) { return a->NeedsRepresentation(); });
   EpochLoss epoch_loss;
   for (int epoch = 0; epoch < train.epochs; ++epoch) {
     Rng rng = MakeRng(key.seed, Stream::kLocalTraining,
@@ -55,11 +57,13 @@ EpochLoss TrainLocally(const TrainOptions& train, const BatchOrderKey& key, cons
       const torch::Tensor x = data.x.index_select(0, idx);
       const torch::Tensor y = data.y.index_select(0, idx);
       optimizer.zero_grad();
-      const torch::Tensor output = model.Forward(x);
+      for (const auto& algorithm : algorithms) algorithm->BeforeForward(model, x);
+      LocalBatch seen{x, {}};
+      const torch::Tensor output = model.Forward(x, wants_representation ? &seen.representation : nullptr);
       const torch::Tensor loss = Loss(output, y, regression);
       torch::Tensor total = loss;
       for (const auto& algorithm : algorithms) {
-        const torch::Tensor term = algorithm->LossTerm(model);
+        const torch::Tensor term = algorithm->LossTerm(model, seen);
         if (term.defined()) total = total + term;
       }
       total.backward();

@@ -200,13 +200,13 @@ std::vector<OptionSpec> MakeTable() {
       // Strategy.
       OPTION(strategy, name, "fedavg", 0, 0,
        "fedavg|fedprof|fedavg-rp|fedprox|fedadam|afl|fedbn|cfcfm|clustered|oort|fedbuff|scaffold|fednova|"
-       "feddyn",
+       "feddyn|moon",
        "Federated strategy, a preset of selector + aggregator: fedavg (uniform + average), "
        "fedprof (fedprof + average), fedavg-rp (uniform + average, always partial), fedprox "
        "(size + average, proximal term fedprox.mu), fedadam (uniform + fedadam), afl (afl + "
        "average), fedbn (uniform + fedbn), cfcfm (cfcfm + average), clustered (clustered + "
        "average), oort (oort + average), fedbuff (uniform + fedbuff), and the client algorithms "
-       "scaffold, fednova, feddyn (uniform + average + that algorithm, always partial). "
+       "scaffold, fednova, feddyn, moon (uniform + average + that algorithm, always partial). "
        "strategy.selector, strategy.aggregator, strategy.algorithm and train.proximal_mu "
        "override it."),
       OPTION(strategy, selector, "", 0, 0, "uniform|size|fedprof|afl|cfcfm|clustered|oort",
@@ -227,12 +227,13 @@ std::vector<OptionSpec> MakeTable() {
        "the loss on the server's validation data most); they replace the average in both "
        "aggregation modes. root: the server's own update on its root data set, the clients' "
        "models ignored (the reference for the rules that use the server's data)."),
-      OPTION(strategy, algorithm, "", 0, 0, "none|scaffold|fednova|feddyn",
+      OPTION(strategy, algorithm, "", 0, 0, "none|scaffold|fednova|feddyn|moon",
        "What runs on the clients around local SGD, with its server half (docs/algorithms.md); "
        "empty = the preset's, none = plain SGD. scaffold: control variates correct every step "
        "(scaffold.*, Karimireddy et al. 2020); fednova: updates normalised by their effective "
        "steps (Wang et al. 2020); feddyn: dynamic regularisation (feddyn.alpha, Acar et al. "
-       "2021). Composes with every selector; the aggregation becomes partial."),
+       "2021); moon: model-contrastive loss on the profiled layer (moon.*, Li et al. 2021). "
+       "Composes with every selector; the aggregation becomes partial."),
       OPTION(strategy, fraction, "0.1", 1e-9, 1, "",
        "Client fraction C: K = max(1, round(N C)) clients per round."),
       OPTION(strategy, aggregation, "full", 0, 0, "full|partial",
@@ -278,6 +279,11 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(feddyn, alpha, "0.01", 0, 1e3, "",
        "FedDyn's alpha, the weight of the dynamic regulariser (Acar et al. 2021 use 0.01-0.1); "
        "0 = FedAvg."),
+      OPTION(moon, mu, "1", 0, 1e3, "",
+       "MOON's mu, the weight of the model-contrastive loss (Li et al. 2021 tune it in {0.1, 1, "
+       "5, 10}); 0 = FedAvg."),
+      OPTION(moon, tau, "0.5", 1e-3, 1e3, "",
+       "MOON's temperature tau of the contrastive logits (the paper's 0.5)."),
       OPTION(fedadam, server_lr, "0.01", 0, 1e3, "",
        "FedAdam server learning rate eta (Reddi et al. 2021)."),
       OPTION(fedadam, beta1, "0.9", 0, 0.999999, "", "FedAdam first-moment decay."),
@@ -527,6 +533,11 @@ std::vector<OptionSpec> MakeTable() {
       OPTION(report, per_client_limit, "10000", 0, 1e7, "",
        "Outputs with a column or bar per client (scores.csv, scores.png, selection.png) are "
        "written only for populations up to this size."),
+      Resumable(OPTION(client_state, memory_mb, "1024", 0, 1e7, "",
+       "Memory for what clients keep between rounds (a client algorithm's state, FedBN's batch "
+       "norm), per kind, in MiB; beyond it the states least recently used are spilled to "
+       "client_state/ in the run directory and read back when their client trains (the numbers "
+       "do not change). 0 = no budget, all in memory.")),
       // Secure aggregation of the round's models (docs/privacy.md).
       OPTION(secagg, protocol, "none", 0, 0, "none|secagg|secagg+",
        "secagg: Bonawitz et al. (CCS 2017), every client masks with every other; secagg+: Bell "

@@ -67,6 +67,9 @@ struct RunOptions {
   struct FedDyn {
     double alpha = 0;
   };
+  struct Moon {
+    double mu = 0, tau = 0;
+  };
   struct FedAdam {
     double server_lr = 0, beta1 = 0, beta2 = 0, tau = 0;
   };
@@ -135,6 +138,9 @@ struct RunOptions {
     bool progress = false;
     int64_t per_client_limit = 0;
   };
+  struct ClientState {
+    int64_t memory_mb = 0;
+  };
   struct Deploy {
     int64_t min_clients = 0, min_results = 0, round_attempts = 0, chunk_kb = 0, max_samples = 0;
     int64_t max_clients = 0;
@@ -174,6 +180,8 @@ struct RunOptions {
   FedProx fedprox;
   Scaffold scaffold;
   FedDyn feddyn;
+  Moon moon;
+  ClientState client_state;
   FedAdam fedadam;
   Clustered clustered;
   Afl afl;

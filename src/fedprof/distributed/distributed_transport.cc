@@ -148,6 +148,8 @@ std::vector<int> AssignRanks(const std::vector<int>& client_ids, bool keeps_stat
 DistributedTransport::DistributedTransport(RankGroup& group, InProcessTransport& local,
                                            bool progress)
     : group_(group), local_(local), progress_(progress) {
+  // Rank 0's states go into one checkpoint with the workers', whose files it cannot name.
+  local_.set_inline_states(true);
   for (const ClientInfo& c : local_.Available()) sizes_.push_back(c.num_samples);
 }
 
@@ -235,7 +237,8 @@ bool SameInstructions(const FitInstructions& a, const FitInstructions& b) {
          a.objective.keep_local_batch_norm == b.objective.keep_local_batch_norm &&
          a.objective.algorithm == b.objective.algorithm &&
          a.objective.scaffold_correct == b.objective.scaffold_correct &&
-         a.objective.feddyn_alpha == b.objective.feddyn_alpha && a.algorithm_values == b.algorithm_values &&
+         a.objective.feddyn_alpha == b.objective.feddyn_alpha && a.objective.moon_mu == b.objective.moon_mu &&
+         a.objective.moon_tau == b.objective.moon_tau && a.algorithm_values == b.algorithm_values &&
          ta.epochs == tb.epochs && ta.batch_size == tb.batch_size && ta.lr == tb.lr &&
          ta.momentum == tb.momentum && ta.weight_decay == tb.weight_decay && a.seed == b.seed;
 }
@@ -554,7 +557,6 @@ void ServeFit(RankGroup& group, InProcessTransport& clients, const RankMessage& 
         return "";
       }
       FlatParams floats = std::move(r.params);  // the model, then the client algorithm's vector
-      rh.set_num_algorithm_values(static_cast<int64_t>(r.algorithm_values.size()));
       floats.insert(floats.end(), r.algorithm_values.begin(), r.algorithm_values.end());
       RankMessage out = Message(kResult, 0, rh.SerializeAsString());
       out.floats = std::make_shared<const FlatParams>(std::move(floats));

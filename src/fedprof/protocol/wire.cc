@@ -43,6 +43,8 @@ std::string TaskDigest(const FitInstructions& t) {
   digest.Update(t.objective.algorithm.data(), algorithm_name);
   add(t.objective.scaffold_correct);
   add(t.objective.feddyn_alpha);
+  add(t.objective.moon_mu);
+  add(t.objective.moon_tau);
   add(t.clip_norm);
   add(t.report.profile);
   add(t.report.loss);
@@ -79,6 +81,8 @@ void ToWire(const FitInstructions& ins, int64_t task_id, int64_t num_params, pb:
   out->set_algorithm(ins.objective.algorithm);
   out->set_scaffold_correct(ins.objective.scaffold_correct);
   out->set_feddyn_alpha(ins.objective.feddyn_alpha);
+  out->set_moon_mu(ins.objective.moon_mu);
+  out->set_moon_tau(ins.objective.moon_tau);
   out->set_sketch_dim(ins.report.sketch_dim);
   out->set_evaluate(ins.report.evaluate);
   out->set_clip_norm(ins.clip_norm);
@@ -153,6 +157,13 @@ FitInstructions FromWire(const pb::TaskHeader& h) {
   ins.objective.algorithm = h.algorithm();
   ins.objective.scaffold_correct = h.scaffold_correct();
   ins.objective.feddyn_alpha = h.feddyn_alpha();
+  ins.objective.moon_mu = h.moon_mu();
+  ins.objective.moon_tau = h.moon_tau();
+  if (ins.objective.algorithm == "moon" && ins.objective.moon_mu > 0 &&
+      !(ins.objective.moon_tau > 0 && std::isfinite(ins.objective.moon_tau) && std::isfinite(ins.objective.moon_mu))) {
+    throw Error("task: MOON's mu " + FormatDouble(ins.objective.moon_mu) + " and tau " +
+                FormatDouble(ins.objective.moon_tau) + ", expected finite values and tau > 0");
+  }
   ins.report.sketch_dim = h.sketch_dim();
   ins.report.evaluate = h.evaluate();
   ins.train.epochs = t.epochs();
@@ -277,6 +288,7 @@ void ToWire(const FitResult& r, pb::ResultHeader* out) {
   out->set_eval_correct(r.eval_correct);
   out->set_eval_loss(r.eval_loss);
   out->set_algorithm_scalar(r.algorithm_scalar);
+  out->set_num_algorithm_values(static_cast<int64_t>(r.algorithm_values.size()));
 }
 
 FitResult FromWire(const pb::ResultHeader& h) {

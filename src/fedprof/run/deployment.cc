@@ -8,11 +8,13 @@
 #include <optional>
 #include <thread>
 
+#include "fedprof/algorithms/algorithm.h"
 #include "fedprof/client/client.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/hash.h"
 #include "fedprof/core/log.h"
+#include "fedprof/core/state_store.h"
 #include "fedprof/core/text.h"
 #include "fedprof/data/loaders.h"
 #include "fedprof/deploy/client/client.h"
@@ -86,10 +88,6 @@ void Serve(RunStart start, const std::string& out_dir, const ServeOptions& serve
   }
   // Every check is made before any client is waited for.
   const std::unique_ptr<RunPlan> plan = MakePlan(start.config, ClientsLive::kElsewhere, observer);
-  if (plan->strategy->AlgorithmObjective().algorithm == "scaffold") {
-    throw Error("strategy.algorithm = scaffold: a deployment does not carry SCAFFOLD's control variates to "
-                "and from its clients; run it with simulate or launch (fednova and feddyn deploy)");
-  }
   const RunOptions::Deploy& d = plan->options().deploy;
   GrpcServerOptions o;
   o.listen = serve.listen;
@@ -202,6 +200,38 @@ void TakeFeatureScaling(Client& client, bool own_data, const FeatureScaling& loa
   *taken = server;
 }
 
+// Where a deployed client keeps its client algorithm's state: a file a
+// client, algorithm and server run (`run`, the hex of its id), which no
+// other run reads.
+struct KeptState {
+  std::string dir, run;
+  bool wrote = false;  // this process has written the file
+
+  // The file for `ins`, or "" when the client keeps its state in memory
+  // (no directory, no run id) or has none (no training, an algorithm
+  // without client state). The algorithm is one of the table's names.
+  std::string File(int id, const FitInstructions& ins) const {
+    if (dir.empty() || run.empty() || ins.train.epochs == 0 || !KeepsAlgorithmState(ins.objective)) return "";
+    return dir + "/client-" + std::to_string(id) + "." + ins.objective.algorithm + "." + run.substr(0, 16) + ".state";
+  }
+  std::string Name(int id, const FitInstructions& ins) const {
+    return "client " + std::to_string(id) + " " + ins.objective.algorithm + " run " + run;
+  }
+};
+
+// The state client `id` kept in `file`, or none (the algorithm's reset):
+// before its first round, or with a line saying why when the file is
+// corrupt, or missing after this process wrote it.
+FlatParams ReadKeptState(const KeptState& kept, const std::string& file, int id, const FitInstructions& ins) {
+  FlatParams state;
+  const std::string why = ReadStateFile(file, kept.Name(id, ins), &state);
+  if (why.empty()) return state;
+  if (kept.wrote || FileExists(file)) {
+    LogWarning("client " + std::to_string(id) + ": " + why + "; " + FindAlgorithm(ins.objective.algorithm)->reset);
+  }
+  return {};
+}
+
 // What client `client` computes for the server's tasks; `model` is its own
 // copy of the server's model, built at registration. `loaded`: the feature
 // scaling the client gave the config's data as it loaded it.
@@ -212,9 +242,14 @@ GrpcClientWork WorkOf(Client& client, std::shared_ptr<Model>& model, const RunOp
   // client builds it from its own copy (model.file), which must hash alike.
   const std::string module_file = run.model.file;
   auto taken = std::make_shared<std::optional<FeatureScaling>>();
+  auto kept = std::make_shared<KeptState>();
+  kept->dir = options.state_dir.empty() ? options.tls_dir : options.state_dir;
   work.prepare = [&client, &model, module_file, fit_none = options.fit_none, own_data = !options.data_dir.empty(),
-                  loaded, taken](const ServerSetup& setup) {
+                  loaded, taken, kept](const ServerSetup& setup) {
     TakeFeatureScaling(client, own_data, loaded, setup.features, taken.get());
+    // A server that states no run of 32 bytes gets state kept in memory only.
+    kept->run = setup.run_id.size() == 32 ? HexEncode(setup.run_id) : "";
+    if (!kept->dir.empty()) MakeDirs(kept->dir);
     ModelSpec spec = setup.model;
     const int64_t num_params = setup.num_params;
     const std::string what = spec.name == "torchscript" ? "its TorchScript module" : spec.name;
@@ -242,8 +277,8 @@ GrpcClientWork WorkOf(Client& client, std::shared_ptr<Model>& model, const RunOp
                   " values, the one built here " + std::to_string(Flatten(*model).size()));
     }
   };
-  work.fit = [&client, &model, fit_none = options.fit_none,
-              admit = options.admit_training](const FitInstructions& ins) {
+  work.fit = [&client, &model, fit_none = options.fit_none, admit = options.admit_training,
+              kept](const FitInstructions& ins) {
     // A failure states the weight the client registered, as every result does.
     auto failure = [&client](const std::string& why) {
       FitResult failed;
@@ -262,7 +297,14 @@ GrpcClientWork WorkOf(Client& client, std::shared_ptr<Model>& model, const RunOp
       return r;
     }
     try {
-      return client.Fit(ins, *model);
+      const std::string state_file = kept->File(client.id(), ins);
+      if (!state_file.empty()) client.set_algorithm_state(ReadKeptState(*kept, state_file, client.id(), ins));
+      FitResult r = client.Fit(ins, *model);
+      if (!state_file.empty() && r.ok && !client.algorithm_state().empty()) {
+        WriteStateFile(state_file, kept->Name(client.id(), ins), client.algorithm_state());
+        kept->wrote = true;
+      }
+      return r;
     } catch (const std::exception& e) {  // reported to the server, which skips the result
       return failure(e.what());
     }

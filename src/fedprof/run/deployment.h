@@ -65,6 +65,10 @@ struct ClientOptions {
   // train.csv (columns as data.targets names them).
   std::string data_dir;
   double give_up_s = 300;  // how long to keep trying to reach the server
+  // Where a client keeps its client algorithm's state between rounds and
+  // restarts (client-<id>.<algorithm>.state); empty: the tls_dir, or
+  // memory only without one.
+  std::string state_dir;
   std::function<bool()> withdrawn;  // true: stop trying at once (GrpcClientOptions)
   double speed_ghz = 0;    // optional device figures stated at registration
   double bandwidth_mhz = 0;

@@ -52,8 +52,9 @@ struct LocalClients {
   std::unique_ptr<InProcessTransport> transport;
 };
 
-// Builds them, the transport training `threads` clients at once.
-std::shared_ptr<LocalClients> BuildClients(std::shared_ptr<RunPlan> plan, int threads) {
+// Builds them, the transport training `threads` clients at once and
+// spilling its clients' states beyond client_state.memory_mb to `state_dir`.
+std::shared_ptr<LocalClients> BuildClients(std::shared_ptr<RunPlan> plan, int threads, const std::string& state_dir) {
   auto local = std::make_shared<LocalClients>();
   local->plan = std::move(plan);
   const RunPlan& p = *local->plan;
@@ -120,6 +121,10 @@ std::shared_ptr<LocalClients> BuildClients(std::shared_ptr<RunPlan> plan, int th
   local->transport = std::make_unique<InProcessTransport>(
       infos, [self](int id) { return self->plan->population->MakeClient(id); },
       !population.on_demand(), [spec] { return MakeModel(spec); }, threads, cost);
+  // A rank > 0 has no run directory: its clients' states stay in memory.
+  if (!state_dir.empty()) {
+    local->transport->set_state_store(static_cast<size_t>(o.client_state.memory_mb) << 20, state_dir);
+  }
   local->transport->set_profile_group(static_cast<int>(o.fedprof.profile_group));
   local->transport->set_shared_inputs(population.SharedTables(), [self](int id, TableRows* rows) {
     return self->plan->population->SharedRowsOf(id, rows);
@@ -159,7 +164,8 @@ void Run(RunStart start, const std::string& out_dir, RunObserver* observer) {
     SendConfig(*group, start.config.ToToml(), start.resume);  // the workers build while this rank does
   }
   const std::shared_ptr<LocalClients> local =
-      BuildClients(MakePlan(start.config, ClientsLive::kHere, observer), ThreadsPerRank(o, env));
+      BuildClients(MakePlan(start.config, ClientsLive::kHere, observer), ThreadsPerRank(o, env),
+                   out_dir + "/client_state");
   RunPlan& plan = *local->plan;
   Transport* transport = local->transport.get();
   std::unique_ptr<DistributedTransport> distributed;
@@ -204,7 +210,7 @@ void RunSimulationWorker(double rendezvous_timeout_s) {
   RankGroup group(env, rendezvous_timeout_s);
   RunWorker(group, [&env](const Config& config) {
     const std::shared_ptr<LocalClients> local =
-        BuildClients(MakePlan(config, ClientsLive::kHere), ThreadsPerRank(config.options(), env));
+        BuildClients(MakePlan(config, ClientsLive::kHere), ThreadsPerRank(config.options(), env), "");
     return std::shared_ptr<InProcessTransport>(local, local->transport.get());
   });
 }

@@ -64,6 +64,8 @@ constexpr Preset kPresets[] = {
     {"fednova", "uniform", "average", true, false, "fednova"},
     // Acar et al., ICLR 2021: dynamic regularisation.
     {"feddyn", "uniform", "average", true, false, "feddyn"},
+    // Li, He and Song, CVPR 2021: model-contrastive local loss.
+    {"moon", "uniform", "average", true, false, "moon"},
 };
 
 const Preset& FindPreset(const std::string& name) {
@@ -518,7 +520,8 @@ namespace {
 // aggregation and asynchronous steps do not give it, and its step assumes
 // the average of the models.
 void CheckAlgorithmComposes(const RunOptions& options, const StrategySpec& spec) {
-  if (spec.algorithm.empty()) return;
+  // MOON's server half is the aggregator itself, whichever it is.
+  if (spec.algorithm.empty() || spec.algorithm == "moon") return;
   const std::string option = "strategy.algorithm = " + spec.algorithm + ": ";
   if (spec.aggregator != "average" && spec.aggregator != "fedbn") {
     throw Error(option + "its server step assumes the average of the clients' models; strategy.aggregator = " +

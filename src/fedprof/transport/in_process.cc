@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <mutex>
 #include <numeric>
 
 #include "fedprof/client/reports.h"
@@ -28,51 +29,28 @@ InProcessTransport::InProcessTransport(std::vector<ClientInfo> infos, ClientFact
   if (keep_clients_) kept_.resize(infos_.size());
 }
 
-namespace {
-
-nlohmann::json StatesToJson(const std::map<int, FlatParams>& states) {
-  nlohmann::json out = nlohmann::json::object();
-  for (const auto& [id, state] : states) out[std::to_string(id)] = EncodeFloats(state);
-  return out;
-}
-
-std::map<int, FlatParams> StatesFromJson(const nlohmann::json& states, int num_clients) {
-  if (!states.is_object()) throw Error("checkpoint: client states are not a JSON object");
-  std::map<int, FlatParams> out;
-  for (const auto& [key, value] : states.items()) {
-    const int id = ParseClientId(key, num_clients);
-    if (id < 0) {
-      throw Error("checkpoint: state of client '" + Printable(key) + "', not one of the " +
-                  std::to_string(num_clients) + " clients of this run");
-    }
-    out[id] = DecodeFloats(value.get<std::string>());
-  }
-  return out;
-}
-
-}  // namespace
-
 std::string InProcessTransport::SaveState() {
-  std::lock_guard<std::mutex> lock(states_mutex_);
   // FedBN's batch norm, and the client algorithm's state (algorithms/).
-  const nlohmann::json states = {{"batch_norm", StatesToJson(local_states_)},
-                                 {"algorithm", StatesToJson(algorithm_states_)}};
+  const nlohmann::json states = {{"batch_norm", batch_norm_states_->Save(inline_states_)},
+                                 {"algorithm", algorithm_states_->Save(inline_states_)}};
   return states.dump();
 }
 
 void InProcessTransport::LoadState(const std::string& text) {
-  std::lock_guard<std::mutex> lock(states_mutex_);
-  local_states_.clear();
-  algorithm_states_.clear();
-  if (text.empty()) return;
+  nlohmann::json states = {{"batch_norm", nlohmann::json::object()}, {"algorithm", nlohmann::json::object()}};
   try {
-    const nlohmann::json states = nlohmann::json::parse(text);
+    if (!text.empty()) states = nlohmann::json::parse(text);
     if (!states.is_object()) throw Error("checkpoint: client states are not a JSON object");
-    local_states_ = StatesFromJson(states.at("batch_norm"), num_clients());
-    algorithm_states_ = StatesFromJson(states.at("algorithm"), num_clients());
+    batch_norm_states_->Load(states.at("batch_norm"), num_clients());
+    algorithm_states_->Load(states.at("algorithm"), num_clients());
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("checkpoint: client states: ") + e.what());
   }
+}
+
+void InProcessTransport::set_state_store(size_t budget_bytes, const std::string& spill_dir) {
+  batch_norm_states_ = std::make_unique<ClientStateStore>(budget_bytes, spill_dir + "/batch_norm");
+  algorithm_states_ = std::make_unique<ClientStateStore>(budget_bytes, spill_dir + "/algorithm");
 }
 
 Client& InProcessTransport::ClientFor(int id, std::optional<Client>* made) {
@@ -123,13 +101,8 @@ void InProcessTransport::Fit(const std::vector<ClientInstructions>& tasks,
     try {
       std::optional<Client> made;
       Client& client = ClientFor(id, &made);
-      {
-        std::lock_guard<std::mutex> lock(states_mutex_);
-        const auto it = local_states_.find(id);
-        client.set_local_state(it == local_states_.end() ? FlatParams() : it->second);
-        const auto kept = algorithm_states_.find(id);
-        client.set_algorithm_state(kept == algorithm_states_.end() ? FlatParams() : kept->second);
-      }
+      client.set_local_state(batch_norm_states_->Get(id));
+      client.set_algorithm_state(algorithm_states_->Get(id));
       // A report leaves the worker's model as loaded: the next client on this
       // worker can use it as it is (a million-client report pass loads the
       // model once per worker, not once per client).
@@ -140,11 +113,9 @@ void InProcessTransport::Fit(const std::vector<ClientInstructions>& tasks,
       if (instructions.train.epochs == 0 && !instructions.objective.keep_local_batch_norm) {
         loaded = instructions.global;
       }
-      if (!client.local_state().empty() || !client.algorithm_state().empty()) {
-        std::lock_guard<std::mutex> lock(states_mutex_);
-        if (!client.local_state().empty()) local_states_[id] = client.local_state();
-        if (!client.algorithm_state().empty()) algorithm_states_[id] = client.algorithm_state();
-      }
+      // The stores keep them: a client kept whole need not hold a copy too.
+      if (!client.local_state().empty()) batch_norm_states_->Put(id, client.take_local_state());
+      if (!client.algorithm_state().empty()) algorithm_states_->Put(id, client.take_algorithm_state());
       if (cost_) result.cost = cost_(id, instructions);
     } catch (const std::exception& e) {
       result = Failed(e);

@@ -2,14 +2,13 @@
 #define FEDPROF_TRANSPORT_IN_PROCESS_H_
 
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "fedprof/client/client.h"
+#include "fedprof/core/state_store.h"
 #include "fedprof/core/thread_pool.h"
 #include "fedprof/transport/transport.h"
 
@@ -71,6 +70,15 @@ class InProcessTransport : public Transport {
     rows_of_ = std::move(rows_of);
   }
 
+  // What clients keep (FedBN's batch norm, the client algorithm's state)
+  // within `budget_bytes` of memory for each kind (0: no budget), spilled
+  // beyond it under `spill_dir` (core/state_store.h). With `inline_states`,
+  // SaveState carries every state itself, not the names of spilled files
+  // (a rank's states, which travel to rank 0).
+  void set_state_store(size_t budget_bytes, const std::string& spill_dir);
+  void set_inline_states(bool inline_states) { inline_states_ = inline_states; }
+  const ClientStateStore& algorithm_states() const { return *algorithm_states_; }
+
   // clients.csv's rows, when the owner knows more of its clients (data
   // kinds, devices) than their ClientInfo says.
   void set_describe(std::function<std::vector<ClientDescription>()> describe) {
@@ -90,9 +98,10 @@ class InProcessTransport : public Transport {
   // The global model a worker's model holds unchanged since, or null.
   std::vector<std::shared_ptr<const FlatParams>> worker_loaded_;
   std::vector<std::optional<Client>> kept_;  // by id, when keep_clients_
-  mutable std::mutex states_mutex_;
-  std::map<int, FlatParams> local_states_;      // FedBN's, by id; only clients that keep state
-  std::map<int, FlatParams> algorithm_states_;  // the client algorithm's, likewise
+  // By id, only clients that keep state: FedBN's, the client algorithm's.
+  std::unique_ptr<ClientStateStore> batch_norm_states_ = std::make_unique<ClientStateStore>();
+  std::unique_ptr<ClientStateStore> algorithm_states_ = std::make_unique<ClientStateStore>();
+  bool inline_states_ = false;
   std::function<std::vector<ClientDescription>()> describe_;
   int profile_group_ = 1;
   InputTables tables_;

@@ -102,7 +102,7 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
   // On a worker: the client builds the server's model, then is registered.
   void Prepared(const pb::RegisterReply& reply) {
     try {
-      if (work_.prepare) work_.prepare({FromWire(reply.model()), reply.num_params(), FromWire(reply.features())});
+      if (work_.prepare) work_.prepare({FromWire(reply.model()), reply.num_params(), FromWire(reply.features()), reply.run_id()});
     } catch (const std::exception& e) {
       End(e.what());
       return;

@@ -21,6 +21,7 @@ struct ServerSetup {
   ModelSpec model;
   int64_t num_params = 0;
   FeatureScaling features;
+  std::string run_id;  // the server's run, as it states it (RegisterReply.run_id)
 };
 
 // What a client computes. `prepare` is called after each registration with

@@ -31,8 +31,12 @@ bool ResultChunks::Next(pb::ResultChunk* message) {
     h->set_compute_s(compute_s_);
     h->set_profiling_s(result_.cost.profiling_time_s);
   } else {
-    const size_t count = std::min(per_chunk_, result_.params.size() - at_);
-    PutFloats(result_.params, at_, count, message->mutable_params());
+    // The model, then the client algorithm's vector (SCAFFOLD's Δc_i).
+    const size_t model = result_.params.size();
+    const FlatParams& from = at_ < model ? result_.params : result_.algorithm_values;
+    const size_t begin = at_ < model ? at_ : at_ - model;
+    const size_t count = std::min(per_chunk_, from.size() - begin);
+    PutFloats(from, begin, count, message->mutable_params());
     at_ += count;
   }
   return finished();

@@ -27,7 +27,9 @@ class ResultChunks {
   // the last.
   bool Next(federation::v1::ResultChunk* message);
   // Every message has been made.
-  bool finished() const { return header_sent_ && at_ >= result_.params.size(); }
+  bool finished() const {
+    return header_sent_ && at_ >= result_.params.size() + result_.algorithm_values.size();
+  }
 
  private:
   const FitResult& result_;

@@ -36,7 +36,14 @@ void TaskStream::TakeHeader(const pb::TaskHeader& header) {
   task_.instructions = FromWire(header);
   task_.task_id = header.task_id();
   if (header.has_secagg() && task_.instructions.train.epochs > 0) TakeSecAgg(header);
-  model_.emplace(static_cast<size_t>(header.num_params()));
+  // θ, then the algorithm's broadcast of θ's size (SCAFFOLD's c), in one run of chunks.
+  const int64_t extra = header.num_algorithm_values();
+  if (extra != 0 && extra != header.num_params()) {
+    throw Error("task: " + std::to_string(extra) + " client algorithm values for a model of " +
+                std::to_string(header.num_params()));
+  }
+  algorithm_values_ = static_cast<size_t>(extra);
+  model_.emplace(static_cast<size_t>(header.num_params() + extra));
 }
 
 void TaskStream::TakeSecAgg(const pb::TaskHeader& header) {
@@ -56,8 +63,14 @@ void TaskStream::TakeSecAgg(const pb::TaskHeader& header) {
 ReceivedTask TaskStream::Finish() {
   if (model_) {
     task_.got = model_->whole();
-    task_.instructions.global = model_->Take();
+    std::shared_ptr<FlatParams> values = model_->Take();
     model_.reset();
+    if (algorithm_values_ > 0 && task_.got) {
+      const auto split = values->end() - static_cast<std::ptrdiff_t>(algorithm_values_);
+      task_.instructions.algorithm_values = std::make_shared<const FlatParams>(split, values->end());
+      values->erase(split, values->end());
+    }
+    task_.instructions.global = std::move(values);
   }
   return std::move(task_);
 }

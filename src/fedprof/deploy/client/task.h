@@ -67,7 +67,8 @@ class TaskStream {
   const TaskChecks checks_;
   int stage_ = 0;  // 0: the status, 1: the header, then the model's chunks
   ReceivedTask task_;
-  std::optional<ModelChunks> model_;
+  std::optional<ModelChunks> model_;  // θ, then algorithm_values_ values
+  size_t algorithm_values_ = 0;
 };
 
 // Starts a PullTask call for `request` that may last `deadline_s`: `on_read`

@@ -229,9 +229,11 @@ void ClientRegistry::LoadClaim(const std::string& key, const nlohmann::json& val
   clients_[id].claimed = n;
 }
 
-void ClientRegistry::FillRegisterReply(const std::string& session, pb::RegisterReply* reply) const {
+void ClientRegistry::FillRegisterReply(const std::string& session, const secagg::Bytes& run_id,
+                                       pb::RegisterReply* reply) const {
   reply->set_protocol_version(kProtocolVersion);
   reply->set_session(session);
+  reply->set_run_id(std::string(run_id.begin(), run_id.end()));
   reply->set_heartbeat_s(options_.heartbeat_s);
   reply->set_num_params(options_.num_params);
   reply->set_chunk_bytes(static_cast<int64_t>(options_.chunk_bytes));

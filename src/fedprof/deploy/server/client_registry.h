@@ -84,7 +84,7 @@ class ClientRegistry {
 
   // A registration's settings: the session, and the model and settings the
   // client is to use.
-  void FillRegisterReply(const std::string& session, pb::RegisterReply* reply) const;
+  void FillRegisterReply(const std::string& session, const secagg::Bytes& run_id, pb::RegisterReply* reply) const;
 
  private:
   struct ClientState {

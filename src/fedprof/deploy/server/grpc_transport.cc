@@ -361,7 +361,7 @@ class FederationService : public pb::Federation::CallbackService {
     std::string session;
     refused = registry_.Register(id, request, Clock::now(), &session);
     if (!refused.ok()) return refused;
-    registry_.FillRegisterReply(session, reply);
+    registry_.FillRegisterReply(session, round_.run_id(), reply);
     state_.arrive_cv.notify_all();
     return grpc::Status::OK;
   }

@@ -107,7 +107,7 @@ grpc::Status RelayHub::Sync(const grpc::CallbackServerContext& context, const pb
   std::lock_guard<std::mutex> lock(state_.mutex);
   registry_.SyncRelay(r, request, Clock::now(), reply);
   if (reply->status() == pb::UNKNOWN_SESSION) return grpc::Status::OK;
-  registry_.FillRegisterReply("", reply->mutable_setup());
+  registry_.FillRegisterReply("", round_.run_id(), reply->mutable_setup());
   reply->set_num_clients(o.num_clients);
   reply->set_max_samples(o.max_samples);
   reply->set_heartbeat_timeout_s(o.heartbeat_timeout_s);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "fedprof/algorithms/algorithm.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/run_observer.h"
 #include "fedprof/core/text.h"
@@ -110,14 +111,21 @@ grpc::Status ResultIntake::Begin(const grpc::CallbackServerContext& context, con
   state->expected = state->result.ok && task.instructions->train.epochs > 0 && !task.secagg
                         ? task.instructions->global->size()
                         : 0;
+  // SCAFFOLD's Δc_i follows the model in the same run of chunks.
+  const size_t model_values = state->expected;
+  if (model_values > 0 && SendsAlgorithmVector(task.instructions->objective)) state->algorithm_values = model_values;
   if (header.num_samples() != state->registered) {
     // The weight no server can verify is fixed at registration.
     state->why = "claims " + std::to_string(header.num_samples()) + " samples; it registered " +
                  std::to_string(state->registered) + ", its aggregation weight for the run";
-  } else if (header.num_params() != static_cast<int64_t>(state->expected)) {
+  } else if (header.num_params() != static_cast<int64_t>(model_values)) {
     state->why = "announced " + std::to_string(header.num_params()) + " model values, expected " +
-                 std::to_string(state->expected);
+                 std::to_string(model_values);
+  } else if (header.num_algorithm_values() != static_cast<int64_t>(state->algorithm_values)) {
+    state->why = "announced " + std::to_string(header.num_algorithm_values()) +
+                 " client algorithm values, expected " + std::to_string(state->algorithm_values);
   } else {
+    state->expected += state->algorithm_values;
     state->result.params.reserve(state->expected);  // the server's own model size
   }
   *read_on = true;
@@ -163,6 +171,12 @@ bool ResultIntake::Deliver(const pb::ResultHeader& header, PushState state, Verd
     state.why = "the result ended after " + std::to_string(state.result.params.size()) + " of " +
                 std::to_string(state.expected) + " model values (cut off, or a chunk over the " +
                 std::to_string(state_.MessageLimit()) + "-byte message limit)";
+  }
+  if (state.why.empty() && state.algorithm_values > 0) {
+    FlatParams& values = state.result.params;
+    const auto split = values.end() - static_cast<std::ptrdiff_t>(state.algorithm_values);
+    state.result.algorithm_values.assign(split, values.end());
+    values.erase(split, values.end());
   }
   const double elapsed = Since(state.task.opened);
   if (state_.monitor) {

@@ -30,7 +30,8 @@ class ResultIntake {
     int id = -1;
     Task task;
     int64_t registered = 0;
-    size_t expected = 0;  // model values
+    size_t expected = 0;  // values: the model's, then the client algorithm's vector
+    size_t algorithm_values = 0;  // of them the client algorithm's (SCAFFOLD's Δc_i)
     FitResult result;
     std::string why;  // why it is refused on arrival; "" = so far so good
   };

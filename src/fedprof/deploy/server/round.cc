@@ -100,7 +100,8 @@ bool Round::AwaitStreamed(const Transport::ResultSink& sink) {
 // every relay's batch).
 std::vector<Task> Round::Prepare(const std::vector<ClientInstructions>& tasks,
                                  const std::vector<int>& relay_of, RelayModels* for_relays) const {
-  std::map<const FlatParams*, std::shared_ptr<const std::vector<pb::TaskChunk>>> encoded;
+  std::map<std::pair<const FlatParams*, const FlatParams*>, std::shared_ptr<const std::vector<pb::TaskChunk>>>
+      encoded;
   std::vector<Task> opened(tasks.size());
   const auto start = Clock::now();
   const auto deadline = start + Seconds(fit_timeout_s_);
@@ -113,8 +114,14 @@ std::vector<Task> Round::Prepare(const std::vector<ClientInstructions>& tasks,
     t.deadline = deadline;
     const FlatParams* global = t.instructions->global.get();
     if (relay_of[i] < 0) {
-      auto& chunks = encoded[global];
-      if (!chunks) chunks = EncodeModel<pb::TaskChunk>(*global, chunk_bytes);
+      const FlatParams* broadcast = t.instructions->algorithm_values.get();
+      auto& chunks = encoded[{global, broadcast}];
+      if (!chunks && broadcast == nullptr) chunks = EncodeModel<pb::TaskChunk>(*global, chunk_bytes);
+      if (!chunks && broadcast != nullptr) {  // θ, then the algorithm's broadcast (SCAFFOLD's c)
+        FlatParams both = *global;
+        both.insert(both.end(), broadcast->begin(), broadcast->end());
+        chunks = EncodeModel<pb::TaskChunk>(both, chunk_bytes);
+      }
       t.chunks = chunks;
     } else if (!(*for_relays)[global]) {
       (*for_relays)[global] = EncodeModel<pb::RelayTaskChunk>(*global, chunk_bytes);

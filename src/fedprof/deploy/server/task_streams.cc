@@ -149,6 +149,9 @@ void TaskStreams::Send(TaskStream* pull, const Task& task) {
   pb::TaskChunk header;
   const FitInstructions& ins = *task.instructions;
   ToWire(ins, task.id, static_cast<int64_t>(ins.global->size()), header.mutable_header());
+  if (ins.algorithm_values) {
+    header.mutable_header()->set_num_algorithm_values(static_cast<int64_t>(ins.algorithm_values->size()));
+  }
   if (task.secagg) *header.mutable_header()->mutable_secagg() = *task.secagg;
   SendOn(pull, std::move(header), task.chunks);
 }
