@@ -213,6 +213,11 @@ void CheckStrategyFitsModel(const Strategy& strategy, const Model& model,
     throw Error("strategy " + strategy.name() + " selects clients by their profiles "
                 "(strategy.selector = fedprof): " + model.why_not_profileable());
   }
+  const LocalObjective& algorithm = strategy.AlgorithmObjective();
+  if (algorithm.algorithm == "moon" && algorithm.moon_mu > 0 && model.profiled_layer().empty()) {
+    throw Error("strategy.algorithm = moon contrasts the representations of a layer (model.profile_layer): " +
+                model.why_not_profileable());
+  }
 }
 
 int64_t ProfiledUnits(Model& model, const Dataset& data) {

@@ -136,6 +136,17 @@ TEST(RunTest, StrategiesTheModelCannotServeAreRefused) {
   c = TinyConfig();
   const std::unique_ptr<Strategy> fedavg = MakeStrategy(c.options(), ForClients(4));
   EXPECT_NO_THROW(CheckStrategyFitsModel(*fedavg, *MakeModel(mlp), c.options().model));
+  // MOON contrasts the profiled layer's representations: a model without one is refused.
+  c.SetAssignment("strategy.name=moon");
+  const std::unique_ptr<Strategy> moon = MakeStrategy(c.options(), ForClients(4));
+  struct Unprofileable : Model {
+    Unprofileable() { why_not_profileable_ = "model.file x.pt cannot be profiled"; }
+    at::Tensor Forward(const at::Tensor& x, at::Tensor*) override { return x; }
+    std::vector<std::string> ProfileableLayers() const override { return {}; }
+  };
+  ExpectError([&] { CheckStrategyFitsModel(*moon, Unprofileable(), c.options().model); },
+              {"strategy.algorithm = moon", "model.profile_layer", "x.pt cannot be profiled"});
+  EXPECT_NO_THROW(CheckStrategyFitsModel(*moon, *MakeModel(mlp), c.options().model));
 }
 
 TEST(RunTest, ProfiledUnitsAreThoseOfTheProfiledLayer) {
