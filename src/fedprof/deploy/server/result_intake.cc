@@ -172,16 +172,17 @@ bool ResultIntake::Deliver(const pb::ResultHeader& header, PushState state, Verd
                 std::to_string(state.expected) + " model values (cut off, or a chunk over the " +
                 std::to_string(state_.MessageLimit()) + "-byte message limit)";
   }
+  const double elapsed = Since(state.task.opened);
+  if (state_.monitor) {
+    state_.monitor->AddBytes(
+        static_cast<int64_t>(header.ByteSizeLong() + state.result.params.size() * sizeof(float)), 0);
+  }
+  // SCAFFOLD's Δc_i, the values after the model's.
   if (state.why.empty() && state.algorithm_values > 0) {
     FlatParams& values = state.result.params;
     const auto split = values.end() - static_cast<std::ptrdiff_t>(state.algorithm_values);
     state.result.algorithm_values.assign(split, values.end());
     values.erase(split, values.end());
-  }
-  const double elapsed = Since(state.task.opened);
-  if (state_.monitor) {
-    state_.monitor->AddBytes(
-        static_cast<int64_t>(header.ByteSizeLong() + state.result.params.size() * sizeof(float)), 0);
   }
   Arrival a;
   a.index = state.task.index;
