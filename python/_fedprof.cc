@@ -168,27 +168,28 @@ PYBIND11_MODULE(_fedprof, m) {
   m.def("options", &Options, "Every option of a run: name, type, default, valid values, description.");
   m.def("rank_environment", &fedprof::LocalRankEnvironment,
         "The torchrun variables of rank `rank` of `nproc` on this machine, as fedprof launch sets them.");
-  // Each run takes the Python selectors and aggregators its options name
-  // (registered for the call), and progress, a callable or None.
+  // Each run takes the Python parts its options name (`parts`: the
+  // package's _Parts, or None; registered for the call), and progress, a
+  // callable or None.
   m.def(
       "simulate",
       [](const std::string& config_path, const std::vector<std::string>& assignments, const std::string& out,
-         py::object progress, const py::list& selectors, const py::list& aggregators, bool overwrite) {
+         py::object progress, const py::object& parts, bool overwrite) {
         PendingException pending;
-        const PythonParts parts(selectors, aggregators, &pending);
+        const PythonParts registered(parts, &pending);
         const fedprof::Config config = ConfigFrom(config_path, assignments);
         PythonObserver observer(std::move(progress), &pending);
         RunReleased(pending, [&] { fedprof::RunSimulation(config, out, &observer, Existing(overwrite)); });
       },
       py::arg("config_path"), py::arg("assignments"), py::arg("out"), py::arg("progress"),
-      py::arg("selectors"), py::arg("aggregators"), py::arg("overwrite"));
+      py::arg("parts"), py::arg("overwrite"));
   m.def(
       "compare",
       [](const std::string& config_path, const std::vector<std::string>& assignments,
          const std::vector<std::string>& strategies, int seeds, const std::string& out, py::object progress,
-         const py::list& selectors, const py::list& aggregators, bool overwrite) {
+         const py::object& parts, bool overwrite) {
         PendingException pending;
-        const PythonParts parts(selectors, aggregators, &pending);
+        const PythonParts registered(parts, &pending);
         const fedprof::Config config = ConfigFrom(config_path, assignments);
         if (seeds < 1) throw py::value_error("seeds: expected 1 or more, got " + std::to_string(seeds));
         PythonObserver observer(std::move(progress), &pending);
@@ -200,27 +201,26 @@ PYBIND11_MODULE(_fedprof, m) {
         return table;
       },
       py::arg("config_path"), py::arg("assignments"), py::arg("strategies"), py::arg("seeds"), py::arg("out"),
-      py::arg("progress"), py::arg("selectors"), py::arg("aggregators"), py::arg("overwrite"));
+      py::arg("progress"), py::arg("parts"), py::arg("overwrite"));
   m.def(
       "resume",
       [](const std::string& out, const std::vector<std::string>& assignments, py::object progress,
-         const py::list& selectors, const py::list& aggregators) {
+         const py::object& parts) {
         PendingException pending;
-        const PythonParts parts(selectors, aggregators, &pending);
+        const PythonParts registered(parts, &pending);
         PythonObserver observer(std::move(progress), &pending);
         RunReleased(pending, [&] { fedprof::ResumeSimulation(out, assignments, &observer); });
       },
-      py::arg("out"), py::arg("assignments"), py::arg("progress"), py::arg("selectors"),
-      py::arg("aggregators"));
+      py::arg("out"), py::arg("assignments"), py::arg("progress"), py::arg("parts"));
   // A rank > 0 of fedprof.launch (its own process): trains its share of
   // the clients until rank 0's run ends.
   m.def(
       "serve",
       [](const std::string& config_path, const std::vector<std::string>& assignments, const std::string& out,
          const std::string& listen, const std::string& tls_dir, bool insecure, py::object progress,
-         const py::list& selectors, const py::list& aggregators, bool overwrite) {
+         const py::object& parts, bool overwrite) {
         PendingException pending;
-        const PythonParts parts(selectors, aggregators, &pending);
+        const PythonParts registered(parts, &pending);
         const fedprof::Config config = ConfigFrom(config_path, assignments);
         fedprof::ServeOptions serve;
         serve.listen = listen;
@@ -230,7 +230,7 @@ PYBIND11_MODULE(_fedprof, m) {
         RunReleased(pending, [&] { fedprof::RunServer(config, out, serve, &observer, Existing(overwrite)); });
       },
       py::arg("config_path"), py::arg("assignments"), py::arg("out"), py::arg("listen"), py::arg("tls_dir"),
-      py::arg("insecure"), py::arg("progress"), py::arg("selectors"), py::arg("aggregators"), py::arg("overwrite"));
+      py::arg("insecure"), py::arg("progress"), py::arg("parts"), py::arg("overwrite"));
   // The names of rank 0's Python parts are registered so that the config it
   // sends validates here; their hooks run on rank 0 only.
   m.def(

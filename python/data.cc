@@ -92,9 +92,9 @@ Dataset RunTestSet(const std::string& out) {
 
 // The global model of the run in `out` as {name: array} (parameters, then
 // buffers), in the model's own names.
-py::dict StateDict(const std::string& out, const py::list& selectors, const py::list& aggregators) {
+py::dict StateDict(const std::string& out, const py::object& parts) {
   PendingException pending;
-  const PythonParts parts(selectors, aggregators, &pending);  // so that the config names them
+  const PythonParts registered(parts, &pending);  // so that the config names them
   std::shared_ptr<Model> model;
   int64_t version = 0;
   {
@@ -148,9 +148,9 @@ py::dict ProfileDict(const Profile& p, int64_t samples) {
 // The representation profile (Eq. 8) of inputs `x` under the run's final
 // model, at its profiled layer or `layer`.
 py::dict ProfileOf(const std::string& out, const py::array_t<float, py::array::c_style>& x,
-                   const std::string& layer, const py::list& selectors, const py::list& aggregators) {
+                   const std::string& layer, const py::object& parts) {
   PendingException pending;
-  const PythonParts parts(selectors, aggregators, &pending);  // so that the config names them
+  const PythonParts registered(parts, &pending);  // so that the config names them
   Dataset data;
   data.x = Share(x, torch::kFloat32);
   data.name = "fedprof.profile";
@@ -205,15 +205,14 @@ py::dict ReadProfile(const std::string& path) {
 }  // namespace
 
 void BindData(py::module_& m) {
-  m.def("profile", &ProfileOf, py::arg("out"), py::arg("x"), py::arg("layer"), py::arg("selectors"),
-        py::arg("aggregators"));
+  m.def("profile", &ProfileOf, py::arg("out"), py::arg("x"), py::arg("layer"), py::arg("parts"));
   m.def("divergence", &DivergenceOf, py::arg("profile"), py::arg("reference"), py::arg("alpha"));
   m.def("read_profile", &ReadProfile, py::arg("path"));
   py::class_<DataHandle, std::shared_ptr<DataHandle>>(m, "DataHandle")
       .def_property_readonly("key", &DataHandle::key);
   m.def("register_data", &RegisterData, py::arg("train_x"), py::arg("train_y"), py::arg("test_x"),
         py::arg("test_y"), py::arg("num_classes"), py::arg("partition"), py::arg("origin"));
-  m.def("state_dict", &StateDict, py::arg("out"), py::arg("selectors"), py::arg("aggregators"));
+  m.def("state_dict", &StateDict, py::arg("out"), py::arg("parts"));
 }
 
 }  // namespace fedprof::python

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,9 +22,9 @@ namespace fedprof::python {
 namespace py = pybind11;
 
 // A run stopped by Ctrl-C: at the end of a round, or while a hook ran.
-class Interrupted : public Error {
+class Interrupted : public RunError {
  public:
-  using Error::Error;
+  using RunError::RunError;
 };
 
 // Tensor ops and BLAS on one thread each while it lives, as the CLI runs
@@ -60,20 +61,40 @@ class PendingException {
   std::unique_ptr<py::error_already_set> pending_;
 };
 
-// Selectors and aggregators written in Python (fedprof.Selector,
-// fedprof.Aggregator), registered under their names (strategy/registry.h)
-// for as long as this lives, so that the runs' options can name them.
+// A run is starting with `part` (each run makes its parts afresh): its
+// start_run().
+void StartRun(const py::object& part, const std::string& name, PendingException* pending);
+
+// A part's own state in a checkpoint's JSON `j`: its save_state() as
+// j["python"] (absent when it returned None), and back to its
+// load_state() (nothing when absent). `name` names the part in messages.
+void SavePythonState(const py::object& part, const std::string& name, PendingException* pending,
+                     nlohmann::json* j);
+void LoadPythonState(const py::object& part, const std::string& name, PendingException* pending,
+                     const nlohmann::json& j);
+
+// Selectors, aggregators and client algorithms written in Python
+// (fedprof.Selector, fedprof.Aggregator, fedprof.ClientAlgorithm),
+// registered under their names (strategy/registry.h) for as long as this
+// lives, so that the runs' options can name them.
 class PythonParts {
  public:
-  // Throws ValueError when a name is taken.
-  PythonParts(const py::list& selectors, const py::list& aggregators, PendingException* pending);
+  // `parts`: an object with lists `selectors`, `aggregators` and
+  // `algorithms` (the package's _Parts), or None. Throws ValueError when a
+  // name is taken.
+  PythonParts(const py::object& parts, PendingException* pending);
   ~PythonParts();
   PythonParts(const PythonParts&) = delete;
   PythonParts& operator=(const PythonParts&) = delete;
 
  private:
-  std::vector<std::string> selectors_, aggregators_;  // the names registered
+  void Unregister();
+  std::vector<std::string> selectors_, aggregators_, algorithms_;  // the names registered
 };
+
+// Registers `algorithm` (a fedprof.ClientAlgorithm) under its name
+// (python/algorithms.cc).
+void RegisterPythonAlgorithm(py::object algorithm, PendingException* pending);
 
 // On a rank > 0 of fedprof.launch: rank 0's Python parts by name (each
 // selector with the reports it asks for), so that its config validates and

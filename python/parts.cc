@@ -1,7 +1,8 @@
 // Selectors and aggregators written in Python, as the engine's Selector and
-// Aggregator. The engine calls them on the round loop's thread with the GIL
-// released; each hook takes the GIL for the Python call only, so clients
-// keep training on the other threads meanwhile.
+// Aggregator (client algorithms: algorithms.cc). The engine calls them on
+// the round loop's thread with the GIL released; each hook takes the GIL
+// for the Python call only, so clients keep training on the other threads
+// meanwhile.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -124,20 +125,13 @@ class PythonSelector final : public Selector {
     j["train_loss"] = ToJson(train_loss_);
     j["loss"] = ToJson(loss_);
     if (profiles_) j["profiles"] = profiles_->SaveState();
-    py::gil_scoped_acquire gil;
-    try {
-      const py::object state = part_->attr("_save_state")();
-      if (!state.is_none()) j["python"] = state.cast<std::string>();
-    } catch (py::error_already_set& err) {
-      pending_->Raise(err, name_ + ".save_state()");
-    }
+    SavePythonState(*part_, name_, pending_, &j);
     return j.dump();
   }
   void LoadState(const std::string& state) override {
-    std::string python_state;
-    bool has_python_state = false;
+    nlohmann::json j;
     try {
-      const nlohmann::json j = nlohmann::json::parse(state);
+      j = nlohmann::json::parse(state);
       const auto times = j.at("times_selected").get<std::vector<int64_t>>();
       if (times.size() != times_selected_.size())
         throw Error("checkpoint: selector state of another population");
@@ -145,18 +139,10 @@ class PythonSelector final : public Selector {
       train_loss_ = FromJson(j.at("train_loss"), times.size());
       loss_ = FromJson(j.at("loss"), times.size());
       if (profiles_) profiles_->LoadState(j.at("profiles").get<std::string>());
-      has_python_state = j.contains("python");
-      if (has_python_state) python_state = j.at("python").get<std::string>();
     } catch (const nlohmann::json::exception& e) {
       throw Error(std::string("checkpoint: selector state: ") + e.what());
     }
-    if (!has_python_state) return;
-    py::gil_scoped_acquire gil;
-    try {
-      part_->attr("_load_state")(py::str(python_state));
-    } catch (py::error_already_set& err) {
-      pending_->Raise(err, name_ + ".load_state()");
-    }
+    LoadPythonState(*part_, name_, pending_, j);
   }
 
  private:
@@ -403,16 +389,6 @@ class RankZeroAggregator final : public Aggregator {
   std::string name_;
 };
 
-// A run is starting with `part` (each run makes its parts afresh).
-void StartRun(const py::object& part, const std::string& name, PendingException* pending) {
-  py::gil_scoped_acquire gil;
-  try {
-    part.attr("start_run")();
-  } catch (py::error_already_set& err) {
-    pending->Raise(err, name + ".start_run()");
-  }
-}
-
 void RegisterPythonSelector(py::object selector, PendingException* pending) {
   const std::string name = NameOf(selector);
   const py::tuple reports = selector.attr("_reports")();
@@ -451,32 +427,76 @@ void RegisterPythonAggregator(py::object aggregator, PendingException* pending) 
 
 }  // namespace
 
+void StartRun(const py::object& part, const std::string& name, PendingException* pending) {
+  py::gil_scoped_acquire gil;
+  try {
+    part.attr("start_run")();
+  } catch (py::error_already_set& err) {
+    pending->Raise(err, name + ".start_run()");
+  }
+}
+
+void SavePythonState(const py::object& part, const std::string& name, PendingException* pending,
+                     nlohmann::json* j) {
+  py::gil_scoped_acquire gil;
+  try {
+    const py::object state = part.attr("_save_state")();
+    if (!state.is_none()) (*j)["python"] = state.cast<std::string>();
+  } catch (py::error_already_set& err) {
+    pending->Raise(err, name + ".save_state()");
+  }
+}
+
+void LoadPythonState(const py::object& part, const std::string& name, PendingException* pending,
+                     const nlohmann::json& j) {
+  if (!j.contains("python")) return;
+  std::string state;
+  try {
+    state = j.at("python").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("checkpoint: " + name + "'s state: " + e.what());
+  }
+  py::gil_scoped_acquire gil;
+  try {
+    part.attr("_load_state")(py::str(state));
+  } catch (py::error_already_set& err) {
+    pending->Raise(err, name + ".load_state()");
+  }
+}
+
 void PendingException::Raise(py::error_already_set& e, const std::string& what) {
   if (e.matches(PyExc_KeyboardInterrupt)) throw Interrupted("interrupted in " + what);
   if (!pending_) pending_ = std::make_unique<py::error_already_set>(std::move(e));
-  throw Error(what + " raised an exception");
+  throw RunError(what + " raised an exception");
 }
 
-PythonParts::PythonParts(const py::list& selectors, const py::list& aggregators, PendingException* pending) {
+PythonParts::PythonParts(const py::object& parts, PendingException* pending) {
+  if (parts.is_none()) return;
   try {
-    for (const py::handle s : selectors) {
+    for (const py::handle s : parts.attr("selectors")) {
       RegisterPythonSelector(py::reinterpret_borrow<py::object>(s), pending);
       selectors_.push_back(NameOf(py::reinterpret_borrow<py::object>(s)));
     }
-    for (const py::handle a : aggregators) {
+    for (const py::handle a : parts.attr("aggregators")) {
       RegisterPythonAggregator(py::reinterpret_borrow<py::object>(a), pending);
       aggregators_.push_back(NameOf(py::reinterpret_borrow<py::object>(a)));
     }
+    for (const py::handle a : parts.attr("algorithms")) {
+      RegisterPythonAlgorithm(py::reinterpret_borrow<py::object>(a), pending);
+      algorithms_.push_back(NameOf(py::reinterpret_borrow<py::object>(a)));
+    }
   } catch (const Error& e) {
-    for (const std::string& name : selectors_) UnregisterSelector(name);
-    for (const std::string& name : aggregators_) UnregisterAggregator(name);
+    Unregister();
     throw py::value_error(e.what());
   }
 }
 
-PythonParts::~PythonParts() {
+PythonParts::~PythonParts() { Unregister(); }
+
+void PythonParts::Unregister() {
   for (const std::string& name : selectors_) UnregisterSelector(name);
   for (const std::string& name : aggregators_) UnregisterAggregator(name);
+  for (const std::string& name : algorithms_) UnregisterClientAlgorithm(name);
 }
 
 RankZeroParts::RankZeroParts(const std::vector<std::pair<std::string, std::vector<std::string>>>& selectors,

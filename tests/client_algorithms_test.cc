@@ -101,7 +101,7 @@ TEST(ClientAlgorithmRunTest, WhatDoesNotComposeIsRefusedInOneLine) {
       {"--set strategy.name=scaffold --set strategy.aggregator=median",
        "strategy.algorithm = scaffold: its server step assumes the average"},
       {"--set strategy.name=fednova --set dp.mode=central", "strategy.algorithm = fednova: user-level DP"},
-      {"--set strategy.name=scaffold --set secagg.protocol=secagg", "hides each control-variate update"},
+      {"--set strategy.name=scaffold --set secagg.protocol=secagg", "hides each client's control-variate update Δc_i"},
       {"--set strategy.algorithm=feddyn --set strategy.name=fedbuff", "strategy.aggregator = fedbuff"},
       {"--set strategy.algorithm=moon2", "strategy.algorithm"},
   };

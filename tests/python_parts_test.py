@@ -378,3 +378,110 @@ def test_payload_and_privacy_are_the_clis():
                            "1000", "--delta", "1e-5"], capture_output=True, text=True, timeout=120)
     eps = fedprof.dp_epsilon(1.1, 0.01, 1000, delta=1e-5)
     assert done.stdout.startswith(f"epsilon = {eps['epsilon']:.6g} at delta = 1e-05 (RDP order {eps['order']:g};")
+
+
+class Unchanged(fedprof.ClientAlgorithm):
+    """A client algorithm of the defaults only: it changes nothing."""
+
+
+class PyScaffold(fedprof.ClientAlgorithm):
+    """SCAFFOLD (option II, server step size 1) in Python, computed as the
+    built-in computes it: the correction c - c_i in float32, c_i+ in double,
+    c's update as the exact sum of the round's Δc_i over N."""
+
+    def start_run(self):
+        self.c = None
+
+    def begin(self, round, client_id, start, broadcast, kept, lr):  # noqa: A002
+        c = broadcast if broadcast is not None else np.zeros_like(start)
+        return c - (kept if kept is not None else np.zeros_like(start))
+
+    def end(self, round, client_id, start, broadcast, kept, lr, trained, steps):  # noqa: A002
+        c = broadcast if broadcast is not None else np.zeros_like(start)
+        c_i = kept if kept is not None else np.zeros_like(start)
+        scale = 1.0 / (max(steps, 1) * lr)
+        after = (c_i.astype(np.float64) - c + (start.astype(np.float64) - trained) * scale).astype(np.float32)
+        return after - c_i, after
+
+    def broadcast(self, round):  # noqa: A002
+        return self.c
+
+    def finish(self, round, global_model, next_model, results, num_clients):  # noqa: A002
+        if results:
+            import math
+            total = np.array([math.fsum(v) for v in zip(*(r.values for r in results))])
+            c = self.c if self.c is not None else np.zeros(global_model.size, np.float32)
+            self.c = (c.astype(np.float64) + total / num_clients).astype(np.float32)
+        return None
+
+    def save_state(self):
+        return None if self.c is None else self.c.tobytes().hex()
+
+    def load_state(self, state):
+        self.c = np.frombuffer(bytes.fromhex(state), dtype=np.float32).copy()
+
+
+def test_a_client_algorithm_that_changes_nothing_is_fedavg(tmp_path):
+    # A client algorithm aggregates over the round's participants.
+    fedavg = fedprof.simulate(SMALL, out=tmp_path / "fedavg", **{"strategy.aggregation": "partial"})
+    one = fedprof.simulate(SMALL, out=tmp_path / "one", algorithm=Unchanged(), threads=1)
+    two = fedprof.simulate(SMALL, out=tmp_path / "two", algorithm=Unchanged())
+    assert model_hash(one) == model_hash(two) == model_hash(fedavg)
+    with open(tmp_path / "two" / "config.toml") as f:
+        assert 'algorithm = "python.unchanged"' in f.read()
+
+
+def test_scaffold_in_python_is_the_builtins_and_resumes(tmp_path):
+    builtin = fedprof.simulate(SMALL, out=tmp_path / "builtin", **{"strategy.algorithm": "scaffold"})
+    python = fedprof.simulate(SMALL, out=tmp_path / "python", algorithm=PyScaffold(), threads=1)
+    assert model_hash(python) == model_hash(builtin)
+    # Its c (the server half's save_state) and the clients' c_i (the
+    # engine's store) come back from the checkpoint.
+    fedprof.simulate(SMALL, out=tmp_path / "stopped", algorithm=PyScaffold(), rounds=2)
+    resumed = fedprof.resume(tmp_path / "stopped", algorithm=PyScaffold(), rounds=3)
+    assert model_hash(resumed) == model_hash(builtin)
+
+
+class BadOffset(fedprof.ClientAlgorithm):
+    def begin(self, round, client_id, start, broadcast, kept, lr):  # noqa: A002
+        return np.zeros(5)
+
+
+class NanToSend(fedprof.ClientAlgorithm):
+    def end(self, round, client_id, start, broadcast, kept, lr, trained, steps):  # noqa: A002
+        return np.full(3, np.nan), None
+
+
+class NotAPair(fedprof.ClientAlgorithm):
+    def end(self, round, client_id, start, broadcast, kept, lr, trained, steps):  # noqa: A002
+        return None
+
+
+class BadModel(fedprof.ClientAlgorithm):
+    def finish(self, round, global_model, next_model, results, num_clients):  # noqa: A002
+        return next_model[:-1]
+
+
+def test_a_misbehaving_client_algorithm_is_refused_in_one_line(tmp_path):
+    # Each names the option, the client and the round (or the round alone
+    # for the server half), and what was wrong.
+    with pytest.raises(RuntimeError, match=r"^strategy\.algorithm = python\.bad_offset: client \d+ in round 1: "
+                                           r"begin\(\)'s step offset has 5 values; the model has \d+$"):
+        fedprof.simulate(SMALL, out=tmp_path / "a", algorithm=BadOffset())
+    with pytest.raises(RuntimeError, match=r"^strategy\.algorithm = python\.nan_to_send: client \d+ in round 1: "
+                                           r"end\(\)'s values to send: value 0 is not finite$"):
+        fedprof.simulate(SMALL, out=tmp_path / "b", algorithm=NanToSend())
+    with pytest.raises(TypeError, match=r"NotAPair\.end\(\) must return a pair"):
+        fedprof.simulate(SMALL, out=tmp_path / "c", algorithm=NotAPair())
+    with pytest.raises(RuntimeError, match=r"^strategy\.algorithm = python\.bad_model: round 1: finish\(\)'s model "
+                                           r"has \d+ values; the model has \d+$"):
+        fedprof.simulate(SMALL, out=tmp_path / "d", algorithm=BadModel())
+    # Its server half reads each client's values: secure aggregation hides them.
+    with pytest.raises(RuntimeError, match="hides each client.s values from its client half"):
+        fedprof.simulate(SMALL, out=tmp_path / "e", algorithm=Unchanged(), **{"secagg.protocol": "secagg"})
+    with pytest.raises(RuntimeError, match="fedbuff steps as results come"):
+        fedprof.simulate(SMALL, out=tmp_path / "g", algorithm=Unchanged(), **{"strategy.aggregator": "fedbuff"})
+    # Its client half lives in this process.
+    with pytest.raises(ValueError, match="runs in this process's clients"):
+        fedprof.launch(SMALL, nproc=2, out=tmp_path / "f", algorithm=Unchanged())
+    assert not (tmp_path / "a" / "summary.json").exists()

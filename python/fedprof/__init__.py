@@ -26,11 +26,11 @@ import numpy as np
 
 from . import _fedprof
 from .data import Dataset, _inputs
-from .parts import Aggregator, Clients, Result, Selector, Strategy, _spec
+from .parts import Aggregator, AlgorithmResult, ClientAlgorithm, Clients, Result, Selector, Strategy, _spec
 
 Rng = _fedprof.Rng
 
-__all__ = ["Aggregator", "Clients", "Comparison", "Dataset", "Result", "Rng", "Run", "Selector", "Strategy",
+__all__ = ["Aggregator", "AlgorithmResult", "ClientAlgorithm", "Clients", "Comparison", "Dataset", "Result", "Rng", "Run", "Selector", "Strategy",
            "compare", "divergence", "dp_epsilon", "label_leakage", "launch", "options", "payload", "profile",
            "read_profile", "resume", "serve", "simulate"]
 
@@ -184,7 +184,7 @@ class Run:
         {name: NumPy array}, parameters then buffers, named as the model
         names them (a module's own names for model.file)."""
         parts = self._parts
-        return _fedprof.state_dict(self.out, parts.selectors if parts else [], parts.aggregators if parts else [])
+        return _fedprof.state_dict(self.out, parts)
 
     def model(self):
         """The final global model as a torch.nn.Module, for runs of a
@@ -250,11 +250,12 @@ def _scripted(model, out):
 
 class _Parts:
     """What simulate, compare and resume take from Python besides options:
-    the Python selectors and aggregators to register, and the assignments
-    that name them and the data and model."""
+    the Python selectors, aggregators and client algorithms to register,
+    and the assignments that name them and the data and model."""
 
-    def __init__(self, overrides, selector=None, aggregator=None, data=None, model=None, out=None, strategy=None):
-        self.selectors, self.aggregators, self.assignments = [], [], []
+    def __init__(self, overrides, selector=None, aggregator=None, data=None, model=None, out=None, strategy=None,
+                 algorithm=None):
+        self.selectors, self.aggregators, self.algorithms, self.assignments = [], [], [], []
         if strategy is not None:
             if not isinstance(strategy, Strategy):
                 raise TypeError(f"strategy: expected a fedprof.Strategy, got {type(strategy).__name__}")
@@ -262,7 +263,8 @@ class _Parts:
                 raise ValueError("strategy= is a selector and an aggregator: give it alone")
             selector = aggregator = strategy
         for part, kind, option in ((selector, Selector, "strategy__selector"),
-                                   (aggregator, Aggregator, "strategy__aggregator")):
+                                   (aggregator, Aggregator, "strategy__aggregator"),
+                                   (algorithm, ClientAlgorithm, "strategy__algorithm")):
             if part is None:
                 continue
             if option in overrides:
@@ -290,14 +292,15 @@ class _Parts:
 
     def add(self, part):
         """Registers a Python part (once, however often it is named); a
-        Strategy is both kinds."""
-        for kind, into in ((Selector, self.selectors), (Aggregator, self.aggregators)):
+        Strategy is both a selector and an aggregator."""
+        for kind, into in ((Selector, self.selectors), (Aggregator, self.aggregators),
+                           (ClientAlgorithm, self.algorithms)):
             if isinstance(part, kind) and not any(p is part for p in into):
                 into.append(part)
 
 
-def simulate(config=None, out=None, progress=None, *, strategy=None, selector=None, aggregator=None, data=None,
-             model=None, overwrite=False, **overrides):
+def simulate(config=None, out=None, progress=None, *, strategy=None, selector=None, aggregator=None, algorithm=None,
+             data=None, model=None, overwrite=False, **overrides):
     """Runs one simulated federated training and returns its Run.
 
     config      a TOML file's path, a dict of options (nested by section or
@@ -310,6 +313,8 @@ def simulate(config=None, out=None, progress=None, *, strategy=None, selector=No
     strategy    a fedprof.Strategy (its selector and aggregator at once)
     selector    a fedprof.Selector, or a built-in selector's name
     aggregator  a fedprof.Aggregator, or a built-in aggregator's name
+    algorithm   a fedprof.ClientAlgorithm, or a built-in client
+                algorithm's name (strategy.algorithm)
     data        a fedprof.Dataset (NumPy arrays, torch Datasets, a given
                 partition) instead of data.name's files
     model       a torch.nn.Module, scripted and trained instead of
@@ -322,13 +327,19 @@ def simulate(config=None, out=None, progress=None, *, strategy=None, selector=No
     callback raised (the run stops; what is on disk resumes).
     """
     out = os.fspath(out) if out is not None else _default_out()
-    parts = _Parts(overrides, selector, aggregator, data, model, out, strategy)
+    parts = _Parts(overrides, selector, aggregator, data, model, out, strategy, algorithm)
     rounds = overrides.get("rounds", (config or {}).get("rounds") if isinstance(config, dict) else None)
     shown = _progress(progress, rounds)
     with shown as callback:
         _fedprof.simulate(_config_path(config), shown.assignments + _assignments(config, overrides) + parts.assignments,
-                          out, callback, parts.selectors, parts.aggregators, bool(overwrite))
+                          out, callback, parts, bool(overwrite))
     return Run(out, data, parts)
+
+
+def _refuse_client_algorithm(overrides, why):
+    if "algorithm" in overrides:
+        raise ValueError(f"algorithm: a fedprof.ClientAlgorithm runs in this process's clients, and {why}; "
+                         "simulate, compare or resume it (built-in client algorithms: strategy__algorithm)")
 
 
 def _free_port():
@@ -357,6 +368,7 @@ def launch(config=None, nproc=2, out=None, progress=None, *, strategy=None, sele
     """
     if nproc < 1:
         raise ValueError(f"nproc: expected 1 or more, got {nproc}")
+    _refuse_client_algorithm(overrides, "launch's ranks > 0 train clients in processes of their own")
     if "data" in overrides:
         raise ValueError("data: launch's ranks read their data from files (data.name); a fedprof.Dataset "
                          "lives in this process only")
@@ -406,31 +418,31 @@ def serve(config=None, out=None, progress=None, *, listen="127.0.0.1:50051", tls
     the order they arrive (their numbers are a simulation's when the
     clients are the simulation's). An `out` that holds a run already is
     refused unless overwrite=True."""
+    _refuse_client_algorithm(overrides, "a deployment's clients run on their own machines")
     out = os.fspath(out) if out is not None else _default_out("python-server")
     parts = _Parts(overrides, selector, aggregator, strategy=strategy)
     shown = _progress(progress, overrides.get("rounds"))
     with shown as callback:
         _fedprof.serve(_config_path(config), shown.assignments + _assignments(config, overrides) + parts.assignments,
                        out, listen,
-                       os.fspath(tls_dir) if tls_dir else "", bool(insecure), callback, parts.selectors,
-                       parts.aggregators, bool(overwrite))
+                       os.fspath(tls_dir) if tls_dir else "", bool(insecure), callback, parts, bool(overwrite))
     return Run(out, None, parts)
 
 
-def resume(out, progress=None, *, strategy=None, selector=None, aggregator=None, data=None, **overrides):
+def resume(out, progress=None, *, strategy=None, selector=None, aggregator=None, algorithm=None, data=None,
+           **overrides):
     """Continues the run in `out` from its last completed round (after a
     Ctrl-C, a crash or a kill) and returns its Run; `overrides` may change
     only the options a resume may (rounds, threads, ...). A run of Python
     parts or of a fedprof.Dataset needs them again (the same data; parts
     of the same names)."""
     out = os.fspath(out)
-    parts = _Parts({}, selector, aggregator, strategy=strategy)
+    parts = _Parts({}, selector, aggregator, strategy=strategy, algorithm=algorithm)
     if data is not None and not isinstance(data, Dataset):
         raise TypeError(f"data: expected a fedprof.Dataset, got {type(data).__name__}")
     shown = _progress(progress, overrides.get("rounds"))
     with shown as callback:
-        _fedprof.resume(out, shown.assignments + _assignments(None, overrides), callback, parts.selectors,
-                        parts.aggregators)
+        _fedprof.resume(out, shown.assignments + _assignments(None, overrides), callback, parts)
     return Run(out, data, parts)
 
 
@@ -447,9 +459,7 @@ def profile(run, data, layer=None):
     if not isinstance(run, Run):
         run = Run(os.fspath(run))
     x = data.test_x if isinstance(data, Dataset) else _inputs(data, "data")
-    parts = run._parts
-    return _fedprof.profile(run.out, x, layer or "", parts.selectors if parts else [],
-                            parts.aggregators if parts else [])
+    return _fedprof.profile(run.out, x, layer or "", run._parts)
 
 
 def divergence(profile, reference, alpha=10.0):
@@ -538,7 +548,8 @@ class Comparison:
         return f"Comparison({self.out!r}, {sorted(self.runs)})"
 
 
-def compare(strategies, seeds=1, config=None, out=None, progress=None, *, data=None, overwrite=False, **overrides):
+def compare(strategies, seeds=1, config=None, out=None, progress=None, *, algorithm=None, data=None, overwrite=False,
+            **overrides):
     """Runs each strategy over `seeds` seeds on otherwise identical runs, one
     after the other, as `fedprof compare --jobs 1` does, and returns the
     Comparison.
@@ -548,13 +559,15 @@ def compare(strategies, seeds=1, config=None, out=None, progress=None, *, data=N
                 objects, (selector, aggregator) pairs of names or Python
                 parts; or a comma-separated string of names
     progress    as simulate's; each round's dict also names its "run"
+    algorithm   a fedprof.ClientAlgorithm or a built-in's name, for every
+                run (strategy.algorithm)
     data        a fedprof.Dataset, as simulate's
     overwrite   replace the runs already in `out` (refused without it)
     """
     if isinstance(strategies, str):
         strategies = [s for s in strategies.split(",") if s]
     out = os.fspath(out) if out is not None else _default_out("python-compare")
-    parts = _Parts(overrides, data=data)
+    parts = _Parts(overrides, data=data, algorithm=algorithm)
     specs = []
     for entry in strategies:
         spec, python_parts = _spec(entry)
@@ -564,6 +577,5 @@ def compare(strategies, seeds=1, config=None, out=None, progress=None, *, data=N
     shown = _progress(progress, None)
     with shown as callback:
         table = _fedprof.compare(_config_path(config), shown.assignments + _assignments(config, overrides)
-                                 + parts.assignments, specs, int(seeds), out, callback, parts.selectors,
-                                 parts.aggregators, bool(overwrite))
+                                 + parts.assignments, specs, int(seeds), out, callback, parts, bool(overwrite))
     return Comparison(out, table, data, parts)

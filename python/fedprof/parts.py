@@ -1,17 +1,20 @@
-"""Selectors and aggregators written in Python, composed with the engine's.
+"""Selectors, aggregators and client algorithms written in Python, composed
+with the engine's.
 
 A subclass of Selector or Aggregator passed to fedprof.simulate (selector=,
 aggregator=), fedprof.compare (inside a Strategy) or fedprof.resume takes
 the place of the built-in part of its kind; the other part stays whatever
 the options say. The engine calls the hooks on the round loop's thread,
-one at a time, while the clients train on the others.
+one at a time, while the clients train on the others. A ClientAlgorithm
+(algorithm=) runs around each client's local training, and its server
+half after the aggregator.
 """
 
 import re
 
 import numpy as np
 
-__all__ = ["Aggregator", "Clients", "Result", "Selector", "Strategy"]
+__all__ = ["Aggregator", "AlgorithmResult", "ClientAlgorithm", "Clients", "Result", "Selector", "Strategy"]
 
 
 def _name(part):
@@ -270,6 +273,103 @@ class Strategy(Selector, Aggregator):
             return None
         accuracy, mean_loss = out
         return float(accuracy), float(mean_loss)
+
+
+def _values(hook, value, what):
+    """`value` as a flat float32 array, or None; anything else raises,
+    naming the hook."""
+    if value is None:
+        return None
+    array = np.asarray(value)
+    if array.dtype.kind not in "fiu":
+        raise TypeError(f"{hook}: {what} must be an array of numbers or None, got {array.dtype}")
+    return np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
+
+
+class AlgorithmResult:
+    """What one client's half of a ClientAlgorithm sent in a round, as the
+    server half's finish() gets it.
+
+    client_id    the client
+    num_samples  |D_k|
+    values       what its end() returned to send (float32), empty if None
+    """
+
+    __slots__ = ("client_id", "num_samples", "values")
+
+    def __init__(self, client_id, num_samples, values):
+        self.client_id = client_id
+        self.num_samples = num_samples
+        self.values = values
+
+    def __repr__(self):
+        return f"AlgorithmResult(client_id={self.client_id}, num_samples={self.num_samples}, {self.values.size} values)"
+
+
+class ClientAlgorithm(_Part):
+    """What runs on each client around its local SGD, and its server half
+    (docs/algorithms.md); pass it as algorithm= to simulate, compare or
+    resume. Every hook has a default that changes nothing: a subclass that
+    overrides none trains FedAvg's model (with partial aggregation, as
+    every client algorithm), bit for bit.
+
+    The client half (begin, end) is called on the thread that trains the
+    client, for every client of every round, with what that client holds:
+    the model it starts from (`start`), the server half's `broadcast` and
+    what it `kept` from its last round (None before its first, or after a
+    reset), as float32 arrays. It must depend on its arguments only: the
+    clients of a round train in any order, on any thread. The server half
+    (broadcast, finish) runs on the round loop's thread; save_state() and
+    load_state() keep its state across a resume, and the engine
+    checkpoints what the clients keep.
+    """
+
+    def begin(self, round, client_id, start, broadcast, kept, lr):  # noqa: A002
+        """Before the client's first local step: a step offset d (an array
+        of start.size values) or None. After every optimiser step the
+        client's parameters become theta - lr * d (SCAFFOLD's correction
+        c - c_i has this form)."""
+        return None
+
+    def end(self, round, client_id, start, broadcast, kept, lr, trained, steps):  # noqa: A002
+        """After the client's last of `steps` local steps, `trained` its
+        model: (send, keep), what its result carries to finish() and what
+        the client keeps for its next round, arrays of at most 4 *
+        start.size values or None (keep=None: what it kept stays)."""
+        return None, None
+
+    def broadcast(self, round):  # noqa: A002
+        """What every client of round `round` gets beside the model (its
+        `broadcast`), an array, or None."""
+        return None
+
+    def finish(self, round, global_model, next_model, results, num_clients):  # noqa: A002
+        """After the aggregator: the round's next global model (an array of
+        global_model.size values), or None for next_model, the aggregator's,
+        as it is. results are the round's AlgorithmResult, in client order;
+        num_clients is N, the population."""
+        return None
+
+    # The engine's side.
+    def _begin(self, round, client_id, start, broadcast, kept, lr):  # noqa: A002
+        name = f"{type(self).__name__}.begin()"
+        return _values(name, self.begin(int(round), int(client_id), start, broadcast, kept, float(lr)),
+                       "the step offset")
+
+    def _end(self, round, client_id, start, broadcast, kept, lr, trained, steps):  # noqa: A002
+        name = f"{type(self).__name__}.end()"
+        out = self.end(int(round), int(client_id), start, broadcast, kept, float(lr), trained, int(steps))
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise TypeError(f"{name} must return a pair (send, keep), got {type(out).__name__}")
+        return _values(name, out[0], "send"), _values(name, out[1], "keep")
+
+    def _broadcast(self, round):  # noqa: A002
+        return _values(f"{type(self).__name__}.broadcast()", self.broadcast(int(round)), "the broadcast")
+
+    def _finish(self, round, global_model, next_model, results, num_clients):  # noqa: A002
+        seen = [AlgorithmResult(int(c), int(n), v) for c, n, v in results]
+        return _values(f"{type(self).__name__}.finish()",
+                       self.finish(int(round), global_model, next_model, seen, int(num_clients)), "the next model")
 
 
 def _spec(entry):

@@ -6,6 +6,7 @@
 
 #include "fedprof/aggregation/model_sum.h"
 #include "fedprof/algorithms/kinds.h"
+#include "fedprof/algorithms/registry.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/text.h"
 #include "fedprof/models/models.h"
@@ -30,6 +31,8 @@ std::unique_ptr<ServerAlgorithm> MakeServerAlgorithm(const std::string& algorith
       return MakeFedNovaServer();
     case AlgorithmKind::kFedDyn:
       return MakeFedDynServer(options.feddyn.alpha);
+    case AlgorithmKind::kRegistered:
+      return RegisteredClientAlgorithm(algorithm).server(options);
     case AlgorithmKind::kNone:
     case AlgorithmKind::kMoon:  // the average is MOON's server half
       return nullptr;
@@ -37,8 +40,8 @@ std::unique_ptr<ServerAlgorithm> MakeServerAlgorithm(const std::string& algorith
   return nullptr;
 }
 
-std::vector<std::unique_ptr<LocalAlgorithm>> MakeLocalAlgorithms(const FitInstructions& ins, Model& model,
-                                                                 const FlatParams& kept) {
+std::vector<std::unique_ptr<LocalAlgorithm>> MakeLocalAlgorithms(const FitInstructions& ins, int client_id,
+                                                                 Model& model, const FlatParams& kept) {
   std::vector<std::unique_ptr<LocalAlgorithm>> out;
   const LocalObjective& o = ins.objective;
   if (o.prox_mu > 0) out.push_back(MakeFedProxLocal(o.prox_mu, model));
@@ -54,6 +57,9 @@ std::vector<std::unique_ptr<LocalAlgorithm>> MakeLocalAlgorithms(const FitInstru
       break;
     case AlgorithmKind::kMoon:  // μ = 0: no term
       if (o.moon_mu > 0) out.push_back(MakeMoonLocal(ins, model, kept));
+      break;
+    case AlgorithmKind::kRegistered:
+      out.push_back(RegisteredClientAlgorithm(o.algorithm).local(ins, client_id, model, kept));
       break;
     case AlgorithmKind::kNone:
       break;

@@ -46,30 +46,52 @@ class ServerAlgorithm {
 
 // The client algorithms strategy.algorithm names: the one list the
 // factories (algorithm.cc), the options and the strategy consult.
-enum class AlgorithmKind { kNone, kScaffold, kFedNova, kFedDyn, kMoon };
+// kRegistered: one registered from outside the engine (algorithms/registry.h).
+enum class AlgorithmKind { kNone, kScaffold, kFedNova, kFedDyn, kMoon, kRegistered };
+
+// What the server half reads of a round's results, which decides what it
+// composes with (strategy.cc): nothing (the aggregator is its server
+// half), their sum (secure aggregation gives it), or each one (no secure
+// aggregation, no relays' partial sums).
+enum class ServerReads { kNothing, kSum, kEach };
 
 struct AlgorithmName {
   const char* name;
   AlgorithmKind kind;
-  bool keeps_state;    // its clients keep state between rounds
-  bool sends_vector;   // a result carries a vector of the model's size beside it
-  const char* reset;   // what a client without its state (lost, corrupt) starts from
+  bool keeps_state;       // its clients keep state between rounds
+  bool sends_vector;      // a result carries a vector of the model's size beside it
+  ServerReads reads;
+  bool assumes_average;   // its server step is over the average of the models
+  const char* each_read;  // what it reads of each result, when kEach
+  const char* reset;      // what a client without its state (lost, corrupt) starts from
 };
 
 inline constexpr AlgorithmName kAlgorithmNames[] = {
-    {"none", AlgorithmKind::kNone, false, false, ""},
-    {"scaffold", AlgorithmKind::kScaffold, true, true, "SCAFFOLD starts again from c_i = 0"},  // Δc_i
-    {"fednova", AlgorithmKind::kFedNova, false, false, ""},
-    {"feddyn", AlgorithmKind::kFedDyn, true, false, "FedDyn starts again from a kept gradient of 0"},
-    {"moon", AlgorithmKind::kMoon, true, false, "MOON trains this round without a previous model"},
+    {"none", AlgorithmKind::kNone, false, false, ServerReads::kNothing, false, "", ""},
+    {"scaffold", AlgorithmKind::kScaffold, true, true, ServerReads::kEach, true,  // Δc_i
+     "control-variate update Δc_i", "SCAFFOLD starts again from c_i = 0"},
+    {"fednova", AlgorithmKind::kFedNova, false, false, ServerReads::kEach, true, "model and its steps", ""},
+    {"feddyn", AlgorithmKind::kFedDyn, true, false, ServerReads::kSum, true, "",
+     "FedDyn starts again from a kept gradient of 0"},
+    {"moon", AlgorithmKind::kMoon, true, false, ServerReads::kNothing, false, "",
+     "MOON trains this round without a previous model"},
 };
+
+// A registered algorithm's entry (its name is its own): its server half is
+// given each result's values, its clients may keep state.
+inline constexpr AlgorithmName kRegisteredAlgorithm = {
+    "", AlgorithmKind::kRegistered, true, false, ServerReads::kEach, false, "values from its client half",
+    "the algorithm starts again from nothing kept"};
+
+// Whether `name` is registered (algorithms/registry.h).
+bool IsRegisteredAlgorithm(const std::string& name);
 
 // The entry named `algorithm` ("" reads as none), or null.
 inline const AlgorithmName* FindAlgorithm(const std::string& algorithm) {
   for (const AlgorithmName& a : kAlgorithmNames) {
     if (algorithm == a.name || (algorithm.empty() && a.kind == AlgorithmKind::kNone)) return &a;
   }
-  return nullptr;
+  return IsRegisteredAlgorithm(algorithm) ? &kRegisteredAlgorithm : nullptr;
 }
 
 // Whether clients of `objective`'s algorithm keep state between rounds:

@@ -252,7 +252,7 @@ TEST(MoonTest, TheContrastiveLossOfTheGlobalAndThePreviousModelsRepresentations)
   }
   // μ = 0 is plain SGD: no hook at all.
   ins.objective.moon_mu = 0;
-  EXPECT_TRUE(MakeLocalAlgorithms(ins, *model, previous).empty());
+  EXPECT_TRUE(MakeLocalAlgorithms(ins, 0, *model, previous).empty());
 }
 
 TEST(FedProxTest, TheProximalTermIsHalfMuTimesTheSquaredDistance) {
@@ -267,11 +267,11 @@ TEST(FedProxTest, TheProximalTermIsHalfMuTimesTheSquaredDistance) {
 
 TEST(ClientAlgorithmTest, PlainSgdHasNoHooksAndAnUnknownAlgorithmIsRefused) {
   const std::shared_ptr<Model> model = TinyModel();
-  EXPECT_TRUE(MakeLocalAlgorithms(Task(""), *model, {}).empty());
-  EXPECT_TRUE(MakeLocalAlgorithms(Task("none"), *model, {}).empty());
+  EXPECT_TRUE(MakeLocalAlgorithms(Task(""), 0, *model, {}).empty());
+  EXPECT_TRUE(MakeLocalAlgorithms(Task("none"), 0, *model, {}).empty());
   FitInstructions dyn = Task("feddyn");
-  EXPECT_TRUE(MakeLocalAlgorithms(dyn, *model, {}).empty()) << "FedDyn with α = 0 is plain SGD";
-  EXPECT_THROW(MakeLocalAlgorithms(Task("moon2"), *model, {}), Error);
+  EXPECT_TRUE(MakeLocalAlgorithms(dyn, 0, *model, {}).empty()) << "FedDyn with α = 0 is plain SGD";
+  EXPECT_THROW(MakeLocalAlgorithms(Task("moon2"), 0, *model, {}), Error);
   Config config;
   EXPECT_EQ(MakeServerAlgorithm("", config.options()), nullptr);
   EXPECT_THROW(MakeServerAlgorithm("moon2", config.options()), Error);

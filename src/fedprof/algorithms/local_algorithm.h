@@ -52,12 +52,12 @@ class LocalAlgorithm {
 };
 
 // The client halves `ins.objective` asks for, in the order they run
-// (FedProx's term, then the client algorithm), for `model` holding the
-// parameters training starts from; `kept` is what the client kept of the
-// algorithm (empty before its first round, or after a reset). Empty for
-// plain SGD.
-std::vector<std::unique_ptr<LocalAlgorithm>> MakeLocalAlgorithms(const FitInstructions& ins, Model& model,
-                                                                 const FlatParams& kept);
+// (FedProx's term, then the client algorithm), for client `client_id`'s
+// `model` holding the parameters training starts from; `kept` is what the
+// client kept of the algorithm (empty before its first round, or after a
+// reset). Empty for plain SGD.
+std::vector<std::unique_ptr<LocalAlgorithm>> MakeLocalAlgorithms(const FitInstructions& ins, int client_id,
+                                                                 Model& model, const FlatParams& kept);
 
 // The model's trainable parameters (Model::parameters(), in order) as
 // tensors over `values`, which lays them out as Flatten does: views of

@@ -33,7 +33,8 @@ FitResult Client::Fit(const FitInstructions& ins, Model& model, bool model_holds
   if (start.from_own) Unflatten(start.own, model);
   result.ok = true;
   if (ins.train.epochs > 0) {
-    const std::vector<std::unique_ptr<LocalAlgorithm>> algorithms = MakeLocalAlgorithms(ins, model, algorithm_state_);
+    const std::vector<std::unique_ptr<LocalAlgorithm>> algorithms =
+        MakeLocalAlgorithms(ins, id_, model, algorithm_state_);
     const EpochLoss loss = TrainLocally(ins.train, {ins.seed, ins.round, id_}, data_, model, algorithms);
     result.train_loss = loss.mean;
     result.train_loss_rms = loss.rms;

@@ -47,7 +47,7 @@ Trained Train(const TrainOptions& train, const LocalObjective& objective, const 
   FitInstructions ins;
   ins.train = train;
   ins.objective = objective;
-  t.loss = TrainLocally(train, key, Data(), *model, MakeLocalAlgorithms(ins, *model, {})).mean;
+  t.loss = TrainLocally(train, key, Data(), *model, MakeLocalAlgorithms(ins, 0, *model, {})).mean;
   t.params = Flatten(*model);
   return t;
 }

@@ -14,6 +14,14 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A failure of code the run was given, not of a client: a hook from outside
+// the engine that raised or returned what it must not while a client
+// trained. It ends the run, where a client's Error only fails that client.
+class RunError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace fedprof
 
 #endif  // FEDPROF_CORE_ERROR_H_

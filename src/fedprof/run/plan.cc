@@ -432,6 +432,11 @@ std::unique_ptr<RunPlan> MakePlan(const Config& config, ClientsLive where, Train
     if (!unfit.empty()) throw Error(unfit);
     plan.triggered_test = TriggeredTestSet(plan.data.test, o.attack.target);
   }
+  const std::string& algorithm = plan.strategy->AlgorithmObjective().algorithm;
+  if (where == ClientsLive::kElsewhere && IsRegisteredAlgorithm(algorithm)) {
+    throw Error("strategy.algorithm = " + algorithm + ": a registered client algorithm runs in the clients of "
+                "the process that registered it; a deployment's clients have only the built-in ones");
+  }
   if (where == ClientsLive::kElsewhere && o.availability.simulated()) {
     throw Error("availability.kind, availability.overcommit: simulation only; a deployment's clients come "
                 "and go as they do");

@@ -13,6 +13,7 @@
 #include "fedprof/core/hash.h"
 #include "fedprof/run/plan.h"
 #include "fedprof/server/checkpoint.h"
+#include "fedprof/algorithms/registry.h"
 #include "fedprof/strategy/strategy.h"
 #include "fedprof/transport/in_process.h"
 #include "tests/expect_error.h"
@@ -149,6 +150,32 @@ TEST(RunTest, StrategiesTheModelCannotServeAreRefused) {
   EXPECT_NO_THROW(CheckStrategyFitsModel(*moon, *MakeModel(mlp), c.options().model));
 }
 
+// A client algorithm registered in this process (a Python one, a program's
+// own) has its client half here: a deployment's clients cannot run it.
+TEST(RunTest, ARegisteredClientAlgorithmRunsOnlyInTheProcessThatRegisteredIt) {
+  ClientAlgorithmFactory factory;
+  factory.server = [](const RunOptions&) -> std::unique_ptr<ServerAlgorithm> { return nullptr; };
+  factory.local = [](const FitInstructions&, int, Model&, const FlatParams&) -> std::unique_ptr<LocalAlgorithm> {
+    return nullptr;
+  };
+  EXPECT_THROW(RegisterClientAlgorithm("scaffold", factory), Error);  // a built-in's name
+  RegisterClientAlgorithm("test.here", factory);
+  Config c = TinyConfig();
+  c.SetAssignment("clients.count=4");
+  c.SetAssignment("partition.kind=iid");
+  c.SetAssignment("strategy.algorithm=test.here");
+  const TrainTest data{Blobs(40, 1), Blobs(20, 2), Dataset(), FeatureScaling()};
+  EXPECT_NE(MakePlan(c, ClientsLive::kHere, data)->strategy->name().find("+test.here"), std::string::npos);
+  ExpectError([&] { MakePlan(c, ClientsLive::kElsewhere, data); },
+              {"strategy.algorithm = test.here", "a deployment's clients have only the built-in ones"});
+  // Its server half reads each client's values, which secure aggregation hides.
+  c.SetAssignment("secagg.protocol=secagg");
+  ExpectError([&] { MakeStrategy(c.options(), ForClients(4)); },
+              {"strategy.algorithm = test.here", "hides each client's values from its client half"});
+  UnregisterClientAlgorithm("test.here");
+  EXPECT_THROW(c.SetAssignment("strategy.algorithm=test.here"), Error);
+}
+
 TEST(RunTest, ProfiledUnitsAreThoseOfTheProfiledLayer) {
   const Dataset data = Blobs(3, 1);
   EXPECT_EQ(ProfiledUnits(*MakeModel({"mlp", {4}, 2, {16, 8}, ""}), data), 16);
@@ -172,6 +199,7 @@ TEST(RunTest, ReferenceSetIsTheOneConfigured) {
   c.Set("fedprof.reference", "client");
   ExpectError([&] { ReferenceSet(c.options().fedprof, data, nullptr); }, {"fedprof.reference", "'client'"});
   c.SetAssignment("clients.count=4");
+  c.SetAssignment("partition.kind=iid");
   c.SetAssignment("partition.kind=iid");
   const Population population(data.train, c.options());
   c.Set("fedprof.reference_client", "2");

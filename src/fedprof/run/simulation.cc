@@ -160,6 +160,11 @@ void Run(RunStart start, const std::string& out_dir, RunObserver* observer) {
   const DistEnv env = ReadDistEnv();
   std::unique_ptr<RankGroup> group;
   if (env.distributed()) {
+    const std::string algorithm = ResolveStrategy(o).algorithm;
+    if (IsRegisteredAlgorithm(algorithm)) {
+      throw Error("strategy.algorithm = " + algorithm + ": a registered client algorithm runs in the clients of "
+                  "the process that registered it, not on the other ranks (run it without launch)");
+    }
     group = std::make_unique<RankGroup>(env, o.dist.timeout_s);
     SendConfig(*group, start.config.ToToml(), start.resume);  // the workers build while this rank does
   }

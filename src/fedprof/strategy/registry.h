@@ -5,13 +5,15 @@
 #include <memory>
 #include <string>
 
+#include "fedprof/algorithms/registry.h"
 #include "fedprof/strategy/strategy.h"
 
 namespace fedprof {
 
 // Selectors and aggregators from outside the engine: a C++ program that
 // links the installed library, or the Python module's fedprof.Selector and
-// fedprof.Aggregator. A registered name is a value of strategy.selector or
+// fedprof.Aggregator (client algorithms: algorithms/registry.h, included
+// here). A registered name is a value of strategy.selector or
 // strategy.aggregator like the built-in ones (validated, listed in
 // messages, part of the config's fingerprint) and composes with any part of
 // the other kind. Registrations are process-wide and thread-safe; a run

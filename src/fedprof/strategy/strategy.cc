@@ -515,26 +515,33 @@ std::string KeyDir(const RunOptions::Dp& dp) {
 
 namespace {
 
-// What a client algorithm does not compose with, refused in one line:
-// its server half needs each result's own values, which DP, secure
-// aggregation and asynchronous steps do not give it, and its step assumes
-// the average of the models.
+// What a client algorithm does not compose with, refused in one line, from
+// what its server half reads (algorithms/algorithm.h): DP clips and noises
+// the models only, secure aggregation gives the sum only, and a step over
+// the average needs the average.
 void CheckAlgorithmComposes(const RunOptions& options, const StrategySpec& spec) {
-  // MOON's server half is the aggregator itself, whichever it is.
-  if (spec.algorithm.empty() || spec.algorithm == "moon") return;
+  const AlgorithmName* a = FindAlgorithm(spec.algorithm);
+  if (spec.algorithm.empty() || a == nullptr || a->reads == ServerReads::kNothing) return;
   const std::string option = "strategy.algorithm = " + spec.algorithm + ": ";
-  if (spec.aggregator != "average" && spec.aggregator != "fedbn") {
+  if (a->assumes_average && spec.aggregator != "average" && spec.aggregator != "fedbn") {
     throw Error(option + "its server step assumes the average of the clients' models; strategy.aggregator = " +
                 spec.aggregator + " does not compose with it (use average, or fedbn)");
+  }
+  if (spec.aggregator == "fedbuff") {
+    throw Error(option + "strategy.aggregator = fedbuff steps as results come, its server half a round at a time");
   }
   if (options.dp.mode != "off") {
     throw Error(option + "user-level DP (dp.mode = " + options.dp.mode +
                 ") clips and noises the models, not what the algorithm sends beside them");
   }
-  if (options.secagg.protocol != "none" && spec.algorithm != "feddyn") {
+  if (options.secagg.protocol != "none" && a->reads == ServerReads::kEach) {
+    std::string sums;
+    for (const AlgorithmName& b : kAlgorithmNames) {
+      if (b.reads == ServerReads::kSum) sums += std::string(sums.empty() ? "" : ", ") + b.name;
+    }
     throw Error(option + "secure aggregation (secagg.protocol = " + options.secagg.protocol + ") hides each " +
-                (spec.algorithm == "scaffold" ? "control-variate update Δc_i" : "client's steps and model") +
-                ", which its server half needs; only feddyn, which needs the sum alone, composes with it");
+                "client's " + a->each_read + ", which its server half needs; only " + sums +
+                ", which needs the sum alone, composes with it");
   }
 }
 

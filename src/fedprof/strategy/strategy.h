@@ -115,9 +115,9 @@ class Strategy {
     if (BoundsUpdates()) return "it bounds every client's update (robust.max_update_norm)";
     if (Buffered()) return "it weighs each client's model by its staleness (strategy.aggregator = fedbuff)";
     const std::string& algorithm = algorithm_objective_.algorithm;
-    if (algorithm == "scaffold" || algorithm == "fednova") {
-      return "its client algorithm needs each client's " +
-             std::string(algorithm == "scaffold" ? "control-variate update" : "model and steps") +
+    const AlgorithmName* a = FindAlgorithm(algorithm);
+    if (a != nullptr && a->reads == ServerReads::kEach) {
+      return "its client algorithm needs each client's " + std::string(a->each_read) +
              " (strategy.algorithm = " + algorithm + ")";
     }
     return "";

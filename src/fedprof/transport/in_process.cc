@@ -117,6 +117,8 @@ void InProcessTransport::Fit(const std::vector<ClientInstructions>& tasks,
       if (!client.local_state().empty()) batch_norm_states_->Put(id, client.take_local_state());
       if (!client.algorithm_state().empty()) algorithm_states_->Put(id, client.take_algorithm_state());
       if (cost_) result.cost = cost_(id, instructions);
+    } catch (const RunError&) {
+      throw;  // ParallelFor rethrows it once the other clients are done
     } catch (const std::exception& e) {
       result = Failed(e);
     }
