@@ -27,6 +27,7 @@
 #include "fedprof/core/files.h"
 #include "fedprof/core/text.h"
 #include "fedprof/deploy/client/client.h"
+#include "fedprof/protocol/wire.h"
 #include "fedprof/sim/population.h"
 #include "tests/csv_columns.h"
 #include "tests/deployment.h"
@@ -242,7 +243,9 @@ TEST(DeployTest, MisfitsAndSilentConnectionsAreRefused) {
             std::string::npos)
       << d.procs.Output(impostor);
   EXPECT_EQ(d.procs.Wait(old, 60), 1);
-  EXPECT_NE(d.procs.Output(old).find("speaks protocol version 5, this side version 4"), std::string::npos)
+  const std::string versions = "speaks protocol version " + std::to_string(kProtocolVersion + 1) +
+                               ", this side version " + std::to_string(kProtocolVersion);
+  EXPECT_NE(d.procs.Output(old).find(versions), std::string::npos)
       << d.procs.Output(old);
   EXPECT_EQ(d.procs.Wait(odd[0], 60), 1);
   EXPECT_NE(d.procs.Output(odd[0]).find("certificate CN 'client-01' is not client-<id>"),

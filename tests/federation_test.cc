@@ -6,12 +6,14 @@
 // certificates. docs/federation.md.
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "fedprof/core/files.h"
 #include "tests/federation.h"
@@ -208,7 +210,10 @@ TEST(FederationTest, NodesServeRunAfterRunAndRunsAtOnce) {
 // middle of a run and started again on its state: the run resumes from its
 // checkpoint on the same port, its nodes take it up again by themselves,
 // and it ends at the model of the run never interrupted; the run list and
-// the audit log are as they were, and say what happened.
+// the audit log are as they were, and say what happened. The resumed
+// server is held (SIGSTOP) before it listens until every node has synced
+// with the new federation: a node that did so while the run had no address
+// yet (as on a loaded machine) once let its clients go for good.
 TEST(FederationTest, KilledFederationResumesItsRunToTheUninterruptedModel) {
   Federation f;
   f.dir = testing_support::FreshDir("federation", "killed");
@@ -230,9 +235,25 @@ TEST(FederationTest, KilledFederationResumesItsRunToTheUninterruptedModel) {
   ASSERT_TRUE(WaitUntil([&] { return testing_support::PortIsFree(run_port); }, 30));
 
   f.Start(ports, port);
+  const std::string pid = f.procs.WaitForOutput(
+      f.server, "run 1: resuming its server from its checkpoint on port [0-9]+ \\(pid ([0-9]+)\\)", 60);
+  ASSERT_FALSE(pid.empty()) << f.procs.Output(f.server);
+  ASSERT_EQ(::kill(std::stoi(pid), SIGSTOP), 0);
+  for (int node : f.nodes) {
+    EXPECT_FALSE(f.procs.WaitForOutput(node, "node: run 1: its server is starting again", 60).empty())
+        << f.procs.Output(node);
+  }
+  // Past the clients' back-off (1 s at most here): one told to leave would have left.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  ASSERT_EQ(::kill(std::stoi(pid), SIGCONT), 0);
   const nlohmann::json finished = f.WaitFor(1, 180);
   ASSERT_EQ(finished.at("state"), "finished") << finished << f.procs.Output(f.server);
   EXPECT_EQ(finished.at("rounds_done"), 12);
+  for (int node : f.nodes) {
+    const std::string log = f.procs.Output(node);
+    EXPECT_NE(log.find("node: run 1: its server is back at"), std::string::npos) << log;
+    EXPECT_EQ(log.find("its clients here left"), std::string::npos) << log;
+  }
   EXPECT_EQ(finished.at("submitted_by"), "operator-alice");
   const std::string out = f.dir + "/fetched";
   ASSERT_FALSE(f.Operator("fetch 1 --out " + out).is_null());

@@ -98,10 +98,14 @@ void FederationState::Changed() {
   std::unique_lock<std::mutex> snapshot(offers_mutex_);
   std::vector<OpenRun> open;
   for (const RunRecord& run : store_->ActiveRuns()) {
-    if (run.state != kRunRunning || run.address.empty()) continue;
+    // A run started before and queued or starting again is offered without
+    // an address, so that the nodes serving it keep their clients on it.
+    const bool resuming = (run.state == kRunQueued || run.state == kRunStarting) && !run.started_at.empty();
+    if (!resuming && (run.state != kRunRunning || run.address.empty())) continue;
     OpenRun entry;
     entry.offer.set_run(run.id);
-    entry.offer.set_address(run.address);
+    entry.offer.set_resuming(resuming);
+    if (!resuming) entry.offer.set_address(run.address);
     entry.offer.set_config(run.config);
     entry.offer.set_model_sha256(run.model_sha256);
     try {

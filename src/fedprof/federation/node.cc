@@ -72,8 +72,12 @@ struct Served {
   std::thread thread;
   std::shared_ptr<std::atomic<bool>> done = std::make_shared<std::atomic<bool>>(false);
   // The federation no longer offers the run at the address served: its
-  // clients here stop trying to reach that server.
+  // clients here stop trying to reach that server at their next failure.
   std::shared_ptr<std::atomic<bool>> withdrawn = std::make_shared<std::atomic<bool>>(false);
+  // Its clients were told so (and gave up, if they ended): an offer of the
+  // run, at any address, is served anew.
+  std::shared_ptr<std::atomic<bool>> told_withdrawn = std::make_shared<std::atomic<bool>>(false);
+  bool resuming = false;  // offered without an address: its server is starting again
   std::shared_ptr<std::string> error = std::make_shared<std::string>();
 };
 
@@ -126,6 +130,7 @@ class Node {
       if (reached) {
         last_contact = std::chrono::steady_clock::now();
         back_off = 0.25;
+        if (warned_unreachable_) LogProgress("node: reached the federation at " + o_.server + " again");
         warned_unreachable_ = false;
         continue;
       }
@@ -219,12 +224,30 @@ class Node {
 
   void Consider(const std::vector<pb::RunOffer>& offers) {
     for (auto& [run, served] : served_) {
-      const bool offered = std::any_of(offers.begin(), offers.end(), [&, run = run](const pb::RunOffer& offer) {
-        return offer.run() == run && offer.address() == seen_[run];
-      });
-      if (!offered) served.withdrawn->store(true);
+      const auto offer = std::find_if(offers.begin(), offers.end(),
+                                      [run = run](const pb::RunOffer& o) { return o.run() == run; });
+      const std::string& address = seen_[run];
+      const std::string what = "node: run " + std::to_string(run) + ": ";
+      // Kept while offered where its clients serve it, or while its server
+      // starts again (its clients keep trying, and find it where it was, or
+      // give up once it is offered elsewhere).
+      const bool resuming = offer != offers.end() && offer->resuming();
+      const bool kept = offer != offers.end() && (resuming || offer->address() == address);
+      if (resuming && !served.resuming) {
+        LogProgress(what + "its server is starting again; its clients here keep trying " + address);
+      } else if (!resuming && served.resuming && kept) {
+        LogProgress(what + "its server is back at " + address);
+      }
+      served.resuming = resuming;
+      if (served.withdrawn->exchange(!kept) != !kept) {
+        LogProgress(what + (kept ? "offered again at " + address + "; its clients here stay on it"
+                                 : (offer == offers.end() ? std::string("no longer offered")
+                                                          : "offered at " + offer->address() + " now") +
+                                       "; its clients here stop trying " + address + " at their next failure"));
+      }
     }
     for (const pb::RunOffer& offer : offers) {
+      if (offer.resuming()) continue;  // served where it was, or taken up once it has an address
       // A run is taken once; again only if it moved (its server started anew
       // elsewhere: the federation restarted) once its client here has given
       // up on the old address.
@@ -291,7 +314,11 @@ class Node {
                 ", " + std::to_string(r.rounds) + " rounds) at " + c.server);
     seen_[run] = address;
     Served& served = served_[run];
-    c.withdrawn = [withdrawn = served.withdrawn] { return withdrawn->load(); };
+    c.withdrawn = [withdrawn = served.withdrawn, told = served.told_withdrawn] {
+      const bool now = withdrawn->load();
+      if (now) told->store(true);
+      return now;
+    };
     served.thread = std::thread([config, c, run, done = served.done, error = served.error] {
       try {
         RunClient(config, c);
@@ -310,10 +337,16 @@ class Node {
       }
       it->second.thread.join();
       const std::string& error = *it->second.error;
-      if (error.empty()) {
-        LogProgress("node: run " + std::to_string(it->first) + " is over");
+      const std::string run = "node: run " + std::to_string(it->first);
+      if (it->second.told_withdrawn->load()) {
+        // Its clients left because the run was no longer offered where they
+        // served it: wherever it is offered next, it is served again.
+        LogProgress(run + ": its clients here left " + seen_[it->first] + "; it is taken up again when offered");
+        seen_.erase(it->first);
+      } else if (error.empty()) {
+        LogProgress(run + " is over");
       } else {
-        LogWarning("node: run " + std::to_string(it->first) + " ended with an error: " + error);
+        LogWarning(run + " ended with an error: " + error);
       }
       it = served_.erase(it);
     }

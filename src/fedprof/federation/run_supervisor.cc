@@ -227,6 +227,7 @@ void RunSupervisor::Resume() {
     run.state = kRunQueued;
     run.detail = "resuming from its checkpoint (the federation restarted)";
     store_->UpdateRun(run);
+    changed_since_ = true;  // offered as resuming: the nodes serving it keep their clients on it
   }
 }
 
@@ -286,6 +287,10 @@ void RunSupervisor::Start(RunRecord& run) {
   const size_t log_from = FileExists(log) ? ReadFile(log).size() : 0;
   const int pid = Spawn(argv, log);
   children_[run.id] = Child{pid, port, -1, log_from};
+  LogProgress("federation: run " + std::to_string(run.id) + ": " +
+              (argv[2] == "--resume" ? "resuming its server from its checkpoint" : "starting its server") +
+              " on port " + std::to_string(port) + " (pid " + std::to_string(pid) +
+              "); offered to the nodes once it listens");
   run.state = kRunStarting;
   run.detail = "starting its server";
   if (run.started_at.empty()) run.started_at = UtcNow();
@@ -304,6 +309,7 @@ void RunSupervisor::ReadAddresses() {
     if (at == std::string::npos) continue;
     const size_t from = at + 1 + std::string(kListening).size();
     run->address = lines.substr(from, lines.find(' ', from) - from);
+    LogProgress("federation: run " + std::to_string(id) + ": its server listens at " + run->address);
     run->state = kRunRunning;
     run->detail.clear();
     store_->UpdateRun(*run);

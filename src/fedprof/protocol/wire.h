@@ -32,8 +32,10 @@ class RelayBatchHeader;
 // distributed-DP encoding and keep a ledger of what they contributed, and
 // send their training loss under secure aggregation only when asked.
 // Version 4: the server's feature scaling, which a client applies to a table
-// of its own.
-constexpr uint32_t kProtocolVersion = 4;
+// of its own. Version 5: the client algorithms' values after the model in
+// tasks and results, the server's run id at registration, and a
+// federation's offers of runs resuming (no address yet).
+constexpr uint32_t kProtocolVersion = 5;
 
 // "" when `theirs` is this protocol's version, else a message naming both.
 std::string ProtocolMismatch(uint32_t theirs, const std::string& peer);

@@ -193,7 +193,8 @@ TEST(WireTest, MalformedTaskHeadersAreRefused) {
   ASSERT_NO_THROW(FromWire(good));
   pb::TaskHeader h = good;
   h.set_protocol_version(kProtocolVersion + 1);
-  ExpectError([&] { FromWire(h); }, {"protocol version 5", "this side version 4"});
+  ExpectError([&] { FromWire(h); }, {"protocol version " + std::to_string(kProtocolVersion + 1),
+                                     "this side version " + std::to_string(kProtocolVersion)});
   h = good;
   h.set_num_params(-1);
   ExpectError([&] { FromWire(h); }, "model of -1 values");
