@@ -44,7 +44,7 @@ std::string Payload(const StateValues& values) {
 
 }  // namespace
 
-void WriteStateFile(const std::string& path, const std::string& name, const StateValues& values) {
+void WriteStateFile(const std::string& path, const std::string& name, const StateValues& values, bool durable) {
   const std::string payload = Payload(values);
   std::string bytes(kMagic, sizeof(kMagic));
   PutU64(name.size(), &bytes);
@@ -53,6 +53,10 @@ void WriteStateFile(const std::string& path, const std::string& name, const Stat
   const Sha256Digest digest = Sha256(payload);
   bytes.append(reinterpret_cast<const char*>(digest.data()), digest.size());
   bytes += payload;
+  if (durable) {
+    WriteFileAtomic(path, bytes);
+    return;
+  }
   // Renamed into place: a reader (or a resumed run) sees a whole file or none.
   const std::string temporary = path + ".tmp";
   {

@@ -110,6 +110,11 @@ TEST(ClientStateStoreTest, AMissingOrCorruptFileIsOneLineNamingTheClient) {
   // A state file of another client is not this one's.
   WriteStateFile(file, "client 2", TestState(2));
   refused("holds the state of client 2");
+  // The durable form (a deployed client's) is the same file.
+  WriteStateFile(file, "client 2", TestState(2), /*durable=*/true);
+  StateValues durable;
+  EXPECT_EQ(ReadStateFile(file, "client 2", &durable), "");
+  EXPECT_EQ(durable, TestState(2));
   // Ids and values a checkpoint cannot hold.
   ClientStateStore fresh(4000, dir);
   EXPECT_THROW(fresh.Load({{"7", {{"file", "x"}}}}, 3), Error);

@@ -301,7 +301,7 @@ GrpcClientWork WorkOf(Client& client, std::shared_ptr<Model>& model, const RunOp
       if (!state_file.empty()) client.set_algorithm_state(ReadKeptState(*kept, state_file, client.id(), ins));
       FitResult r = client.Fit(ins, *model);
       if (!state_file.empty() && r.ok && !client.algorithm_state().empty()) {
-        WriteStateFile(state_file, kept->Name(client.id(), ins), client.algorithm_state());
+        WriteStateFile(state_file, kept->Name(client.id(), ins), client.algorithm_state(), /*durable=*/true);
         kept->wrote = true;
       }
       return r;
