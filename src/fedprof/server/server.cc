@@ -436,8 +436,10 @@ std::optional<int64_t> Server::TrainRound(int64_t round, double lr, ServerState&
   std::vector<char> asked(transport_.num_clients(), 0);
   transport_.SetVirtualTime(state.virtual_time_s);
   for (int attempt = 0;; ++attempt) {
-    // A retry selects among the clients not yet asked this round.
-    std::vector<ClientInfo> available = transport_.AvailableOrWait();
+    // A retry selects among the clients not yet asked this round, and waits
+    // for one when none is left.
+    std::vector<ClientInfo> available =
+        transport_.AvailableOrWait([&asked](int id) { return asked.at(static_cast<size_t>(id)) == 0; });
     if (attempt == 0) tally->online = static_cast<int>(available.size());
     available.erase(std::remove_if(available.begin(), available.end(),
                                    [&](const ClientInfo& c) { return asked.at(c.id) != 0; }),

@@ -27,7 +27,7 @@ class AvailabilityTransport final : public ForwardingTransport {
 
   void SetVirtualTime(double t_s) override;
   std::vector<ClientInfo> Available() override;
-  std::vector<ClientInfo> AvailableOrWait() override { return Available(); }
+  std::vector<ClientInfo> AvailableOrWait(const std::function<bool(int)>&) override { return Available(); }
   const std::vector<ClientInfo>* VirtualPopulation(Availability** availability) override;
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
 

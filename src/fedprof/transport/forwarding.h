@@ -22,7 +22,9 @@ class ForwardingTransport : public Transport {
   void LoadState(const std::string& state) override { inner_.LoadState(state); }
   std::vector<ClientDescription> Describe() override { return inner_.Describe(); }
   std::vector<ClientInfo> Available() override { return inner_.Available(); }
-  std::vector<ClientInfo> AvailableOrWait() override { return inner_.AvailableOrWait(); }
+  std::vector<ClientInfo> AvailableOrWait(const std::function<bool(int)>& wanted) override {
+    return inner_.AvailableOrWait(wanted);
+  }
   void SetVirtualTime(double t_s) override { inner_.SetVirtualTime(t_s); }
   const std::vector<ClientInfo>* VirtualPopulation(Availability** availability) override {
     return inner_.VirtualPopulation(availability);

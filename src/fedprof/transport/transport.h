@@ -60,10 +60,15 @@ class Transport {
   // simulation every client; in a deployment those registered and alive.
   virtual std::vector<ClientInfo> Available() = 0;
 
-  // Available() once it names at least one client: a deployment whose
-  // clients have all left waits for one to come back rather than run rounds
-  // with no one (at most deploy.start_timeout_s, then throws fedprof::Error).
-  virtual std::vector<ClientInfo> AvailableOrWait() { return Available(); }
+  // Available() once it names at least one client that `wanted` accepts
+  // (any client when empty): a deployment whose clients have all left, or
+  // whose clients not yet asked this round have, waits for one to come back
+  // rather than run rounds with no one (at most deploy.start_timeout_s,
+  // then throws fedprof::Error).
+  virtual std::vector<ClientInfo> AvailableOrWait(const std::function<bool(int)>& wanted = {}) {
+    (void)wanted;
+    return Available();
+  }
 
   // The cost model's clock when a round starts (simulation), told before the
   // round's Available: a transport whose clients come and go in virtual time

@@ -124,6 +124,12 @@ class FederationService : public pb::Federation::CallbackService {
     }
   }
 
+  // Until a client registers, or `timeout_s`.
+  void WaitForArrival(double timeout_s) {
+    std::unique_lock<std::mutex> lock(state_.mutex);
+    state_.arrive_cv.wait_for(lock, Seconds(timeout_s));
+  }
+
   void Finish(double grace_s) {
     std::vector<TaskStream*> told;
     std::vector<BatchStream*> relays_told;
@@ -438,18 +444,34 @@ void GrpcTransport::WaitForClients(int count, double timeout_s) {
               " clients needed (deploy.min_clients) were available within " + std::to_string(timeout_s) +
               " s (deploy.start_timeout_s)");
 }
-std::vector<ClientInfo> GrpcTransport::AvailableOrWait() {
+std::vector<ClientInfo> GrpcTransport::AvailableOrWait(const std::function<bool(int)>& wanted) {
+  const auto any_wanted = [&wanted](const std::vector<ClientInfo>& clients) {
+    return std::any_of(clients.begin(), clients.end(), [&](const ClientInfo& c) { return !wanted || wanted(c.id); });
+  };
+  // Enough when one is wanted, or when every client is here (asked already:
+  // no one else can come, and the round's attempts decide).
+  const auto enough = [&](const std::vector<ClientInfo>& clients) {
+    return any_wanted(clients) || static_cast<int>(clients.size()) >= impl_->options().num_clients;
+  };
   std::vector<ClientInfo> available = impl_->Available();
-  if (!available.empty()) return available;
+  if (enough(available)) return available;
   const double timeout_s = impl_->options().start_timeout_s;
-  LogWarning("every client has left; waiting up to " + FormatDouble(timeout_s) +
-             " s (deploy.start_timeout_s) for one to come back");
-  if (!impl_->WaitForClients(1, timeout_s)) {
-    if (StopAtRoundEndRequested()) throw Error("asked to stop (SIGTERM) while it waited for its clients");
-    throw Error("every client has left and none came back within " + FormatDouble(timeout_s) +
-                " s (deploy.start_timeout_s)");
+  // A client asked already this round and gone (killed while it sent its
+  // result) is no one to ask again: the round waits for one of those who
+  // left, as when every client has.
+  const std::string who = available.empty() ? "every client has left" : "every client not asked yet this round is away";
+  LogWarning(who + "; waiting up to " + FormatDouble(timeout_s) + " s (deploy.start_timeout_s) for one to come back");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0 || !impl_->WaitForClients(1, left) || StopAtRoundEndRequested()) {
+      if (StopAtRoundEndRequested()) throw Error("asked to stop (SIGTERM) while it waited for its clients");
+      throw Error(who + " and none came back within " + FormatDouble(timeout_s) + " s (deploy.start_timeout_s)");
+    }
+    available = impl_->Available();
+    if (enough(available)) return available;
+    impl_->WaitForArrival(std::min(left, 1.0));
   }
-  return impl_->Available();
 }
 void GrpcTransport::Finish(double grace_s) { impl_->Finish(grace_s); }
 std::vector<ClientDescription> GrpcTransport::Describe() { return impl_->Describe(); }

@@ -64,7 +64,7 @@ class GrpcTransport : public Transport {
   // Registered clients heard from within the heartbeat timeout; the expected
   // round time is the last one measured (unknown before the first).
   std::vector<ClientInfo> Available() override;
-  std::vector<ClientInfo> AvailableOrWait() override;
+  std::vector<ClientInfo> AvailableOrWait(const std::function<bool(int)>& wanted) override;
   // Opens a task for each client and waits until every one has a result,
   // has left (no heartbeat) or the round deadline passes.
   void Fit(const std::vector<ClientInstructions>& tasks, const ResultSink& sink) override;
