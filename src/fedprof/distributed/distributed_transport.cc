@@ -271,11 +271,9 @@ FitPlan PlanFit(const std::vector<ClientInstructions>& tasks, const std::vector<
     pb::TaskHeader header;
     ToWire(ins, task_id, static_cast<int64_t>(ins.global->size()), &header);
     std::shared_ptr<const FlatParams> floats = ins.global;
-    if (ins.algorithm_values) {  // θ, then the client algorithm's broadcast
-      auto both = std::make_shared<FlatParams>(*ins.global);
-      both->insert(both->end(), ins.algorithm_values->begin(), ins.algorithm_values->end());
+    if (ins.algorithm_values) {
       header.set_num_algorithm_values(static_cast<int64_t>(ins.algorithm_values->size()));
-      floats = std::move(both);
+      floats = std::make_shared<const FlatParams>(ModelThenAlgorithmValues(*ins.global, *ins.algorithm_values));
     }
     plan.messages.push_back(Message(kFit, 0, header.SerializeAsString()));
     plan.messages.back().floats = std::move(floats);
@@ -307,9 +305,9 @@ void ReceiveResults(RankGroup& group, int r, int64_t task_id, std::set<int> pend
                              ", task " + std::to_string(rh.task_id()) +
                              ") that is not one it owes for task " + std::to_string(task_id));
     }
-    if (floats) {  // the model, then the client algorithm's vector
-      result.params.assign(floats->begin(), floats->end() - extra);
-      result.algorithm_values.assign(floats->end() - extra, floats->end());
+    if (floats) {
+      result.params = *floats;
+      result.algorithm_values = TakeAlgorithmValues(&result.params, static_cast<size_t>(extra));
     }
     deliver(std::move(result));
   };
@@ -523,9 +521,11 @@ void ServeFit(RankGroup& group, InProcessTransport& clients, const RankMessage& 
   }
   if (extra == 0) {
     ins.global = m.floats ? m.floats : std::make_shared<const FlatParams>();
-  } else {  // θ, then the client algorithm's broadcast
-    ins.global = std::make_shared<const FlatParams>(m.floats->begin(), m.floats->end() - extra);
-    ins.algorithm_values = std::make_shared<const FlatParams>(m.floats->end() - extra, m.floats->end());
+  } else {
+    FlatParams global = *m.floats;
+    ins.algorithm_values =
+        std::make_shared<const FlatParams>(TakeAlgorithmValues(&global, static_cast<size_t>(extra)));
+    ins.global = std::make_shared<const FlatParams>(std::move(global));
   }
   std::vector<ClientInstructions> tasks;
   for (int32_t id : m.ids) {
@@ -556,10 +556,9 @@ void ServeFit(RankGroup& group, InProcessTransport& clients, const RankMessage& 
         if (batch.results_size() == kResultsPerMessage) send_batch();
         return "";
       }
-      FlatParams floats = std::move(r.params);  // the model, then the client algorithm's vector
-      floats.insert(floats.end(), r.algorithm_values.begin(), r.algorithm_values.end());
       RankMessage out = Message(kResult, 0, rh.SerializeAsString());
-      out.floats = std::make_shared<const FlatParams>(std::move(floats));
+      out.floats =
+          std::make_shared<const FlatParams>(ModelThenAlgorithmValues(std::move(r.params), r.algorithm_values));
       group.Send(0, out);
     } catch (...) {
       failure.Record(std::current_exception());

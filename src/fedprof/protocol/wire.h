@@ -5,6 +5,7 @@
 // (proto/federation.proto). For the transports' own .cc files only: the
 // generated types stay out of every header the rest of the library reads.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -108,6 +109,21 @@ void AppendFloats(const std::string& bytes, size_t expected, FlatParams* out);
 // Sets `out` to values [begin, begin + count) of `params` as little-endian
 // bytes, reusing its storage from the previous chunk.
 void PutFloats(const FlatParams& params, size_t begin, size_t count, std::string* out);
+
+// A task's θ or a result's model with the client algorithm's values after
+// it (SCAFFOLD's c, Δc_i), as one run of values: how the chunks carry both
+// (num_algorithm_values of the header counts the second part).
+inline FlatParams ModelThenAlgorithmValues(FlatParams model, const FlatParams& values) {
+  model.insert(model.end(), values.begin(), values.end());
+  return model;
+}
+// The last `count` of `*values` (at most all), removed from it.
+inline FlatParams TakeAlgorithmValues(FlatParams* values, size_t count) {
+  const auto split = values->end() - static_cast<std::ptrdiff_t>(std::min(count, values->size()));
+  FlatParams taken(split, values->end());
+  values->erase(split, values->end());
+  return taken;
+}
 
 }  // namespace fedprof
 

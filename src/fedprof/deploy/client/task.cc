@@ -66,9 +66,8 @@ ReceivedTask TaskStream::Finish() {
     std::shared_ptr<FlatParams> values = model_->Take();
     model_.reset();
     if (algorithm_values_ > 0 && task_.got) {
-      const auto split = values->end() - static_cast<std::ptrdiff_t>(algorithm_values_);
-      task_.instructions.algorithm_values = std::make_shared<const FlatParams>(split, values->end());
-      values->erase(split, values->end());
+      task_.instructions.algorithm_values =
+          std::make_shared<const FlatParams>(TakeAlgorithmValues(values.get(), algorithm_values_));
     }
     task_.instructions.global = std::move(values);
   }

@@ -179,10 +179,7 @@ bool ResultIntake::Deliver(const pb::ResultHeader& header, PushState state, Verd
   }
   // SCAFFOLD's Δc_i, the values after the model's.
   if (state.why.empty() && state.algorithm_values > 0) {
-    FlatParams& values = state.result.params;
-    const auto split = values.end() - static_cast<std::ptrdiff_t>(state.algorithm_values);
-    state.result.algorithm_values.assign(split, values.end());
-    values.erase(split, values.end());
+    state.result.algorithm_values = TakeAlgorithmValues(&state.result.params, state.algorithm_values);
   }
   Arrival a;
   a.index = state.task.index;

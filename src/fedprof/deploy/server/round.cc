@@ -117,10 +117,8 @@ std::vector<Task> Round::Prepare(const std::vector<ClientInstructions>& tasks,
       const FlatParams* broadcast = t.instructions->algorithm_values.get();
       auto& chunks = encoded[{global, broadcast}];
       if (!chunks && broadcast == nullptr) chunks = EncodeModel<pb::TaskChunk>(*global, chunk_bytes);
-      if (!chunks && broadcast != nullptr) {  // θ, then the algorithm's broadcast (SCAFFOLD's c)
-        FlatParams both = *global;
-        both.insert(both.end(), broadcast->begin(), broadcast->end());
-        chunks = EncodeModel<pb::TaskChunk>(both, chunk_bytes);
+      if (!chunks && broadcast != nullptr) {
+        chunks = EncodeModel<pb::TaskChunk>(ModelThenAlgorithmValues(*global, *broadcast), chunk_bytes);
       }
       t.chunks = chunks;
     } else if (!(*for_relays)[global]) {
