@@ -24,7 +24,7 @@ std::string DirectoryOf(const std::string& path) {
 
 }  // namespace
 
-void WriteFileAtomic(const std::string& path, const std::string& contents) {
+void WriteFileAtomic(const std::string& path, const std::string& contents, bool sync) {
   const std::string tmp = path + ".tmp";
   // Every failure below removes the temporary file and leaves `path` as it
   // was: the previous contents or nothing.
@@ -45,9 +45,10 @@ void WriteFileAtomic(const std::string& path, const std::string& contents) {
   }
   // fsync so that a crash after the rename cannot expose an empty file; a
   // full disk may only show here (delayed allocation) or at close.
-  if (::fsync(fd) != 0) fail(fd, "write (fsync)", errno);
+  if (sync && ::fsync(fd) != 0) fail(fd, "write (fsync)", errno);
   if (::close(fd) != 0) fail(-1, "write (close)", errno);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(-1, "replace", errno);
+  if (!sync) return;
   // Make the rename itself durable. Some file systems refuse fsync on a
   // directory (EINVAL); the file is complete either way.
   const int dir = ::open(DirectoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

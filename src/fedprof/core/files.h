@@ -7,8 +7,12 @@ namespace fedprof {
 
 // Writes `contents` to `path` atomically: a temporary file in the same
 // directory, flushed, then renamed over `path`. Readers see the old file or
-// the new one, never a half-written one. Throws fedprof::Error naming the path.
-void WriteFileAtomic(const std::string& path, const std::string& contents);
+// the new one, never a half-written one. With `sync` (the default) the file
+// and the rename reach the disk before it returns, so a power loss leaves
+// one of the two as well; without, only readers are served (files written
+// by the thousand, which a later read checks). Throws fedprof::Error naming
+// the path.
+void WriteFileAtomic(const std::string& path, const std::string& contents, bool sync = true);
 
 // Writes `contents` to the new file `path` with permissions `mode`, flushed
 // to disk; an existing file is never replaced (the error says so), and a

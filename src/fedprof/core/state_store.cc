@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -53,22 +52,7 @@ void WriteStateFile(const std::string& path, const std::string& name, const Stat
   const Sha256Digest digest = Sha256(payload);
   bytes.append(reinterpret_cast<const char*>(digest.data()), digest.size());
   bytes += payload;
-  if (durable) {
-    WriteFileAtomic(path, bytes);
-    return;
-  }
-  // Renamed into place: a reader (or a resumed run) sees a whole file or none.
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out.flush()) throw Error("client state: cannot write " + temporary);
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(temporary.c_str());
-    throw Error("client state: cannot write " + path + ": " + why);
-  }
+  WriteFileAtomic(path, bytes, /*sync=*/durable);
 }
 
 std::string ReadStateFile(const std::string& path, const std::string& name, StateValues* values) {

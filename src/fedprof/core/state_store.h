@@ -27,11 +27,10 @@ using StateValues = std::vector<float>;
 
 // One state in a file of its own: a header (the format, the state's name,
 // the count of values, their SHA-256) and the values as little-endian
-// float32. Written to a temporary file renamed over `path`, so a reader
-// sees the old file or the new one. `durable`: flushed to disk before and
-// after the rename (WriteFileAtomic), as a deployed client's own state is;
-// a run's spilled states are not (10⁴ files a round; one torn by a power
-// loss is refused in one line when the run resumes).
+// float32, written by WriteFileAtomic: a reader sees the old file or the
+// new one. `durable`: synced to disk as well, as a deployed client's own
+// state is; a run's spilled states are not (10⁴ files a round; one torn by
+// a power loss is refused in one line when the run resumes).
 void WriteStateFile(const std::string& path, const std::string& name, const StateValues& values,
                     bool durable = false);
 // The values of the state file `path` named `name`, or why there are none
