@@ -233,7 +233,8 @@ TEST(DeployTest, DistributedDpOverTheNetworkEqualsSimulation) {
   // needs 3.
   const std::string ddp =
       "--set dp.mode=distributed --set dp.noise_multiplier=0.5 --set dp.clip_norm=0.3 --set dp.noise=keyed "
-      "--set secagg.protocol=secagg+ --set secagg.min_clients=2 --set strategy.fraction=1";
+      "--set secagg.protocol=secagg+ --set secagg.min_clients=2 --set strategy.fraction=1 "
+      "--set dp.client_unbounded=true";  // z = 0.5 in sessions of 5 spends the default budget in a round
   std::string server_dir;
   ExpectSameNumbersAsSimulation("distributed_dp", ddp, &server_dir, kProcessPerClient);
   const auto deployed = Columns(server_dir + "/metrics.csv");
@@ -244,7 +245,9 @@ TEST(DeployTest, DistributedDpOverTheNetworkEqualsSimulation) {
   EXPECT_NE(deployed.at("dp_epsilon_server")[2], "inf");
   EXPECT_EQ(deployed.at("train_loss"), (std::vector<std::string>(3, "nan"))) << "no loss leaves a client";
   const std::string client_log = ReadFile(server_dir + "/../client-2.log");
-  EXPECT_NE(client_log.find("client 2: round 3: contributes; its ledger: 3 contributions: epsilon "),
+  EXPECT_NE(client_log.find("client 2: round 3: contributes to a secagg+ session of 5 invited: k = 2, t = 2, at "
+                            "most 1 colluders (secagg.corrupt = 0.1 of a fleet of 5), at least 4 honest clients "
+                            "in the sum; its ledger: 3 contributions: epsilon "),
             std::string::npos)
       << client_log;
   // Its status, from the ledger beside its keys: every round of the run,

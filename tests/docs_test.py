@@ -229,3 +229,14 @@ def test_the_docs_python_examples_import_only_what_is_installed():
                 if importlib.util.find_spec(module) is None:
                     missing.append(f"{name}: {module}")
     assert not missing, missing
+
+
+def test_a_cited_test_that_no_source_declares_is_reported(cli, tmp_path):
+    write(str(tmp_path), "docs/claims.md",
+          "Refused (`ClientLedgerTest.ReportsAreCountedAndRefusedPastTheirLimits`,\n"
+          "`SecAggAdversary.*`); also `ClientLedgerTest.NoSuchTest` and\n"
+          "`NoSuchSuite.Anything`; `RegisterReply.run_id` is a field.\n")
+    assert docs.check(str(tmp_path), ["docs/claims.md"], cli) == [
+        "docs/claims.md:2: cites `ClientLedgerTest.NoSuchTest`: no such test in ClientLedgerTest",
+        "docs/claims.md:3: cites `NoSuchSuite.Anything`: no test suite NoSuchSuite",
+    ]

@@ -151,8 +151,8 @@ TEST(OptionsTest, EveryOptionIsBoundToItsOwnField) {
 
 TEST(OptionsTest, ResumableOptionsAreTheTablesColumn) {
   EXPECT_EQ(ResumableOptionsList(),
-            "rounds, threads, report.progress, client_state.memory_mb, secagg.phase_timeout_s, "
-            "dp.target_epsilon, deploy.*, dist.timeout_s");
+            "rounds, threads, report.progress, client_state.memory_mb, secagg.client_reports, "
+            "secagg.phase_timeout_s, dp.client_unbounded, dp.target_epsilon, deploy.*, dist.timeout_s");
   for (const auto& o : AllOptions()) EXPECT_EQ(MayChangeOnResume(o.name), o.resumable) << o.name;
   EXPECT_FALSE(MayChangeOnResume("no.such.option"));
 }

@@ -557,6 +557,11 @@ std::vector<OptionSpec> MakeTable() {
        "F, the clients the colluders are counted among: the server picks whom it invites, so it may "
        "invite all of its own into one small session. 0: clients.count in a simulation; a deployed "
        "server or client, the clients its secagg-roster lists (every client the CA certified)."),
+      Resumable(OPTION(secagg, client_reports, "200", 0, 1e9, "",
+       "A deployed client under secure aggregation: the most reports (tasks without training "
+       "that ask for a loss, an evaluation, a profile or its divergence) it answers over every "
+       "run, and in one run at most its own config's rounds + 1; its ledger counts them. 0 = no "
+       "limit over every run.")),
       OPTION(secagg, security_bits, "40", 1, 256, "",
        "sigma: the chance that an honest client's secrets leak to the server and gamma n corrupt "
        "clients (SecAgg+'s random graph) is at most 2^-sigma."),
@@ -632,7 +637,11 @@ std::vector<OptionSpec> MakeTable() {
        "A deployed client's own limit on its epsilon against the server over everything it "
        "contributes (every run; each contribution charged without amplification, with the noise "
        "of the fewest honest clients its sum may hold): it refuses a task that would pass it, and "
-       "any update without noise. 0 = none. Its ledger (client-K.ledger) keeps what it spent."),
+       "any update without noise. 0 = 10 under dp.mode = distributed, none otherwise. Its ledger "
+       "(client-K.ledger) keeps what it spent."),
+      Resumable(OPTION(dp, client_unbounded, "false", 0, 0, "",
+       "true: a deployed client under dp.mode = distributed keeps no budget (dp.client_budget "
+       "unset), so nothing bounds what reruns under new run ids average out of its noise.")),
       OPTION(dp, max_inclusion, "0", 0, 1, "",
        "FedProf under DP: client k is sampled with probability min(this, c lambda_k), K expected, "
        "and every round is charged at this rate; 0 = 2K/N (at most 1)."),

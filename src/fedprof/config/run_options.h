@@ -154,11 +154,12 @@ struct RunOptions {
     double noise_multiplier = 0, clip_norm = 0, target_quantile = 0, clip_lr = 0, count_noise = 0, delta = 0,
            target_epsilon = 0, max_inclusion = 0, rounding_beta = 0, client_budget = 0;
     int64_t bits = 0;
-    bool clear_profiles = false;
+    bool clear_profiles = false, client_unbounded = false;
   };
   struct SecAgg {
     std::string protocol;
-    int64_t neighbors = 0, threshold = 0, security_bits = 0, correctness_bits = 0, min_clients = 0, fleet = 0;
+    int64_t neighbors = 0, threshold = 0, security_bits = 0, correctness_bits = 0, min_clients = 0, fleet = 0,
+            client_reports = 0;
     double dropout = 0, corrupt = 0, drop_after_masking = 0, phase_timeout_s = 0;
     bool clear_profiles = false;
   };

@@ -65,40 +65,59 @@ Contribution FromJson(const json& j) {
   return c;
 }
 
+json ReportToJson(const ReportAnswer& r) {
+  return {{"report", r.asked}, {"run", HexEncode(r.run)}, {"round", r.round}};
+}
+
+ReportAnswer ReportFromJson(const json& j) {
+  ReportAnswer r;
+  r.asked = j.at("report").get<std::string>();
+  r.run = HexDecode(j.at("run").get<std::string>());
+  r.round = j.at("round").get<int64_t>();
+  if (!r.run.empty() && r.run.size() != 32) throw Error("a report's run id of the wrong size");
+  return r;
+}
+
 }  // namespace
 
-ClientLedger::ClientLedger(std::string path, double delta, double budget)
-    : path_(std::move(path)), delta_(delta), budget_(budget) {
+ClientLedger::ClientLedger(std::string path, double delta, double budget, ReportLimits reports)
+    : path_(std::move(path)), delta_(delta), budget_(budget), report_limits_(reports) {
   if (!(delta_ > 0 && delta_ < 1)) {
     throw Error("client ledger: delta " + FormatDouble(delta_) +
                 " is not in (0, 1) (dp.delta, or 1/clients.count)");
   }
   if (!(budget_ >= 0)) throw Error("client ledger: a budget >= 0 (0: none)");
+  if (reports.per_run < 0 || reports.total < 0) throw Error("client ledger: report limits >= 0 (0: none)");
 }
 
-std::vector<Contribution> ClientLedger::Parse(const std::string& text) const {
-  std::vector<Contribution> made;
+void ClientLedger::Parse(const std::string& text) const {
+  made_.clear();
+  reported_.clear();
   std::istringstream lines(text);
   int number = 0;
   for (std::string line; std::getline(lines, line);) {
     ++number;
     try {
-      made.push_back(FromJson(json::parse(line)));
+      const json j = json::parse(line);
+      if (j.contains("report")) {
+        reported_.push_back(ReportFromJson(j));
+      } else {
+        made_.push_back(FromJson(j));
+      }
     } catch (const std::exception& e) {
-      // A last line cut short by a crash: the contribution it began was never
-      // sent (it is recorded before the first message), so it counts for nothing.
+      // A last line cut short by a crash: what it began was never sent (it
+      // is recorded before the first message), so it counts for nothing.
       if (lines.eof() && !text.empty() && text.back() != '\n') break;
       throw Error(path_ + " line " + std::to_string(number) +
-                  ": not a contribution of this client's ledger (" + Printable(e.what(), 200) + ")");
+                  ": not a line of this client's ledger (" + Printable(e.what(), 200) + ")");
     }
   }
-  return made;
 }
 
 void ClientLedger::Load() const {
   loaded_ = true;
   if (path_.empty() || !FileExists(path_)) return;
-  made_ = Parse(ReadFile(path_));
+  Parse(ReadFile(path_));
 }
 
 ClientLedger::Spent ClientLedger::SpentWith(const Contribution* more) const {
@@ -115,6 +134,7 @@ ClientLedger::Spent ClientLedger::SpentWith(const Contribution* more) const {
   };
   for (const Contribution& c : made_) add(c);
   if (more != nullptr) add(*more);
+  s.reports = static_cast<int64_t>(reported_.size());
   if (unnoised) {
     s.against_server = s.against_observers = std::numeric_limits<double>::infinity();
     return s;
@@ -179,8 +199,7 @@ class LockedFile {
 
 }  // namespace
 
-std::string ClientLedger::Take(const Contribution& c) {
-  std::lock_guard<std::mutex> lock(mutex_);
+std::string ClientLedger::Record(const std::function<std::string(json* line)>& decide) {
   std::unique_ptr<LockedFile> file;
   if (path_.empty()) {
     if (!loaded_) Load();
@@ -188,10 +207,22 @@ std::string ClientLedger::Take(const Contribution& c) {
     // What every process of this client has recorded, read under the lock.
     file = std::make_unique<LockedFile>(path_);
     const std::string contents = file->Contents();
-    made_ = Parse(contents);
+    Parse(contents);
     loaded_ = true;
     file->DropTornTail(contents);
   }
+  json line;
+  const std::string refused = decide(&line);
+  if (refused.empty() && file) file->Append(line.dump() + "\n");
+  return refused;
+}
+
+std::string ClientLedger::Take(const Contribution& c) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return Record([&](json* line) { return Decide(c, line); });
+}
+
+std::string ClientLedger::Decide(const Contribution& c, json* line) {
   int64_t latest = -1;  // the latest round of c's run contributed to
   for (const Contribution& m : made_) {
     if (m.session == c.session) {
@@ -214,22 +245,33 @@ std::string ClientLedger::Take(const Contribution& c) {
   if (budget_ > 0) {
     const Spent after = SpentWith(&c);
     if (!(after.against_server <= budget_)) {
-      return c.release ? "it would take this client's epsilon against the server to " +
-                             FormatDouble(after.against_server, "%.4g") + ", past its budget of " +
-                             FormatDouble(budget_) + " (dp.client_budget)"
+      return c.release ? "it would take this client past its privacy budget (dp.client_budget)"
                        : "an update without noise has no bound on what the server learns, and this client "
-                         "keeps a budget (dp.client_budget = " +
-                             FormatDouble(budget_) + ")";
+                         "keeps a privacy budget (dp.client_budget)";
     }
   }
-  if (file) {
-    json line = ToJson(c);
-    line["delta"] = delta_;
-    line["budget"] = budget_;
-    file->Append(line.dump() + "\n");
-  }
+  *line = ToJson(c);
+  (*line)["delta"] = delta_;
+  (*line)["budget"] = budget_;
   made_.push_back(c);
   return "";
+}
+
+std::string ClientLedger::TakeReport(const ReportAnswer& r) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return Record([&](json* line) -> std::string {
+    const auto in_run = std::count_if(reported_.begin(), reported_.end(),
+                                      [&](const ReportAnswer& m) { return m.run == r.run; });
+    if (report_limits_.per_run > 0 && in_run >= report_limits_.per_run) {
+      return "this client has answered the most reports it answers in one run";
+    }
+    if (report_limits_.total > 0 && static_cast<int64_t>(reported_.size()) >= report_limits_.total) {
+      return "this client has answered the most reports it answers over every run (secagg.client_reports)";
+    }
+    *line = ReportToJson(r);
+    reported_.push_back(r);
+    return "";
+  });
 }
 
 ClientLedger::Spent ClientLedger::spent() const {
@@ -244,7 +286,12 @@ std::string ClientLedger::Describe() const {
          ": epsilon " + FormatDouble(s.against_server, "%.4g") + " against the server" +
          (budget_ > 0 ? " (of its budget " + FormatDouble(budget_) + ")" : std::string()) + ", " +
          FormatDouble(s.against_observers, "%.4g") + " against observers of the models, at delta " +
-         FormatDouble(delta_);
+         FormatDouble(delta_) + "; " + std::to_string(s.reports) + " report" + (s.reports == 1 ? "" : "s");
+}
+
+double DeployedClientBudget(const RunOptions::Dp& dp) {
+  if (dp.mode != "distributed" || dp.client_unbounded) return dp.client_budget;
+  return dp.client_budget > 0 ? dp.client_budget : kDefaultClientBudget;
 }
 
 std::string ClientLedgerPath(const std::string& dir, int64_t id) {
@@ -260,7 +307,7 @@ json ClientLedgerStatus(const std::string& path) {
   std::istringstream lines(ReadFile(path));
   for (std::string line; std::getline(lines, line);) {
     const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || !j.contains("run") || !j.contains("round")) continue;
+    if (!j.is_object() || !j.contains("run") || !j.contains("round") || j.contains("report")) continue;
     runs[j.at("run").get<std::string>()].push_back(j.at("round"));
     if (j.contains("delta")) delta = j.at("delta").get<double>();
     if (j.contains("budget")) budget = j.at("budget").get<double>();
@@ -271,6 +318,7 @@ json ClientLedgerStatus(const std::string& path) {
           {"contributions", spent.contributions},
           {"epsilon_server", number(spent.against_server)},
           {"epsilon_observers", number(spent.against_observers)},
+          {"reports", spent.reports},
           {"delta", delta},
           {"budget", budget},
           {"rounds_by_run", runs}};
@@ -286,7 +334,8 @@ std::string FormatClientLedgerStatus(const json& s) {
       " runs\nepsilon against the server " + text(s.at("epsilon_server")) +
       (s.at("budget").get<double>() > 0 ? " of its budget " + text(s.at("budget")) : std::string()) +
       ", against observers of the models " + text(s.at("epsilon_observers")) + ", at delta " +
-      text(s.at("delta")) + "\n";
+      text(s.at("delta")) + "\n" + std::to_string(s.value("reports", int64_t{0})) +
+      " reports answered outside any sum\n";
   for (const auto& [run, rounds] : s.at("rounds_by_run").items()) {
     out += "run " + run.substr(0, 16) + "...: rounds";
     for (const json& r : rounds) out += " " + std::to_string(r.get<int64_t>());

@@ -17,7 +17,17 @@
 //   of the client's): each contribution under distributed DP is charged
 //   without amplification (the server knows who is in each sum) with the
 //   noise of the fewest honest clients the session's sum may hold; one
-//   without noise is infinite.
+//   without noise is infinite. A deployed client under distributed DP keeps
+//   kDefaultClientBudget unless its config sets another or, in words,
+//   none (dp.client_unbounded);
+// - a report (a task without training that asks for a loss, an evaluation
+//   or a profile of its data, outside any sum) is counted, and refused past
+//   the client's limits per run and over all runs. A report carries no
+//   noise: the count, not an epsilon, is what bounds what crafted reference
+//   models could read from it.
+//
+// A refusal says which rule, never how much of a budget or limit is left:
+// the server learns that from the refusal no more than from a yes.
 //
 // The ledger also states epsilon against observers of the released models
 // (the noise of all the clients in the sum, again without amplification:
@@ -31,12 +41,14 @@
 // Thread-safe.
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "fedprof/config/run_options.h"
 #include "fedprof/privacy/distributed_dp.h"
 
 namespace fedprof {
@@ -52,42 +64,82 @@ struct Contribution {
   std::optional<DdgRelease> release;
 };
 
+// A report task the client answered: the run id (32 bytes, or "" when the
+// server stated none), its round, and what it asked ("profile", "loss",
+// "evaluate", "divergence"; '+' between several).
+struct ReportAnswer {
+  std::string run;
+  int64_t round = 0;
+  std::string asked;
+};
+
+// The most reports a client answers in one run and over all runs; 0: no
+// limit.
+struct ReportLimits {
+  int64_t per_run = 0;
+  int64_t total = 0;
+};
+
+// A deployed client's budget under distributed DP when its config sets none
+// (dp.client_budget = 0): epsilon against the server, over every run.
+inline constexpr double kDefaultClientBudget = 10;
+
+// The budget a deployed client keeps against the server (its ledger's; 0:
+// none): dp.client_budget, or under dp.mode = distributed without one
+// kDefaultClientBudget, unless dp.client_unbounded says none in words.
+double DeployedClientBudget(const RunOptions::Dp& dp);
+
 class ClientLedger {
  public:
   // `path` "": in memory. The file is read at the first use (a missing one
   // is empty). `delta` of the epsilons (> 0); `budget` > 0: the most epsilon
-  // against the server the client spends over everything it contributes.
-  ClientLedger(std::string path, double delta, double budget);
+  // against the server the client spends over everything it contributes;
+  // `reports`: the most reports it answers.
+  ClientLedger(std::string path, double delta, double budget, ReportLimits reports = {});
 
   // Records `c` (on disk before this returns), or says in one line why the
   // client refuses it. Throws fedprof::Error when the file cannot be read
   // (naming the file and line) or written.
   std::string Take(const Contribution& c);
+  // Records report `r` likewise, or says in one line why it is refused.
+  std::string TakeReport(const ReportAnswer& r);
 
   struct Spent {
     int64_t contributions = 0;
     double against_server = 0;  // infinite once an update went without noise
     double against_observers = 0;
+    int64_t reports = 0;
   };
   Spent spent() const;
   double budget() const { return budget_; }
   // "3 contributions: epsilon 1.2 against the server (of its budget 8), 0.9
-  // against observers of the models, at delta 1e-05".
+  // against observers of the models, at delta 1e-05; 2 reports" (for the
+  // client's own log).
   std::string Describe() const;
 
   const std::string& path() const { return path_; }
 
  private:
   void Load() const;  // mutex_ held
-  // The contributions of a ledger file's text.
-  std::vector<Contribution> Parse(const std::string& text) const;
+  // The contributions and reports of a ledger file's text, into made_ and
+  // reported_.
+  void Parse(const std::string& text) const;
   Spent SpentWith(const Contribution* more) const;  // mutex_ held
+  // Why `c` is refused, or "" and its line. mutex_ held.
+  std::string Decide(const Contribution& c, nlohmann::json* line);
+  // Under the file's lock (when there is a file), with made_ and reported_
+  // as every process of the client left them: `decide` says why the client
+  // refuses, or "" and the JSON line it records, which is on disk before
+  // this returns. mutex_ held.
+  std::string Record(const std::function<std::string(nlohmann::json* line)>& decide);
 
   const std::string path_;
   const double delta_, budget_;
+  const ReportLimits report_limits_;
   mutable std::mutex mutex_;
   mutable bool loaded_ = false;
   mutable std::vector<Contribution> made_;
+  mutable std::vector<ReportAnswer> reported_;
 };
 
 // Client `id`'s ledger in a directory of its keys.

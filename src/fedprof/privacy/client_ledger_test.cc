@@ -90,7 +90,7 @@ TEST(ClientLedgerTest, EachSessionRoundAndTaskOnceAcrossARestart) {
     ADD_FAILURE() << "read a damaged ledger";
   } catch (const Error& e) {
     EXPECT_NE(
-        std::string(e.what()).find("client-3.ledger line 5: not a contribution of this client's ledger"),
+        std::string(e.what()).find("client-3.ledger line 5: not a line of this client's ledger"),
         std::string::npos)
         << e.what();
   }
@@ -126,8 +126,9 @@ TEST(ClientLedgerTest, ItsEpsilonGrowsByEachContributionAndStopsAtItsBudget) {
   Contribution third = Made('r', 3, 'c', '3');
   third.release = Release();
   const std::string past = kept.Take(third);
-  ExpectRefusal(past, "past its budget of");
-  ExpectRefusal(past, "(dp.client_budget)");
+  ExpectRefusal(past, "past its privacy budget (dp.client_budget)");
+  EXPECT_EQ(past.find_first_of("0123456789"), std::string::npos)
+      << "a refusal tells the server nothing of what is spent or left: " << past;
   EXPECT_EQ(kept.spent().contributions, 2);
   ExpectRefusal(kept.Take(Made('r', 4, 'd', '4')), "an update without noise has no bound");
   EXPECT_NE(kept.Describe().find("2 contributions: epsilon "), std::string::npos) << kept.Describe();
@@ -136,6 +137,37 @@ TEST(ClientLedgerTest, ItsEpsilonGrowsByEachContributionAndStopsAtItsBudget) {
   ClientLedger plain("", 1e-5, 0);
   ASSERT_EQ(plain.Take(Made('r', 1, 'a', '1')), "");
   EXPECT_TRUE(std::isinf(plain.spent().against_server));
+}
+
+// Reports (tasks without training) are counted apart from contributions,
+// refused past the limit of a run and the limit over every run, on disk
+// across a restart, and do not change what was spent; a refusal names no
+// count.
+TEST(ClientLedgerTest, ReportsAreCountedAndRefusedPastTheirLimits) {
+  const std::string dir = testing_support::FreshDir("ClientLedgerTest", "reports");
+  const std::string path = ClientLedgerPath(dir, 2);
+  const ReportLimits limits{3, 5};
+  const auto report = [](char run, int64_t round) { return ReportAnswer{Id(run), round, "profile"}; };
+  {
+    ClientLedger ledger(path, 1e-5, 0, limits);
+    for (int64_t round = 0; round < 3; ++round) EXPECT_EQ(ledger.TakeReport(report('a', round)), "");
+    const std::string per_run = ledger.TakeReport(report('a', 3));
+    ExpectRefusal(per_run, "the most reports it answers in one run");
+    EXPECT_EQ(per_run.find_first_of("0123456789"), std::string::npos) << per_run;
+    EXPECT_EQ(ledger.TakeReport(report('b', 0)), "");
+    EXPECT_EQ(ledger.Take(Made('b', 1, 'a', '1')), "") << "contributions have rules of their own";
+    EXPECT_EQ(ledger.spent().reports, 4);
+    EXPECT_EQ(ledger.spent().contributions, 1);
+  }
+  ClientLedger restarted(path, 1e-5, 0, limits);
+  EXPECT_EQ(restarted.spent().reports, 4);
+  EXPECT_EQ(restarted.TakeReport(report('c', 0)), "");
+  ExpectRefusal(restarted.TakeReport(report('d', 0)),
+                "the most reports it answers over every run (secagg.client_reports)");
+  EXPECT_NE(restarted.Describe().find("; 5 reports"), std::string::npos) << restarted.Describe();
+  EXPECT_NE(FormatClientLedgerStatus(ClientLedgerStatus(path)).find("5 reports answered outside any sum"),
+            std::string::npos);
+  EXPECT_EQ(ClientLedgerStatus(path).at("rounds_by_run").size(), 1u) << "a report is no round contributed to";
 }
 
 }  // namespace

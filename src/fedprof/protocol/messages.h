@@ -59,6 +59,17 @@ struct ReportRequest {
   std::shared_ptr<const std::string> secure_reference;
 };
 
+// What a client's own config's strategy reads of it beside its model
+// (strategy.h's StrategyReads): what its server half asks for, and nothing
+// else, is what a strategy of that config could need.
+struct ClientReads {
+  bool profile = false;     // its profile, or the divergence under Paillier matching (FedProf)
+  bool loss = false;        // the received model's loss on its data (AFL)
+  bool train_loss = false;  // its training loss and that loss's RMS (Oort)
+  bool evaluate = false;    // federated evaluation (eval.federated_every)
+  int sketch_dim = 0;       // a count sketch of its update of this size (Clustered Sampling)
+};
+
 // What the client's local objective adds to the loss on its data, and the
 // client algorithm that runs around its local training (algorithms/).
 struct LocalObjective {

@@ -366,10 +366,10 @@ void RunClient(const Config& config, const ClientOptions& options) {
   policy.tolerance = own.tolerance;
   // The colluders among every client the CA certified, however few a
   // session invites.
-  if (run.secagg.fleet == 0 && !options.tls_dir.empty() &&
-      (policy.required || FileExists(options.tls_dir + "/secagg-roster"))) {
-    policy.tolerance.fleet = RosterSize(options.tls_dir);
+  if (!options.tls_dir.empty() && (policy.required || FileExists(options.tls_dir + "/secagg-roster"))) {
+    policy.tolerance = ClientTolerance(run, RosterSize(options.tls_dir));
   }
+  if (policy.required) policy.reads = StrategyReads(run);
   policy.neighbors = own.neighbors;
   policy.threshold = own.threshold;
   const bool distributed = run.dp.mode == "distributed";
@@ -387,21 +387,26 @@ void RunClient(const Config& config, const ClientOptions& options) {
       throw Error("dp.noise = keyed: this client's ledger, which keeps its key from noising one task twice, "
                   "lives beside its keys (--tls-dir); without one it would be forgotten at the next start");
     }
-    if (run.dp.client_budget == 0) {
-      LogWarning("dp.client_budget = 0: this client refuses a round or a task twice, but nothing bounds what "
-                 "reruns under new run ids could average out of its noise; set a budget");
+    if (run.dp.client_unbounded) {
+      if (run.dp.client_budget > 0) {
+        throw Error("dp.client_unbounded = true and dp.client_budget = " + FormatDouble(run.dp.client_budget) +
+                    ": a budget, or none, not both");
+      }
+      LogWarning("dp.client_unbounded = true: this client refuses a round or a task twice, but nothing "
+                 "bounds what reruns under new run ids could average out of its noise");
     }
   }
-  if (run.dp.client_budget > 0 && !distributed) {
-    throw Error(
-        "dp.client_budget: a client keeps a budget only under dp.mode = distributed (any other "
-        "update reaches the server without noise of its own)");
+  if ((run.dp.client_budget > 0 || run.dp.client_unbounded) && !distributed) {
+    throw Error(std::string(run.dp.client_unbounded ? "dp.client_unbounded" : "dp.client_budget") +
+                ": a client keeps a budget only under dp.mode = distributed (any other update reaches the "
+                "server without noise of its own)");
   }
   if (run.dp.client_budget > 0 && options.tls_dir.empty()) {
     throw Error(
         "dp.client_budget: the ledger that keeps it lives beside the client's keys (--tls-dir); "
         "without one it would be forgotten at the next start");
   }
+  const double budget = DeployedClientBudget(run.dp);
   // The δ of its ledger's epsilons: the run's (only distributed DP spends a
   // finite epsilon; any other δ would do for the rest).
   const double delta = !distributed       ? 1e-5
@@ -448,7 +453,8 @@ void RunClient(const Config& config, const ClientOptions& options) {
     // client still refuses what it contributed to, and knows what it spent.
     if (!options.tls_dir.empty()) o.ledger = ClientLedgerPath(options.tls_dir, o.id);
     o.ledger_delta = delta;
-    o.budget = run.dp.client_budget;
+    o.budget = budget;
+    o.reports = {run.rounds + 1, run.secagg.client_reports};
     work.push_back(WorkOf(clients[i], models[i], run, options, loaded));
   }
   // Clients that train share the cores (run.threads, 0 = one a core); the

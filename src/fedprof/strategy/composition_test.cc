@@ -322,5 +322,28 @@ TEST(CompositionTest, StrategiesTheModelCannotServeAreRefused) {
   }
 }
 
+
+// What a deployed client answers beside its model is what its own
+// config's strategy reads (SecAggPolicy::reads): each selector's reports,
+// training loss and sketch, and federated evaluation where the config runs
+// it; a FedProf config under Paillier matching reads the same, without
+// making a key.
+TEST(CompositionTest, StrategyReadsIsWhatItsSelectorAsksOfAClient) {
+  const auto reads = [](const std::vector<std::string>& sets) {
+    return StrategyReads(Config::Load("", sets).options());
+  };
+  const ClientReads fedavg = reads({"strategy.name=fedavg"});
+  EXPECT_FALSE(fedavg.profile || fedavg.loss || fedavg.train_loss || fedavg.evaluate);
+  EXPECT_EQ(fedavg.sketch_dim, 0);
+  EXPECT_TRUE(reads({"strategy.name=fedprof"}).profile);
+  EXPECT_TRUE(reads({"strategy.name=fedprof", "fedprof.secure_matching=paillier"}).profile);
+  EXPECT_FALSE(reads({"strategy.name=fedprof"}).loss);
+  EXPECT_TRUE(reads({"strategy.name=afl"}).loss);
+  EXPECT_TRUE(reads({"strategy.name=oort"}).train_loss);
+  EXPECT_GT(reads({"strategy.name=clustered"}).sketch_dim, 0);
+  EXPECT_TRUE(reads({"strategy.name=fedavg", "eval.federated_every=2"}).evaluate);
+  EXPECT_TRUE(reads({"strategy.name=fedavg", "strategy.selector=afl"}).loss) << "the override's selector";
+}
+
 }  // namespace
 }  // namespace fedprof

@@ -464,6 +464,23 @@ std::unique_ptr<Strategy> MakeDpStrategy(const RunOptions& options, const Strate
 
 }  // namespace
 
+ClientReads StrategyReads(const RunOptions& options) {
+  // The selector alone says it; one without its Paillier key (which it would
+  // make at once) reads the same.
+  RunOptions probe = options;
+  probe.fedprof.secure_matching = "none";
+  StrategyContext context;
+  context.num_clients = static_cast<int>(options.clients.count);
+  const std::unique_ptr<Selector> selector = MakeSelector(ResolveStrategy(options).selector, probe, context);
+  ClientReads reads;
+  reads.profile = selector->WantedReports().profile;
+  reads.loss = selector->WantedReports().loss;
+  reads.train_loss = selector->NeedsTrainingLoss();
+  reads.sketch_dim = selector->SketchDim();
+  reads.evaluate = options.eval.federated_every > 0;
+  return reads;
+}
+
 DpFedAvgOptions DpOptionsFrom(const RunOptions& options) {
   DpFedAvgOptions o;
   o.noise_multiplier = options.dp.noise_multiplier;

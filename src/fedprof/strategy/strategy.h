@@ -259,6 +259,11 @@ std::string KeyDir(const RunOptions::Dp& dp);
 // by their sections (fedprof, afl, clustered, fedadam, robust, dp).
 std::unique_ptr<Strategy> MakeStrategy(const RunOptions& options, const StrategyContext& context);
 
+// What the strategy of `options` reads of a client beside its model: its
+// selector's reports, training loss and sketch, and federated evaluation.
+// A deployed client holds its server to its own config's (SecAggPolicy).
+ClientReads StrategyReads(const RunOptions& options);
+
 }  // namespace fedprof
 
 #endif  // FEDPROF_STRATEGY_STRATEGY_H_

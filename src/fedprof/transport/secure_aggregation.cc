@@ -53,6 +53,12 @@ std::optional<secagg::RoundParams> ParamsOf(const SecureAggregationOptions& opti
 
 }  // namespace
 
+secagg::Tolerance ClientTolerance(const RunOptions& run, int roster) {
+  secagg::Tolerance tolerance = SecureAggregationFrom(run).tolerance;
+  tolerance.fleet = std::max<int>(roster, static_cast<int>(run.secagg.fleet));
+  return tolerance;
+}
+
 int FewestInSum(const SecureAggregationOptions& options, int invited) {
   const auto params = ParamsOf(options, invited);
   return params ? params->min_survivors : 0;
@@ -236,6 +242,20 @@ secagg::SessionConfig SessionConfigFor(const SecureAggregationOptions& options, 
   return config;
 }
 
+namespace {
+
+// What `asked` wants that `reads` does not, in words, or "".
+std::string UnreadReport(const ReportRequest& asked, const ClientReads& reads) {
+  if (asked.profile && !reads.profile) return asked.public_key ? "the divergence of its profile" : "its profile";
+  if (asked.loss && !reads.loss) return "the received model's loss on its data";
+  if (asked.train_loss && !reads.train_loss) return "its training loss";
+  if (asked.evaluate && !reads.evaluate) return "its evaluation of the model";
+  if (asked.sketch_dim > 0 && asked.sketch_dim != reads.sketch_dim) return "a sketch of its update";
+  return "";
+}
+
+}  // namespace
+
 std::string RefusedTask(const FitInstructions& task, const secagg::SessionConfig* setup,
                         const SecAggPolicy& policy) {
   const std::string prefix = "refused a task that would send ";
@@ -244,6 +264,13 @@ std::string RefusedTask(const FitInstructions& task, const secagg::SessionConfig
                     "dp.mode = distributed, from which a client computes its own";
   }
   if (!policy.required) return "";
+  if (policy.reads) {
+    const std::string unread = UnreadReport(task.report, *policy.reads);
+    if (!unread.empty()) {
+      return prefix + unread + ": this client's own strategy (its config's strategy.*, eval.federated_every) "
+                               "does not read it";
+    }
+  }
   const std::string reason = ": this client's configuration requires secure aggregation (secagg.protocol)";
   if (task.train.epochs > 0 && setup == nullptr) return prefix + "its model in the clear" + reason;
   if (task.report.sketch_dim > 0) return prefix + "a sketch of its update" + reason;

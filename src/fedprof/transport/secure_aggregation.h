@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,12 @@ struct SecureAggregationOptions {
 // "none", the tolerance a client demands of a session it is asked into), in
 // the sessions' terms.
 SecureAggregationOptions SecureAggregationFrom(const RunOptions& o);
+
+// The tolerance a deployed client with a roster of `roster` clients (every
+// client the CA certified) demands: its config's, the colluders counted
+// among the roster, or a larger secagg.fleet, never a smaller one (a
+// run's config is the server's operator's word under a federation).
+secagg::Tolerance ClientTolerance(const RunOptions& run, int roster);
 
 // The fewest clients whose inputs a session of `invited` clients under
 // `options` can sum: it unmasks no fewer (RoundParams::min_survivors); 0
@@ -124,6 +131,10 @@ struct SecAggPolicy {
   // which a deployed client refuses at start.
   NoiseSource noise{NoiseKind::kSecret, ""};
   uint64_t dp_seed = 0;
+  // A deployed client's: under `required` it answers only what these say
+  // its own strategy reads. None: not checked (the server's own choice, as
+  // for the clients a simulation runs).
+  std::optional<ClientReads> reads;
 };
 
 // Why a client under `policy` refuses a task (whose training would go into
@@ -135,7 +146,8 @@ struct SecAggPolicy {
 // the update; under distributed DP, a training task without it or with an
 // encoding that is not the client's own for the session, and any report of
 // its own (loss, evaluation, or, unless dp_clear_profiles, a profile or
-// divergence).
+// divergence); under `required` with `reads`, any report the client's own
+// strategy does not read.
 std::string RefusedTask(const FitInstructions& task, const secagg::SessionConfig* setup,
                         const SecAggPolicy& policy);
 

@@ -43,7 +43,7 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
         swarm_(swarm),
         connection_(options),
         identity_(LoadSecAggIdentity(options.tls_dir, options.id)),
-        ledger_(options.ledger, options.ledger_delta, options.budget) {
+        ledger_(options.ledger, options.ledger_delta, options.budget, options.reports) {
     checks_.client_id = options.id;
     checks_.policy = options.secagg;
     checks_.keys_missing = identity_.missing;
@@ -107,6 +107,7 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
       End(e.what());
       return;
     }
+    run_id_ = reply.run_id();
     connection_.Registered(reply);
     Pull();
   }
@@ -167,6 +168,7 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
       Pull();
       return;
     }
+    task.run_id = run_id_;
     OnWorker([this, task = std::move(task)] { Compute(task); });
   }
 
@@ -191,9 +193,12 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
       result.error = refused;
       result.num_samples = options_.num_samples;  // the weight it registered, as every result states
     } else {
-      if (ins.ddg) {
+      // A process of many clients says one line a round for them all; only
+      // each one's privacy ledger under distributed DP is worth a line apiece.
+      if (task.secagg && ins.train.epochs > 0 && (!swarm_->many() || ins.ddg)) {
         LogProgress("client " + std::to_string(options_.id) + ": round " + std::to_string(ins.round) +
-                    ": contributes; its ledger: " + ledger_.Describe());
+                    ": contributes to a " + SessionAssumptions(task, options_.secagg) +
+                    "; its ledger: " + ledger_.Describe());
       }
       try {
         result = work_.fit(ins);
@@ -220,7 +225,7 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
     }
     result_ = std::move(result);
     task_id_ = task.task_id;
-    compute_s_ = compute_s;
+    compute_s_ = ClockSent(options_.secagg, compute_s, &result_);
     Push();
   }
 
@@ -458,6 +463,7 @@ class DeploymentClient : public std::enable_shared_from_this<DeploymentClient> {
   int64_t task_id_ = 0;
   double compute_s_ = 0;
   std::unique_ptr<SecAggParticipation> secagg_;
+  std::string run_id_;  // the server's, from the last registration
 
   std::mutex mutex_;
   int pending_ = 0;  // calls, computations and back-offs in flight

@@ -19,11 +19,14 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "federation.pb.h"
+#include "fedprof/config/config.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/rng.h"
+#include "fedprof/deploy/client/result.h"
 #include "fedprof/deploy/client/secagg.h"
 #include "fedprof/deploy/server/secagg_sessions.h"
 #include "fedprof/privacy/client_ledger.h"
@@ -261,6 +264,18 @@ class Operator {
 };
 
 std::string RunId(char tag) { return std::string(32, tag); }
+// The i-th of many run ids (i < 256).
+std::string NthRunId(int i) { return std::string(31, 'n') + static_cast<char>(i); }
+
+double Cosine(const std::vector<double>& a, const std::vector<double>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ab += a[i] * b[i];
+    aa += a[i] * a[i];
+    bb += b[i] * b[i];
+  }
+  return ab / std::sqrt(aa * bb);
+}
 
 // ‖a − b‖.
 double Distance(const std::vector<double>& a, const std::vector<double>& b) {
@@ -365,7 +380,7 @@ TEST(OperatorAdversary, ARoundCannotBeRunAgainAndRerunsCostTheBudget) {
   }
   // Another task (a later round of another run): within the rules, past the budget.
   const Outcome third = op.Send(op.Honest(RunId('c'), 6, 0.0));
-  ExpectAllRefused(third, "past its budget of");
+  ExpectAllRefused(third, "past its privacy budget (dp.client_budget)");
   for (const HonestClient& c : op.clients()) EXPECT_EQ(c.ledger->spent().contributions, 2);
 }
 
@@ -510,6 +525,201 @@ TEST(OperatorAdversary, NothingLeavesInTheClearThatTheDocsDoNotList) {
             std::string::npos);
   policy.dp_clear_profiles = true;
   EXPECT_EQ(RefusedTask(report, nullptr, policy), "") << "its own config may allow it";
+}
+
+// The operator reruns a round under ever new run ids (each a new task, so fresh
+// noise) and averages the noised sums: the noise falls as 1/√m. A client
+// without a budget takes every rerun, and after 48 the average points along the
+// clean sum. A deployed client under distributed DP keeps kDefaultClientBudget
+// unless its own config says dp.client_unbounded = true, so the reruns stop
+// after the few contributions the budget holds, at a cosine near the noise's;
+// its refusal tells the operator nothing of what it spent or has left.
+TEST(OperatorAdversary, TheDefaultBudgetEndsRerunsBeforeTheyAverageTheNoiseAway) {
+  Config distributed;
+  distributed.SetAssignment("dp.mode=distributed");
+  const double budget = DeployedClientBudget(distributed.options().dp);
+  EXPECT_EQ(budget, kDefaultClientBudget);
+  Config unbounded = distributed;
+  unbounded.SetAssignment("dp.client_unbounded=true");
+  EXPECT_EQ(DeployedClientBudget(unbounded.options().dp), 0) << "no budget only in words";
+  EXPECT_EQ(DeployedClientBudget(Config().options().dp), 0) << "none without noise of its own to spend";
+
+  constexpr int kReruns = 48;
+  const auto attack = [](double kept, int* taken, std::string* refused) {
+    Operator op(10, 10, NoiseKind::kKeyed, kept);
+    std::vector<double> sum(kDim, 0.0), clean;
+    *taken = 0;
+    for (int i = 0; i < kReruns; ++i) {
+      const Outcome o = op.Send(op.Honest(NthRunId(i), 1 + i, 0.1));
+      if (o.noised.empty()) {
+        *refused = o.refused.at(0);
+        ExpectAllRefused(o, "past its privacy budget (dp.client_budget)");
+        break;
+      }
+      ++*taken;
+      clean = o.clean;  // the same updates in every round
+      for (size_t k = 0; k < kDim; ++k) sum[k] += o.noised[k];
+    }
+    return Cosine(sum, clean);
+  };
+  int taken = 0;
+  std::string refused;
+  const double averaged = attack(0, &taken, &refused);
+  EXPECT_EQ(taken, kReruns);
+  EXPECT_GT(averaged, 0.35) << "the harness finds the clean sum in the average";
+  const double bounded = attack(budget, &taken, &refused);
+  // What the budget holds: the most contributions whose composition stays within it.
+  Operator probe(10, 10, NoiseKind::kKeyed);
+  const Operator::Round r = probe.Honest(RunId('p'), 1, 0.1);
+  SecureAggregationOptions own;
+  own.tolerance = probe.clients().front().policy.tolerance;
+  const DdgRelease release{*r.task.ddg, FewestInSum(own, 10), FewestHonestInSum(own, 10)};
+  int holds = 0;
+  while (DdgEpsilonUnsampled(std::vector<DdgRelease>(static_cast<size_t>(holds + 1), release), true, 1e-5)
+             .epsilon <= budget) {
+    ++holds;
+  }
+  testing::Test::RecordProperty("cosine_unbounded", std::to_string(averaged));
+  testing::Test::RecordProperty("cosine_default_budget", std::to_string(bounded));
+  testing::Test::RecordProperty("contributions_default_budget", taken);
+  EXPECT_EQ(taken, holds);
+  EXPECT_LT(taken, 10);
+  EXPECT_LT(bounded, 0.25) << "after " << taken << " contributions";
+  EXPECT_EQ(refused.find_first_of("0123456789"), std::string::npos) << refused;
+}
+
+// The operator's config names a fleet of 10 where the CA certified 20: a client
+// that counted its colluders among the config's fleet would accept k and t for
+// one colluder in a session of 10, which two colluders break, and noise for one
+// honest client too many. The client counts among the larger of its roster and
+// the config's fleet, refuses both, and logs what it assumed for the session it
+// takes.
+TEST(OperatorAdversary, AFleetInTheConfigCannotCountFewerThanTheRoster) {
+  Config run;
+  run.SetAssignment("secagg.protocol=secagg+");
+  run.SetAssignment("secagg.fleet=10");
+  EXPECT_EQ(ClientTolerance(run.options(), 20).fleet, 20);
+  run.SetAssignment("secagg.fleet=40");
+  EXPECT_EQ(ClientTolerance(run.options(), 20).fleet, 40) << "a config may count more";
+  run.SetAssignment("secagg.fleet=0");
+  EXPECT_EQ(ClientTolerance(run.options(), 20).fleet, 20);
+
+  Operator op(10, 20, NoiseKind::kKeyed);
+  secagg::Tolerance operators = op.clients().front().policy.tolerance;
+  operators.fleet = 10;  // c = 1
+  const secagg::GraphParams theirs = secagg::ParamsFor(secagg::Protocol::kSecAggPlus, 10, operators).graph;
+  EXPECT_FALSE(secagg::SecureAgainstActiveServer(secagg::Protocol::kSecAggPlus, 10,
+                                                 op.clients().front().policy.tolerance, theirs.neighbors,
+                                                 theirs.threshold))
+      << "k " << theirs.neighbors << ", t " << theirs.threshold << " hold against one colluder, not two";
+  SecureAggregationOptions at_ten;
+  at_ten.tolerance = operators;
+  const int64_t their_honest = FewestHonestInSum(at_ten, 10);
+  EXPECT_EQ(their_honest, 8);
+  ExpectAllRefused(op.Send(op.Make(RunId('a'), 1, 0.1, op.clients().front().policy.dp, their_honest, operators)),
+                   "refused the server's secure aggregation");
+  SecureAggregationOptions own;
+  own.tolerance = op.clients().front().policy.tolerance;
+  ExpectAllRefused(op.Send(op.Make(RunId('b'), 1, 0.1, op.clients().front().policy.dp, their_honest,
+                                   own.tolerance)),
+                   "of a sum of at least 7 honest clients");
+  const Operator::Round fair = op.Honest(RunId('c'), 1, 0.1);
+  EXPECT_EQ(op.Send(fair).in_sum, 10);
+  ReceivedTask task;
+  task.instructions = fair.task;
+  task.secagg = fair.session;
+  const std::string assumed = SessionAssumptions(task, op.clients().front().policy);
+  EXPECT_NE(assumed.find("secagg+ session of 10 invited: k = "), std::string::npos) << assumed;
+  EXPECT_NE(assumed.find("at most 2 colluders (secagg.corrupt = 0.1 of a fleet of 20), at least 7 honest "
+                         "clients in the sum"),
+            std::string::npos)
+      << assumed;
+}
+
+// Reports (no training: a loss, an evaluation, a profile or its divergence)
+// leave outside any sum. The operator asks 1,000 of them with crafted reference
+// models: a client answers only what its own strategy reads, each answer goes
+// in its ledger, and it stops at its limits in a run and over every run.
+TEST(OperatorAdversary, ReportsAreTheClientsOwnStrategysAndCapped) {
+  SecAggPolicy plain;  // SecAgg+, no DP: a loss may leave in the clear where the strategy reads it
+  plain.required = true;
+  plain.reads = ClientReads{};  // FedAvg's: nothing
+  FitInstructions loss;
+  loss.train.epochs = 0;
+  loss.report.loss = true;
+  EXPECT_NE(RefusedTask(loss, nullptr, plain)
+                .find("the received model's loss on its data: this client's own strategy"),
+            std::string::npos);
+  FitInstructions divergence;
+  divergence.train.epochs = 0;
+  divergence.report.profile = true;
+  divergence.report.public_key = std::make_shared<const std::string>("paillier");
+  EXPECT_NE(RefusedTask(divergence, nullptr, plain).find("the divergence of its profile"), std::string::npos);
+  FitInstructions evaluate;
+  evaluate.train.epochs = 0;
+  evaluate.report.evaluate = true;
+  EXPECT_NE(RefusedTask(evaluate, nullptr, plain).find("its evaluation of the model"), std::string::npos);
+  FitInstructions oort;
+  oort.train.epochs = 1;
+  oort.report.train_loss = true;
+  EXPECT_NE(RefusedTask(oort, nullptr, plain).find("its training loss"), std::string::npos);
+
+  SecAggPolicy afl = plain;
+  afl.reads->loss = true;
+  EXPECT_EQ(RefusedTask(loss, nullptr, afl), "");
+  ClientLedger ledger("", 1e-5, 0, ReportLimits{21, 200});
+  int answered = 0, in_first_run = 0;
+  for (int i = 0; i < 1000; ++i) {
+    ReceivedTask t;
+    t.instructions = loss;
+    t.instructions.round = i % 50;
+    t.run_id = NthRunId(i / 50);
+    const std::string why = RefusedReceivedTask(t, afl, &ledger);
+    if (why.empty()) {
+      ++answered;
+      if (i < 50) ++in_first_run;
+    } else {
+      EXPECT_EQ(why.rfind("refused a report: this client has answered the most reports it answers", 0), 0u)
+          << why;
+    }
+  }
+  EXPECT_EQ(in_first_run, 21);
+  EXPECT_EQ(answered, 200);
+  EXPECT_EQ(ledger.spent().reports, 200);
+  EXPECT_EQ(ledger.spent().contributions, 0);
+}
+
+// A client's time for a task grows with its sample count, and the operator
+// picks the epochs and batch size that amplify it: under secure aggregation or
+// distributed DP a result's header states no clock and no cost; the server
+// prices the round by the times it measures.
+TEST(OperatorAdversary, NoClockLeavesAClientUnderSecureAggregation) {
+  FitResult trained;
+  trained.ok = true;
+  trained.num_samples = 1;
+  trained.cost.time_s = 3.5;
+  trained.cost.energy_j = 2;
+  trained.cost.profiling_time_s = 0.4;
+  trained.cost.profiling_energy_j = 0.1;
+  for (const auto& [secure, distributed] : {std::pair{false, false}, {true, false}, {true, true}}) {
+    SecAggPolicy policy;
+    policy.required = secure;
+    policy.distributed_dp = distributed;
+    FitResult r = trained;
+    const double sent = ClockSent(policy, 1.25, &r);
+    pb::ResultChunk chunk;
+    ResultChunks(r, "session", 7, sent, 1 << 20).Next(&chunk);
+    const pb::ResultHeader& h = chunk.header();
+    if (!secure) {
+      EXPECT_EQ(h.compute_s(), 1.25);
+      EXPECT_EQ(h.profiling_s(), 0.4);
+      continue;
+    }
+    for (const double v : {h.compute_s(), h.profiling_s(), h.cost_time_s(), h.cost_energy_j(),
+                           h.cost_profiling_time_s(), h.cost_profiling_energy_j()}) {
+      EXPECT_EQ(v, 0) << "distributed " << distributed;
+    }
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "fedprof/privacy/client_ledger.h"
 #include "fedprof/transport/secure_aggregation.h"
 
 namespace fedprof {
@@ -45,6 +46,7 @@ struct GrpcClientOptions {
   std::string ledger;
   double ledger_delta = 1e-5;
   double budget = 0;
+  ReportLimits reports;  // the most reports it answers under secure aggregation
 };
 
 }  // namespace fedprof

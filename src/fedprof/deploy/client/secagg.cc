@@ -5,6 +5,7 @@
 
 #include "fedprof/aggregation/model_sum.h"
 #include "fedprof/core/error.h"
+#include "fedprof/core/text.h"
 #include "fedprof/deploy/shared/tls.h"
 #include "fedprof/protocol/wire.h"
 #include "fedprof/secagg/wire.h"
@@ -55,10 +56,38 @@ Contribution ContributionTo(const ReceivedTask& task, const SecAggPolicy& policy
   return c;
 }
 
+namespace {
+
+// What a report task asks, as its ledger line names it.
+std::string Asked(const ReportRequest& r) {
+  std::string asked;
+  const auto add = [&](bool wanted, const char* what) {
+    if (wanted) asked += (asked.empty() ? "" : "+") + std::string(what);
+  };
+  add(r.profile && !r.public_key, "profile");
+  add(r.profile && r.public_key, "divergence");
+  add(r.loss, "loss");
+  add(r.train_loss, "train_loss");
+  add(r.evaluate, "evaluate");
+  return asked.empty() ? "nothing" : asked;
+}
+
+}  // namespace
+
 std::string RefusedReceivedTask(const ReceivedTask& task, const SecAggPolicy& policy, ClientLedger* ledger) {
   if (!task.refused.empty()) return task.refused;
   std::string refused = RefusedTask(task.instructions, task.secagg ? &*task.secagg : nullptr, policy);
-  if (!refused.empty() || task.instructions.train.epochs == 0) return refused;
+  if (!refused.empty()) return refused;
+  if (task.instructions.train.epochs == 0) {
+    // A report leaves outside any sum: counted, and capped.
+    if (!policy.required) return "";
+    ReportAnswer answer;
+    answer.run = task.run_id.size() == secagg::kKeyBytes ? task.run_id : "";
+    answer.round = task.instructions.round;
+    answer.asked = Asked(task.instructions.report);
+    refused = ledger->TakeReport(answer);
+    return refused.empty() ? "" : "refused a report: " + refused;
+  }
   if (!task.secagg) {
     if (ledger->budget() > 0) {
       return "refused a task that would send its model in the clear: this client keeps a privacy budget "
@@ -68,6 +97,29 @@ std::string RefusedReceivedTask(const ReceivedTask& task, const SecAggPolicy& po
   }
   refused = ledger->Take(ContributionTo(task, policy));
   return refused.empty() ? "" : "refused the server's secure aggregation: " + refused;
+}
+
+std::string SessionAssumptions(const ReceivedTask& task, const SecAggPolicy& policy) {
+  const secagg::SessionConfig& session = *task.secagg;
+  const int invited = static_cast<int>(session.verify_keys.size());
+  const secagg::RoundParams params = secagg::ParamsFor(session);
+  SecureAggregationOptions own;
+  own.protocol = session.protocol;
+  own.tolerance = policy.tolerance;
+  own.neighbors = policy.neighbors;
+  own.threshold = policy.threshold;
+  return secagg::ProtocolName(session.protocol) + " session of " + std::to_string(invited) +
+         " invited: k = " + std::to_string(params.graph.neighbors) +
+         ", t = " + std::to_string(params.graph.threshold) + ", at most " + std::to_string(params.corrupt) +
+         " colluders (secagg.corrupt = " + FormatDouble(policy.tolerance.corrupt) + " of a fleet of " +
+         std::to_string(std::max(invited, policy.tolerance.fleet)) + "), at least " +
+         std::to_string(FewestHonestInSum(own, invited)) + " honest clients in the sum";
+}
+
+double ClockSent(const SecAggPolicy& policy, double compute_s, FitResult* result) {
+  if (!policy.required && !policy.distributed_dp) return compute_s;
+  result->cost = ResultCost();
+  return 0;
 }
 
 std::unique_ptr<SecAggParticipation> SecAggParticipation::Join(const ReceivedTask& task, int64_t client_id,

@@ -38,12 +38,23 @@ SecAggIdentity LoadSecAggIdentity(const std::string& tls_dir, int id);
 // contribution its `ledger` refuses (a session, round or task it
 // contributed to before, a round that goes back, or past its budget). A
 // training task's contribution is recorded in the ledger first, before any
-// work. A training task in the clear is refused by a client that keeps a
-// budget.
+// work; so is a report (a task without training) of a client under secure
+// aggregation, which the ledger refuses past its limits. A training task in
+// the clear is refused by a client that keeps a budget.
 std::string RefusedReceivedTask(const ReceivedTask& task, const SecAggPolicy& policy, ClientLedger* ledger);
 // The contribution `task`'s training would make to its session, as client
 // `policy` counts it (its own tolerance and the session's size).
 Contribution ContributionTo(const ReceivedTask& task, const SecAggPolicy& policy);
+// What the client assumed of `task`'s session, for its own log: the
+// invited n, k and t, the colluders c among its fleet, and the fewest honest
+// clients in the sum.
+std::string SessionAssumptions(const ReceivedTask& task, const SecAggPolicy& policy);
+// The client's time for a task that its result's header states: none under
+// secure aggregation or distributed DP (the time grows with its sample
+// count, and the server's operator picks the epochs and batch size that
+// would amplify it), and then none of the result's cost either; else
+// `compute_s`. The server prices a round by the times it measures itself.
+double ClockSent(const SecAggPolicy& policy, double compute_s, FitResult* result);
 
 // The client's part in one session: its model goes into the sum masked,
 // the result to the server without it.

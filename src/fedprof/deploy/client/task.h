@@ -31,6 +31,7 @@ struct ReceivedTask {
   double secagg_wait_s = 0;
   std::string malformed;  // a server speaking another protocol, or a malformed task
   std::string refused;    // why this client will not take part in the task's session
+  std::string run_id;     // the server's run, as it stated it at registration (32 bytes, or "")
 };
 
 // What a client checks a task's secure aggregation setup against: its own
