@@ -185,7 +185,9 @@ int main(int argc, char** argv) {
           return fedprof::Client(k, fedprof::Subset(train, idx));
         },
         /*keep_clients=*/false, [&] { return fedprof::MakeModel(lenet); }, 1,
-        [](int id, const fedprof::FitInstructions&) { return fedprof::ResultCost{TaskSeconds(id), 1, 0, 0}; });
+        [](int id, const fedprof::FitInstructions&, const fedprof::FitResult&) {
+          return fedprof::ResultCost{TaskSeconds(id), 1, 0, 0};
+        });
     TimedFit timed(lenet_clients);
     const std::string what = "LeNet-5, 1 epoch of " + std::to_string(samples) + " samples, " + name;
     print(what.c_str(),

@@ -19,10 +19,14 @@
 #include <cmath>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "fedprof/config/config.h"
+#include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/params.h"
 #include "fedprof/core/text.h"
@@ -114,21 +118,24 @@ double DefaultExperimentRound(int rounds, bool evaluate, int64_t* samples_per_ro
   config.Set("rounds", std::to_string(rounds));
   config.Set("eval.every", evaluate ? "1" : "1000000");
   config.Set("report.progress", "false");
-  const std::string dir = "/tmp/fedprof_sim_throughput";
+  // A run folder of its own ($TMPDIR), removed after: a finished run's
+  // folder is never written over.
+  std::string dir = (std::filesystem::temp_directory_path() / "fedprof_sim_throughput.XXXXXX").string();
+  if (mkdtemp(dir.data()) == nullptr) throw fedprof::Error("sim_throughput: cannot make a folder in $TMPDIR");
   fedprof::RunSimulation(config, dir);
   std::vector<double> wall;
   {
-    const std::string metrics = fedprof::ReadFile(dir + "/metrics.csv");
-    size_t at = metrics.find('\n') + 1;
-    while (at < metrics.size()) {
-      const size_t end = metrics.find('\n', at);
-      const std::string line = metrics.substr(at, end - at);
-      wall.push_back(std::stod(line.substr(line.rfind(',') + 1)));
-      at = end + 1;
-    }
+    std::istringstream metrics(fedprof::ReadFile(dir + "/metrics.csv"));
+    std::string line;
+    std::getline(metrics, line);
+    const std::vector<std::string> header = fedprof::Split(line, ',');
+    const size_t column = static_cast<size_t>(std::find(header.begin(), header.end(), "wall_s") - header.begin());
+    if (column == header.size()) throw fedprof::Error("sim_throughput: metrics.csv has no wall_s column");
+    while (std::getline(metrics, line)) wall.push_back(std::stod(fedprof::Split(line, ',').at(column)));
   }
   // Equal client sizes: a round trains K clients x size x epochs samples.
   const std::string clients = fedprof::ReadFile(dir + "/clients.csv");
+  std::filesystem::remove_all(dir);
   const std::vector<std::string> row = fedprof::Split(clients.substr(clients.find('\n') + 1), ',');
   *samples_per_round = static_cast<int64_t>(std::lround(config.options().strategy.fraction *
                                                         config.options().clients.count)) *

@@ -56,6 +56,13 @@ TEST(ClientAlgorithmRunTest, EachAtItsNeutralSettingIsFedAvgBitForBit) {
   EXPECT_EQ(FinalModel(dir, "scaffold_off", "--set strategy.name=scaffold --set scaffold.correct=false"), fedavg);
   EXPECT_EQ(FinalModel(dir, "feddyn_0", "--set strategy.name=feddyn --set feddyn.alpha=0"), fedavg);
   EXPECT_EQ(FinalModel(dir, "moon_0", "--set strategy.name=moon --set moon.mu=0"), fedavg);
+  // The same model and clients, and SCAFFOLD's c and Δc_i on the wire beside
+  // each model: the cost model prices them as it prices the model.
+  const auto virtual_time = [&](const std::string& name) {
+    return std::stod(Columns(dir + "/" + name + "/metrics.csv").at("virtual_time_s").back());
+  };
+  EXPECT_GT(virtual_time("scaffold_off"), virtual_time("fedavg"));
+  EXPECT_EQ(virtual_time("feddyn_0"), virtual_time("fedavg")) << "FedDyn sends nothing beside the model";
   EXPECT_NE(FinalModel(dir, "scaffold", "--set strategy.name=scaffold"), fedavg);
   EXPECT_NE(FinalModel(dir, "feddyn", "--set strategy.name=feddyn"), fedavg);
   EXPECT_NE(FinalModel(dir, "moon", "--set strategy.name=moon"), fedavg);

@@ -327,7 +327,7 @@ BlobRun RunBlobs(Strategy& strategy, std::vector<Client> clients, int threads) {
   InProcessTransport transport(
       infos, [&](int id) { return clients[id]; }, /*keep_clients=*/true,
       [&] { return MakeModel(spec); }, threads,
-      [](int, const FitInstructions&) { return ResultCost{1.0, 1.0, 0, 0}; });
+      [](int, const FitInstructions&, const FitResult&) { return ResultCost{1.0, 1.0, 0, 0}; });
   ServerOptions o;
   o.rounds = 8;
   o.fraction = 1.0;

@@ -91,6 +91,12 @@ std::shared_ptr<LocalClients> BuildClients(std::shared_ptr<RunPlan> plan, int th
         SecureAggregationLoad(SecureAggregationFrom(o), o.clients_per_round(), words, SessionWordBits(shape)));
     if (shape.ddg) local->session->cycles += kDdgEncodeCyclesPerWord * static_cast<double>(words);
   }
+  // SCAFFOLD's c and Δc_i, each the model's size, in a client's expected
+  // round; a round's cost prices the values its task and result carry.
+  AlgorithmLoad expected_algorithm;
+  if (SendsAlgorithmVector(p.strategy->AlgorithmObjective())) {
+    expected_algorithm.download_bits = expected_algorithm.upload_bits = model_bits;
+  }
   std::vector<ClientInfo> infos(n);
   for (int k = 0; k < n; ++k) {
     infos[k].id = k;
@@ -98,21 +104,26 @@ std::shared_ptr<LocalClients> BuildClients(std::shared_ptr<RunPlan> plan, int th
     infos[k].expected_time_s =
         local->cost_model
             ->Cost(local->specs[k], infos[k].num_samples, epochs, local->profiling.get(),
-                   epochs > 0 ? local->session.get() : nullptr)
+                   epochs > 0 ? local->session.get() : nullptr, epochs > 0 ? &expected_algorithm : nullptr)
             .total_s();
     local->expected_time_s.push_back(infos[k].expected_time_s);
   }
   const LocalClients* self = local.get();  // owns the transport, so outlives it
-  auto cost = [self](int id, const FitInstructions& ins) {
+  auto cost = [self](int id, const FitInstructions& ins, const FitResult& result) {
     const int64_t size = self->plan->population->num_samples(id);
     const ProfilingLoad* profiling = ins.report.profile ? self->profiling.get() : nullptr;
     const SessionLoad* session = ins.train.epochs > 0 ? self->session.get() : nullptr;
-    const ClientCost c = self->cost_model->Cost(self->specs[id], size, ins.train.epochs, profiling, session);
+    AlgorithmLoad algorithm;
+    if (ins.algorithm_values) algorithm.download_bits = 32.0 * static_cast<double>(ins.algorithm_values->size());
+    algorithm.upload_bits = 32.0 * static_cast<double>(result.algorithm_values.size());
+    const ClientCost c =
+        self->cost_model->Cost(self->specs[id], size, ins.train.epochs, profiling, session, &algorithm);
     ResultCost rc;
     rc.time_s = c.total_s();
     rc.energy_j = c.energy_j;
     if (profiling != nullptr) {
-      const ClientCost bare = self->cost_model->Cost(self->specs[id], size, ins.train.epochs, nullptr, session);
+      const ClientCost bare =
+          self->cost_model->Cost(self->specs[id], size, ins.train.epochs, nullptr, session, &algorithm);
       rc.profiling_time_s = c.total_s() - bare.total_s();
       rc.profiling_energy_j = c.energy_j - bare.energy_j;
     }

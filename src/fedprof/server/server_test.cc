@@ -54,7 +54,7 @@ ServerState RunBlobs(int threads, AggregationMode mode, std::vector<Client> clie
   InProcessTransport transport(
       infos, [&](int id) { return clients[id]; }, /*keep_clients=*/true,
       [&] { return MakeModel(spec); }, threads,
-      [](int id, const FitInstructions&) { return ResultCost{1.0 + id, 2.0, 0, 0}; });
+      [](int id, const FitInstructions&, const FitResult&) { return ResultCost{1.0 + id, 2.0, 0, 0}; });
   Strategy strategy("fedavg", MakeUniformSelector(), MakeWeightedAverage(mode));
   ServerOptions o;
   o.rounds = rounds;

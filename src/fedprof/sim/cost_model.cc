@@ -31,12 +31,16 @@ double CostModel::DownlinkBitsPerSecond(const ClientSpec& spec) const {
 }
 
 ClientCost CostModel::Cost(const ClientSpec& spec, int64_t num_samples, int epochs,
-                           const ProfilingLoad* profiling, const SessionLoad* session) const {
+                           const ProfilingLoad* profiling, const SessionLoad* session,
+                           const AlgorithmLoad* algorithm) const {
   ClientCost c;
   const double down_bps = DownlinkBitsPerSecond(spec);
   const double hz = spec.speed_ghz * 1e9;
   // Eq. 29: upload takes twice the download (uplink = half the bandwidth).
   c.comm_s = 3.0 * model_bits_ / down_bps;
+  if (algorithm != nullptr) {
+    c.comm_s += algorithm->download_bits / down_bps + algorithm->upload_bits / (0.5 * down_bps);
+  }
   // Eq. 30: cycles for E epochs over the local data.
   const double epoch_s =
       static_cast<double>(num_samples) * bits_per_sample_ * options_.cycles_per_bit / hz;

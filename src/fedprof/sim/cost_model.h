@@ -61,6 +61,15 @@ struct SessionLoad {
   double cycles = 0;
 };
 
+// What a client algorithm adds to a client's traffic, priced as the model's
+// own transfer is (Eq. 29): the values its server half sends beside θ
+// (SCAFFOLD's c) down, and those its client half sends beside the model
+// (Δc_i) up the half-bandwidth uplink.
+struct AlgorithmLoad {
+  double download_bits = 0;
+  double upload_bits = 0;
+};
+
 ProfilingLoad PlainProfiling(int64_t units);
 ProfilingLoad SecureProfiling(int64_t units, int key_bits, double cycles_per_unit = 0);
 
@@ -72,9 +81,10 @@ class CostModel {
   CostModel(const RunOptions::Cost& options, double bits_per_sample, double model_bits);
 
   // `profiling` adds the profiling costs (T_RP, E_RP); `session` a secure
-  // aggregation session's.
+  // aggregation session's; `algorithm` a client algorithm's values to T_comm.
   ClientCost Cost(const ClientSpec& spec, int64_t num_samples, int epochs,
-                  const ProfilingLoad* profiling = nullptr, const SessionLoad* session = nullptr) const;
+                  const ProfilingLoad* profiling = nullptr, const SessionLoad* session = nullptr,
+                  const AlgorithmLoad* algorithm = nullptr) const;
 
   // Bits per second of the downlink of a client with this bandwidth.
   double DownlinkBitsPerSecond(const ClientSpec& spec) const;

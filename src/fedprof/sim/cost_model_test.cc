@@ -57,6 +57,29 @@ TEST(CostModelTest, ProfilingCostIsInTheOrderOfThePapersTable4) {
   EXPECT_LT(energy_rp / 3600, 6.74e-3 * 3);
 }
 
+// A client algorithm's values travel as the model does (Eq. 29): SCAFFOLD's
+// c down and Δc_i up, each the model's size, double T_comm and its energy;
+// none leaves the cost as it was.
+TEST(CostModelTest, AClientAlgorithmsValuesArePricedAsTheModelIs) {
+  const RunOptions::Cost o = DefaultCost();
+  const double model_bits = 61706 * 32.0;
+  const CostModel model(o, kMnistBitsPerSample, model_bits);
+  const ClientSpec spec{1.5, 0.8};
+  const ClientCost plain = model.Cost(spec, 560, 5);
+  const AlgorithmLoad none;
+  const ClientCost with_none = model.Cost(spec, 560, 5, nullptr, nullptr, &none);
+  EXPECT_EQ(with_none.comm_s, plain.comm_s);
+  EXPECT_EQ(with_none.energy_j, plain.energy_j);
+  const AlgorithmLoad scaffold{model_bits, model_bits};
+  const ClientCost c = model.Cost(spec, 560, 5, nullptr, nullptr, &scaffold);
+  EXPECT_DOUBLE_EQ(c.comm_s, 2 * plain.comm_s);
+  EXPECT_DOUBLE_EQ(c.energy_j - plain.energy_j, o.p_trans * plain.comm_s);
+  EXPECT_EQ(c.train_s, plain.train_s);
+  const AlgorithmLoad up_only{0, model_bits};  // a sent vector goes up the half-bandwidth uplink
+  EXPECT_DOUBLE_EQ(model.Cost(spec, 560, 5, nullptr, nullptr, &up_only).comm_s - plain.comm_s,
+                   2 * model_bits / model.DownlinkBitsPerSecond(spec));
+}
+
 // Secure matching (App. C.2) in the cost model: the encrypted reference
 // comes down, one ciphertext goes up, and the client's homomorphic work adds
 // to T_RPgen; all of it shows in time and energy.

@@ -116,7 +116,7 @@ void InProcessTransport::Fit(const std::vector<ClientInstructions>& tasks,
       // The stores keep them: a client kept whole need not hold a copy too.
       if (!client.local_state().empty()) batch_norm_states_->Put(id, client.take_local_state());
       if (!client.algorithm_state().empty()) algorithm_states_->Put(id, client.take_algorithm_state());
-      if (cost_) result.cost = cost_(id, instructions);
+      if (cost_) result.cost = cost_(id, instructions, result);
     } catch (const RunError&) {
       throw;  // ParallelFor rethrows it once the other clients are done
     } catch (const std::exception& e) {
@@ -207,7 +207,7 @@ void InProcessTransport::ProfileInGroups(const std::vector<ClientInstructions>& 
     for (size_t k = 0; k < results.size(); ++k) {
       FitResult& r = results[k];
       r.client_id = tasks[order[begin + k]].client_id;
-      if (r.ok && cost_) r.cost = cost_(r.client_id, ins);
+      if (r.ok && cost_) r.cost = cost_(r.client_id, ins, r);
     }
     std::lock_guard<std::mutex> lock(sink_mutex);
     for (size_t k = 0; k < results.size(); ++k) (void)sink(order[begin + k], std::move(results[k]));

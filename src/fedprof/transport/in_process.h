@@ -24,8 +24,9 @@ class InProcessTransport : public Transport {
  public:
   using ModelFactory = std::function<std::shared_ptr<Model>()>;
   using ClientFactory = std::function<Client(int id)>;
-  // The virtual cost of a client's result (the cost model), or null.
-  using CostFn = std::function<ResultCost(int id, const FitInstructions& instructions)>;
+  // The virtual cost of a client's result (the cost model), or null: of
+  // its task and of what the result carries (a client algorithm's values).
+  using CostFn = std::function<ResultCost(int id, const FitInstructions& instructions, const FitResult& result)>;
 
   // `infos` describes every client, client k at index k. `make_client`
   // builds client k with its data: once, on first use, when `keep_clients`;

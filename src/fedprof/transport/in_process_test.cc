@@ -85,7 +85,7 @@ TEST(InProcessTransportTest, HandsEachResultOnceWithItsClientsIdAndIndex) {
   InProcessTransport transport(
       Infos(8), [](int id) { return Client(id + 1000, Blobs(id)); },
       /*keep_clients=*/false, [] { return MakeModel(kBlobMlp); }, /*num_threads=*/2,
-      [](int id, const FitInstructions&) { return ResultCost{1.0 + id, 2.0 * id, 0, 0}; });
+      [](int id, const FitInstructions&, const FitResult&) { return ResultCost{1.0 + id, 2.0 * id, 0, 0}; });
   EXPECT_EQ(transport.num_clients(), 8);
   const FitInstructions ins = OneEpoch();
   const std::vector<int> ids = {6, 0, 3, 7, 1};
@@ -136,7 +136,7 @@ TEST(InProcessTransportTest, ProfilesInGroupsAreEachClientsOwnForAnyThreads) {
           return Client(id, Blobs(id));
         },
         /*keep_clients=*/false, [] { return MakeModel(kBlobMlp); }, threads,
-        [](int id, const FitInstructions&) { return ResultCost{1.0 + id, 0, 0.5, 0}; });
+        [](int id, const FitInstructions&, const FitResult&) { return ResultCost{1.0 + id, 0, 0.5, 0}; });
     transport.set_profile_group(group);
     return FitAll(transport, ids, ins);
   };
