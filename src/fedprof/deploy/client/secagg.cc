@@ -34,6 +34,21 @@ SecAggIdentity LoadSecAggIdentity(const std::string& tls_dir, int id) {
   return identity;
 }
 
+namespace {
+
+// The session's terms as client `policy` counts them: its own tolerance,
+// k and t, under the session's protocol.
+SecureAggregationOptions OwnTerms(const secagg::SessionConfig& session, const SecAggPolicy& policy) {
+  SecureAggregationOptions own;
+  own.protocol = session.protocol;
+  own.tolerance = policy.tolerance;
+  own.neighbors = policy.neighbors;
+  own.threshold = policy.threshold;
+  return own;
+}
+
+}  // namespace
+
 Contribution ContributionTo(const ReceivedTask& task, const SecAggPolicy& policy) {
   Contribution c;
   c.run = task.secagg->run_id;
@@ -41,11 +56,7 @@ Contribution ContributionTo(const ReceivedTask& task, const SecAggPolicy& policy
   c.session = secagg::SessionId(*task.secagg);
   c.task = TaskDigest(task.instructions);
   if (task.instructions.ddg) {
-    SecureAggregationOptions own;
-    own.protocol = task.secagg->protocol;
-    own.tolerance = policy.tolerance;
-    own.neighbors = policy.neighbors;
-    own.threshold = policy.threshold;
+    const SecureAggregationOptions own = OwnTerms(*task.secagg, policy);
     const int invited = static_cast<int>(task.secagg->verify_keys.size());
     DdgRelease r;
     r.encoding = *task.instructions.ddg;
@@ -103,11 +114,7 @@ std::string SessionAssumptions(const ReceivedTask& task, const SecAggPolicy& pol
   const secagg::SessionConfig& session = *task.secagg;
   const int invited = static_cast<int>(session.verify_keys.size());
   const secagg::RoundParams params = secagg::ParamsFor(session);
-  SecureAggregationOptions own;
-  own.protocol = session.protocol;
-  own.tolerance = policy.tolerance;
-  own.neighbors = policy.neighbors;
-  own.threshold = policy.threshold;
+  const SecureAggregationOptions own = OwnTerms(session, policy);
   return secagg::ProtocolName(session.protocol) + " session of " + std::to_string(invited) +
          " invited: k = " + std::to_string(params.graph.neighbors) +
          ", t = " + std::to_string(params.graph.threshold) + ", at most " + std::to_string(params.corrupt) +
