@@ -80,7 +80,7 @@ client_idle=$(idle "$client")
 { kill -9 "$client" "${pids[-2]}"; wait "$client" "${pids[-2]}"; } 2>/dev/null || true
 
 # --- a federation: its nodes connected once, runs submitted to it
-"$cli" federation serve --state "$work/state" --listen 127.0.0.1:0 --tls-dir "$work/certs" > "$work/federation.log" 2>&1 &
+"$cli" federation serve --state "$work/state" --listen 127.0.0.1:0 --tls-dir "$work/certs" --admin alice > "$work/federation.log" 2>&1 &
 pids+=($!)
 wait_for "$work/federation.log" "listening on 127.0.0.1:[0-9]+"
 fed=$(grep -oE "listening on 127.0.0.1:[0-9]+" "$work/federation.log" | head -1 | cut -d' ' -f3)

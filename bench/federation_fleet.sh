@@ -122,7 +122,7 @@ federation_side() {
   local n=$1 dir="$work/federation-$1" fed address op monitor
   mkdir -p "$dir"
   monitor=127.0.0.1:$(free_port)
-  "$cli" federation serve --state "$dir/state" --listen 127.0.0.1:0 --tls-dir "$certs" --monitor "$monitor" \
+  "$cli" federation serve --state "$dir/state" --listen 127.0.0.1:0 --tls-dir "$certs" --admin alice --monitor "$monitor" \
     > "$dir/federation.log" 2>&1 &
   fed=$!
   pids+=($fed)

@@ -32,7 +32,7 @@ struct Federation {
   void Start(const std::string& extra = "", int port = 0) {
     server = procs.Start(kCli,
                          "federation serve --state " + dir + "/state --listen 127.0.0.1:" + std::to_string(port) +
-                             " --tls-dir " + certs + " " + extra,
+                             " --tls-dir " + certs + " --admin alice " + extra,
                          dir + "/federation-" + std::to_string(starts++) + ".log");
     address = procs.WaitForOutput(server, "federation: listening on (127\\.0\\.0\\.1:[0-9]+)", 60);
     ASSERT_FALSE(address.empty()) << procs.Output(server);

@@ -1,7 +1,9 @@
 // A federation's nodes: revoked mid-run (refused at their next call, the run
 // going on under its quorum), re-keyed (the new key serves, the old one is
 // refused), refusing a run by their own policy, and the roles certificates
-// give (a node's or a relay's key makes no operator's call).
+// give (a node's or a relay's key makes no operator's call; an operator
+// reads and stops only its own runs, an admin every one); a run's config
+// untrusted by the federation and its nodes.
 
 #include <gtest/gtest.h>
 
@@ -29,8 +31,9 @@ void EnrolAll(Federation& f, int n) { ASSERT_EQ(f.Enrol(n).size(), static_cast<s
 // Node 2 revoked while a run needs 2 of its 3 clients a round: its next
 // call is refused, in its run and at the federation (it stops, saying
 // why), and the run finishes with the other two; the audit log names who
-// revoked it. Re-keyed (a new key, its certificate signed by the CA and
-// enrolled), it serves the next run; its old key is refused.
+// revoked it. Its revoked certificate cannot be enrolled again. Re-keyed (a
+// new key, its certificate signed by the CA and enrolled), it serves the
+// next run; its old key is refused.
 TEST(FederationTest, ARevokedNodeIsRefusedAndARekeyedOneServesUnderItsNewKeyOnly) {
   Federation f;
   f.dir = testing_support::FreshDir("federation", "revoke");
@@ -74,6 +77,14 @@ TEST(FederationTest, ARevokedNodeIsRefusedAndARekeyedOneServesUnderItsNewKeyOnly
                       entry.at("target") == "client-2" && entry.at("detail") == "its key leaked");
   }
   EXPECT_TRUE(named);
+  // Revocation is of the certificate: the one revoked is never enrolled again.
+  int code = 0;
+  std::string said;
+  EXPECT_TRUE(f.Operator("enrol " + f.certs + "/client-2.crt", &code, &said).is_null());
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(said.find("client-2's certificate"), std::string::npos) << said;
+  EXPECT_NE(said.find("was revoked by operator-alice"), std::string::npos) << said;
+  EXPECT_EQ(f.Operator("nodes").at(2).at("state"), "revoked");
 
   // Re-keying: a new TLS key made by the node, signed by the CA, enrolled.
   const std::string old_keys = f.dir + "/old-keys", new_keys = f.dir + "/new-keys";
@@ -100,9 +111,15 @@ TEST(FederationTest, ARevokedNodeIsRefusedAndARekeyedOneServesUnderItsNewKeyOnly
   ASSERT_EQ(second.at("state"), "finished") << second;
   EXPECT_EQ(second.at("nodes"), nlohmann::json::array({0, 1, 2}));
   EXPECT_TRUE(f.procs.Running(new_node));
-  bool rekey = false;
-  for (const auto& entry : f.Operator("audit")) rekey = rekey || entry.at("action") == "enrol";
+  bool rekey = false, refused = false;
+  for (const auto& entry : f.Operator("audit")) {
+    rekey = rekey || (entry.at("action") == "enrol" && entry.at("actor") == "operator-alice" &&
+                      entry.at("detail").get<std::string>().find("a new certificate after the revocation") !=
+                          std::string::npos);
+    refused = refused || (entry.at("action") == "refused" && entry.at("target") == "client-2");
+  }
   EXPECT_TRUE(rekey);
+  EXPECT_TRUE(refused) << "the enrolment of the revoked certificate";
 }
 
 // Node 0's policy asks for secure aggregation: a run without it is refused
@@ -211,6 +228,128 @@ TEST(FederationTest, OnlyAnOperatorsCertificateMakesAnOperatorsCalls) {
   EXPECT_NE(f.procs.Output(node).find("only a node's certificate (client-<k>) may make a node's calls"),
             std::string::npos)
       << f.procs.Output(node);
+}
+
+// A run's config is the submitter's, untrusted by the federation and by
+// every node: files outside the federation's --data-root are refused at
+// submission in one line that quotes nothing of them (/etc/passwd, the
+// federation's own key, through "..", through a link in a root); the
+// run's server itself refuses them and quotes no file's content; a node
+// reads only where its own policy lets a run read, and keeps its own
+// budget. Operators: bob, not an admin, neither sees nor reads, fetches or
+// stops alice's run, nor enrols, revokes or reads the audit log, each
+// refusal audited; alice, the admin, stops bob's run.
+TEST(FederationTest, ARunsConfigReadsOnlyWhereThePoliciesLetItAndOperatorsKeepToTheirRoles) {
+  if (!testing_support::HaveFashionMnist()) GTEST_SKIP() << "no Fashion-MNIST (scripts/install-deps.sh)";
+  Federation f;
+  f.dir = testing_support::FreshDir("federation", "trust");
+  f.certs = MakeCerts(f.dir, 2, "certs", 0, "alice,bob");
+  const std::string bob = f.dir + "/bob";
+  std::filesystem::create_directories(bob);
+  for (const char* file : {"ca.crt", "operator-bob.crt", "operator-bob.key"}) {
+    std::filesystem::copy_file(f.certs + "/" + file, bob + "/" + file);
+  }
+  std::filesystem::remove(f.certs + "/operator-bob.crt");
+  std::filesystem::remove(f.certs + "/operator-bob.key");
+  // The runs' data roots: Debian's data sets, and one holding a table whose
+  // header is a secret and a link out to the federation's own key.
+  const std::string root = f.dir + "/data", datasets = "/usr/share/datasets";
+  std::filesystem::create_directories(root);
+  std::filesystem::create_symlink(f.certs + "/server.key", root + "/leak");
+  WriteFileAtomic(root + "/secret.csv", "SECRET_COLUMN,label\n1,0\n");
+  f.Start("--max-runs 1 --data-root " + root + " --data-root " + datasets);
+  EnrolAll(f, 2);
+
+  const std::string small = SmallRun(2, 1.0, 2) + testing_support::kFastFaults;
+  for (const std::string& file : {std::string("/etc/passwd"), f.certs + "/server.key", root + "/leak",
+                                  root + "/../../../../../../../etc/passwd"}) {
+    int code = 0;
+    std::string said;
+    EXPECT_TRUE(f.Operator("submit " + small + " --set data.name=csv --set data.train_file=" + file +
+                               " --set data.targets=nope",
+                           &code, &said)
+                    .is_null());
+    EXPECT_EQ(code, 1);
+    EXPECT_NE(said.find("data.train_file = "), std::string::npos) << said;
+    EXPECT_NE(said.find("the federation's --data-root"), std::string::npos) << said;
+    for (const char* content : {"root:", "BEGIN", "PRIVATE"}) EXPECT_EQ(said.find(content), std::string::npos) << said;
+    EXPECT_EQ(testing_support::CountLines(said), 1) << said;
+  }
+  int code = 0;
+  std::string said;
+  EXPECT_TRUE(f.Operator("submit " + small + " --set dp.key_dir=" + f.certs, &code, &said).is_null());
+  EXPECT_NE(said.find("dp.key_dir: a federation's run uses the federation's keys"), std::string::npos) << said;
+  EXPECT_TRUE(f.Operator("runs").empty()) << "nothing refused was kept";
+  // The run's server, given such a config by hand, refuses it too; and a
+  // table inside the root is read without its content in the error.
+  const std::string server = "server --foreign-config --data-root " + root + " --insecure --listen 127.0.0.1:0 " +
+                             small + " --set data.name=csv --set data.targets=nope --out " + f.dir + "/direct";
+  const testing_support::CliResult outside =
+      testing_support::RunCli(server + " --set data.train_file=/etc/passwd --set data.test_file=/etc/passwd");
+  EXPECT_EQ(outside.code, 1);
+  EXPECT_NE(outside.output.find("data.train_file = /etc/passwd: outside the directories --data-root"),
+            std::string::npos)
+      << outside.output;
+  EXPECT_EQ(outside.output.find("root:"), std::string::npos) << outside.output;
+  const testing_support::CliResult secret = testing_support::RunCli(
+      server + " --set data.train_file=" + root + "/secret.csv --set data.test_file=" + root + "/secret.csv");
+  EXPECT_EQ(secret.code, 1);
+  EXPECT_NE(secret.output.find("unknown target column \"nope\", header has: (withheld)"), std::string::npos)
+      << secret.output;
+  EXPECT_EQ(secret.output.find("SECRET"), std::string::npos) << secret.output;
+
+  // Inside the federation's root, the run is submitted; node 0, whose
+  // policy names no directory, refuses it; node 1 reads the root and serves
+  // it under its own budget, whatever the run asks.
+  const std::string policy = f.dir + "/policy.toml";
+  WriteFileAtomic(policy, "[paths]\nread = [\"" + datasets + "\"]\n");
+  f.StartNode("0");
+  f.StartNode("1", "--policy " + policy);
+  const std::string inside = small + " --set data.dir=" + datasets +
+                             "/fashion-mnist --set deploy.min_clients=1 --set deploy.min_results=1 --set dp.client_budget=1000000";
+  ASSERT_FALSE(f.Operator("submit --name alices " + inside, &code, &said).is_null()) << said;
+  const std::string long_run = SmallRun(2, 1.0, 200) + testing_support::kFastFaults;
+  ASSERT_FALSE(f.Operator("submit --name bobs " + long_run, nullptr, nullptr, bob).is_null());
+
+  for (const std::string& command : {std::string("status 1"), std::string("logs 1"), std::string("wait 1 --timeout 1"),
+                                     "fetch 1 --out " + f.dir + "/stolen",
+                                     std::string("stop 1")}) {
+    EXPECT_TRUE(f.Operator(command, &code, &said, bob).is_null()) << command;
+    EXPECT_EQ(code, 1) << command;
+    EXPECT_NE(said.find("operator-bob may not"), std::string::npos) << command << ": " << said;
+    EXPECT_NE(said.find("run 1: another operator submitted it"), std::string::npos) << command << ": " << said;
+    EXPECT_EQ(testing_support::CountLines(said), 1) << said;
+  }
+  EXPECT_FALSE(FileExists(f.dir + "/stolen/metrics.csv"));
+  for (const std::string& command : {std::string("enrol ") + f.certs + "/client-0.crt", std::string("revoke 0"),
+                                     std::string("audit")}) {
+    EXPECT_TRUE(f.Operator(command, &code, &said, bob).is_null()) << command;
+    EXPECT_NE(said.find("that is an admin's"), std::string::npos) << command << ": " << said;
+  }
+  const nlohmann::json bobs = f.Operator("runs", nullptr, nullptr, bob);
+  ASSERT_EQ(bobs.size(), 1u) << bobs;
+  EXPECT_EQ(bobs[0].at("name"), "bobs");
+  ASSERT_FALSE(f.Operator("stop 2", &code, &said).is_null()) << "alice, the admin, stops bob's run: " << said;
+
+  const nlohmann::json alices = f.WaitFor(1, 120);
+  ASSERT_EQ(alices.at("state"), "finished") << alices << ReadFile(f.dir + "/state/runs/1/log.txt");
+  EXPECT_EQ(alices.at("nodes"), nlohmann::json::array({1}));
+  ASSERT_EQ(alices.at("refusals").size(), 1u) << alices;
+  EXPECT_EQ(alices.at("refusals")[0].at("node"), 0);
+  EXPECT_EQ(alices.at("refusals")[0].at("rule"),
+            "data.dir = " + datasets + "/fashion-mnist: outside the directories this node's policy (none given, [paths] read) "
+            "lets a run read (it names none)");
+  EXPECT_NE(f.procs.Output(f.nodes[1]).find("run 1 sets dp.client_budget = 1000000; this node's clients keep "
+                                            "their own (0)"),
+            std::string::npos)
+      << f.procs.Output(f.nodes[1]);
+  const nlohmann::json stopped = f.WaitFor(2, 60);
+  EXPECT_EQ(stopped.at("state"), "stopped") << stopped;
+  int refusals = 0;
+  for (const auto& entry : f.Operator("audit")) {
+    refusals += entry.at("actor") == "operator-bob" && entry.at("action") == "refused";
+  }
+  EXPECT_EQ(refusals, 8) << "each of bob's refused calls";
 }
 
 }  // namespace

@@ -61,6 +61,11 @@ Runner AddServer(CLI::App& app) {
   AddSecurity(sub, &args->serve.tls_dir, &args->serve.insecure, "ca.crt, server.crt, server.key");
   sub->add_option("--access", args->serve.access_file,
                   "A federation's list of the nodes it serves (fedprof federation serve gives it)");
+  sub->add_flag("--foreign-config", args->serve.foreign_config,
+                "The config is another party's (fedprof federation serve gives it): it may name files only "
+                "under a --data-root, and no error line quotes a file's content");
+  sub->add_option("--data-root", args->serve.data_roots,
+                  "With --foreign-config: a directory whose files the config may name (repeatable)");
   AddMonitorOptions(sub, &args->monitor);
   sub->footer("Clients: fedprof client --server HOST:PORT --id K --config FILE. Options: fedprof "
               "options (deploy.*). SIGTERM: stop after the round in progress");

@@ -90,6 +90,12 @@ Runner AddServe(CLI::App& group) {
                   "Seconds a stopped run has to end its round before it is killed")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
+  sub->add_option("--data-root", o->data_roots,
+                  "A directory whose files a run's config may name (data.dir, data.train_file, ...; "
+                  "repeatable; none: only the data sets' default locations)");
+  sub->add_option("--admin", o->admins,
+                  "An operator (NAME of operator-NAME) who enrols and revokes nodes, reads the audit and "
+                  "reads and stops every run (repeatable); the others, only their own runs");
   AddMonitorOptions(sub, monitor.get());
   return [o, ports, monitor] {
     o->monitor = MonitorOptionsOf(*monitor, "federation");

@@ -1,6 +1,7 @@
 #include "fedprof/core/text.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -45,6 +46,16 @@ std::string HexDecode(const std::string& hex) {
   }
   return out;
 }
+
+namespace {
+std::atomic<bool> withhold_file_text{false};
+}  // namespace
+
+std::string FileText(const std::string& s, size_t max_bytes) {
+  return withhold_file_text.load() ? "(withheld)" : Printable(s, max_bytes);
+}
+
+void WithholdFileText() { withhold_file_text.store(true); }
 
 std::string Printable(const std::string& s, size_t max_bytes) {
   static const char kHex[] = "0123456789abcdef";

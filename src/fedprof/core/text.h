@@ -32,6 +32,14 @@ std::string HexDecode(const std::string& hex);
 // kept, and a cut says how much was left out ("...[+4194244 bytes]").
 std::string Printable(const std::string& s, size_t max_bytes = 80);
 
+// What an error line may quote of a file's content (a CSV header, a cell):
+// Printable(s, max_bytes), or "(withheld)" once WithholdFileText() was
+// called. A process running another party's config calls it (fedprof
+// server --foreign-config, as a federation starts its runs): that party
+// reads its error lines, and may have named a file that is not its own.
+std::string FileText(const std::string& s, size_t max_bytes = 80);
+void WithholdFileText();
+
 // "" if `s` is valid UTF-8 without control characters other than tab (text
 // that TOML and JSON files can hold as written); else the problem and its
 // byte offset.

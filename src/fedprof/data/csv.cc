@@ -14,6 +14,7 @@
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
+#include "fedprof/core/text.h"
 #include "fedprof/data/loaders.h"
 
 namespace fedprof {
@@ -71,7 +72,7 @@ size_t SplitCells(std::string_view line, const std::string& path,
                     std::to_string(count) +
                     ": expected ',' after a quoted "
                     "cell, found '" +
-                    std::string(1, line[i]) + "'");
+                    FileText(std::string(1, line[i])) + "'");
       }
       if (i >= line.size()) return count;
       pos = i + 1;
@@ -98,7 +99,7 @@ std::string JoinHeader(const std::vector<std::string>& header) {
   std::string out;
   for (size_t i = 0; i < header.size(); ++i) {
     if (i > 0) out += ", ";
-    out += header[i];
+    out += FileText(header[i], 40);
   }
   return out;
 }
@@ -152,7 +153,7 @@ Dataset ParseCsv(const NamedBytes& file, const CsvOptions& options) {
     if (!column_of.emplace(header[c], c).second) {
       throw Error(Where(path, header_line) + ", column " +
                   std::to_string(c + 1) + ": duplicate column name \"" +
-                  header[c] + "\"");
+                  FileText(header[c], 40) + "\"");
     }
   }
   if (options.targets.empty()) {
@@ -210,17 +211,17 @@ Dataset ParseCsv(const NamedBytes& file, const CsvOptions& options) {
       double value = 0;
       if (!ParseNumber(cells[c], value)) {
         throw Error(Where(path, line_number) + ", column " +
-                    std::to_string(c + 1) + " (\"" + header[c] +
+                    std::to_string(c + 1) + " (\"" + FileText(header[c], 40) +
                     "\"): expected a number, found " +
                     (cells[c].empty() ? std::string("an empty cell")
-                                      : "\"" + cells[c] + "\""));
+                                      : "\"" + FileText(cells[c], 40) + "\""));
       }
       if (!options.classification || role[c] >= 0) {
         // Cells become float32 (features, regression targets): a finite
         // double beyond its range would silently turn into infinity.
         if (std::fabs(value) > std::numeric_limits<float>::max()) {
           throw Error(Where(path, line_number) + ", column " + std::to_string(c + 1) + " (\"" +
-                      header[c] + "\"): " + cells[c] +
+                      FileText(header[c], 40) + "\"): " + FileText(cells[c], 40) +
                       " is beyond the float32 range, expected |value| <= 3.4e38");
         }
       }
@@ -232,9 +233,9 @@ Dataset ParseCsv(const NamedBytes& file, const CsvOptions& options) {
           (value < 0 || value != std::floor(value) || value > 1e9)) {
         throw Error(
             Where(path, line_number) + ", column " + std::to_string(c + 1) +
-            " (\"" + header[c] +
+            " (\"" + FileText(header[c], 40) +
             "\"): expected a non-negative integer class label, found \"" +
-            cells[c] + "\"");
+            FileText(cells[c], 40) + "\"");
       }
       target_row[-role[c] - 1] = value;
     }

@@ -10,6 +10,7 @@
 
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
+#include "fedprof/core/text.h"
 #include "fedprof/deploy/shared/tls.h"
 #include "fedprof/federation/federation_monitor.h"
 #include "fedprof/federation/federation_state.h"
@@ -33,10 +34,10 @@ std::string SelfPath() {
   return std::string(path, static_cast<size_t>(n));
 }
 
-}  // namespace
-
-void ServeFederation(const FederationOptions& options) {
-  if (options.state_dir.empty()) throw Error("federation serve: give --state DIR (where it keeps its runs)");
+// Who may reach it and what they may do: mutual TLS, or plaintext on
+// loopback; --admin names operators as their certificates do, and without
+// one no operator can enrol a node.
+void CheckAccess(const FederationOptions& options) {
   if (options.insecure == !options.tls_dir.empty()) {
     throw Error("--tls-dir DIR (mutual TLS; scripts/make-certs.sh writes DIR) or --insecure "
                 "(plaintext, loopback only): give exactly one");
@@ -48,6 +49,25 @@ void ServeFederation(const FederationOptions& options) {
     LogWarning("--insecure: NO TLS. Anyone who can reach " + options.listen +
                " can act as any node or operator. For loopback experiments only.");
   }
+  for (const std::string& admin : options.admins) {
+    const bool name = !admin.empty() && admin.size() <= 32 &&
+                      admin.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos;
+    if (!name) {
+      throw Error("--admin '" + Printable(admin, 40) +
+                  "': the NAME of an operator-NAME certificate (1 to 32 of a-z 0-9 - _)");
+    }
+  }
+  if (!options.insecure && options.admins.empty()) {
+    LogWarning("no --admin: no operator may enrol or revoke a node, read the audit log, or read or stop "
+               "another's run");
+  }
+}
+
+}  // namespace
+
+void ServeFederation(const FederationOptions& options) {
+  if (options.state_dir.empty()) throw Error("federation serve: give --state DIR (where it keeps its runs)");
+  CheckAccess(options);
   // SIGTERM and SIGINT end it, read by this thread alone (sigwait): every
   // thread made from here on blocks them.
   sigset_t stop_signals;
@@ -68,6 +88,7 @@ void ServeFederation(const FederationOptions& options) {
   host.insecure = options.insecure;
   host.max_runs = options.max_runs;
   host.stop_grace_s = options.stop_grace_s;
+  host.data_roots = options.data_roots;
   NodeService nodes(&state);
   RunSupervisor runs(&store, host, [&state] { state.Changed(); });
   OperatorService operators(&state, &runs);

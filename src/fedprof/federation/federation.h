@@ -8,6 +8,7 @@
 // restart takes up again. docs/federation.md.
 
 #include <string>
+#include <vector>
 
 #include "fedprof/monitor/monitor.h"
 
@@ -24,6 +25,14 @@ struct FederationOptions {
   int last_run_port = 0;
   int max_runs = 4;        // at once
   double stop_grace_s = 60;
+  // The directories a run's config may name files in (data.dir,
+  // data.train_file, ...: config/paths.h); none: a run reads only the data
+  // sets at their default locations.
+  std::vector<std::string> data_roots;
+  // The operators (operator-<name>) who enrol and revoke nodes, read the
+  // audit log, and read and stop every run; any other operator reads and
+  // stops only the runs it submitted.
+  std::vector<std::string> admins;
   MonitorOptions monitor;  // listen empty: no monitor (federation_monitor.h)
 };
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fedprof/config/config.h"
+#include "fedprof/config/paths.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/hash.h"
 #include "fedprof/core/log.h"
@@ -267,6 +268,17 @@ class Node {
       const int last = std::min<int>(last_, static_cast<int>(config.options().clients.count) - 1);
       if (last < o_.id) continue;  // none of its clients takes part
       std::string rule = o_.policy_file.empty() ? "" : PolicyRefusal(policy_, config);
+      // The run's config is the submitter's: the files it names, only where
+      // this node lets a run read; its module, only the node's own copy.
+      if (rule.empty()) {
+        const std::string policy = o_.policy_file.empty() ? std::string("none given") : o_.policy_file;
+        rule = PathRefusal(config, policy_.read_roots, "this node's policy (" + policy + ", [paths] read)",
+                           {"model.file", "dp.key_dir"});
+      }
+      if (rule.empty() && offer.model_sha256().empty() && !config.options().model.file.empty()) {
+        rule = "it names model.file without the federation's copy of the module";
+      }
+      if (rule.empty()) config = OwnTerms(offer.run(), config);
       if (rule.empty() && !offer.model_sha256().empty()) {
         const std::string module = FindModule(o_.models_dir, offer.model_sha256());
         if (module.empty()) {
@@ -283,6 +295,23 @@ class Node {
       }
       Serve(offer, config, last);
     }
+  }
+
+  // The config this node's clients run `run` under: the run's, on the
+  // node's own terms (NodeClientConfig); what the run asked otherwise is
+  // said once.
+  Config OwnTerms(int64_t run, const Config& asked) {
+    Config own = NodeClientConfig(policy_, asked);
+    std::vector<std::string> options = NodeOwnOptions();
+    options.push_back("dp.key_dir");
+    for (const std::string& option : options) {
+      if (asked.Value(option) != own.Value(option)) {
+        LogProgress("node: run " + std::to_string(run) + " sets " + option + " = " +
+                    Printable(asked.Value(option), 80) + "; this node's clients keep their own (" +
+                    (own.Value(option).empty() ? std::string("their --tls-dir") : own.Value(option)) + ")");
+      }
+    }
+    return own;
   }
 
   void Serve(const pb::RunOffer& offer, const Config& config, int last) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "fedprof/config/config.h"
+#include "fedprof/config/paths.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/hash.h"
@@ -73,6 +74,37 @@ grpc::Status OperatorService::Operator(const grpc::ServerContext& context, uint3
   return grpc::Status::OK;
 }
 
+bool OperatorService::Admin(const std::string& by) const {
+  if (!state_->tls()) return true;  // --insecure: operator-local, the one there is
+  const std::vector<std::string>& admins = state_->options().admins;
+  return std::any_of(admins.begin(), admins.end(), [&](const std::string& a) { return "operator-" + a == by; });
+}
+
+grpc::Status OperatorService::Refused(const std::string& by, const std::string& target, const std::string& why) {
+  state_->store().Audit(by, "refused", target, why);
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, why);
+}
+
+grpc::Status OperatorService::AdminCall(const grpc::ServerContext& context, uint32_t version, const std::string& what,
+                                        const std::string& target, std::string* by) {
+  const grpc::Status refused = Operator(context, version, by);
+  if (!refused.ok()) return refused;
+  if (Admin(*by)) return grpc::Status::OK;
+  return Refused(*by, target, *by + " may not " + what + ": that is an admin's (federation serve --admin)");
+}
+
+grpc::Status OperatorService::RunCall(const grpc::ServerContext& context, uint32_t version, int64_t run,
+                                      const std::string& what, std::string* by) {
+  const grpc::Status refused = Operator(context, version, by);
+  if (!refused.ok()) return refused;
+  const std::optional<RunRecord> record = state_->store().Run(run);
+  if (!record) return grpc::Status(grpc::StatusCode::NOT_FOUND, "there is no run " + std::to_string(run));
+  if (record->submitted_by == *by || Admin(*by)) return grpc::Status::OK;
+  return Refused(*by, "run-" + std::to_string(run),
+                 *by + " may not " + what + " run " + std::to_string(run) +
+                     ": another operator submitted it (its submitter or an admin may)");
+}
+
 grpc::Status OperatorService::Submit(grpc::ServerContext* context, grpc::ServerReader<pb::SubmitChunk>* reader,
                                      pb::RunInfo* reply) {
   pb::SubmitChunk chunk;
@@ -107,6 +139,14 @@ grpc::Status OperatorService::Submit(grpc::ServerContext* context, grpc::ServerR
       return Invalid("the config names model.file " + Printable(config.options().model.file, 200) +
                      ": submit the file with it (fedprof federation submit sends it)");
     }
+    // A run's config is the submitter's: it names no file of this machine
+    // outside the federation's data roots, and no keys at all.
+    std::string outside = config.options().dp.key_dir.empty()
+                              ? PathRefusal(config, state_->options().data_roots, "the federation's --data-root",
+                                            {"model.file", "dp.key_dir"})
+                              : "dp.key_dir: a federation's run uses the federation's keys, and each node its own; "
+                                "leave it empty";
+    if (!outside.empty()) return Refused(by, "submit", outside);
     record.config = config.ToToml();
     record.strategy = config.options().strategy.name;
     record.rounds = config.options().rounds;
@@ -163,6 +203,12 @@ grpc::Status OperatorService::ListRuns(grpc::ServerContext* context, const pb::L
   const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
   if (!refused.ok()) return refused;
   *reply = AllRuns();
+  if (!Admin(by)) {
+    // Another operator's runs are not listed.
+    auto* runs = reply->mutable_runs();
+    const auto others = [&](const pb::RunInfo& r) { return r.submitted_by() != by; };
+    runs->erase(std::remove_if(runs->begin(), runs->end(), others), runs->end());
+  }
   return grpc::Status::OK;
 }
 
@@ -176,7 +222,7 @@ pb::RunList OperatorService::AllRuns() {
 grpc::Status OperatorService::ShowRun(grpc::ServerContext* context, const pb::RunRequest* request,
                                       pb::RunInfo* reply) {
   std::string by;
-  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  const grpc::Status refused = RunCall(*context, request->protocol_version(), request->run(), "read", &by);
   if (!refused.ok()) return refused;
   return Describe(request->run(), reply);
 }
@@ -184,11 +230,8 @@ grpc::Status OperatorService::ShowRun(grpc::ServerContext* context, const pb::Ru
 grpc::Status OperatorService::FollowLog(grpc::ServerContext* context, const pb::LogRequest* request,
                                         grpc::ServerWriter<pb::LogLines>* writer) {
   std::string by;
-  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  const grpc::Status refused = RunCall(*context, request->protocol_version(), request->run(), "read the log of", &by);
   if (!refused.ok()) return refused;
-  if (!state_->store().Run(request->run())) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "there is no run " + std::to_string(request->run()));
-  }
   if (request->from() < 0) return Invalid("from " + std::to_string(request->from()));
   const std::string path = RunDir(state_->options().state_dir, request->run()) + "/log.txt";
   // Read from where the last read ended (a byte offset), a whole line at a
@@ -232,7 +275,7 @@ grpc::Status OperatorService::FollowLog(grpc::ServerContext* context, const pb::
 grpc::Status OperatorService::StopRun(grpc::ServerContext* context, const pb::RunRequest* request,
                                       pb::RunInfo* reply) {
   std::string by;
-  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  const grpc::Status refused = RunCall(*context, request->protocol_version(), request->run(), "stop", &by);
   if (!refused.ok()) return refused;
   const std::string problem = runs_->Stop(request->run(), by);
   if (!problem.empty()) {
@@ -245,11 +288,8 @@ grpc::Status OperatorService::StopRun(grpc::ServerContext* context, const pb::Ru
 grpc::Status OperatorService::Fetch(grpc::ServerContext* context, const pb::RunRequest* request,
                                     grpc::ServerWriter<pb::FileChunk>* writer) {
   std::string by;
-  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  const grpc::Status refused = RunCall(*context, request->protocol_version(), request->run(), "fetch", &by);
   if (!refused.ok()) return refused;
-  if (!state_->store().Run(request->run())) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "there is no run " + std::to_string(request->run()));
-  }
   const std::string out = RunDir(state_->options().state_dir, request->run()) + "/out";
   for (const std::string& name : FilesIn(out)) {
     // A chunk in memory at a time; a file that cannot be read whole ends
@@ -323,7 +363,7 @@ pb::NodeList OperatorService::AllNodes() {
 grpc::Status OperatorService::Enrol(grpc::ServerContext* context, const pb::EnrolRequest* request,
                                     pb::NodeInfo* reply) {
   std::string by;
-  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  const grpc::Status refused = AdminCall(*context, request->protocol_version(), "enrol a node", "enrol", &by);
   if (!refused.ok()) return refused;
   if (!state_->tls()) return Invalid("enrolment needs the federation's CA (--tls-dir), not --insecure");
   if (request->certificate().size() > 64 * 1024) return Invalid("a certificate over 64 KiB");
@@ -337,12 +377,20 @@ grpc::Status OperatorService::Enrol(grpc::ServerContext* context, const pb::Enro
   std::optional<NodeRecord> node = state_->store().Node(id);
   const std::string target = "client-" + std::to_string(id);
   std::string action = "enrol", detail = "certificate " + facts.peer.sha256.substr(0, 16);
+  // Revocation is of a certificate, for good: its node comes back only
+  // under a new one.
+  if (const std::optional<RevokedCertificate> revoked = state_->store().Revoked(facts.peer.sha256)) {
+    return Refused(by, target,
+                   target + "'s certificate " + facts.peer.sha256.substr(0, 16) + " was revoked by " +
+                       revoked->revoked_by + " at " + revoked->revoked_at +
+                       ": a revoked certificate is never enrolled again; enrol a new one");
+  }
   if (node && node->cert_sha256 == facts.peer.sha256 && node->state != "revoked") {
     Describe(*node, reply);  // enrolled with it already
     return grpc::Status::OK;
   }
   if (node && node->state == "revoked") {
-    detail += ", after its revocation by " + node->revoked_by;
+    detail += ", a new certificate after the revocation by " + node->revoked_by;
   } else if (node) {
     action = "rekey";
     detail = "certificate " + node->cert_sha256.substr(0, 16) + " replaced by " + facts.peer.sha256.substr(0, 16);
@@ -366,7 +414,8 @@ grpc::Status OperatorService::Enrol(grpc::ServerContext* context, const pb::Enro
 grpc::Status OperatorService::Revoke(grpc::ServerContext* context, const pb::RevokeRequest* request,
                                      pb::NodeInfo* reply) {
   std::string by;
-  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  const grpc::Status refused = AdminCall(*context, request->protocol_version(), "revoke a node",
+                                         "client-" + std::to_string(request->node()), &by);
   if (!refused.ok()) return refused;
   std::optional<NodeRecord> node;
   bool revoked = false;
@@ -381,6 +430,7 @@ grpc::Status OperatorService::Revoke(grpc::ServerContext* context, const pb::Rev
       node->revoked_by = by;
       node->revoked_at = UtcNow();
       state_->store().PutNode(*node);
+      state_->store().RevokeCertificate({node->cert_sha256, node->id, by, node->revoked_at});
       state_->store().Audit(by, "revoke", "client-" + std::to_string(node->id), Printable(request->reason(), 200));
       state_->WriteAccess();
       revoked = true;
@@ -395,7 +445,7 @@ grpc::Status OperatorService::Revoke(grpc::ServerContext* context, const pb::Rev
 grpc::Status OperatorService::Audit(grpc::ServerContext* context, const pb::AuditRequest* request,
                                     pb::AuditList* reply) {
   std::string by;
-  const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
+  const grpc::Status refused = AdminCall(*context, request->protocol_version(), "read the audit log", "audit", &by);
   if (!refused.ok()) return refused;
   reply->set_protocol_version(kProtocolVersion);
   for (const AuditRecord& r : state_->store().AuditAfter(request->after(), kMaxAuditEntries)) {

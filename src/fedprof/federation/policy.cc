@@ -46,6 +46,30 @@ std::string Joined(const std::vector<std::string>& values) {
   return "[" + out + "]";
 }
 
+// [paths] read = ["/a/directory", ...].
+void ReadPaths(const std::string& key, const toml::node& value, const std::string& at, NodePolicy* policy) {
+  const toml::array* dirs = value.as_array();
+  if (key != "read" || dirs == nullptr) throw Error(at + ": [paths] holds read = [\"/a/directory\", ...]");
+  for (const toml::node& dir : *dirs) {
+    const auto* text = dir.as_string();
+    if (text == nullptr || text->get().empty() || text->get()[0] != '/') {
+      throw Error(at + ": a directory, as an absolute path");
+    }
+    policy->read_roots.push_back(text->get());
+  }
+}
+
+// [client] "option" = value, of NodeOwnOptions() only.
+void ReadClientOption(const OptionSpec& spec, const toml::node& value, const std::string& at, NodePolicy* policy) {
+  const std::vector<std::string>& own = NodeOwnOptions();
+  if (std::find(own.begin(), own.end(), spec.name) == own.end()) {
+    throw Error(at + ": not one of a node's own options (" + Joined(own) + ")");
+  }
+  Config scratch;
+  scratch.Set(spec.name, TextOf(value, at), at);
+  policy->own[spec.name] = scratch.Value(spec.name);
+}
+
 }  // namespace
 
 NodePolicy LoadPolicy(const std::string& path) {
@@ -99,12 +123,41 @@ NodePolicy LoadPolicy(const std::string& path) {
         } else {
           throw Error(at + ": no such limit (min_cohort, max_epsilon, rounds_per_day)");
         }
+      } else if (section == "paths") {
+        ReadPaths(key, value, at, &policy);
+      } else if (section == "client") {
+        ReadClientOption(OptionNamed(key, where), value, at, &policy);
       } else {
-        throw Error(path + ": [" + Printable(section) + "] is no table of a policy (allow, at_least, at_most, limits)");
+        throw Error(path + ": [" + Printable(section) +
+                    "] is no table of a policy (allow, at_least, at_most, limits, paths, client)");
       }
     }
   }
+  const auto budget = policy.own.find("dp.client_budget"), unbounded = policy.own.find("dp.client_unbounded");
+  if (budget != policy.own.end() && unbounded != policy.own.end() && std::strtod(budget->second.c_str(), nullptr) > 0 &&
+      unbounded->second == "true") {
+    throw Error(path + ": [client] dp.client_budget and dp.client_unbounded = true: a budget, or none, not both");
+  }
   return policy;
+}
+
+const std::vector<std::string>& NodeOwnOptions() {
+  static const std::vector<std::string> options = {"dp.client_budget", "dp.client_unbounded",
+                                                   "secagg.client_reports"};
+  return options;
+}
+
+Config NodeClientConfig(const NodePolicy& policy, Config run) {
+  const bool distributed = run.options().dp.mode == "distributed";
+  for (const std::string& option : NodeOwnOptions()) {
+    const auto own = policy.own.find(option);
+    const bool budget = option.rfind("dp.", 0) == 0;
+    const std::string value =
+        own != policy.own.end() && (distributed || !budget) ? own->second : FindOption(option)->default_value;
+    run.Set(option, value, "this node's policy");
+  }
+  run.Set("dp.key_dir", "", "this node");
+  return run;
 }
 
 double EpsilonAgainstTheServer(const Config& run) {

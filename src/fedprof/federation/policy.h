@@ -20,6 +20,16 @@
 //   min_cohort = 10        # clients a round: strategy.fraction × clients.count, rounded
 //   max_epsilon = 4.0      # ε against the server's operator over the run (see below)
 //   rounds_per_day = 50    # rounds each client trains a UTC day, over every run
+//   [paths]
+//   read = ["/srv/fl-data"] # where a run's config may name files (absolute; none: nowhere)
+//   [client]                # the node's own terms, whatever a run says (NodeOwnOptions)
+//   "dp.client_budget" = 4.0
+//   "secagg.client_reports" = 100
+//
+// A run's config is the submitter's, not the node's: it may name files
+// (data.dir, data.train_file, ...: config/paths.h) only under [paths] read,
+// and a run's keys, key directory, budget and report cap are never taken
+// (NodeClientConfig): they are the node's, from its --tls-dir and [client].
 //
 // max_epsilon bounds what the run's DP noise lets the server's operator
 // learn of this node's updates: the Gaussian mechanism of dp.noise_multiplier
@@ -47,7 +57,20 @@ struct NodePolicy {
   int64_t min_cohort = 0;
   double max_epsilon = 0;  // 0 = no bound
   int64_t rounds_per_day = 0;  // 0 = no bound
+  std::vector<std::string> read_roots;       // [paths] read
+  std::map<std::string, std::string> own;    // [client]: option -> canonical value
 };
+
+// The options a node's clients hold as their own under any run: its
+// privacy budget (dp.client_budget, dp.client_unbounded) and its cap on the
+// reports it answers (secagg.client_reports).
+const std::vector<std::string>& NodeOwnOptions();
+
+// The config node clients run `run` under: the run's, with every option of
+// NodeOwnOptions the policy's [client] value (or its default: a run never
+// sets it; the budget only under dp.mode = distributed, the one mode that
+// keeps one) and dp.key_dir empty (the node's --tls-dir holds its keys).
+Config NodeClientConfig(const NodePolicy& policy, Config run);
 
 // Reads a policy; throws fedprof::Error naming the file and the key that is
 // wrong (an unknown option, a value of the wrong type, a table that is no

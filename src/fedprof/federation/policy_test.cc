@@ -71,6 +71,34 @@ TEST(NodePolicyTest, MaxEpsilonBoundsTheEpsilonAgainstTheServer) {
             std::string::npos);
 }
 
+// A node's keys, key directory, budget and report cap are its own: a run
+// that sets them is run under the node's [client] values, or the defaults
+// where it has none; its budget applies only under distributed DP.
+TEST(NodePolicyTest, ARunNeverSetsANodesKeysOrBudget) {
+  const NodePolicy own = LoadPolicy(PolicyFile("own",
+                                               "[client]\n\"dp.client_budget\" = 4\n"
+                                               "\"secagg.client_reports\" = 50\n[paths]\nread = [\"/srv/data\"]\n"));
+  EXPECT_EQ(own.read_roots, std::vector<std::string>{"/srv/data"});
+  const Config asked = ConfigWith({"dp.mode=distributed", "dp.noise_multiplier=1", "dp.key_dir=/tmp/operator-keys",
+                                   "dp.client_budget=1000000", "secagg.client_reports=1000000000"});
+  const Config ran = NodeClientConfig(own, asked);
+  EXPECT_EQ(ran.options().dp.key_dir, "");
+  EXPECT_EQ(ran.options().dp.client_budget, 4);
+  EXPECT_EQ(ran.options().secagg.client_reports, 50);
+  EXPECT_EQ(ran.options().dp.noise_multiplier, 1) << "the rest is the run's";
+  const Config unbounded = NodeClientConfig(NodePolicy{}, ConfigWith({"dp.mode=distributed", "dp.client_unbounded=true"}));
+  EXPECT_FALSE(unbounded.options().dp.client_unbounded) << "a run cannot lift the node's default budget";
+  EXPECT_EQ(unbounded.options().dp.client_budget, 0) << "0: the default budget of a deployed client";
+  EXPECT_EQ(NodeClientConfig(own, ConfigWith({"dp.mode=off"})).options().dp.client_budget, 0)
+      << "no budget outside distributed DP";
+  ExpectError([] { LoadPolicy(PolicyFile("own_other", "[client]\n\"rounds\" = 3\n")); },
+              {"not one of a node's own options"});
+  ExpectError([] { LoadPolicy(PolicyFile("own_both", "[client]\n\"dp.client_budget\" = 4\n\"dp.client_unbounded\" = true\n")); },
+              {"a budget, or none, not both"});
+  ExpectError([] { LoadPolicy(PolicyFile("relative", "[paths]\nread = [\"data\"]\n")); }, {"an absolute path"});
+  ExpectError([] { LoadPolicy(PolicyFile("paths_key", "[paths]\nwrite = [\"/srv\"]\n")); }, {"read = ["});
+}
+
 // A policy that does not say what its writer meant serves nothing: one line
 // naming the file and the key.
 TEST(NodePolicyTest, APolicyThatDoesNotParseIsRefusedNamingItsKey) {

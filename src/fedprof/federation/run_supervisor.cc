@@ -278,6 +278,11 @@ void RunSupervisor::Start(RunRecord& run) {
     argv.insert(argv.end(), {"--config", dir + "/config.toml", "--out", out, "--overwrite"});
   }
   argv.insert(argv.end(), {"--listen", host_.host + ":" + std::to_string(port)});
+  // The submitter's config, read by the server as untrusted: its files only
+  // under the federation's --data-root (and the run's own module, in its
+  // folder), and no file's content in an error line the submitter reads.
+  argv.insert(argv.end(), {"--foreign-config", "--data-root", dir});
+  for (const std::string& root : host_.data_roots) argv.insert(argv.end(), {"--data-root", root});
   if (host_.insecure) {
     argv.push_back("--insecure");
   } else {

@@ -35,6 +35,7 @@ struct RunHost {
   bool insecure = false;   // loopback experiments only
   int max_runs = 4;        // at once; the rest wait, queued
   double stop_grace_s = 60;
+  std::vector<std::string> data_roots;  // --data-root: where a run's config may name files
 };
 
 // A run's folder, STATE/runs/<n>.

@@ -14,7 +14,7 @@ namespace {
 
 // The schema this build writes (PRAGMA user_version); a database of a later
 // one is refused rather than misread.
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;  // 2: revoked_certificates
 
 constexpr const char* kSchema = R"(
 CREATE TABLE IF NOT EXISTS runs (
@@ -29,6 +29,9 @@ CREATE TABLE IF NOT EXISTS nodes (
   state TEXT NOT NULL, cert_sha256 TEXT NOT NULL, cert_expires TEXT NOT NULL,
   enrolled_by TEXT NOT NULL, enrolled_at TEXT NOT NULL, revoked_by TEXT NOT NULL,
   revoked_at TEXT NOT NULL, last_seen TEXT NOT NULL, version TEXT NOT NULL, build TEXT NOT NULL);
+-- Every certificate revoked, for good: re-admitting its node takes a new one.
+CREATE TABLE IF NOT EXISTS revoked_certificates (
+  sha256 TEXT PRIMARY KEY, node INTEGER NOT NULL, revoked_by TEXT NOT NULL, revoked_at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS refusals (
   run INTEGER NOT NULL, node INTEGER NOT NULL, rule TEXT NOT NULL, at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS served (
@@ -71,6 +74,11 @@ class Store::Impl {
                   std::to_string(kSchemaVersion) + "; run the newer fedprof");
     }
     Exec(kSchema);
+    if (version == 1) {
+      // Schema 1 kept a node's revocation only: its certificate then is revoked.
+      Exec("INSERT OR IGNORE INTO revoked_certificates SELECT cert_sha256, id, revoked_by, revoked_at FROM nodes "
+           "WHERE state='revoked'");
+    }
     Exec("PRAGMA user_version=" + std::to_string(kSchemaVersion));
   }
 
@@ -244,6 +252,21 @@ std::vector<NodeRecord> Store::Nodes() {
   impl_->Query(std::string("SELECT ") + kNodeColumns + " FROM nodes ORDER BY id", {},
                [&](sqlite3_stmt* s) { nodes.push_back(NodeOf(s)); });
   return nodes;
+}
+
+void Store::RevokeCertificate(const RevokedCertificate& c) {
+  impl_->Exec("INSERT OR IGNORE INTO revoked_certificates (sha256, node, revoked_by, revoked_at) VALUES (?,?,?,?)",
+              {c.sha256, std::to_string(c.node), c.revoked_by, c.revoked_at});
+}
+
+std::optional<RevokedCertificate> Store::Revoked(const std::string& sha256) {
+  std::optional<RevokedCertificate> found;
+  impl_->Query("SELECT sha256, node, revoked_by, revoked_at FROM revoked_certificates WHERE sha256=?", {sha256},
+               [&](sqlite3_stmt* s) {
+                 found = RevokedCertificate{Text(s, 0), static_cast<int>(sqlite3_column_int64(s, 1)), Text(s, 2),
+                                            Text(s, 3)};
+               });
+  return found;
 }
 
 void Store::AddRefusal(const RefusalRecord& r) {

@@ -2,8 +2,9 @@
 #define FEDPROF_FEDERATION_STORE_H_
 
 // What a federation remembers across restarts (fedprof federation serve
-// --state DIR): its runs, its nodes, the rules by which nodes refused runs,
-// which nodes served which run, and the audit log of who did what. One
+// --state DIR): its runs, its nodes, the certificates it revoked, the
+// rules by which nodes refused runs, which nodes served which run, and the
+// audit log of who did what. One
 // SQLite database, DIR/federation.db, in WAL mode with every change
 // committed to disk before the call returns, so that a SIGKILL loses
 // nothing that was answered. Thread-safe.
@@ -59,6 +60,13 @@ struct NodeRecord {
   std::string build;
 };
 
+struct RevokedCertificate {
+  std::string sha256;  // of the certificate's DER
+  int node = -1;
+  std::string revoked_by;
+  std::string revoked_at;
+};
+
 struct RefusalRecord {
   int64_t run = 0;
   int node = -1;
@@ -102,6 +110,10 @@ class Store {
   void NodeSeen(int id, const std::string& at, const std::string& version, const std::string& build);
   std::optional<NodeRecord> Node(int id);
   std::vector<NodeRecord> Nodes();
+
+  // A certificate revoked for good (once: a second call keeps the first).
+  void RevokeCertificate(const RevokedCertificate& certificate);
+  std::optional<RevokedCertificate> Revoked(const std::string& sha256);
 
   void AddRefusal(const RefusalRecord& refusal);
   std::vector<RefusalRecord> Refusals(int64_t run);

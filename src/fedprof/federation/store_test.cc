@@ -132,5 +132,41 @@ TEST(FederationStoreTest, RunsServedAreCountedThroughAnIndex) {
   EXPECT_NE(plan().find("USING COVERING INDEX served_by_node"), std::string::npos) << plan();
 }
 
+// A revoked certificate is kept for good, the first revocation's word
+// kept; a state of schema 1, which kept only the node's revocation, has its
+// revoked nodes' certificates revoked when opened.
+TEST(FederationStoreTest, RevokedCertificatesAreKeptForGood) {
+  const std::string dir = FreshStateDir("revoked");
+  const std::string first(64, 'a'), second(64, 'b'), old(64, 'c');
+  {
+    Store store(dir);
+    store.RevokeCertificate({first, 3, "operator-alice", "2026-12-01T00:00:00Z"});
+    store.RevokeCertificate({first, 3, "operator-bob", "2026-12-02T00:00:00Z"});
+    NodeRecord node;
+    node.id = 4;
+    node.state = "revoked";
+    node.cert_sha256 = old;
+    node.revoked_by = "operator-alice";
+    node.revoked_at = "2026-11-30T00:00:00Z";
+    store.PutNode(node);
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir + "/federation.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DELETE FROM revoked_certificates WHERE sha256 LIKE 'c%'; PRAGMA user_version=1",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  Store store(dir);
+  const std::optional<RevokedCertificate> revoked = store.Revoked(first);
+  ASSERT_TRUE(revoked.has_value());
+  EXPECT_EQ(revoked->node, 3);
+  EXPECT_EQ(revoked->revoked_by, "operator-alice");
+  EXPECT_FALSE(store.Revoked(second).has_value());
+  const std::optional<RevokedCertificate> migrated = store.Revoked(old);
+  ASSERT_TRUE(migrated.has_value()) << "schema 1's revoked node";
+  EXPECT_EQ(migrated->node, 4);
+  EXPECT_EQ(migrated->revoked_at, "2026-11-30T00:00:00Z");
+}
+
 }  // namespace
 }  // namespace fedprof::federation

@@ -10,6 +10,7 @@
 
 #include "fedprof/algorithms/algorithm.h"
 #include "fedprof/client/client.h"
+#include "fedprof/config/paths.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/files.h"
 #include "fedprof/core/hash.h"
@@ -76,9 +77,21 @@ Config DeployedConfig(Config config, const ServeOptions& serve) {
   return config;
 }
 
+// A foreign config's files lie under its roots: checked before any is read.
+void CheckForeignConfig(const Config& config, const ServeOptions& serve) {
+  if (!serve.foreign_config) return;
+  WithholdFileText();
+  std::vector<std::string> skip;
+  // The server's own key directory, as DeployedConfig names it.
+  if (config.options().dp.key_dir == serve.tls_dir) skip.push_back("dp.key_dir");
+  const std::string outside = PathRefusal(config, serve.data_roots, "--data-root", skip);
+  if (!outside.empty()) throw Error(outside);
+}
+
 void Serve(RunStart start, const std::string& out_dir, const ServeOptions& serve,
            RunObserver* observer) {
   CheckSecurity("--listen", serve.listen, serve.tls_dir, serve.insecure);
+  CheckForeignConfig(start.config, serve);
   const RunOptions::Dp& dp = start.config.options().dp;
   CheckDeployedNoise(dp, "the server's noise and sample");
   // A keyed server's noise is the key's for (seed, round): a second run on

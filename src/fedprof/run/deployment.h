@@ -27,6 +27,11 @@ struct ServeOptions {
   // serves, each under its enrolled certificate. Empty: every client the CA
   // certified.
   std::string access_file;
+  // The config is another party's (a federation's run): every file it names
+  // lies in one of `data_roots` (config/paths.h), or the run is refused
+  // before anything is read; and no error line quotes a file's content.
+  bool foreign_config = false;
+  std::vector<std::string> data_roots;
 };
 
 // Runs the config's rounds with its clients connecting over the network,

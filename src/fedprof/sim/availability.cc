@@ -95,12 +95,12 @@ std::vector<std::vector<OnlineInterval>> ParseAvailabilityTrace(const std::strin
     const double client = Number(cells[0]), start = Number(cells[1]), end = Number(cells[2]);
     if (!(client >= 0 && client < num_clients && client == std::floor(client) &&
           cells[0].find_first_not_of("0123456789") == std::string::npos)) {
-      throw Error(at + "client '" + Printable(cells[0], 20) + "' is not an id in [0, " +
+      throw Error(at + "client '" + FileText(cells[0], 20) + "' is not an id in [0, " +
                   std::to_string(num_clients) + ")");
     }
     if (!(start >= 0 && end > start && end <= kMaxTraceTime_s)) {
-      throw Error(at + "expected 0 <= start < end <= 1e15 seconds, got '" + Printable(cells[1], 20) + "', '" +
-                  Printable(cells[2], 20) + "'");
+      throw Error(at + "expected 0 <= start < end <= 1e15 seconds, got '" + FileText(cells[1], 20) + "', '" +
+                  FileText(cells[2], 20) + "'");
     }
     intervals[static_cast<size_t>(client)].push_back({start, end});
   }

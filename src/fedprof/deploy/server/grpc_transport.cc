@@ -441,7 +441,7 @@ void GrpcTransport::WaitForClients(int count, double timeout_s) {
   if (impl_->WaitForClients(count, timeout_s)) return;
   if (StopAtRoundEndRequested()) throw Error("asked to stop (SIGTERM) while it waited for its clients");
   throw Error("only " + std::to_string(impl_->Available().size()) + " of the " + std::to_string(count) +
-              " clients needed (deploy.min_clients) were available within " + std::to_string(timeout_s) +
+              " clients needed (deploy.min_clients) were available within " + FormatDouble(timeout_s) +
               " s (deploy.start_timeout_s)");
 }
 std::vector<ClientInfo> GrpcTransport::AvailableOrWait(const std::function<bool(int)>& wanted) {

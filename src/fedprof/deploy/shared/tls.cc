@@ -28,8 +28,13 @@ namespace {
 std::string ReadPem(const std::string& dir, const std::string& name) {
   const std::string path = dir + "/" + name;
   if (!FileExists(path)) {
-    throw Error(path + ": no such file (write the certificates with scripts/make-certs.sh " + dir +
-                " N)");
+    // A party's own key is made on its machine; the one-machine tool writes everyone's.
+    throw Error(path + ": no such file (" +
+                (name.rfind("client-", 0) == 0
+                     ? "a client makes its keys on its own machine, fedprof keygen --id K --out " + dir +
+                           ", and the CA signs them, scripts/make-certs.sh --sign: docs/guide-deploy.md"
+                     : "scripts/make-certs.sh writes it") +
+                ")");
   }
   std::string pem = ReadFile(path);
   if (pem.find("-----BEGIN") == std::string::npos) throw Error(path + ": not a PEM file");
