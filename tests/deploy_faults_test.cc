@@ -612,6 +612,20 @@ TEST(DeployTest, InsecureIsForLoopbackOnlyAndSaysSo) {
                            dir + "/loud.log");
   EXPECT_EQ(p.Wait(loud, 60), 1);
   EXPECT_NE(p.Output(loud).find("NO TLS"), std::string::npos) << p.Output(loud);
+  // Its clients never came: the timeout as given, and who is missing.
+  EXPECT_NE(p.Output(loud).find("were available within 1 s (deploy.start_timeout_s); not registered: clients 0, 1"),
+            std::string::npos)
+      << p.Output(loud);
+  // A client without its keys is told how a client makes them, on its own machine.
+  MakeDirs(dir + "/no-keys");
+  std::filesystem::copy_file(MakeCerts(dir, 2) + "/ca.crt", dir + "/no-keys/ca.crt");
+  const int keyless = p.Start(kCli, "client --server 127.0.0.1:1 --id 0 --tls-dir " + dir + "/no-keys " +
+                                        SmallRun(2, 1.0, 1),
+                              dir + "/keyless.log");
+  EXPECT_EQ(p.Wait(keyless, 60), 1);
+  EXPECT_NE(p.Output(keyless).find("no such file (a client makes its keys on its own machine, fedprof keygen --id K"),
+            std::string::npos)
+      << p.Output(keyless);
 }
 
 }  // namespace

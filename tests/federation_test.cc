@@ -195,14 +195,17 @@ TEST(FederationTest, NodesServeRunAfterRunAndRunsAtOnce) {
   ASSERT_EQ(lines.code, 0) << lines.output;
   std::istringstream in(lines.output);
   int number = 0;
-  bool listening = false;
+  bool listening = false, last_round = false;
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json entry = nlohmann::json::parse(line);
     EXPECT_EQ(entry.at("run"), 1);
     EXPECT_EQ(entry.at("line"), number++);
     listening = listening || entry.at("text").get<std::string>().find("listening on") != std::string::npos;
+    last_round = last_round || entry.at("text").get<std::string>().find("round    3/3") != std::string::npos;
   }
   EXPECT_TRUE(listening) << lines.output;
+  EXPECT_TRUE(last_round) << "each round is in the log, though the config says report.progress = false: "
+                          << lines.output;
   ExpectTheMonitorShows(f, runs);
 }
 

@@ -282,6 +282,9 @@ void RunSupervisor::Start(RunRecord& run) {
   // under the federation's --data-root (and the run's own module, in its
   // folder), and no file's content in an error line the submitter reads.
   argv.insert(argv.end(), {"--foreign-config", "--data-root", dir});
+  // Its log says each round, whatever the config: `federation logs --follow`
+  // is how an operator watches a run.
+  argv.insert(argv.end(), {"--set", "report.progress=true"});
   for (const std::string& root : host_.data_roots) argv.insert(argv.end(), {"--data-root", root});
   if (host_.insecure) {
     argv.push_back("--insecure");

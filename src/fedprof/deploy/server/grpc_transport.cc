@@ -440,9 +440,25 @@ void GrpcTransport::Close() {
 void GrpcTransport::WaitForClients(int count, double timeout_s) {
   if (impl_->WaitForClients(count, timeout_s)) return;
   if (StopAtRoundEndRequested()) throw Error("asked to stop (SIGTERM) while it waited for its clients");
-  throw Error("only " + std::to_string(impl_->Available().size()) + " of the " + std::to_string(count) +
+  // Which are missing, the first few by id: a deployment's operator knows
+  // them by name.
+  const std::vector<ClientInfo> available = impl_->Available();
+  std::vector<bool> here(static_cast<size_t>(num_clients()), false);
+  for (const ClientInfo& c : available) here.at(static_cast<size_t>(c.id)) = true;
+  std::string missing;
+  int named = 0, unnamed = 0;
+  for (int id = 0; id < num_clients(); ++id) {
+    if (here[static_cast<size_t>(id)]) continue;
+    if (named++ < 10) {
+      missing += (missing.empty() ? "" : ", ") + std::to_string(id);
+    } else {
+      ++unnamed;
+    }
+  }
+  if (unnamed > 0) missing += " and " + std::to_string(unnamed) + " more";
+  throw Error("only " + std::to_string(available.size()) + " of the " + std::to_string(count) +
               " clients needed (deploy.min_clients) were available within " + FormatDouble(timeout_s) +
-              " s (deploy.start_timeout_s)");
+              " s (deploy.start_timeout_s); not registered: client" + (named > 1 ? "s " : " ") + missing);
 }
 std::vector<ClientInfo> GrpcTransport::AvailableOrWait(const std::function<bool(int)>& wanted) {
   const auto any_wanted = [&wanted](const std::vector<ClientInfo>& clients) {
