@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -97,7 +98,17 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--model")) only = argv[i + 1];
   }
-  const std::string certs = "/tmp/fedprof_deploy_bench_certs";
+  if (!only.empty() && only != "lenet5" && only != "resnet18") {
+    std::fprintf(stderr, "deploy_bench: --model %s: lenet5 or resnet18\n", only.c_str());
+    return 1;
+  }
+  // Certificates in a folder of its own ($TMPDIR), removed after.
+  std::string dir = (std::filesystem::temp_directory_path() / "fedprof_deploy_bench.XXXXXX").string();
+  if (mkdtemp(dir.data()) == nullptr) {
+    std::fprintf(stderr, "deploy_bench: cannot make a folder in $TMPDIR\n");
+    return 1;
+  }
+  const std::string certs = dir + "/certs";
   const std::string make = "bash " FEDPROF_SOURCE_DIR "/scripts/make-certs.sh " + certs + " " +
                            std::to_string(clients) + " > /dev/null";
   if (std::system(make.c_str()) != 0) return 1;
@@ -117,5 +128,6 @@ int main(int argc, char** argv) {
                 megabytes / plain);
     std::fflush(stdout);
   }
+  std::filesystem::remove_all(dir);
   return 0;
 }
