@@ -257,6 +257,13 @@ TEST(FederationTest, ARunsConfigReadsOnlyWhereThePoliciesLetItAndOperatorsKeepTo
   std::filesystem::create_directories(root);
   std::filesystem::create_symlink(f.certs + "/server.key", root + "/leak");
   WriteFileAtomic(root + "/secret.csv", "SECRET_COLUMN,label\n1,0\n");
+  // A root may not hold the federation's own state or keys.
+  for (const std::string& own : {f.dir, f.certs}) {
+    const testing_support::CliResult r = testing_support::RunCli(
+        "federation serve --state " + f.dir + "/state --listen 127.0.0.1:0 --tls-dir " + f.certs + " --data-root " + own);
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.output.find("which no run may read"), std::string::npos) << r.output;
+  }
   f.Start("--max-runs 1 --data-root " + root + " --data-root " + datasets);
   EnrolAll(f, 2);
 
@@ -297,6 +304,12 @@ TEST(FederationTest, ARunsConfigReadsOnlyWhereThePoliciesLetItAndOperatorsKeepTo
   EXPECT_NE(secret.output.find("unknown target column \"nope\", header has: (withheld)"), std::string::npos)
       << secret.output;
   EXPECT_EQ(secret.output.find("SECRET"), std::string::npos) << secret.output;
+  // A split's name is no path either.
+  const testing_support::CliResult split = testing_support::RunCli(
+      server + " --set data.name=emnist --set data.emnist_split=../../../../etc/x");
+  EXPECT_EQ(split.code, 1);
+  EXPECT_NE(split.output.find("data.emnist_split '../../../../etc/x': a split's name, a-z only"), std::string::npos)
+      << split.output;
 
   // Inside the federation's root, the run is submitted; node 0, whose
   // policy names no directory, refuses it; node 1 reads the root and serves

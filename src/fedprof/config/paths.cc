@@ -9,9 +9,14 @@
 namespace fedprof {
 namespace {
 
+// The path as the process would open it, or empty when it cannot be
+// resolved (a directory it may not search, a loop of links).
 std::filesystem::path Resolved(const std::string& path) {
-  std::error_code ignored;
-  std::filesystem::path resolved = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ignored), ignored);
+  std::error_code error;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, error);
+  if (error) return {};
+  const std::filesystem::path resolved = std::filesystem::weakly_canonical(absolute, error);
+  if (error) return {};
   return resolved.lexically_normal();
 }
 
@@ -27,9 +32,10 @@ const std::vector<std::string>& PathOptions() {
 bool InsideRoots(const std::string& path, const std::vector<std::string>& roots) {
   if (path.empty()) return false;
   const std::filesystem::path resolved = Resolved(path);
+  if (resolved.empty()) return false;
   for (const std::string& root : roots) {
-    if (root.empty()) continue;
-    const std::filesystem::path base = Resolved(root);
+    const std::filesystem::path base = root.empty() ? std::filesystem::path() : Resolved(root);
+    if (base.empty()) continue;  // a root that cannot be resolved holds nothing
     // Component by component: /srv/data holds /srv/data/x, not /srv/database.
     const auto [end, unused] = std::mismatch(base.begin(), base.end(), resolved.begin(), resolved.end());
     if (end == base.end() || (std::next(end) == base.end() && end->empty())) return true;

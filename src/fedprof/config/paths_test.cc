@@ -57,6 +57,12 @@ TEST(PathConfinementTest, AConfigsFilesLieInTheRootsOnceResolved) {
               std::string::npos);
   }
   EXPECT_EQ(PathRefusal(Config(), {}, policy), "") << "the defaults name no file";
+  // A root that cannot be resolved (a loop of links) holds nothing; it does
+  // not let everything in.
+  std::filesystem::create_symlink(dir + "/loop-b", dir + "/loop-a");
+  std::filesystem::create_symlink(dir + "/loop-a", dir + "/loop-b");
+  EXPECT_FALSE(InsideRoots("/etc/passwd", {dir + "/loop-a/x"}));
+  EXPECT_FALSE(InsideRoots(dir + "/loop-a/x", {dir}));
 }
 
 }  // namespace

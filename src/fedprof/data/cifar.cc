@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/text.h"
 #include "fedprof/core/files.h"
 #include "fedprof/data/loaders.h"
 
@@ -60,7 +61,7 @@ Dataset DecodeCifar10(std::vector<NamedBytes> named) {
       if (label >= kCifarClasses) {
         throw Error(path + ": byte " + std::to_string(r * kRecordBytes) +
                     ": record " + std::to_string(r) + " has label " +
-                    std::to_string(label) + ", expected 0..9");
+                    FileText(std::to_string(label)) + ", expected 0..9");
       }
     }
     total += records;

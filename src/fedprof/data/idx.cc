@@ -11,6 +11,7 @@
 #include <string>
 
 #include "fedprof/core/error.h"
+#include "fedprof/core/text.h"
 #include "fedprof/core/files.h"
 #include "fedprof/data/loaders.h"
 
@@ -129,7 +130,7 @@ void CheckHeader(const std::string& path, const std::string& bytes,
   }
   const uint32_t found = ReadBigEndian32(bytes, 0);
   if (found != magic) {
-    throw Error(path + ": byte 0: bad magic " + Hex32(found) + ", expected " +
+    throw Error(path + ": byte 0: bad magic " + FileText(Hex32(found)) + ", expected " +
                 Hex32(magic) + " (" + what + ")");
   }
 }
@@ -167,8 +168,8 @@ Dataset DecodeIdx(const NamedBytes& images_file, const NamedBytes& labels_file,
   const uint64_t rows = ReadBigEndian32(images, 8);
   const uint64_t cols = ReadBigEndian32(images, 12);
   if (n == 0 || rows == 0 || cols == 0) {
-    throw Error(images_path + ": byte 4: dimensions " + std::to_string(n) +
-                " x " + std::to_string(rows) + " x " + std::to_string(cols) +
+    throw Error(images_path + ": byte 4: dimensions " + FileText(std::to_string(n)) +
+                " x " + FileText(std::to_string(rows)) + " x " + FileText(std::to_string(cols)) +
                 ", expected all non-zero");
   }
   // Each factor is below 2^32, so rows * cols fits; n * pixels may not.

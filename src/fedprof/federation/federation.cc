@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "fedprof/config/paths.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/log.h"
 #include "fedprof/core/text.h"
@@ -55,6 +56,15 @@ void CheckAccess(const FederationOptions& options) {
     if (!name) {
       throw Error("--admin '" + Printable(admin, 40) +
                   "': the NAME of an operator-NAME certificate (1 to 32 of a-z 0-9 - _)");
+    }
+  }
+  // A run may read its roots: none may hold the federation's own state or keys.
+  for (const std::string& root : options.data_roots) {
+    for (const std::string& own : {options.state_dir, options.tls_dir}) {
+      if (!own.empty() && (InsideRoots(own, {root}) || InsideRoots(root, {own}))) {
+        throw Error("--data-root " + Printable(root, 200) + ": holds or lies in the federation's " + own +
+                    ", which no run may read");
+      }
     }
   }
   if (!options.insecure && options.admins.empty()) {

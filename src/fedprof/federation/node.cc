@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fedprof/config/config.h"
+#include "fedprof/config/options.h"
 #include "fedprof/config/paths.h"
 #include "fedprof/core/error.h"
 #include "fedprof/core/hash.h"
@@ -298,14 +299,14 @@ class Node {
   }
 
   // The config this node's clients run `run` under: the run's, on the
-  // node's own terms (NodeClientConfig); what the run asked otherwise is
-  // said once.
+  // node's own terms (NodeClientConfig); what the run set otherwise is said
+  // once.
   Config OwnTerms(int64_t run, const Config& asked) {
     Config own = NodeClientConfig(policy_, asked);
     std::vector<std::string> options = NodeOwnOptions();
     options.push_back("dp.key_dir");
     for (const std::string& option : options) {
-      if (asked.Value(option) != own.Value(option)) {
+      if (asked.Value(option) != own.Value(option) && asked.Value(option) != FindOption(option)->default_value) {
         LogProgress("node: run " + std::to_string(run) + " sets " + option + " = " +
                     Printable(asked.Value(option), 80) + "; this node's clients keep their own (" +
                     (own.Value(option).empty() ? std::string("their --tls-dir") : own.Value(option)) + ")");

@@ -350,6 +350,17 @@ grpc::Status OperatorService::ListNodes(grpc::ServerContext* context, const pb::
   const grpc::Status refused = Operator(*context, request->protocol_version(), &by);
   if (!refused.ok()) return refused;
   *reply = AllNodes();
+  if (!Admin(by)) {
+    // The runs a node serves now: only the caller's are named to it.
+    for (pb::NodeInfo& node : *reply->mutable_nodes()) {
+      auto* serving = node.mutable_serving();
+      const auto others = [&](int64_t run) {
+        const std::optional<RunRecord> record = state_->store().Run(run);
+        return !record || record->submitted_by != by;
+      };
+      serving->erase(std::remove_if(serving->begin(), serving->end(), others), serving->end());
+    }
+  }
   return grpc::Status::OK;
 }
 

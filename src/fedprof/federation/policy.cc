@@ -142,7 +142,7 @@ NodePolicy LoadPolicy(const std::string& path) {
 }
 
 const std::vector<std::string>& NodeOwnOptions() {
-  static const std::vector<std::string> options = {"dp.client_budget", "dp.client_unbounded",
+  static const std::vector<std::string> options = {"dp.client_budget", "dp.client_unbounded", "dp.delta",
                                                    "secagg.client_reports"};
   return options;
 }
@@ -152,8 +152,10 @@ Config NodeClientConfig(const NodePolicy& policy, Config run) {
   for (const std::string& option : NodeOwnOptions()) {
     const auto own = policy.own.find(option);
     const bool budget = option.rfind("dp.", 0) == 0;
-    const std::string value =
-        own != policy.own.end() && (distributed || !budget) ? own->second : FindOption(option)->default_value;
+    // The ledger's delta is fixed by the node, never 1/clients.count of a
+    // run's choosing: a larger one would price its past spending lower.
+    const std::string fallback = option == "dp.delta" ? kNodeDelta : FindOption(option)->default_value;
+    const std::string value = own != policy.own.end() && (distributed || !budget) ? own->second : fallback;
     run.Set(option, value, "this node's policy");
   }
   run.Set("dp.key_dir", "", "this node");

@@ -62,14 +62,18 @@ struct NodePolicy {
 };
 
 // The options a node's clients hold as their own under any run: its
-// privacy budget (dp.client_budget, dp.client_unbounded) and its cap on the
+// privacy budget (dp.client_budget, dp.client_unbounded), the delta its
+// ledger prices every contribution at (dp.delta), and its cap on the
 // reports it answers (secagg.client_reports).
 const std::vector<std::string>& NodeOwnOptions();
 
+// A node's ledger's delta without a [client] "dp.delta" of its policy.
+inline constexpr const char* kNodeDelta = "1e-05";
+
 // The config node clients run `run` under: the run's, with every option of
 // NodeOwnOptions the policy's [client] value (or its default: a run never
-// sets it; the budget only under dp.mode = distributed, the one mode that
-// keeps one) and dp.key_dir empty (the node's --tls-dir holds its keys).
+// sets it; the budget and delta only under dp.mode = distributed, the one
+// mode that keeps one; else dp.delta's kNodeDelta) and dp.key_dir empty (the node's --tls-dir holds its keys).
 Config NodeClientConfig(const NodePolicy& policy, Config run);
 
 // Reads a policy; throws fedprof::Error naming the file and the key that is

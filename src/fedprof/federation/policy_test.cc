@@ -86,6 +86,8 @@ TEST(NodePolicyTest, ARunNeverSetsANodesKeysOrBudget) {
   EXPECT_EQ(ran.options().dp.client_budget, 4);
   EXPECT_EQ(ran.options().secagg.client_reports, 50);
   EXPECT_EQ(ran.options().dp.noise_multiplier, 1) << "the rest is the run's";
+  EXPECT_EQ(ran.options().dp.delta, 1e-5) << "the ledger's delta is the node's, not 1/clients.count";
+  EXPECT_EQ(NodeClientConfig(own, ConfigWith({"dp.mode=distributed", "dp.delta=0.1"})).options().dp.delta, 1e-5);
   const Config unbounded = NodeClientConfig(NodePolicy{}, ConfigWith({"dp.mode=distributed", "dp.client_unbounded=true"}));
   EXPECT_FALSE(unbounded.options().dp.client_unbounded) << "a run cannot lift the node's default budget";
   EXPECT_EQ(unbounded.options().dp.client_budget, 0) << "0: the default budget of a deployed client";

@@ -48,6 +48,11 @@ Dataset LoadIdxSet(const std::string& name, const std::string& dir_option,
   const std::string dir = dir_option.empty() ? DefaultDataDir(name) : dir_option;
   std::string images, labels;
   if (name == "emnist") {
+    // A name, not a path: it is part of the file names under `dir`.
+    if (emnist_split.empty() || emnist_split.find_first_not_of("abcdefghijklmnopqrstuvwxyz") != std::string::npos) {
+      throw Error("data.emnist_split '" + Printable(emnist_split, 40) + "': a split's name, a-z only (digits, letters, "
+                  "balanced, byclass, bymerge, mnist)");
+    }
     const std::string prefix = "emnist-" + emnist_split + (train ? "-train-" : "-test-");
     images = FindFile(dir, prefix + "images-idx3-ubyte");
     labels = FindFile(dir, prefix + "labels-idx1-ubyte");
@@ -113,7 +118,7 @@ at::Tensor ScaleFeatures(const at::Tensor& x, const std::vector<std::string>& na
   if (order.size() != scaling.names.size() || names.size() != scaling.names.size()) {
     const auto listed = [](const std::vector<std::string>& columns) {
       std::string out;
-      for (const std::string& c : columns) out += (out.empty() ? "" : ", ") + Printable(c);
+      for (const std::string& c : columns) out += (out.empty() ? "" : ", ") + FileText(c);
       return out;
     };
     throw Error(what + ": feature columns " + listed(names) + "; the training file's are " +
