@@ -51,9 +51,7 @@ void CheckAccess(const FederationOptions& options) {
                " can act as any node or operator. For loopback experiments only.");
   }
   for (const std::string& admin : options.admins) {
-    const bool name = !admin.empty() && admin.size() <= 32 &&
-                      admin.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos;
-    if (!name) {
+    if (!IsOperatorName(admin)) {
       throw Error("--admin '" + Printable(admin, 40) +
                   "': the NAME of an operator-NAME certificate (1 to 32 of a-z 0-9 - _)");
     }
